@@ -1,0 +1,3 @@
+from lexrag.cli import main
+
+raise SystemExit(main())

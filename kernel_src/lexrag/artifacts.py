@@ -1,0 +1,79 @@
+"""Artifact folders: files plus ``params.json`` (artifact, builder, params, version, doc count,
+source hashes).  Loading checks the recorded params against the config and refuses a mismatch
+with a message naming every differing field.  No pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from lexrag import __version__
+
+__all__ = ["ArtifactError", "write_params", "read_params", "check_params", "sha256_file", "file_table"]
+
+PARAMS = "params.json"
+
+
+class ArtifactError(RuntimeError):
+    """A missing, incomplete or mismatched artifact."""
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_params(folder: str | Path, artifact: str, builder: str, params: Mapping[str, Any], **extra: Any) -> dict:
+    """Write ``params.json`` last, atomically: a folder without it is an unfinished build."""
+    folder = Path(folder)
+    doc = {"artifact": artifact, "builder": builder, "version": __version__, "params": dict(params), **extra}
+    tmp = folder / (PARAMS + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, folder / PARAMS)
+    return doc
+
+
+def read_params(folder: str | Path, artifact: str) -> dict:
+    folder = Path(folder)
+    path = folder / PARAMS
+    if not folder.is_dir():
+        raise ArtifactError(f"artifact {artifact!r} not found: {folder} is not a folder (build it with `python -m lexrag build`)")
+    if not path.is_file():
+        raise ArtifactError(f"artifact {artifact!r} at {folder} has no {PARAMS}: the build did not finish; rebuild it")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ArtifactError(f"{path}: not valid JSON ({e})") from e
+    if doc.get("artifact") != artifact:
+        raise ArtifactError(f"{path}: is artifact {doc.get('artifact')!r}, expected {artifact!r}")
+    return doc
+
+
+def check_params(folder: str | Path, artifact: str, expected: Mapping[str, Any]) -> dict:
+    """Read ``params.json`` and refuse when any expected param differs; names every difference."""
+    doc = read_params(folder, artifact)
+    have = doc.get("params", {})
+    diffs = [f"{k}: artifact has {have.get(k)!r}, config wants {v!r}" for k, v in expected.items() if have.get(k) != v]
+    if diffs:
+        raise ArtifactError(
+            f"artifact {artifact!r} at {folder} was built with a different config; rebuild it or change the config:\n  "
+            + "\n  ".join(diffs)
+        )
+    return doc
+
+
+def file_table(folder: str | Path) -> list[dict]:
+    """Every file under ``folder`` with size and sha256, sorted by relative path."""
+    folder = Path(folder)
+    rows = []
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and p.name != "dataset-metadata.json":
+            rows.append({"path": p.relative_to(folder).as_posix(), "size": p.stat().st_size, "sha256": sha256_file(p)})
+    return rows

@@ -1,0 +1,160 @@
+"""Command line: ``python -m lexrag {build,run,evaluate,validate-submission,config}``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from lexrag import __version__
+
+__all__ = ["main"]
+
+
+def _config(args: argparse.Namespace):
+    from lexrag.config import load_config, parse_overrides
+
+    cfg = load_config(args.config, parse_overrides(args.set))
+    if os.environ.get("CI"):
+        cfg.runtime.progress = False
+    return cfg
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from lexrag.pipeline import build_artifacts
+
+    cfg = _config(args)
+    build_artifacts(cfg, args.laws, args.out, courts=args.courts)
+    print(f"artifacts written to {args.out}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import load_queries
+    from lexrag.submission import write_submission
+
+    cfg = _config(args)
+    art = Artifacts.load(args.artifacts, cfg)
+    queries = load_queries(args.queries, cfg.query.max_chars)
+    result = run_pipeline(queries, art, cfg)
+    write_submission(args.out, result.predictions, result.query_ids)
+    n = sum(len(v) for v in result.predictions.values())
+    print(f"wrote {args.out}: {len(result.query_ids)} queries, {n} citations, {result.timings['total']:.2f}s")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from lexrag.metrics import evaluate
+    from lexrag.queries import load_gold
+    from lexrag.submission import read_submission
+    from lexrag.validation import format_metrics
+
+    gold = load_gold(args.gold)
+    pred = read_submission(args.pred)
+    missing = [q for q in gold if q not in pred]
+    if missing:
+        print(f"warning: {len(missing)} gold queries have no row in {args.pred} (scored as empty): {missing[:5]}", file=sys.stderr)
+    metrics = evaluate(gold, pred, ks=(10,))
+    if args.json:
+        print(json.dumps(metrics, sort_keys=True))
+    else:
+        print(format_metrics(metrics))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from lexrag.corpus import Corpus
+    from lexrag.queries import load_queries
+    from lexrag.submission import validate_submission
+
+    qids = [q.query_id for q in load_queries(args.queries)]
+    citations = Corpus(Path(args.artifacts) / "corpus").citations if args.artifacts else None
+    problems = validate_submission(args.submission, qids, citations)
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"INVALID: {len(problems)} problem(s)")
+        return 1
+    print(f"OK: {args.submission} is a valid submission for {len(qids)} queries")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from lexrag.config import config_help
+
+    if args.config or args.set:
+        import yaml
+
+        print(yaml.safe_dump(_config(args).to_dict(), sort_keys=False, allow_unicode=True))
+    else:
+        print(config_help())
+    return 0
+
+
+def cmd_show_metrics(args: argparse.Namespace) -> int:
+    from lexrag.validation import format_metrics
+
+    doc = json.loads(Path(args.metrics).read_text(encoding="utf-8"))
+    print(format_metrics(doc["metrics"], title=f"{args.metrics} ({doc.get('queries', '')})"))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lexrag", description="Cross-lingual Swiss legal citation retrieval")
+    p.add_argument("--version", action="version", version=f"lexrag {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def cfg_args(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--config", help="YAML config file")
+        sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a config field (repeatable)")
+
+    b = sub.add_parser("build", help="build the artifacts (corpus, bm25) from the competition CSVs")
+    b.add_argument("--laws", required=True, help="laws_de.csv")
+    b.add_argument("--courts", help="court_considerations.csv (optional)")
+    b.add_argument("--out", required=True, help="artifacts folder to write")
+    cfg_args(b)
+    b.set_defaults(func=cmd_build)
+
+    r = sub.add_parser("run", help="answer a queries CSV and write submission.csv")
+    r.add_argument("--artifacts", required=True)
+    r.add_argument("--queries", required=True)
+    r.add_argument("--out", required=True)
+    cfg_args(r)
+    r.set_defaults(func=cmd_run)
+
+    e = sub.add_parser("evaluate", help="score a submission against a gold CSV (competition Macro F1)")
+    e.add_argument("--gold", required=True)
+    e.add_argument("--pred", required=True)
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.set_defaults(func=cmd_evaluate)
+
+    v = sub.add_parser("validate-submission", help="check a submission file and name every problem")
+    v.add_argument("submission")
+    v.add_argument("--queries", required=True)
+    v.add_argument("--artifacts", help="artifacts folder; checks that every citation is a corpus string")
+    v.set_defaults(func=cmd_validate)
+
+    m = sub.add_parser("show-metrics", help="print the metrics table of a validation run's metrics.json")
+    m.add_argument("metrics")
+    m.set_defaults(func=cmd_show_metrics)
+
+    c = sub.add_parser("config", help="print every config field with its default and help, or the resolved config")
+    cfg_args(c)
+    c.set_defaults(func=cmd_config)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from lexrag.artifacts import ArtifactError
+    from lexrag.config import ConfigError
+    from lexrag.csvio import CsvInputError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ArtifactError, ConfigError, CsvInputError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

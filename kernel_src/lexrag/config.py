@@ -1,0 +1,214 @@
+"""Typed configuration: dataclasses with the paper's defaults and a help string per field.
+
+A config is built from the defaults, then a YAML file, then overrides (``section.field=value``
+from the CLI, or a dict from a papermill parameters cell).  An unknown section or field is an
+error naming it; a value of the wrong type is an error naming the field and the expected type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help"]
+
+
+class ConfigError(ValueError):
+    """Bad configuration: unknown key, wrong type or invalid value."""
+
+
+def _f(default: Any, help: str, **kw: Any) -> Any:
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)
+    return field(default=default, metadata={"help": help}, **kw)
+
+
+@dataclass
+class CorpusConfig:
+    chunk_rows: int = _f(100_000, "rows read per chunk when streaming the input CSVs")
+    max_error_examples: int = _f(20, "bad rows quoted (row number and reason) in the build report")
+
+
+@dataclass
+class LexicalConfig:
+    enabled: bool = _f(True, "run the BM25 signals")
+    k1: float = _f(1.5, "BM25 k1")
+    b: float = _f(0.75, "BM25 b")
+    method: str = _f("lucene", "BM25 variant (bm25s method): lucene | robertson | atire")
+    stemmer: str = _f("german", "Snowball stemmer language (PyStemmer); empty string: no stemming")
+    min_token_len: int = _f(2, "tokens shorter than this are dropped (paper: drop 1-char tokens)")
+    top_k: int = _f(100, "documents kept per BM25 signal")
+
+
+@dataclass
+class SeedConfig:
+    enabled: bool = _f(True, "emit citations named in the query as the citation_seeds signal")
+    expand_decisions: bool = _f(
+        False, "a decision named without consideration expands to all its considerations"
+    )
+
+
+@dataclass
+class FusionConfig:
+    rrf_k: int = _f(60, "RRF constant k in w / (k + rank) (Cormack et al. 2009; paper: 60)")
+    weights: dict = _f(
+        {"citation_seeds": 4.0, "bm25_german": 2.0, "bm25_query": 1.0},
+        "per-signal RRF weight; signals not listed get default_weight",
+    )
+    default_weight: float = _f(1.0, "weight of a signal missing from weights")
+    depth: int = _f(300, "fused candidates kept per query")
+
+
+@dataclass
+class CountConfig:
+    method: str = _f("fixed", "how many citations to emit per query: fixed | elbow")
+    k: int = _f(10, "citations emitted per query when method=fixed")
+    min_k: int = _f(8, "lower clip of the elbow count (paper: 8)")
+    max_k: int = _f(50, "upper clip of the elbow count (paper: 50)")
+
+
+@dataclass
+class QueryConfig:
+    max_chars: int = _f(20_000, "longer queries are truncated (with a warning naming the query)")
+
+
+@dataclass
+class RuntimeConfig:
+    time_budget_s: float = _f(
+        0.0, "wall-clock budget for a run in seconds, checked between queries; 0 = unlimited"
+    )
+    progress: bool = _f(True, "tqdm progress bars (switched off when CI is set)")
+
+
+@dataclass
+class PathsConfig:
+    input_dir: str = _f("", "local folder with competition CSVs; empty: ./data (Kaggle: the input root)")
+    artifacts_dir: str = _f("", "local folder with artifact subfolders; empty: ./artifacts")
+    working_dir: str = _f("", "where outputs go; empty: the current folder (Kaggle: the working folder)")
+    competition: str = _f("", "Kaggle competition folder name under the input root")
+
+
+@dataclass
+class Config:
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    lexical: LexicalConfig = field(default_factory=LexicalConfig)
+    seeds: SeedConfig = field(default_factory=SeedConfig)
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    count: CountConfig = field(default_factory=CountConfig)
+    query: QueryConfig = field(default_factory=QueryConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> "Config":
+        if self.count.method not in ("fixed", "elbow"):
+            raise ConfigError(f"count.method must be 'fixed' or 'elbow', got {self.count.method!r}")
+        if self.lexical.method not in ("lucene", "robertson", "atire"):
+            raise ConfigError(f"lexical.method must be lucene|robertson|atire, got {self.lexical.method!r}")
+        for name in ("k", "min_k", "max_k"):
+            if getattr(self.count, name) < 0:
+                raise ConfigError(f"count.{name} must be >= 0")
+        if self.count.min_k > self.count.max_k:
+            raise ConfigError("count.min_k must be <= count.max_k")
+        if self.fusion.rrf_k < 0:
+            raise ConfigError("fusion.rrf_k must be >= 0")
+        return self
+
+
+def _check_type(path: str, value: Any, tp: Any) -> Any:
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp in (int, float, str, bool):
+        if type(value) is not tp:
+            raise ConfigError(f"{path}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _merge(obj: Any, data: Mapping[str, Any], prefix: str) -> None:
+    hints = typing.get_type_hints(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if key not in names:
+            raise ConfigError(f"unknown config key {path!r}; known: {', '.join(sorted(names))}")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{path}: expected a section (mapping), got {value!r}")
+            _merge(current, value, f"{path}.")
+        else:
+            setattr(obj, key, _check_type(path, value, hints[key]))
+
+
+def parse_overrides(items: list[str] | None) -> dict:
+    """``["fusion.rrf_k=30", "count.method=elbow"]`` -> nested dict; values are parsed as YAML."""
+    out: dict = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form section.field=value")
+        path, raw = item.split("=", 1)
+        node = out
+        parts = path.strip().split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = yaml.safe_load(raw)
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Defaults, then the YAML file at ``path`` (if any), then ``overrides`` (nested or dotted keys)."""
+    cfg = Config()
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML: {e}") from e
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{p}: top level must be a mapping of sections")
+        try:
+            _merge(cfg, data, "")
+        except ConfigError as e:
+            raise ConfigError(f"{p}: {e}") from None
+    if overrides:
+        nested: dict = {}
+        for k, v in overrides.items():
+            if "." in k:
+                nested = _deep_update(nested, parse_overrides([f"{k}={yaml.safe_dump(v)}"]))
+            else:
+                nested = _deep_update(nested, {k: v})
+        _merge(cfg, nested, "")
+    return cfg.validate()
+
+
+def _deep_update(a: dict, b: Mapping) -> dict:
+    for k, v in b.items():
+        if isinstance(v, Mapping) and isinstance(a.get(k), dict):
+            _deep_update(a[k], v)
+        else:
+            a[k] = v
+    return a
+
+
+def config_help() -> str:
+    """Every field with its default and help text, for ``python -m lexrag config``."""
+    lines = []
+    for sec in dataclasses.fields(Config):
+        lines.append(f"{sec.name}:")
+        for f in dataclasses.fields(sec.default_factory()):  # type: ignore[misc]
+            default = getattr(sec.default_factory(), f.name)  # type: ignore[misc]
+            lines.append(f"  {f.name}: {default!r}  # {f.metadata.get('help', '')}")
+    return "\n".join(lines)

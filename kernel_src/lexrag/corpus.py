@@ -1,0 +1,204 @@
+"""Unified corpus: stream ``laws_de.csv`` and ``court_considerations.csv`` into one parquet file.
+
+One row per document: ``doc_id`` (int64, dense from 0), ``citation`` (the corpus string as
+written), ``text``, ``title`` (laws only), ``source`` (law | bge | docket), ``parent`` (article
+without ``Abs.``, decision without ``E.``), ``lang`` (de | fr | it | ''; a stopword guess for
+court text).  Input is read row by row with the csv module and written in row groups, so memory
+stays bounded at 2.47M rows.  Nothing is lost silently: exact duplicate rows (same citation and
+text) are dropped and counted; malformed rows (wrong field count, empty or unparseable citation,
+csv errors) are dropped, counted and quoted with their line number; rows that are not valid
+UTF-8 are decoded as cp1252 (or latin-1), kept, counted and quoted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lexrag import citations as cit
+from lexrag.artifacts import ArtifactError, check_params, sha256_file, write_params
+from lexrag.config import CorpusConfig
+from lexrag.csvio import CsvInputError as CorpusError
+from lexrag.csvio import FileReport, read_csv_rows
+
+__all__ = ["build_corpus", "Corpus", "CorpusError", "guess_lang"]
+
+ARTIFACT = "corpus"
+CORPUS_FILE = "corpus.parquet"
+REPORT_FILE = "build_report.json"
+
+SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.int64()),
+        ("citation", pa.string()),
+        ("text", pa.string()),
+        ("title", pa.string()),
+        ("source", pa.string()),
+        ("parent", pa.string()),
+        ("lang", pa.string()),
+    ]
+)
+
+_LANG_WORDS = {
+    "de": {"der", "die", "das", "und", "nicht", "ist", "des", "dem", "mit", "eine", "zu", "auf", "wird"},
+    "fr": {"le", "la", "les", "et", "des", "est", "une", "du", "que", "pas", "qui", "dans", "pour"},
+    "it": {"il", "che", "della", "non", "per", "una", "del", "sono", "alla", "gli", "di", "nel", "è"},
+}
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def guess_lang(text: str, max_words: int = 200) -> str:
+    """de / fr / it by stopword hits over the first words; '' when there is no evidence."""
+    words = _WORD.findall(text[:3000].lower())[:max_words]
+    hits = {lang: sum(w in ws for w in words) for lang, ws in _LANG_WORDS.items()}
+    best = max(hits, key=hits.get)  # type: ignore[arg-type]
+    return best if hits[best] > 0 else ""
+
+
+class _Writer:
+    def __init__(self, path: Path, chunk_rows: int):
+        self.writer = pq.ParquetWriter(path, SCHEMA, compression="zstd")
+        self.chunk_rows = chunk_rows
+        self.buf: dict[str, list] = {n: [] for n in SCHEMA.names}
+        self.n = 0
+
+    def add(self, **row: object) -> None:
+        row["doc_id"] = self.n
+        for k in SCHEMA.names:
+            self.buf[k].append(row[k])
+        self.n += 1
+        if len(self.buf["doc_id"]) >= self.chunk_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buf["doc_id"]:
+            self.writer.write_table(pa.table(self.buf, schema=SCHEMA))
+            self.buf = {n: [] for n in SCHEMA.names}
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+def _ingest(path: Path, kind: str, w: _Writer, seen: set[int], cfg: CorpusConfig, progress: bool) -> FileReport:
+    report = FileReport(file=str(path), max_examples=cfg.max_error_examples)
+    required = ("citation", "text")
+    rows = read_csv_rows(path, required, report)
+    if progress:
+        from tqdm.auto import tqdm
+
+        rows = tqdm(rows, desc=f"corpus {path.name}", unit="rows", mininterval=5)
+    for line, row in rows:
+        citation = row["citation"].strip()
+        text = row["text"]
+        if not citation:
+            report.malformed += 1
+            report.note("malformed", line, "empty citation")
+            continue
+        parsed = cit.try_parse(citation)
+        if parsed is None or (kind == "law") != (parsed.kind == "law"):
+            report.malformed += 1
+            report.note("malformed", line, f"not a {'law' if kind == 'law' else 'court'} citation: {citation[:80]!r}")
+            continue
+        h = int.from_bytes(hashlib.blake2b(f"{citation}\x00{text}".encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+        if h in seen:
+            report.duplicates += 1
+            continue
+        seen.add(h)
+        if not text.strip():
+            report.empty_text += 1
+        w.add(
+            citation=citation,
+            text=text,
+            title=row.get("title", "") if kind == "law" else "",
+            source=parsed.kind,
+            parent=parsed.parent().format(),
+            lang="de" if kind == "law" else guess_lang(text),
+        )
+        report.written += 1
+    return report
+
+
+def build_corpus(
+    out_dir: str | Path,
+    laws: str | Path,
+    courts: str | Path | None = None,
+    cfg: CorpusConfig | None = None,
+    progress: bool = False,
+) -> dict:
+    """Build the corpus artifact in ``out_dir``; returns the build report (also written as JSON)."""
+    cfg = cfg or CorpusConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "params.json").unlink(missing_ok=True)
+    tmp = out / (CORPUS_FILE + ".tmp")
+    w = _Writer(tmp, cfg.chunk_rows)
+    seen: set[int] = set()
+    reports = []
+    try:
+        reports.append(_ingest(Path(laws), "law", w, seen, cfg, progress))
+        if courts:
+            reports.append(_ingest(Path(courts), "court", w, seen, cfg, progress))
+    finally:
+        w.close()
+    tmp.replace(out / CORPUS_FILE)
+    report = {"files": [r.__dict__ for r in reports], "n_docs": w.n}
+    for r in report["files"]:
+        r.pop("max_examples", None)
+    (out / REPORT_FILE).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+    sources = {Path(laws).name: sha256_file(laws)}
+    if courts:
+        sources[Path(courts).name] = sha256_file(courts)
+    write_params(out, ARTIFACT, "lexrag.corpus.build_corpus", {"schema": SCHEMA.names}, n_docs=w.n, sources=sources)
+    for r in reports:
+        print(r.summary())
+        for ex in r.examples[:5]:
+            print(f"  line {ex['line']}: {ex['kind']}: {ex['reason']}")
+    return report
+
+
+class Corpus:
+    """The corpus artifact's metadata columns in memory (citations, sources, parents; no text)."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        self.params = check_params(self.folder, ARTIFACT, {"schema": SCHEMA.names})
+        table = pq.read_table(self.folder / CORPUS_FILE, columns=["doc_id", "citation", "source", "parent"])
+        n = table.num_rows
+        if n != self.params.get("n_docs"):
+            raise ArtifactError(f"{self.folder}: params.json says {self.params.get('n_docs')} docs, parquet has {n}")
+        self.citations: list[str] = table.column("citation").to_pylist()
+        self.sources: list[str] = table.column("source").to_pylist()
+        self.parents: list[str] = table.column("parent").to_pylist()
+        self._index: cit.CitationIndex | None = None
+        self._docs_by_citation: dict[str, list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.citations)
+
+    @property
+    def index(self) -> cit.CitationIndex:
+        if self._index is None:
+            self._index = cit.CitationIndex(self.citations)
+        return self._index
+
+    def docs_of(self, citation: str) -> list[int]:
+        """doc_ids carrying exactly this corpus citation string (court citations can repeat)."""
+        if self._docs_by_citation is None:
+            d: dict[str, list[int]] = {}
+            for i, c in enumerate(self.citations):
+                d.setdefault(c, []).append(i)
+            self._docs_by_citation = d
+        return self._docs_by_citation.get(citation, [])
+
+    def iter_texts(self, batch_rows: int = 50_000) -> Iterator[list[str]]:
+        """Texts in doc_id order, a batch at a time (bounded memory)."""
+        pf = pq.ParquetFile(self.folder / CORPUS_FILE)
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=["text"]):
+            yield batch.column(0).to_pylist()

@@ -1,0 +1,41 @@
+"""How many citations to emit per query: a fixed k or the elbow of the score curve."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["elbow_count", "choose_count"]
+
+
+def elbow_count(scores: Sequence[float], min_k: int = 1, max_k: int | None = None) -> int:
+    """Index after which the sorted score curve bends most (the "kneedle" point).
+
+    The curve of the first ``max_k`` scores is scaled to the unit square; the elbow is the
+    point farthest below the chord from the first to the last point.  The result is clipped to
+    ``[min_k, max_k]`` and never exceeds the number of scores.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    if max_k is not None:
+        s = s[:max_k]
+    n = len(s)
+    if n == 0:
+        return 0
+    if n <= 2 or s[0] == s[-1]:
+        k = n
+    else:
+        x = np.linspace(0.0, 1.0, n)
+        y = (s - s[-1]) / (s[0] - s[-1])
+        chord = 1.0 - x
+        k = int(np.argmax(chord - y)) + 1
+    lo = min(min_k, n)
+    return int(min(max(k, lo), n if max_k is None else min(max_k, n)))
+
+
+def choose_count(scores: Sequence[float], method: str, k: int, min_k: int, max_k: int) -> int:
+    if method == "fixed":
+        return min(k, len(scores))
+    if method == "elbow":
+        return elbow_count(scores, min_k=min_k, max_k=max_k)
+    raise ValueError(f"unknown count method {method!r} (fixed | elbow)")

@@ -1,0 +1,234 @@
+"""Lexical stage: the paper's German analyzer and a bm25s index built in a streaming pass.
+
+Analyzer (paper): lowercase, split on non-alphanumerics, drop 86 German stopwords, drop
+1-character tokens, Snowball German stemming (PyStemmer).
+
+The index is a bm25s ``BM25`` object saved with ``BM25.save`` (CSC arrays as ``.npy``, vocab
+JSON, ``params.index.json``) plus our ``params.json`` (analyzer and BM25 params, doc count,
+corpus hash).  ``bm25s.BM25.index`` holds every token list of the corpus in Python lists, which
+does not fit 2.47M documents in memory; :func:`build_bm25` therefore computes the same
+score matrix (bm25s' eager scoring, same idf and tf formulas) from per-chunk term counts in
+numpy arrays and hands it to bm25s for saving and retrieval.  A test checks equality with
+``bm25s.BM25.index`` on a small corpus.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import bm25s
+import numpy as np
+
+from lexrag.artifacts import ArtifactError, check_params, read_params, write_params
+from lexrag.config import LexicalConfig
+
+__all__ = ["GERMAN_STOPWORDS", "Analyzer", "BM25Index", "build_bm25"]
+
+ARTIFACT = "bm25"
+
+# 86 German function words (articles, pronouns, prepositions, conjunctions, auxiliaries).
+GERMAN_STOPWORDS = frozenset(
+    """
+    aber alle allem allen aller alles als also am an auch auf aus bei bin bis da damit dann
+    das dass dem den denn der des die dies diese diesem diesen dieser dieses dir doch dort du
+    durch ein eine einem einen einer eines er es für hat hatte ich ihm ihn ihr im in ist
+    kann man mit nach nicht noch nur oder sich sie sind so über um und uns unter vom von vor
+    war was wie wir wird wo zu zum zur jedoch
+    """.split()
+)
+
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+class Analyzer:
+    """Text -> list of stemmed tokens.  Stems are cached per surface form (the hot path)."""
+
+    def __init__(self, stemmer: str = "german", min_token_len: int = 2, stopwords: Iterable[str] = GERMAN_STOPWORDS):
+        self.language = stemmer
+        self.min_token_len = min_token_len
+        self.stopwords = frozenset(stopwords)
+        self._cache: dict[str, str] = {}
+        if stemmer:
+            import Stemmer  # PyStemmer; a hard dependency of the lexical stage
+
+            self._stemmer = Stemmer.Stemmer(stemmer)
+        else:
+            self._stemmer = None
+
+    def params(self) -> dict:
+        return {
+            "stemmer": self.language,
+            "min_token_len": self.min_token_len,
+            "stopwords": len(self.stopwords),
+            "token_pattern": _TOKEN.pattern,
+        }
+
+    def __call__(self, text: str) -> list[str]:
+        toks = [t for t in _TOKEN.findall(text.lower()) if len(t) >= self.min_token_len and t not in self.stopwords]
+        if self._stemmer is None:
+            return toks
+        cache = self._cache
+        new = [t for t in set(toks) if t not in cache]
+        if new:
+            for t, s in zip(new, self._stemmer.stemWords(new)):
+                cache[t] = s
+            if len(cache) > 2_000_000:
+                cache.clear()
+        return [cache.get(t) or self._stemmer.stemWord(t) for t in toks]
+
+
+def _idf(df: np.ndarray, n_docs: int, method: str) -> np.ndarray:
+    # Same formulas as bm25s.scoring (Kamphuis et al. 2020 variants).
+    df = df.astype(np.float64)
+    if method == "lucene":
+        return np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    if method == "robertson":
+        return np.log(np.maximum((n_docs - df + 0.5) / (df + 0.5), 1.0))
+    if method == "atire":
+        return np.log(n_docs / df)
+    raise ValueError(f"unsupported BM25 method {method!r}")
+
+
+def _tfc(tf: np.ndarray, dl: np.ndarray, avgdl: float, k1: float, b: float, method: str) -> np.ndarray:
+    if method in ("lucene", "robertson"):
+        return tf / (k1 * ((1 - b) + b * dl / avgdl) + tf)
+    if method == "atire":
+        return tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+    raise ValueError(f"unsupported BM25 method {method!r}")
+
+
+def build_bm25(
+    texts: Iterable[Sequence[str]],
+    out_dir: str | Path,
+    cfg: LexicalConfig | None = None,
+    corpus_id: str = "",
+    progress: bool = False,
+    n_docs_hint: int | None = None,
+) -> "BM25Index":
+    """Build and save the index over ``texts`` (an iterable of batches of document texts)."""
+    cfg = cfg or LexicalConfig()
+    analyzer = Analyzer(cfg.stemmer, cfg.min_token_len)
+    vocab: dict[str, int] = {}
+    doc_parts: list[np.ndarray] = []
+    term_parts: list[np.ndarray] = []
+    tf_parts: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    n_docs = 0
+    batches: Iterator[Sequence[str]] = iter(texts)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n_docs_hint, desc="bm25 index", unit="docs", mininterval=5)
+    for batch in batches:
+        ids_flat: list[int] = []
+        lens = np.empty(len(batch), dtype=np.int32)
+        for j, text in enumerate(batch):
+            toks = analyzer(text or "")
+            lens[j] = len(toks)
+            ids_flat.extend([vocab.setdefault(t, len(vocab)) for t in toks])
+        ids = np.fromiter(ids_flat, dtype=np.int64, count=len(ids_flat))
+        docs = np.repeat(np.arange(n_docs, n_docs + len(batch), dtype=np.int64), lens)
+        # unique (doc, term) pairs with their counts, via one sort of a combined key
+        key = docs * (1 << 32) + ids
+        uniq, tf = np.unique(key, return_counts=True)
+        doc_parts.append((uniq >> 32).astype(np.int32))
+        term_parts.append((uniq & 0xFFFFFFFF).astype(np.int32))
+        tf_parts.append(tf.astype(np.float32))
+        lengths.append(lens)
+        n_docs += len(batch)
+        if bar is not None:
+            bar.update(len(batch))
+    if bar is not None:
+        bar.close()
+    if n_docs == 0:
+        raise ArtifactError("cannot build a BM25 index over an empty corpus")
+    doc_idx = np.concatenate(doc_parts)
+    del doc_parts
+    term_idx = np.concatenate(term_parts)
+    del term_parts
+    tf = np.concatenate(tf_parts)
+    del tf_parts
+    dl = np.concatenate(lengths).astype(np.float32)
+    n_vocab = max(len(vocab), 1)
+    avgdl = float(dl.mean()) if dl.mean() > 0 else 1.0
+    df = np.bincount(term_idx, minlength=n_vocab)
+    idf = _idf(df, n_docs, cfg.method).astype(np.float32)
+    scores = _tfc(tf, dl[doc_idx], avgdl, cfg.k1, cfg.b, cfg.method).astype(np.float32)
+    scores *= idf[term_idx]
+    del tf
+    # CSC by term: stable sort on term keeps doc order inside each column, as bm25s does.
+    order = np.argsort(term_idx, kind="stable")
+    data = scores[order]
+    del scores
+    indices = doc_idx[order]
+    del doc_idx, order
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    del term_idx
+    if indptr[-1] < np.iinfo(np.int32).max:
+        indptr = indptr.astype(np.int32)
+
+    retriever = bm25s.BM25(k1=cfg.k1, b=cfg.b, method=cfg.method)
+    retriever.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
+    retriever.vocab_dict = vocab
+    retriever.nonoccurrence_array = None
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "params.json").unlink(missing_ok=True)
+    retriever.save(out, show_progress=False)
+    write_params(
+        out,
+        ARTIFACT,
+        "lexrag.lexical.build_bm25",
+        BM25Index.expected_params(cfg),
+        n_docs=n_docs,
+        vocab_size=len(vocab),
+        nnz=int(len(data)),
+        corpus_id=corpus_id,
+        bm25s_version=bm25s.__version__,
+    )
+    return BM25Index(retriever, analyzer, read_params(out, ARTIFACT))
+
+
+class BM25Index:
+    """A loaded index: ``search(text, k)`` -> (doc_ids, scores), best first."""
+
+    def __init__(self, retriever: "bm25s.BM25", analyzer: Analyzer, params: dict):
+        self.retriever = retriever
+        self.analyzer = analyzer
+        self.params = params
+        self.n_docs = int(retriever.scores["num_docs"])
+
+    @staticmethod
+    def expected_params(cfg: LexicalConfig) -> dict:
+        analyzer = Analyzer(cfg.stemmer, cfg.min_token_len)
+        return {"k1": cfg.k1, "b": cfg.b, "method": cfg.method, **analyzer.params()}
+
+    @classmethod
+    def load(cls, folder: str | Path, cfg: LexicalConfig | None = None, corpus_id: str | None = None, mmap: bool = False) -> "BM25Index":
+        """Load and refuse when the index was built with other analyzer/BM25 params or another corpus."""
+        cfg = cfg or LexicalConfig()
+        params = check_params(folder, ARTIFACT, cls.expected_params(cfg))
+        if corpus_id is not None and params.get("corpus_id") != corpus_id:
+            raise ArtifactError(
+                f"BM25 index at {folder} was built over corpus {params.get('corpus_id')!r}, "
+                f"but the loaded corpus is {corpus_id!r}; rebuild the index"
+            )
+        retriever = bm25s.BM25.load(folder, mmap=mmap, show_progress=False, verbosity=0)
+        return cls(retriever, Analyzer(cfg.stemmer, cfg.min_token_len), params)
+
+    def search(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        vocab = self.retriever.vocab_dict
+        ids = [vocab[t] for t in self.analyzer(text) if t in vocab]
+        if not ids or k <= 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        scores = self.retriever.get_scores_from_ids(ids)
+        k = min(k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[scores[top] > 0]
+        order = np.lexsort((top, -scores[top]))
+        top = top[order]
+        return top.astype(np.int64), scores[top]

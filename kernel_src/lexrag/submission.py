@@ -1,0 +1,109 @@
+"""Writing and validating ``submission.csv`` (``query_id,predicted_citations``)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Collection, Mapping, Sequence
+
+from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
+
+__all__ = ["MAX_CITATIONS", "MAX_CHARS", "write_submission", "validate_submission", "read_submission"]
+
+HEADER = ["query_id", "predicted_citations"]
+MAX_CITATIONS = 200
+MAX_CHARS = 10_000
+
+
+def _fit(cits: Sequence[str]) -> str:
+    """Join with ';' keeping the first citations that fit the competition's row limits."""
+    out: list[str] = []
+    size = 0
+    for c in dict.fromkeys(x.strip() for x in cits if x.strip()):
+        add = len(c) + (1 if out else 0)
+        if len(out) >= MAX_CITATIONS or size + add > MAX_CHARS:
+            break
+        out.append(c)
+        size += add
+    return ";".join(out)
+
+
+def write_submission(path: str | Path, predictions: Mapping[str, Sequence[str]], query_ids: Sequence[str]) -> Path:
+    """One row per query id in ``query_ids`` order (missing -> empty), within the row limits."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(HEADER)
+        for qid in query_ids:
+            w.writerow([qid, _fit(predictions.get(qid, []))])
+    tmp.replace(path)
+    return path
+
+
+def read_submission(path: str | Path) -> dict[str, list[str]]:
+    report = FileReport(file=str(path))
+    out: dict[str, list[str]] = {}
+    for _, row in read_csv_rows(path, tuple(HEADER), report):
+        out[row["query_id"].strip()] = [c.strip() for c in row["predicted_citations"].split(";") if c.strip()]
+    return out
+
+
+def validate_submission(
+    path: str | Path, query_ids: Sequence[str], corpus_citations: Collection[str] | None = None
+) -> list[str]:
+    """Every problem with a submission file, each naming the line or query; empty when valid.
+
+    Checks: readable UTF-8 CSV; header exactly ``query_id,predicted_citations``; the right field
+    count on every row; every expected query exactly once and no unknown ones; at most 200
+    citations and 10,000 characters per row; every citation a corpus string (when
+    ``corpus_citations`` is given).
+    """
+    path = Path(path)
+    problems: list[str] = []
+    if not path.is_file():
+        return [f"{path}: file not found"]
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            header = next(csv.reader(f), None)
+    except UnicodeDecodeError as e:
+        return [f"{path}: not UTF-8 ({e})"]
+    if header is None:
+        return [f"{path}: empty file, expected header {','.join(HEADER)}"]
+    if [h.strip().lstrip("\ufeff") for h in header] != HEADER:
+        problems.append(f"{path}: header is {header}, expected {HEADER}")
+        return problems
+    report = FileReport(file=str(path), max_examples=10_000)
+    seen: dict[str, int] = {}
+    expected = set(query_ids)
+    known = set(" ".join(c.split()) for c in corpus_citations) if corpus_citations is not None else None
+    try:
+        rows = list(read_csv_rows(path, tuple(HEADER), report))
+    except CsvInputError as e:
+        return [str(e)]
+    for ex in report.examples:
+        problems.append(f"{path}: line {ex['line']}: {ex['reason']}")
+    for line, row in rows:
+        qid, cell = row["query_id"].strip(), row["predicted_citations"]
+        if qid in seen:
+            problems.append(f"{path}: line {line}: query {qid!r} appears again (first on line {seen[qid]})")
+            continue
+        seen[qid] = line
+        if qid not in expected:
+            problems.append(f"{path}: line {line}: query {qid!r} is not in the queries file")
+        cits = [c.strip() for c in cell.split(";") if c.strip()]
+        if len(cits) > MAX_CITATIONS:
+            problems.append(f"{path}: line {line}: query {qid!r} has {len(cits)} citations (max {MAX_CITATIONS})")
+        if len(cell) > MAX_CHARS:
+            problems.append(f"{path}: line {line}: query {qid!r} has {len(cell)} characters (max {MAX_CHARS})")
+        if known is not None:
+            unknown = [c for c in cits if " ".join(c.split()) not in known]
+            if unknown:
+                problems.append(
+                    f"{path}: line {line}: query {qid!r} has {len(unknown)} citation(s) not in the corpus, e.g. {unknown[:3]}"
+                )
+    for qid in query_ids:
+        if qid not in seen:
+            problems.append(f"{path}: query {qid!r} is missing")
+    return problems

@@ -1,0 +1,27 @@
+# %% [markdown]
+# # 01 — Build the unified corpus
+# Streams `laws_de.csv` (and `court_considerations.csv` when given) into the corpus artifact:
+# one parquet row per document plus `params.json` and a build report that counts and quotes
+# every dropped or repaired row.
+
+# %% tags=["parameters"]
+config_path = None  # YAML config file, or None for the defaults
+overrides = {}  # {"section.field": value}
+laws = None  # path to laws_de.csv; None: <input folder>/laws_de.csv
+courts = None  # path to court_considerations.csv; None: laws only
+out_dir = None  # artifacts folder; None: the resolver's artifacts folder
+
+# %%
+import json
+from pathlib import Path
+
+from lexrag.config import load_config
+from lexrag.corpus import build_corpus
+from lexrag.paths import resolve_paths
+
+cfg = load_config(config_path, overrides)
+paths = resolve_paths(cfg.paths)
+laws = laws or paths.input_file("laws_de.csv")
+out = Path(out_dir) if out_dir else paths.artifacts_dir
+report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress)
+print(json.dumps({"n_docs": report["n_docs"]}))

@@ -1,0 +1,28 @@
+# %% [markdown]
+# # 02 — Build the BM25 index
+# The paper's German analyzer (lowercase, split on non-alphanumerics, 86 stopwords, drop
+# 1-character tokens, Snowball German stem) over the corpus artifact; saved as a bm25s folder
+# with `params.json`, refused at load time under a different config or corpus.
+
+# %% tags=["parameters"]
+config_path = None  # YAML config file, or None for the defaults
+overrides = {}  # {"section.field": value}
+artifacts_dir = None  # folder holding corpus/; the index goes to <artifacts_dir>/bm25
+
+# %%
+import time
+from pathlib import Path
+
+from lexrag.config import load_config
+from lexrag.corpus import Corpus
+from lexrag.lexical import build_bm25
+from lexrag.paths import resolve_paths
+from lexrag.pipeline import corpus_id
+
+cfg = load_config(config_path, overrides)
+art = Path(artifacts_dir) if artifacts_dir else resolve_paths(cfg.paths).artifacts_dir
+corpus = Corpus(art / "corpus")
+t0 = time.perf_counter()
+index = build_bm25(corpus.iter_texts(), art / "bm25", cfg.lexical, corpus_id=corpus_id(art / "corpus"),
+                   progress=cfg.runtime.progress, n_docs_hint=len(corpus))
+print(f"{index.n_docs} documents, vocabulary {index.params['vocab_size']}, {time.perf_counter() - t0:.1f}s")
