@@ -10,10 +10,11 @@ __all__ = ["elbow_count", "choose_count"]
 
 
 def elbow_count(scores: Sequence[float], min_k: int = 1, max_k: int | None = None) -> int:
-    """Index after which the sorted score curve bends most (the "kneedle" point).
+    """Number of top scores kept before the sorted score curve bends most (the "kneedle" point).
 
-    The curve of the first ``max_k`` scores is scaled to the unit square; the elbow is the
-    point farthest below the chord from the first to the last point.  The result is clipped to
+    The curve of the first ``max_k`` scores is scaled to the unit square; the knee is the
+    point farthest below the chord from the first to the last point, and the scores before it
+    are kept (a sharp drop after the third score keeps three).  The result is clipped to
     ``[min_k, max_k]`` and never exceeds the number of scores.
     """
     s = np.asarray(scores, dtype=np.float64)
@@ -28,7 +29,7 @@ def elbow_count(scores: Sequence[float], min_k: int = 1, max_k: int | None = Non
         x = np.linspace(0.0, 1.0, n)
         y = (s - s[-1]) / (s[0] - s[-1])
         chord = 1.0 - x
-        k = int(np.argmax(chord - y)) + 1
+        k = max(int(np.argmax(chord - y)), 1)
     lo = min(min_k, n)
     return int(min(max(k, lo), n if max_k is None else min(max_k, n)))
 

@@ -1,0 +1,72 @@
+"""Shared fixtures: the embedded demo slice, tiny inline corpora, artifacts built once per session."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "demo"
+
+# Keep Jupyter state out of the home folder, even when pytest is run directly.
+_jtmp = tempfile.mkdtemp(prefix="lexrag-test-jupyter-")
+for var, sub in [("JUPYTER_DATA_DIR", "data"), ("JUPYTER_CONFIG_DIR", "config"),
+                 ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython")]:
+    os.environ.setdefault(var, os.path.join(_jtmp, sub))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.pop("KAGGLE_KERNEL_RUN_TYPE", None)
+
+
+def write_csv_bytes(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_laws() -> Path:
+    return DEMO / "laws_demo.csv"
+
+
+@pytest.fixture(scope="session")
+def demo_queries() -> Path:
+    return DEMO / "queries_demo.csv"
+
+
+@pytest.fixture(scope="session")
+def demo_artifacts(tmp_path_factory, demo_laws) -> Path:
+    from lexrag.config import load_config
+    from lexrag.pipeline import build_artifacts
+
+    out = tmp_path_factory.mktemp("demo_artifacts")
+    cfg = load_config(overrides={"runtime.progress": False})
+    build_artifacts(cfg, demo_laws, out)
+    return out
+
+
+TINY_LAWS = """citation,text,title
+Art. 1 Abs. 1 OR,"Der Vertrag kommt durch übereinstimmende gegenseitige Willensäusserung der Parteien zustande.",Obligationenrecht
+Art. 1 Abs. 2 OR,"Die Willensäusserung kann eine ausdrückliche oder stillschweigende sein.",Obligationenrecht
+Art. 41 Abs. 1 OR,"Wer einem andern widerrechtlich Schaden zufügt, sei es mit Absicht, sei es aus Fahrlässigkeit, wird ihm zum Ersatze verpflichtet.",Obligationenrecht
+Art. 8 ZGB,"Wo das Gesetz es nicht anders bestimmt, hat derjenige das Vorhandensein einer behaupteten Tatsache zu beweisen, der aus ihr Rechte ableitet.",Zivilgesetzbuch
+Art. 2 Abs. 1 ZGB,"Jedermann hat in der Ausübung seiner Rechte und in der Erfüllung seiner Pflichten nach Treu und Glauben zu handeln.",Zivilgesetzbuch
+Art. 2 Abs. 2 ZGB,"Der offenbare Missbrauch eines Rechtes findet keinen Rechtsschutz.",Zivilgesetzbuch
+Art. 100 Abs. 1 BGG,"Die Beschwerde gegen einen Entscheid ist innert 30 Tagen nach der Eröffnung der vollständigen Ausfertigung beim Bundesgericht einzureichen.",Bundesgerichtsgesetz
+"""
+
+TINY_COURTS = """citation,text
+BGE 145 II 32 E. 3.1,"Die Beschwerde ist innert 30 Tagen einzureichen (Art. 100 Abs. 1 BGG; BGE 144 II 1 E. 2)."
+BGE 145 II 32 E. 3.2,"Treu und Glauben (Art. 2 Abs. 1 ZGB) gilt auch im Verfahren."
+5A_800/2019 E. 2.,"Die Beweislast richtet sich nach Art. 8 ZGB; vgl. BGE 145 II 32 E. 3.1."
+"""
+
+
+@pytest.fixture
+def tiny_inputs(tmp_path) -> tuple[Path, Path]:
+    laws = tmp_path / "laws.csv"
+    courts = tmp_path / "courts.csv"
+    laws.write_text(TINY_LAWS, encoding="utf-8")
+    courts.write_text(TINY_COURTS, encoding="utf-8")
+    return laws, courts

@@ -1,0 +1,101 @@
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from lexrag.artifacts import ArtifactError
+from lexrag.corpus import Corpus, CorpusError, build_corpus, guess_lang
+
+
+def test_builds_unified_corpus(tmp_path, tiny_inputs):
+    laws, courts = tiny_inputs
+    report = build_corpus(tmp_path / "corpus", laws, courts)
+    t = pq.read_table(tmp_path / "corpus" / "corpus.parquet").to_pylist()
+    assert report["n_docs"] == len(t) == 10
+    assert [r["doc_id"] for r in t] == list(range(10))
+    row = {r["citation"]: r for r in t}
+    assert row["Art. 1 Abs. 2 OR"]["source"] == "law"
+    assert row["Art. 1 Abs. 2 OR"]["parent"] == "Art. 1 OR"
+    assert row["Art. 1 Abs. 2 OR"]["title"] == "Obligationenrecht"
+    assert row["BGE 145 II 32 E. 3.1"]["source"] == "bge"
+    assert row["BGE 145 II 32 E. 3.1"]["parent"] == "BGE 145 II 32"
+    assert row["5A_800/2019 E. 2."]["source"] == "docket"
+    assert row["5A_800/2019 E. 2."]["lang"] == "de"
+    params = json.loads((tmp_path / "corpus" / "params.json").read_text())
+    assert params["artifact"] == "corpus" and params["n_docs"] == 10 and set(params["sources"]) == {"laws.csv", "courts.csv"}
+    c = Corpus(tmp_path / "corpus")
+    assert len(c) == 10 and c.docs_of("Art. 8 ZGB") == [3]
+    assert [len(b) for b in c.iter_texts(batch_rows=4)] == [4, 4, 2]
+
+
+def test_bad_rows_are_counted_and_named_never_silently_lost(tmp_path):
+    data = (
+        "citation,text\n"
+        "BGE 145 II 32 E. 3.1,gut\n"                   # line 2 ok
+        "BGE 145 II 32 E. 3.1,gut\n"                   # line 3 exact duplicate
+        "BGE 145 II 32 E. 3.1,anderer Text\n"          # line 4 same citation, other text: kept
+        ",ohne Zitat\n"                                 # line 5 empty citation
+        "1B_1/2020 E. 1,a,b\n"                          # line 6 too many fields
+        "kein Zitat,Text\n"                             # line 7 not a court citation
+        "Art. 1 OR,Gesetz im Gerichtsfile\n"           # line 8 law in court file
+    ).encode("utf-8") + "2C_5/2021 E. 3,Gebühr für Zürich\n".encode("cp1252")  # line 9 cp1252
+    f = tmp_path / "courts.csv"
+    f.write_bytes(data)
+    laws = tmp_path / "laws.csv"
+    laws.write_text("citation,text,title\nArt. 8 ZGB,,ZGB\n", encoding="utf-8")
+    report = build_corpus(tmp_path / "c", laws, f)
+    law_r, court_r = report["files"]
+    assert law_r["written"] == 1 and law_r["empty_text"] == 1
+    assert court_r["rows_read"] == 8
+    assert court_r["written"] == 3
+    assert court_r["duplicates"] == 1
+    assert court_r["malformed"] == 4
+    assert court_r["encoding_repaired"] == 1
+    assert court_r["rows_read"] == court_r["written"] + court_r["duplicates"] + court_r["malformed"]
+    by_line = {e["line"]: e for e in court_r["examples"]}
+    assert "empty citation" in by_line[5]["reason"]
+    assert "expected 2 fields, got 3" in by_line[6]["reason"]
+    assert "not a court citation" in by_line[7]["reason"] and "not a court citation" in by_line[8]["reason"]
+    assert by_line[9]["kind"] == "encoding"
+    texts = pq.read_table(tmp_path / "c" / "corpus.parquet").column("text").to_pylist()
+    assert "Gebühr für Zürich" in texts and "anderer Text" in texts
+    saved = json.loads((tmp_path / "c" / "build_report.json").read_text())
+    assert saved["files"][1]["malformed"] == 4
+
+
+def test_bom_and_multiline_text(tmp_path):
+    f = tmp_path / "laws.csv"
+    f.write_bytes("\ufeffcitation,text,title\nArt. 1 OR,\"Zeile eins\nZeile zwei\",OR\n".encode("utf-8"))
+    report = build_corpus(tmp_path / "c", f)
+    assert report["n_docs"] == 1
+    assert pq.read_table(tmp_path / "c" / "corpus.parquet").column("text")[0].as_py() == "Zeile eins\nZeile zwei"
+
+
+def test_unusable_files_raise_clear_errors(tmp_path):
+    missing_col = tmp_path / "a.csv"
+    missing_col.write_text("zitat,text\nArt. 1 OR,x\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"a\.csv: missing column\(s\) citation"):
+        build_corpus(tmp_path / "c", missing_col)
+    empty = tmp_path / "e.csv"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(CorpusError, match="e.csv: empty file"):
+        build_corpus(tmp_path / "c", empty)
+    with pytest.raises(CorpusError, match="nope.csv: file not found"):
+        build_corpus(tmp_path / "c", tmp_path / "nope.csv")
+
+
+def test_loading_refuses_unfinished_or_foreign_artifact(tmp_path, tiny_inputs):
+    with pytest.raises(ArtifactError, match="not found"):
+        Corpus(tmp_path / "nothing")
+    laws, _ = tiny_inputs
+    build_corpus(tmp_path / "c", laws)
+    (tmp_path / "c" / "params.json").unlink()
+    with pytest.raises(ArtifactError, match="build did not finish"):
+        Corpus(tmp_path / "c")
+
+
+def test_guess_lang():
+    assert guess_lang("Das Bundesgericht prüft die Rüge nicht, wenn sie nicht begründet ist.") == "de"
+    assert guess_lang("Le Tribunal fédéral examine le recours et les griefs qui sont invoqués.") == "fr"
+    assert guess_lang("Il Tribunale federale esamina il ricorso che non è motivato.") == "it"
+    assert guess_lang("12345") == ""

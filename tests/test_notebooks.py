@@ -1,0 +1,55 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
+REQUIRED = {"01_build_corpus", "02_build_bm25", "inference", "validation"}
+
+
+def test_required_notebooks_exist():
+    assert REQUIRED <= {p.stem for p in NOTEBOOKS}
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_pair_in_sync(py):
+    ipynb = py.with_suffix(".ipynb")
+    assert ipynb.is_file(), f"{ipynb.name} missing: run `make notebooks`"
+    a = jupytext.read(py)
+    b = jupytext.read(ipynb)
+    cells = lambda nb: [(c.cell_type, c.source.strip(), sorted(c.metadata.get("tags", []))) for c in nb.cells]
+    assert cells(a) == cells(b), f"{py.name} and {ipynb.name} differ: run `make notebooks`"
+    assert b.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+def _papermill(nb, out, **params):
+    args = [sys.executable, "-m", "papermill", "-k", "python3", str(nb), str(out)]
+    for k, v in params.items():
+        args += ["-p", k, str(v)]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_validation_notebook_runs_on_demo(tmp_path, demo_artifacts, demo_queries):
+    _papermill(ROOT / "notebooks" / "validation.ipynb", tmp_path / "out.ipynb",
+               queries=demo_queries, artifacts_dir=demo_artifacts, out_dir=tmp_path / "val",
+               config_path=ROOT / "demo" / "config.yaml")
+    metrics = json.loads((tmp_path / "val" / "metrics.json").read_text())["metrics"]
+    assert metrics["n_queries"] == 22 and metrics["recall@10"] > 0.5
+    assert (tmp_path / "val" / "per_query.csv").is_file()
+
+
+@pytest.mark.slow
+def test_build_and_inference_notebooks(tmp_path, demo_laws, demo_queries):
+    art = tmp_path / "art"
+    _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1.ipynb", laws=demo_laws, out_dir=art)
+    _papermill(ROOT / "notebooks" / "02_build_bm25.ipynb", tmp_path / "2.ipynb", artifacts_dir=art)
+    _papermill(ROOT / "notebooks" / "inference.ipynb", tmp_path / "3.ipynb", artifacts_dir=art,
+               queries=demo_queries, out_path=tmp_path / "submission.csv")
+    lines = (tmp_path / "submission.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "query_id,predicted_citations" and len(lines) == 23

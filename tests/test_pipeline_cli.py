@@ -1,0 +1,91 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lexrag.config import load_config
+from lexrag.pipeline import Artifacts, run_pipeline
+from lexrag.queries import Query, load_queries
+from lexrag.validation import validate_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, cwd=None):
+    env = {**os.environ, "CI": "true"}
+    return subprocess.run([sys.executable, "-m", "lexrag", *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def test_pipeline_on_demo(demo_artifacts, demo_queries):
+    cfg = load_config(None, {"runtime.progress": False, "count.k": 5})
+    art = Artifacts.load(demo_artifacts, cfg)
+    qs = load_queries(demo_queries)
+    res = run_pipeline(qs, art, cfg)
+    assert res.query_ids == [q.query_id for q in qs]
+    corpus = set(art.corpus.citations)
+    for qid, cits in res.predictions.items():
+        assert len(cits) <= 5 and set(cits) <= corpus
+    # a query naming its provisions gets them as citation seeds, first; the bare "Art. 311 ZPO"
+    # resolves to its paragraphs
+    assert res.predictions["demo_21"][:3] == ["Art. 311 Abs. 1 ZPO", "Art. 311 Abs. 2 ZPO", "Art. 308 Abs. 1 ZPO"]
+    # a plain German question finds its article lexically
+    assert "Art. 337 Abs. 1 OR" in res.predictions["demo_06"]
+
+
+def test_stage_switches_and_time_budget(demo_artifacts):
+    q = [Query("a", "Kündigung nach Art. 337 OR aus wichtigen Gründen"), Query("b", "")]
+    cfg = load_config(None, {"lexical.enabled": False, "runtime.progress": False})
+    res = run_pipeline(q, Artifacts.load(demo_artifacts, cfg), cfg)
+    assert [s.signal for s in res.signals] == ["citation_seeds"]
+    assert res.predictions["a"] == ["Art. 337 Abs. 1 OR", "Art. 337 Abs. 2 OR", "Art. 337 Abs. 3 OR"]
+    assert res.predictions["b"] == []
+    cfg = load_config(None, {"runtime.time_budget_s": 1e-9, "runtime.progress": False})
+    with pytest.warns(UserWarning, match="time budget"):
+        res = run_pipeline(q, Artifacts.load(demo_artifacts, cfg), cfg)
+    assert res.degraded == ["a"] and len(res.predictions["a"]) == 3
+
+
+def test_validate_run_writes_metrics_and_table(demo_artifacts, demo_queries, tmp_path):
+    cfg = load_config(None, {"runtime.progress": False})
+    metrics, _ = validate_run(cfg, Artifacts.load(demo_artifacts, cfg), demo_queries, tmp_path)
+    doc = json.loads((tmp_path / "metrics.json").read_text())
+    assert doc["metrics"]["macro_f1"] == metrics["macro_f1"] and 0 < metrics["macro_f1"] <= 1
+    assert (tmp_path / "per_query.csv").read_text().count("\n") == 23
+
+
+def test_cli_build_run_evaluate_validate(tmp_path, tiny_inputs):
+    laws, courts = tiny_inputs
+    r = cli("build", "--laws", laws, "--courts", courts, "--out", tmp_path / "art")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "art" / "bm25" / "params.json").is_file()
+    q = tmp_path / "q.csv"
+    q.write_text('query_id,query,gold_citations\nq1,"Beweislast nach Art. 8 ZGB?",Art. 8 ZGB\n'
+                 'q2,"Innert welcher Frist ist die Beschwerde beim Bundesgericht einzureichen?",Art. 100 Abs. 1 BGG\n',
+                 encoding="utf-8")
+    r = cli("run", "--artifacts", tmp_path / "art", "--queries", q, "--out", tmp_path / "sub.csv", "--set", "count.k=1")
+    assert r.returncode == 0, r.stderr
+    assert "2 queries" in r.stdout
+    r = cli("evaluate", "--gold", q, "--pred", tmp_path / "sub.csv", "--json")
+    assert r.returncode == 0, r.stderr
+    m = json.loads(r.stdout)
+    assert m["macro_f1"] == 1.0 and m["precision"] == 1.0 and m["recall"] == 1.0
+    r = cli("evaluate", "--gold", q, "--pred", tmp_path / "sub.csv")
+    assert "macro_f1" in r.stdout
+    r = cli("validate-submission", tmp_path / "sub.csv", "--queries", q, "--artifacts", tmp_path / "art")
+    assert r.returncode == 0 and r.stdout.startswith("OK")
+    (tmp_path / "bad.csv").write_text("query_id,predicted_citations\nq1,Art. 99 ZGB\n", encoding="utf-8")
+    r = cli("validate-submission", tmp_path / "bad.csv", "--queries", q, "--artifacts", tmp_path / "art")
+    assert r.returncode == 1 and "query 'q2' is missing" in r.stdout and "not in the corpus" in r.stdout
+
+
+def test_cli_errors_are_clear(tmp_path, tiny_inputs):
+    r = cli("run", "--artifacts", tmp_path / "nothing", "--queries", "q.csv", "--out", tmp_path / "s.csv")
+    assert r.returncode == 2 and "artifact 'corpus' not found" in r.stderr
+    laws, _ = tiny_inputs
+    r = cli("build", "--laws", laws, "--out", tmp_path / "a", "--set", "fusion.nope=1")
+    assert r.returncode == 2 and "unknown config key 'fusion.nope'" in r.stderr
+    r = cli("config")
+    assert r.returncode == 0 and "rrf_k: 60" in r.stdout

@@ -1,0 +1,107 @@
+from pathlib import Path
+
+import pytest
+
+from lexrag.config import ConfigError, load_config, parse_overrides
+from lexrag.csvio import CsvInputError
+from lexrag.paths import resolve_paths
+from lexrag.queries import load_gold, load_queries
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_queries_checks(tmp_path):
+    p = tmp_path / "q.csv"
+    p.write_text('query_id,query,gold_citations\nq1,"Frage?",Art. 1 OR; Art. 2 OR\nq2,"",\n', encoding="utf-8")
+    with pytest.warns(UserWarning, match="line 3: query 'q2' is empty"):
+        qs = load_queries(p)
+    assert [q.query_id for q in qs] == ["q1", "q2"]
+    assert load_gold(p) == {"q1": ["Art. 1 OR", "Art. 2 OR"], "q2": []}
+    huge = tmp_path / "h.csv"
+    huge.write_text("query_id,query\nq1," + "a" * 50 + "\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="query 'q1' has 50 characters; truncated to 10"):
+        assert load_queries(huge, max_chars=10)[0].text == "a" * 10
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("id,query\n1,x\n", r"missing column\(s\) query_id"),
+        ("query_id,query\nq1,x\nq1,y\n", "line 3: query_id 'q1' repeats line 2"),
+        ("query_id,query\n,x\n", "line 2: empty query_id"),
+        ("query_id,query\nq1,x,y\n", "1 malformed row"),
+    ],
+)
+def test_bad_query_files(tmp_path, text, message):
+    p = tmp_path / "q.csv"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(CsvInputError, match=message):
+        load_queries(p)
+
+
+def test_query_file_in_cp1252_is_read_with_warning(tmp_path):
+    p = tmp_path / "q.csv"
+    p.write_bytes("query_id,query\nq1,Kündigung\n".encode("cp1252"))
+    with pytest.warns(UserWarning, match="not UTF-8"):
+        assert load_queries(p)[0].text == "Kündigung"
+
+
+def test_config_defaults_yaml_and_overrides(tmp_path):
+    cfg = load_config()
+    assert cfg.fusion.rrf_k == 60 and cfg.fusion.weights["citation_seeds"] == 4.0
+    y = tmp_path / "c.yaml"
+    y.write_text("fusion:\n  rrf_k: 30\ncount:\n  method: elbow\n", encoding="utf-8")
+    cfg = load_config(y, parse_overrides(["lexical.k1=1.2", "lexical.enabled=false"]))
+    assert (cfg.fusion.rrf_k, cfg.count.method, cfg.lexical.k1, cfg.lexical.enabled) == (30, "elbow", 1.2, False)
+    cfg = load_config(None, {"count.k": 7, "lexical": {"top_k": 50}})
+    assert cfg.count.k == 7 and cfg.lexical.top_k == 50
+
+
+def test_config_errors_name_the_key(tmp_path):
+    y = tmp_path / "c.yaml"
+    y.write_text("fusion:\n  rrf_kk: 30\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"c.yaml: unknown config key 'fusion.rrf_kk'"):
+        load_config(y)
+    with pytest.raises(ConfigError, match="unknown config key 'nope'"):
+        load_config(None, {"nope": {}})
+    with pytest.raises(ConfigError, match="fusion.rrf_k: expected int, got str"):
+        load_config(None, {"fusion.rrf_k": "sixty"})
+    with pytest.raises(ConfigError, match="count.method must be"):
+        load_config(None, {"count.method": "magic"})
+    with pytest.raises(ConfigError, match="not of the form"):
+        parse_overrides(["rrf_k"])
+
+
+def test_paths_local_and_kaggle(monkeypatch):
+    monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
+    p = resolve_paths()
+    assert (p.input_dir, p.artifacts_dir, p.kaggle) == (Path("data"), Path("artifacts"), False)
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    cfg = load_config(None, {"paths.competition": "llm-agentic-legal-information-retrieval"})
+    p = resolve_paths(cfg.paths)
+    assert p.kaggle and p.working_dir == Path("/kaggle/working")
+    assert p.input_dir == Path("/kaggle/input/llm-agentic-legal-information-retrieval")
+    cfg = load_config(None, {"paths.artifacts_dir": "/somewhere"})
+    assert resolve_paths(cfg.paths).artifacts_dir == Path("/somewhere")
+
+
+def test_no_kaggle_paths_outside_the_resolver():
+    offenders = [
+        p.name for p in (ROOT / "kernel_src" / "lexrag").rglob("*.py")
+        if p.name != "paths.py" and "/kaggle" in p.read_text(encoding="utf-8")
+    ]
+    assert offenders == []
+
+
+def test_kaggle_artifact_found_by_params_in_attached_dataset(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+    ds = tmp_path / "lexrag-bm25-german"
+    ds.mkdir()
+    (ds / "params.json").write_text(json.dumps({"artifact": "bm25"}), encoding="utf-8")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "test.csv").write_text("query_id,query\n", encoding="utf-8")
+    p = resolve_paths(load_config(None, {"paths.artifacts_dir": str(tmp_path), "paths.input_dir": str(tmp_path / "comp")}).paths)
+    assert p.artifact("bm25") == ds
+    assert p.input_file("test.csv") == tmp_path / "other" / "test.csv"
