@@ -87,7 +87,7 @@ class _Writer:
 
 
 def _ingest(path: Path, kind: str, w: _Writer, seen: set[int], cfg: CorpusConfig, progress: bool) -> FileReport:
-    report = FileReport(file=str(path), max_examples=cfg.max_error_examples)
+    report = FileReport(file=path.name, max_examples=cfg.max_error_examples)
     required = ("citation", "text")
     rows = read_csv_rows(path, required, report)
     if progress:

@@ -1,0 +1,58 @@
+#!/usr/bin/env python
+"""Rebuild the artifacts listed in artifacts_manifest.yaml as Kaggle dataset folders.
+
+  python build_datasets.py --laws laws_de.csv [--courts court_considerations.csv] --out datasets/
+  python build_datasets.py --check --out datasets/          # every mismatch with the manifest, exit 1 if any
+  python build_datasets.py --upload --out datasets/         # kaggle datasets create/version per folder
+
+Each folder gets its files, params.json and dataset-metadata.json; the manifest records
+sha256, size, doc count and version of every file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    from lexrag.config import load_config, parse_overrides
+    from lexrag.datasets import ManifestError, check, rebuild, upload
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--manifest", default=str(ROOT / "artifacts_manifest.yaml"))
+    p.add_argument("--out", required=True, help="folder holding one dataset folder per artifact")
+    p.add_argument("--laws", help="laws_de.csv (needed to build the corpus)")
+    p.add_argument("--courts", help="court_considerations.csv (optional)")
+    p.add_argument("--only", help="comma-separated artifact names (default: all)")
+    p.add_argument("--owner", help="Kaggle user or organisation owning the datasets (default: manifest owner)")
+    p.add_argument("--config", help="YAML config")
+    p.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE")
+    p.add_argument("--check", action="store_true", help="only verify existing folders against the manifest")
+    p.add_argument("--upload", action="store_true", help="push the folders with the kaggle CLI after building/checking")
+    p.add_argument("--message", default="", help="version message for --upload")
+    args = p.parse_args(argv)
+    only = [s.strip() for s in args.only.split(",")] if args.only else None
+    try:
+        if not args.check:
+            cfg = load_config(args.config, parse_overrides(args.set))
+            rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=args.courts, only=only, owner=args.owner)
+        problems = check(args.manifest, args.out, only)
+        for line in problems:
+            print(f"MISMATCH {line}")
+        if problems:
+            return 1
+        print(f"OK: {args.out} matches {args.manifest}")
+        if args.upload:
+            upload(args.manifest, args.out, only, args.message)
+    except ManifestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

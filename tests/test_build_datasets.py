@@ -1,0 +1,77 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args, env=None):
+    return subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), *map(str, args)],
+                          capture_output=True, text=True, env={**os.environ, "CI": "true", **(env or {})})
+
+
+@pytest.fixture
+def manifest(tmp_path):
+    m = tmp_path / "manifest.yaml"
+    shutil.copy(ROOT / "artifacts_manifest.yaml", m)
+    return m
+
+
+def test_rebuild_records_and_check_names_mismatches(tmp_path, manifest, tiny_inputs):
+    laws, courts = tiny_inputs
+    out = tmp_path / "ds"
+    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--courts", courts, "--only", "corpus,bm25")
+    assert r.returncode == 0, r.stderr
+    assert "OK" in r.stdout
+    doc = yaml.safe_load(manifest.read_text())
+    corpus = next(a for a in doc["artifacts"] if a["name"] == "corpus")
+    assert corpus["doc_count"] == 10 and corpus["version"]
+    assert {f["path"] for f in corpus["files"]} == {"corpus.parquet", "params.json", "build_report.json"}
+    meta = json.loads((out / "bm25" / "dataset-metadata.json").read_text())
+    assert meta["id"] == "lexrag/lexrag-bm25"
+    assert run("--manifest", manifest, "--out", out, "--check", "--only", "corpus,bm25").returncode == 0
+
+    (out / "bm25" / "vocab.index.json").write_text("{}", encoding="utf-8")
+    (out / "corpus" / "extra.txt").write_text("x", encoding="utf-8")
+    (out / "corpus" / "build_report.json").unlink()
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus,bm25")
+    assert r.returncode == 1
+    assert "bm25: vocab.index.json has size 2" in r.stdout
+    assert "corpus: extra.txt is not in the manifest" in r.stdout
+    assert "corpus: build_report.json is missing" in r.stdout
+    r = run("--manifest", manifest, "--out", tmp_path / "none", "--check", "--only", "corpus")
+    assert r.returncode == 1 and "folder" in r.stdout and "is missing" in r.stdout
+
+
+def test_upload_calls_kaggle_cli(tmp_path, manifest, tiny_inputs):
+    laws, _ = tiny_inputs
+    out = tmp_path / "ds"
+    assert run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus").returncode == 0
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "kaggle.log"
+    fake = bindir / "kaggle"
+    # a stand-in kaggle CLI: the dataset does not exist yet, so create must be called
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n[ \"$2\" = status ] && exit 1\nexit 0\n")
+    fake.chmod(0o755)
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus", "--upload",
+            env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert r.returncode == 0, r.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0] == "datasets status lexrag/lexrag-corpus"
+    assert calls[1] == f"datasets create -p {out / 'corpus'} --dir-mode zip"
+
+
+def test_check_of_unbuilt_manifest_is_a_failure(tmp_path):
+    m = tmp_path / "m.yaml"
+    m.write_text("artifacts:\n- name: corpus\n  dataset: x\n  files: []\n", encoding="utf-8")
+    r = run("--manifest", m, "--out", tmp_path, "--check")
+    assert r.returncode == 1 and "never built" in r.stdout
+    r = run("--manifest", tmp_path / "nope.yaml", "--out", tmp_path, "--check")
+    assert r.returncode == 2 and "manifest not found" in r.stderr
