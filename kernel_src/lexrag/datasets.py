@@ -173,7 +173,7 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
 def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | None = None, message: str = "") -> None:
     """Push each artifact folder with the kaggle CLI: a new version if the dataset exists, else create it."""
     if shutil.which("kaggle") is None:
-        raise ManifestError("the kaggle CLI is not on PATH: pip install kaggle and set up ~/.kaggle/kaggle.json")
+        raise ManifestError("the kaggle CLI is not on PATH: pip install kaggle and put your API token in place (see the kaggle CLI docs)")
     problems = check(manifest_path, out_dir, only)
     if problems:
         raise ManifestError("refusing to upload artifacts that do not match the manifest:\n  " + "\n  ".join(problems))
