@@ -23,6 +23,6 @@ cfg = load_config(config_path, overrides)
 art = Path(artifacts_dir) if artifacts_dir else resolve_paths(cfg.paths).artifacts_dir
 corpus = Corpus(art / "corpus")
 t0 = time.perf_counter()
-index = build_bm25(corpus.iter_texts(), art / "bm25", cfg.lexical, corpus_id=corpus_id(art / "corpus"),
+index = build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), art / "bm25", cfg.lexical, corpus_id=corpus_id(art / "corpus"),
                    progress=cfg.runtime.progress, n_docs_hint=len(corpus))
 print(f"{index.n_docs} documents, vocabulary {index.params['vocab_size']}, {time.perf_counter() - t0:.1f}s")

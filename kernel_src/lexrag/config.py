@@ -43,6 +43,11 @@ class LexicalConfig:
     stemmer: str = _f("german", "Snowball stemmer language (PyStemmer); empty string: no stemming")
     min_token_len: int = _f(2, "tokens shorter than this are dropped (paper: drop 1-char tokens)")
     top_k: int = _f(100, "documents kept per BM25 signal")
+    fields: list = _f(
+        ["citation", "title", "text"],
+        "corpus columns joined into each BM25 document (the citation brings the code abbreviation, the title the law's name)",
+    )
+    query_dedup: bool = _f(True, "count each query term once")
 
 
 @dataclass
@@ -117,6 +122,9 @@ class Config:
                 raise ConfigError(f"count.{name} must be >= 0")
         if self.count.min_k > self.count.max_k:
             raise ConfigError("count.min_k must be <= count.max_k")
+        bad = [f for f in self.lexical.fields if f not in ("citation", "title", "text")]
+        if bad or not self.lexical.fields:
+            raise ConfigError(f"lexical.fields must be a non-empty subset of citation, title, text; got {self.lexical.fields}")
         if self.fusion.rrf_k < 0:
             raise ConfigError("fusion.rrf_k must be >= 0")
         return self
@@ -125,6 +133,10 @@ class Config:
 def _check_type(path: str, value: Any, tp: Any) -> Any:
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{path}: expected a list, got {value!r}")
+        return list(value)
     if tp is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: expected a mapping, got {value!r}")

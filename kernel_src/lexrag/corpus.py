@@ -16,7 +16,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -197,8 +197,13 @@ class Corpus:
             self._docs_by_citation = d
         return self._docs_by_citation.get(citation, [])
 
-    def iter_texts(self, batch_rows: int = 50_000) -> Iterator[list[str]]:
-        """Texts in doc_id order, a batch at a time (bounded memory)."""
+    def iter_texts(self, batch_rows: int = 50_000, fields: Sequence[str] = ("text",)) -> Iterator[list[str]]:
+        """Document texts in doc_id order, a batch at a time (bounded memory); several
+        ``fields`` are joined with a space, empty ones skipped."""
         pf = pq.ParquetFile(self.folder / CORPUS_FILE)
-        for batch in pf.iter_batches(batch_size=batch_rows, columns=["text"]):
-            yield batch.column(0).to_pylist()
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=list(fields)):
+            cols = [batch.column(i).to_pylist() for i in range(len(fields))]
+            if len(cols) == 1:
+                yield cols[0]
+            else:
+                yield [" ".join(v for v in vals if v) for vals in zip(*cols)]

@@ -115,7 +115,7 @@ def rebuild(
             build_corpus(folder, laws, courts, cfg.corpus, progress=cfg.runtime.progress)
         elif name == "bm25":
             corpus = Corpus(out / "corpus")
-            build_bm25(corpus.iter_texts(), folder, cfg.lexical, corpus_id=corpus_id(out / "corpus"),
+            build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), folder, cfg.lexical, corpus_id=corpus_id(out / "corpus"),
                        progress=cfg.runtime.progress, n_docs_hint=len(corpus))
         elif name == "wheels":
             _build_wheels(folder, entry)

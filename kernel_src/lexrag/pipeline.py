@@ -49,7 +49,7 @@ def build_artifacts(cfg: Config, laws: str | Path, out_dir: str | Path, courts: 
     log(f"corpus: {len(corpus)} documents in {t1 - t0:.1f}s")
     if cfg.lexical.enabled:
         build_bm25(
-            corpus.iter_texts(),
+            corpus.iter_texts(fields=cfg.lexical.fields),
             out / "bm25",
             cfg.lexical,
             corpus_id=corpus_id(out / "corpus"),
@@ -98,7 +98,7 @@ def bm25_query_stage(queries: list[Query], art: Artifacts, cfg: Config) -> Ranki
     assert art.bm25 is not None
     out = Ranking("bm25_query", "lexical")
     for q in queries:
-        ids, scores = art.bm25.search(q.text, cfg.lexical.top_k)
+        ids, scores = art.bm25.search(q.text, cfg.lexical.top_k, dedup=cfg.lexical.query_dedup)
         out.add(q.query_id, ids, scores)
     return out
 
