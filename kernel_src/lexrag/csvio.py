@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,8 +43,11 @@ class FileReport:
         )
 
 
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
 def _has_surrogates(s: str) -> bool:
-    return any("\udc80" <= ch <= "\udcff" for ch in s)
+    return _SURROGATE.search(s) is not None
 
 
 def _redecode(s: str) -> str:

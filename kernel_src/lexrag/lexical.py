@@ -20,6 +20,7 @@ from typing import Iterable, Iterator, Sequence
 
 import bm25s
 import numpy as np
+import scipy.sparse as sp
 
 from lexrag.artifacts import ArtifactError, check_params, read_params, write_params
 from lexrag.config import LexicalConfig
@@ -151,27 +152,23 @@ def build_bm25(
     del doc_parts
     term_idx = np.concatenate(term_parts)
     del term_parts
-    tf = np.concatenate(tf_parts)
+    scores = np.concatenate(tf_parts)  # term counts, turned into BM25 scores in place below
     del tf_parts
     dl = np.concatenate(lengths).astype(np.float32)
     n_vocab = max(len(vocab), 1)
     avgdl = float(dl.mean()) if dl.mean() > 0 else 1.0
     df = np.bincount(term_idx, minlength=n_vocab)
     idf = _idf(df, n_docs, cfg.method).astype(np.float32)
-    scores = _tfc(tf, dl[doc_idx], avgdl, cfg.k1, cfg.b, cfg.method).astype(np.float32)
-    scores *= idf[term_idx]
-    del tf
-    # CSC by term: stable sort on term keeps doc order inside each column, as bm25s does.
-    order = np.argsort(term_idx, kind="stable")
-    data = scores[order]
-    del scores
-    indices = doc_idx[order]
-    del doc_idx, order
-    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
-    del term_idx
-    if indptr[-1] < np.iinfo(np.int32).max:
-        indptr = indptr.astype(np.int32)
+    step = 1 << 24  # bounded temporaries
+    for i in range(0, len(scores), step):
+        sl = slice(i, i + step)
+        scores[sl] = _tfc(scores[sl], dl[doc_idx[sl]], avgdl, cfg.k1, cfg.b, cfg.method) * idf[term_idx[sl]]
+    # CSC by term = CSR of the transpose; scipy's counting sort keeps doc order inside each
+    # column (as bm25s does) and needs no argsort array.
+    mat = sp.csr_matrix((scores, (term_idx, doc_idx)), shape=(n_vocab, n_docs), dtype=np.float32)
+    del scores, term_idx, doc_idx
+    data, indices, indptr = mat.data, mat.indices, mat.indptr
+    del mat
 
     retriever = bm25s.BM25(k1=cfg.k1, b=cfg.b, method=cfg.method)
     retriever.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
