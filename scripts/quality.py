@@ -56,6 +56,7 @@ def main() -> int:
     ap.add_argument("--tune-on", default="lexam_dev.csv", help="query file whose CV picks k")
     ap.add_argument("--artifacts", help="reuse (or write) artifacts here instead of a temp folder")
     ap.add_argument("--config")
+    ap.add_argument("--no-keys", action="store_true", help="do not add laws_de_citations.txt keys without text")
     ap.add_argument("--json", help="write all numbers to this file")
     args = ap.parse_args()
     warnings.simplefilter("ignore", UserWarning)
@@ -65,7 +66,8 @@ def main() -> int:
     art_dir = Path(args.artifacts) if args.artifacts else Path(tempfile.mkdtemp(prefix="lexrag-quality-"))
     if not (art_dir / "bm25" / "params.json").is_file():
         t0 = time.perf_counter()
-        build_artifacts(cfg, laws, art_dir, courts=args.courts)
+        keys = data / "laws_de_citations.txt"
+        build_artifacts(cfg, laws, art_dir, courts=args.courts, law_keys=keys if keys.is_file() and not args.no_keys else None)
         print(f"built artifacts in {time.perf_counter() - t0:.1f}s -> {art_dir}", file=sys.stderr)
 
     variants = {

@@ -99,3 +99,16 @@ def test_guess_lang():
     assert guess_lang("Le Tribunal fédéral examine le recours et les griefs qui sont invoqués.") == "fr"
     assert guess_lang("Il Tribunale federale esamina il ricorso che non è motivato.") == "it"
     assert guess_lang("12345") == ""
+
+
+def test_law_keys_without_text_join_the_corpus(tmp_path, tiny_inputs):
+    laws, courts = tiny_inputs
+    keys = tmp_path / "keys.txt"
+    keys.write_text("Art. 8 ZGB\nArt. 221 Abs. 1 StPO\nArt.  2 ISLK-V\nkein Schlüssel\n\n", encoding="utf-8")
+    report = build_corpus(tmp_path / "c", laws, courts, law_keys=keys)
+    k = report["files"][1]
+    assert (k["file"], k["rows_read"], k["written"], k["duplicates"], k["malformed"]) == ("keys.txt", 4, 2, 1, 1)
+    c = Corpus(tmp_path / "c")
+    assert "Art. 221 Abs. 1 StPO" in c.citations and "Art.  2 ISLK-V" in c.citations  # as written
+    assert c.index.resolve("Art. 221 Abs. 1 lit. b StPO") == ["Art. 221 Abs. 1 StPO"]
+    assert c.index.resolve("Art. 2 ISLK-V") == ["Art.  2 ISLK-V"]

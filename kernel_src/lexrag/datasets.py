@@ -94,6 +94,7 @@ def rebuild(
     courts: str | Path | None = None,
     only: Sequence[str] | None = None,
     owner: str | None = None,
+    law_keys: str | Path | None = None,
 ) -> dict:
     """Build the selected artifacts into ``out_dir/<name>/`` and record them in the manifest."""
     from lexrag.corpus import build_corpus, Corpus
@@ -112,7 +113,7 @@ def rebuild(
         if name == "corpus":
             if not laws:
                 raise ManifestError("building the corpus needs --laws")
-            build_corpus(folder, laws, courts, cfg.corpus, progress=cfg.runtime.progress)
+            build_corpus(folder, laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
         elif name == "bm25":
             corpus = Corpus(out / "corpus")
             build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), folder, cfg.lexical, corpus_id=corpus_id(out / "corpus"),

@@ -39,11 +39,13 @@ def corpus_id(corpus_dir: str | Path) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def build_artifacts(cfg: Config, laws: str | Path, out_dir: str | Path, courts: str | Path | None = None) -> dict:
+def build_artifacts(
+    cfg: Config, laws: str | Path, out_dir: str | Path, courts: str | Path | None = None, law_keys: str | Path | None = None
+) -> dict:
     """Build every artifact this config needs under ``out_dir``: ``corpus/`` then ``bm25/``."""
     out = Path(out_dir)
     t0 = time.perf_counter()
-    report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress)
+    report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
     corpus = Corpus(out / "corpus")
     t1 = time.perf_counter()
     log(f"corpus: {len(corpus)} documents in {t1 - t0:.1f}s")

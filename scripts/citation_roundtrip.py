@@ -1,0 +1,54 @@
+#!/usr/bin/env python
+"""Share of citation keys that parse and format back unchanged (a script, not a test).
+
+  python scripts/citation_roundtrip.py ../shared/data/laws_de_citations.txt [more files ...]
+
+A file is either one key per line or a CSV whose first column is the citation (header skipped).
+"Unchanged" is exact; "unchanged after whitespace collapse" is the competition's own comparison.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections import Counter
+
+from lexrag.citations import try_parse
+
+
+def keys(path: str) -> list[str]:
+    if path.endswith(".csv"):
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = csv.reader(f)
+            next(rows)
+            return [r[0] for r in rows if r]
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def main(paths: list[str]) -> int:
+    for path in paths:
+        ks = keys(path)
+        stats: Counter = Counter()
+        examples: dict[str, list[str]] = {}
+        for k in ks:
+            c = try_parse(k)
+            if c is None:
+                what = "does not parse"
+            elif c.format() == k:
+                what = "exact"
+            elif c.format() == " ".join(k.split()):
+                what = "whitespace only"
+            else:
+                what = "changed"
+            stats[what] += 1
+            if what != "exact":
+                examples.setdefault(what, []).append(k)
+        print(f"{path}: {len(ks)} keys")
+        for what in ("exact", "whitespace only", "changed", "does not parse"):
+            print(f"  {what:<16} {stats[what]:>7} ({stats[what] / max(len(ks), 1):.4%})  {examples.get(what, [])[:3]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:] or ["../shared/data/laws_de_citations.txt"]))
