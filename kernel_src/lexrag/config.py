@@ -30,7 +30,7 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 @dataclass
 class CorpusConfig:
-    chunk_rows: int = _f(100_000, "rows read per chunk when streaming the input CSVs")
+    chunk_rows: int = _f(20_000, "rows written per parquet row group when streaming the input CSVs (bounds memory)")
     max_error_examples: int = _f(20, "bad rows quoted (row number and reason) in the build report")
 
 

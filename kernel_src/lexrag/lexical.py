@@ -15,6 +15,7 @@ numpy arrays and hands it to bm25s for saving and retrieval.  A test checks equa
 from __future__ import annotations
 
 import re
+from array import array
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -125,25 +126,28 @@ def build_bm25(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=n_docs_hint, desc="bm25 index", unit="docs", mininterval=5)
-    for batch in batches:
-        ids_flat: list[int] = []
-        lens = np.empty(len(batch), dtype=np.int32)
-        for j, text in enumerate(batch):
-            toks = analyzer(text or "")
-            lens[j] = len(toks)
-            ids_flat.extend([vocab.setdefault(t, len(vocab)) for t in toks])
-        ids = np.fromiter(ids_flat, dtype=np.int64, count=len(ids_flat))
-        docs = np.repeat(np.arange(n_docs, n_docs + len(batch), dtype=np.int64), lens)
-        # unique (doc, term) pairs with their counts, via one sort of a combined key
-        key = docs * (1 << 32) + ids
-        uniq, tf = np.unique(key, return_counts=True)
-        doc_parts.append((uniq >> 32).astype(np.int32))
-        term_parts.append((uniq & 0xFFFFFFFF).astype(np.int32))
-        tf_parts.append(tf.astype(np.float32))
-        lengths.append(lens)
-        n_docs += len(batch)
-        if bar is not None:
-            bar.update(len(batch))
+    sub = 10_000  # documents per counting step: bounds the per-step temporaries
+    for big in batches:
+        for start in range(0, len(big), sub):
+            batch = big[start : start + sub]
+            ids_buf = array("i")
+            lens = np.empty(len(batch), dtype=np.int32)
+            for j, text in enumerate(batch):
+                toks = analyzer(text or "")
+                lens[j] = len(toks)
+                ids_buf.extend([vocab.setdefault(t, len(vocab)) for t in toks])
+            ids = np.frombuffer(ids_buf, dtype=np.int32).astype(np.int64)
+            docs = np.repeat(np.arange(n_docs, n_docs + len(batch), dtype=np.int64), lens)
+            # unique (doc, term) pairs with their counts, via one sort of a combined key
+            uniq, tf = np.unique(docs * (1 << 32) + ids, return_counts=True)
+            del ids, docs, ids_buf
+            doc_parts.append((uniq >> 32).astype(np.int32))
+            term_parts.append((uniq & 0xFFFFFFFF).astype(np.int32))
+            tf_parts.append(tf.astype(np.float32))
+            lengths.append(lens)
+            n_docs += len(batch)
+            if bar is not None:
+                bar.update(len(batch))
     if bar is not None:
         bar.close()
     if n_docs == 0:
