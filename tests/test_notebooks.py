@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
-REQUIRED = {"01_build_corpus", "02_build_bm25", "inference", "validation"}
+REQUIRED = {"01_build_corpus", "02_build_bm25", "03_build_graph", "inference", "validation"}
 
 
 def test_required_notebooks_exist():
@@ -49,6 +49,7 @@ def test_build_and_inference_notebooks(tmp_path, demo_laws, demo_queries):
     art = tmp_path / "art"
     _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1.ipynb", laws=demo_laws, out_dir=art)
     _papermill(ROOT / "notebooks" / "02_build_bm25.ipynb", tmp_path / "2.ipynb", artifacts_dir=art)
+    _papermill(ROOT / "notebooks" / "03_build_graph.ipynb", tmp_path / "g.ipynb", artifacts_dir=art)
     _papermill(ROOT / "notebooks" / "inference.ipynb", tmp_path / "3.ipynb", artifacts_dir=art,
                queries=demo_queries, out_path=tmp_path / "submission.csv")
     lines = (tmp_path / "submission.csv").read_text(encoding="utf-8").splitlines()

@@ -20,7 +20,7 @@ def cli(*args, cwd=None):
 
 
 def test_pipeline_on_demo(demo_artifacts, demo_queries):
-    cfg = load_config(None, {"runtime.progress": False, "count.k": 5})
+    cfg = load_config(None, {"runtime.progress": False, "count.k": 5, "graph.enabled": False})
     art = Artifacts.load(demo_artifacts, cfg)
     qs = load_queries(demo_queries)
     res = run_pipeline(qs, art, cfg)
@@ -37,12 +37,13 @@ def test_pipeline_on_demo(demo_artifacts, demo_queries):
 
 def test_stage_switches_and_time_budget(demo_artifacts):
     q = [Query("a", "Kündigung nach Art. 337 OR aus wichtigen Gründen"), Query("b", "")]
-    cfg = load_config(None, {"lexical.enabled": False, "runtime.progress": False})
+    cfg = load_config(None, {"lexical.enabled": False, "graph.enabled": False, "runtime.progress": False})
     res = run_pipeline(q, Artifacts.load(demo_artifacts, cfg), cfg)
     assert [s.signal for s in res.signals] == ["citation_seeds"]
     assert res.predictions["a"] == ["Art. 337 Abs. 1 OR", "Art. 337 Abs. 2 OR", "Art. 337 Abs. 3 OR"]
     assert res.predictions["b"] == []
     cfg = load_config(None, {"runtime.time_budget_s": 1e-9, "runtime.progress": False})
+    assert Artifacts.load(demo_artifacts, cfg).graph is not None
     with pytest.warns(UserWarning, match="time budget"):
         res = run_pipeline(q, Artifacts.load(demo_artifacts, cfg), cfg)
     assert res.degraded == ["a"] and len(res.predictions["a"]) == 3
@@ -65,7 +66,8 @@ def test_cli_build_run_evaluate_validate(tmp_path, tiny_inputs):
     q.write_text('query_id,query,gold_citations\nq1,"Beweislast nach Art. 8 ZGB?",Art. 8 ZGB\n'
                  'q2,"Innert welcher Frist ist die Beschwerde beim Bundesgericht einzureichen?",Art. 100 Abs. 1 BGG\n',
                  encoding="utf-8")
-    r = cli("run", "--artifacts", tmp_path / "art", "--queries", q, "--out", tmp_path / "sub.csv", "--set", "count.k=1")
+    r = cli("run", "--artifacts", tmp_path / "art", "--queries", q, "--out", tmp_path / "sub.csv",
+            "--set", "count.k=1", "--set", "graph.enabled=false")
     assert r.returncode == 0, r.stderr
     assert "2 queries" in r.stdout
     r = cli("evaluate", "--gold", q, "--pred", tmp_path / "sub.csv", "--json")
@@ -89,3 +91,28 @@ def test_cli_errors_are_clear(tmp_path, tiny_inputs):
     assert r.returncode == 2 and "unknown config key 'fusion.nope'" in r.stderr
     r = cli("config")
     assert r.returncode == 0 and "rrf_k: 60" in r.stdout
+
+
+def test_graph_and_prior_signals_in_the_pipeline(tmp_path, tiny_inputs):
+    from lexrag.pipeline import build_artifacts
+
+    laws, courts = tiny_inputs
+    train = tmp_path / "train.csv"
+    train.write_text("query_id,query,gold_citations\nt1,x,Art. 100 Abs. 1 BGG;Art. 8 ZGB\nt2,y,Art. 100 Abs. 1 BGG\n",
+                     encoding="utf-8")
+    cfg = load_config(None, {"runtime.progress": False, "prior.enabled": True, "prior.min_count": 1, "graph.seed_k": 2})
+    build_artifacts(cfg, laws, tmp_path / "art", courts=courts, train=train)
+    art = Artifacts.load(tmp_path / "art", cfg)
+    res = run_pipeline([Query("q", "Wer trägt die Beweislast nach Art. 8 ZGB?")], art, cfg)
+    by = {r.signal: [art.corpus.citations[d] for d, _ in r.hits.get("q", [])] for r in res.signals}
+    # seeds: Art. 8 ZGB (named) and 5A_800/2019 E. 2. (Beweislast); 5A_800/2019 cites BGE 145 II 32,
+    # which PPR brings first, as its two considerations
+    assert set(by["ppr"][:2]) == {"BGE 145 II 32 E. 3.1", "BGE 145 II 32 E. 3.2"}
+    assert by["siblings"] == []  # neither seed has another document
+    assert by["prior_frequent"] == ["Art. 100 Abs. 1 BGG", "Art. 8 ZGB"]  # in 2 and 1 of 2 training gold sets
+    assert by["prior_cocited"] == ["Art. 100 Abs. 1 BGG"]  # co-cited with Art. 8 ZGB in t1
+    assert set(by) >= {"citation_seeds", "bm25_query", "ppr", "hits_authority", "hits_hub", "coupling",
+                       "cocitation", "community", "siblings", "prior_cocited", "prior_frequent"}
+    cfg_off = load_config(None, {"runtime.progress": False, "graph.signals": {"ppr": False}})
+    res = run_pipeline([Query("q", "Beweislast nach Art. 8 ZGB")], Artifacts.load(tmp_path / "art", cfg_off), cfg_off)
+    assert "ppr" not in {r.signal for r in res.signals} and "hits_hub" in {r.signal for r in res.signals}

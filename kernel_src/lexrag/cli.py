@@ -26,7 +26,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from lexrag.pipeline import build_artifacts
 
     cfg = _config(args)
-    build_artifacts(cfg, args.laws, args.out, courts=args.courts, law_keys=args.law_keys)
+    build_artifacts(cfg, args.laws, args.out, courts=args.courts, law_keys=args.law_keys, train=args.train)
     print(f"artifacts written to {args.out}")
     return 0
 
@@ -114,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build the artifacts (corpus, bm25) from the competition CSVs")
     b.add_argument("--laws", required=True, help="laws_de.csv")
     b.add_argument("--courts", help="court_considerations.csv (optional)")
+    b.add_argument("--train", help="training CSV with gold_citations: builds the prior artifact (never the validation file)")
     b.add_argument("--law-keys", help="file of law citation keys, one per line; keys missing from --laws join with empty text")
     b.add_argument("--out", required=True, help="artifacts folder to write")
     cfg_args(b)

@@ -67,6 +67,32 @@ class FusionConfig:
     )
     default_weight: float = _f(1.0, "weight of a signal missing from weights")
     depth: int = _f(300, "fused candidates kept per query")
+    boost: float = _f(5.0, "score factor for documents found by a content family and the graph family (paper: 5.0)")
+
+
+@dataclass
+class GraphConfig:
+    enabled: bool = _f(True, "build and use the citation graph signals")
+    seed_k: int = _f(20, "top fused candidates that seed the graph signals (paper: 20)")
+    alpha: float = _f(0.40, "PPR probability of following a citation (igraph damping; paper: 0.40)")
+    resolutions: list = _f([0.5, 1.0, 2.0], "Leiden resolutions, nested coarse -> fine")
+    community_resolution: float = _f(1.0, "resolution whose communities the community signal uses (paper: 1.0)")
+    leiden_seed: int = _f(42, "random seed of Leiden, so builds repeat")
+    top_k: int = _f(100, "documents kept per graph signal")
+    docs_per_node: int = _f(2, "documents emitted per graph node (decision or article)")
+    hits_max_nodes: int = _f(2000, "size cap of the HITS candidate subgraph")
+    signals: dict = _f(
+        {"ppr": True, "hits_authority": True, "hits_hub": True, "coupling": True, "cocitation": True,
+         "community": True, "siblings": True},
+        "graph signals switched on",
+    )
+
+
+@dataclass
+class PriorConfig:
+    enabled: bool = _f(False, "use the training-gold prior (needs a prior artifact: build --train FILE)")
+    min_count: int = _f(2, "ignore citations seen in fewer training gold sets")
+    top_k: int = _f(100, "documents kept per prior signal")
 
 
 @dataclass
@@ -104,6 +130,8 @@ class Config:
     lexical: LexicalConfig = field(default_factory=LexicalConfig)
     seeds: SeedConfig = field(default_factory=SeedConfig)
     fusion: FusionConfig = field(default_factory=FusionConfig)
+    graph: GraphConfig = field(default_factory=GraphConfig)
+    prior: PriorConfig = field(default_factory=PriorConfig)
     count: CountConfig = field(default_factory=CountConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
@@ -125,6 +153,13 @@ class Config:
         bad = [f for f in self.lexical.fields if f not in ("citation", "title", "text")]
         if bad or not self.lexical.fields:
             raise ConfigError(f"lexical.fields must be a non-empty subset of citation, title, text; got {self.lexical.fields}")
+        if not 0.0 < self.graph.alpha < 1.0:
+            raise ConfigError(f"graph.alpha must be in (0, 1), got {self.graph.alpha}")
+        if self.graph.community_resolution not in self.graph.resolutions:
+            raise ConfigError(f"graph.community_resolution {self.graph.community_resolution} is not one of graph.resolutions {self.graph.resolutions}")
+        unknown = set(self.graph.signals) - {"ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings"}
+        if unknown:
+            raise ConfigError(f"graph.signals: unknown signal(s) {sorted(unknown)}")
         if self.fusion.rrf_k < 0:
             raise ConfigError("fusion.rrf_k must be >= 0")
         return self

@@ -204,6 +204,7 @@ class BM25Index:
         self.analyzer = analyzer
         self.params = params
         self.n_docs = int(retriever.scores["num_docs"])
+        self._last: tuple | None = None
 
     @staticmethod
     def expected_params(cfg: LexicalConfig) -> dict:
@@ -223,16 +224,26 @@ class BM25Index:
         retriever = bm25s.BM25.load(folder, mmap=mmap, show_progress=False, verbosity=0)
         return cls(retriever, Analyzer(cfg.stemmer, cfg.min_token_len), params)
 
-    def search(self, text: str, k: int, dedup: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` documents with a positive score.  ``dedup`` counts each query term once, so
-        a long query that repeats a word does not drown its other terms."""
+    def scores(self, text: str, dedup: bool = True) -> np.ndarray | None:
+        """BM25 score of every document for ``text`` (None when no query term is indexed).
+        ``dedup`` counts each query term once, so a long query that repeats a word does not
+        drown its other terms.  The last result is kept: the graph stage asks again."""
+        key = (text, dedup)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
         vocab = self.retriever.vocab_dict
         ids = [vocab[t] for t in self.analyzer(text) if t in vocab]
         if dedup:
             ids = list(dict.fromkeys(ids))
-        if not ids or k <= 0:
+        scores = self.retriever.get_scores_from_ids(ids) if ids else None
+        self._last = (key, scores)
+        return scores
+
+    def search(self, text: str, k: int, dedup: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` documents with a positive score, best first."""
+        scores = self.scores(text, dedup)
+        if scores is None or k <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        scores = self.retriever.get_scores_from_ids(ids)
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[scores[top] > 0]

@@ -1,9 +1,11 @@
 """The pipeline: artifacts in, per-query citation lists out.
 
-Stages have one shape, ``stage(queries, state) -> Ranking``; the list of signal stages comes
-from the config (a stage switched off is simply not in the list).  Signals are fused by
-weighted RRF, documents are mapped to unique corpus citation strings, and the count stage cuts
-each list.  Every stage's output is validated at the border.
+Stages have one shape: content stages ``stage(queries, artifacts, config) -> Ranking`` (citation
+seeds, BM25), then the graph stage, which takes each query's seed candidates (the top of a first
+fusion of the content signals) and returns one Ranking per graph signal.  Stages switched off in
+the config are simply not run.  All signals are fused by weighted RRF with the cross-signal boost,
+documents are mapped to unique corpus citation strings, and the count stage cuts each list.
+Every stage's output is validated at the border.
 """
 
 from __future__ import annotations
@@ -18,18 +20,24 @@ from typing import Callable
 
 import numpy as np
 
+from lexrag import graph_signals as gs
 from lexrag.artifacts import read_params
 from lexrag.config import Config
 from lexrag.corpus import Corpus, build_corpus
 from lexrag.count import choose_count
 from lexrag.fusion import reciprocal_rank_fusion
+from lexrag.graph import CitationGraph, build_graph
 from lexrag.lexical import BM25Index, build_bm25
+from lexrag.prior import TrainingPrior, build_prior
 from lexrag.queries import Query
 from lexrag.ranking import Ranking
 
-__all__ = ["build_artifacts", "Artifacts", "RunResult", "run_pipeline", "corpus_id"]
+__all__ = ["build_artifacts", "Artifacts", "RunResult", "run_pipeline", "corpus_id", "GRAPH_SIGNALS"]
 
 log = print
+
+GRAPH_SIGNALS = ("ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings")
+PRIOR_SIGNALS = ("prior_cocited", "prior_frequent")
 
 
 def corpus_id(corpus_dir: str | Path) -> str:
@@ -40,25 +48,34 @@ def corpus_id(corpus_dir: str | Path) -> str:
 
 
 def build_artifacts(
-    cfg: Config, laws: str | Path, out_dir: str | Path, courts: str | Path | None = None, law_keys: str | Path | None = None
+    cfg: Config,
+    laws: str | Path,
+    out_dir: str | Path,
+    courts: str | Path | None = None,
+    law_keys: str | Path | None = None,
+    train: str | Path | None = None,
 ) -> dict:
-    """Build every artifact this config needs under ``out_dir``: ``corpus/`` then ``bm25/``."""
+    """Build every artifact this config needs under ``out_dir``: ``corpus/``, ``bm25/``,
+    ``graph/`` and, when a training file is given, ``prior/``."""
     out = Path(out_dir)
     t0 = time.perf_counter()
     report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
     corpus = Corpus(out / "corpus")
-    t1 = time.perf_counter()
-    log(f"corpus: {len(corpus)} documents in {t1 - t0:.1f}s")
+    cid = corpus_id(out / "corpus")
+    log(f"corpus: {len(corpus)} documents in {time.perf_counter() - t0:.1f}s")
     if cfg.lexical.enabled:
-        build_bm25(
-            corpus.iter_texts(fields=cfg.lexical.fields),
-            out / "bm25",
-            cfg.lexical,
-            corpus_id=corpus_id(out / "corpus"),
-            progress=cfg.runtime.progress,
-            n_docs_hint=len(corpus),
-        )
-        log(f"bm25: built in {time.perf_counter() - t1:.1f}s")
+        t = time.perf_counter()
+        build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), out / "bm25", cfg.lexical, corpus_id=cid,
+                   progress=cfg.runtime.progress, n_docs_hint=len(corpus))
+        log(f"bm25: built in {time.perf_counter() - t:.1f}s")
+    if cfg.graph.enabled:
+        t = time.perf_counter()
+        g = build_graph(corpus, out / "graph", cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=cid,
+                        progress=cfg.runtime.progress)
+        log(f"graph: {g.n} nodes, {g.adj.nnz} edges in {time.perf_counter() - t:.1f}s")
+    if train:
+        p = build_prior(train, out / "prior")
+        log(f"prior: {len(p)} training queries from {train}")
     return report
 
 
@@ -68,16 +85,23 @@ class Artifacts:
 
     corpus: Corpus
     bm25: BM25Index | None
+    graph: CitationGraph | None = None
+    prior: TrainingPrior | None = None
 
     @classmethod
-    def load(cls, folder: str | Path, cfg: Config, paths=None) -> "Artifacts":
-        """Load from ``folder`` (holding ``corpus/`` and ``bm25/``) or, when ``paths`` (a
-        :class:`lexrag.paths.Paths`) is given, from wherever the resolver finds each artifact."""
+    def load(cls, folder: str | Path | None, cfg: Config, paths=None) -> "Artifacts":
+        """Load from ``folder`` (holding ``corpus/``, ``bm25/``, ...) or, when ``paths`` (a
+        :class:`lexrag.paths.Paths`) is given, from wherever the resolver finds each artifact.
+        Only the artifacts the config switches on are loaded; a missing one is an error."""
         locate = (lambda name: paths.artifact(name)) if paths is not None else (lambda name: Path(folder) / name)
         corpus_dir = locate("corpus")
         corpus = Corpus(corpus_dir)
-        bm25 = BM25Index.load(locate("bm25"), cfg.lexical, corpus_id=corpus_id(corpus_dir)) if cfg.lexical.enabled else None
-        return cls(corpus=corpus, bm25=bm25)
+        cid = corpus_id(corpus_dir)
+        bm25 = BM25Index.load(locate("bm25"), cfg.lexical, corpus_id=cid) if cfg.lexical.enabled else None
+        graph = (CitationGraph.load(locate("graph"), len(corpus), corpus_id=cid, resolutions=cfg.graph.resolutions)
+                 if cfg.graph.enabled else None)
+        prior = TrainingPrior.load(locate("prior")) if cfg.prior.enabled else None
+        return cls(corpus=corpus, bm25=bm25, graph=graph, prior=prior)
 
 
 Stage = Callable[[list[Query], Artifacts, Config], Ranking]
@@ -105,13 +129,63 @@ def bm25_query_stage(queries: list[Query], art: Artifacts, cfg: Config) -> Ranki
     return out
 
 
-def signal_stages(cfg: Config) -> list[Stage]:
+def content_stages(cfg: Config) -> list[Stage]:
     stages: list[Stage] = []
     if cfg.seeds.enabled:
         stages.append(seed_stage)
     if cfg.lexical.enabled:
         stages.append(bm25_query_stage)
     return stages
+
+
+def graph_stage(query: Query, seed_hits: list[tuple[int, float]], art: Artifacts, cfg: Config) -> list[Ranking]:
+    """Graph and prior signals for one query from its seed candidates (top ``graph.seed_k``)."""
+    gc = cfg.graph
+    out: list[Ranking] = []
+    seeds = seed_hits[: gc.seed_k]
+    if art.graph is not None and seeds:
+        g = art.graph
+        on = {s for s in GRAPH_SIGNALS if gc.signals.get(s, True)}
+        nodes, w = gs.seed_vector(g, seeds, gc.seed_k)
+        pref = art.bm25.scores(query.text, cfg.lexical.query_dedup) if art.bm25 is not None else None
+
+        def emit(name: str, node_hits: list[tuple[int, float]]) -> None:
+            r = Ranking(name, "graph")
+            docs = gs.nodes_to_docs(g, node_hits, pref, gc.docs_per_node, gc.top_k)
+            r.hits[query.query_id] = docs
+            out.append(r)
+
+        if "ppr" in on:
+            emit("ppr", gs.top_nodes(gs.personalized_pagerank(g, nodes, w, gc.alpha), nodes, gc.top_k))
+        if on & {"hits_authority", "hits_hub"}:
+            sub, hub, auth = gs.hits(g, nodes, gc.hits_max_nodes)
+            for name, vec in (("hits_authority", auth), ("hits_hub", hub)):
+                if name in on:
+                    order = [i for i in np.lexsort((sub, -vec)) if vec[i] > 0][: gc.top_k]
+                    emit(name, [(int(sub[i]), float(vec[i])) for i in order])
+        if "coupling" in on:
+            emit("coupling", gs.top_nodes(gs.bibliographic_coupling(g, nodes, w), nodes, gc.top_k))
+        if "cocitation" in on:
+            emit("cocitation", gs.top_nodes(gs.co_citation(g, nodes, w), nodes, gc.top_k))
+        if "community" in on:
+            emit("community", gs.community_members(g, nodes, w, g.level_of(gc.community_resolution), gc.top_k))
+        if "siblings" in on:
+            out.append(Ranking("siblings", "graph", {query.query_id: gs.siblings(g, seeds, gc.seed_k, gc.top_k)}))
+    if art.prior is not None:
+        pc = cfg.prior
+        total = sum(max(s, 0.0) for _, s in seeds) or 1.0
+        seed_cits = [(art.corpus.citations[d], max(s, 0.0) / total) for d, s in seeds]
+        for name, cits in (
+            ("prior_cocited", art.prior.cocited(seed_cits, query.query_id, pc.min_count, pc.top_k) if seeds else []),
+            ("prior_frequent", art.prior.frequent(query.query_id, pc.min_count, pc.top_k)),
+        ):
+            docs: dict[int, float] = {}
+            for c, score in cits:
+                for s in art.corpus.index.resolve(c):
+                    for d in art.corpus.docs_of(s):
+                        docs.setdefault(d, score)
+            out.append(Ranking(name, "graph", {query.query_id: sorted(docs.items(), key=lambda t: (-t[1], t[0]))}))
+    return out
 
 
 @dataclass
@@ -134,6 +208,13 @@ def _to_citations(hits: list[tuple[int, float]], corpus: Corpus) -> tuple[list[s
     return list(seen), list(seen.values())
 
 
+def _fuse(signals: list[Ranking], cfg: Config, boost: float, n: int) -> Ranking:
+    return reciprocal_rank_fusion(
+        signals, rrf_k=cfg.fusion.rrf_k, weights=cfg.fusion.weights, default_weight=cfg.fusion.default_weight,
+        depth=cfg.fusion.depth, boost=boost,
+    ).validate(n_docs=n)
+
+
 def run_pipeline(queries: list[Query], art: Artifacts, cfg: Config) -> RunResult:
     """Run the configured stages over ``queries``.
 
@@ -143,33 +224,40 @@ def run_pipeline(queries: list[Query], art: Artifacts, cfg: Config) -> RunResult
     """
     t_start = time.perf_counter()
     budget = cfg.runtime.time_budget_s
-    stages = signal_stages(cfg)
+    stages = content_stages(cfg)
+    use_graph = art.graph is not None or art.prior is not None
     timings: dict[str, float] = {}
     signals: dict[str, Ranking] = {}
     degraded: list[str] = []
     n = len(art.corpus)
-    active = [q for q in queries if q.text]
-    for q in active:
+
+    def collect(r: Ranking, dt: float) -> None:
+        r.validate(n_docs=n)
+        timings[r.signal] = timings.get(r.signal, 0.0) + dt
+        signals.setdefault(r.signal, Ranking(r.signal, r.family)).hits.update(r.hits)
+
+    for q in (q for q in queries if q.text):
         over = budget > 0 and time.perf_counter() - t_start > budget
+        content: list[Ranking] = []
         for stage in stages:
             if over and stage is not seed_stage:
                 continue
             t0 = time.perf_counter()
-            r = stage([q], art, cfg).validate(n_docs=n)
-            timings[r.signal] = timings.get(r.signal, 0.0) + time.perf_counter() - t0
-            signals.setdefault(r.signal, Ranking(r.signal, r.family)).hits.update(r.hits)
+            r = stage([q], art, cfg)
+            collect(r, time.perf_counter() - t0)
+            content.append(r)
         if over:
             degraded.append(q.query_id)
+        elif use_graph:
+            t0 = time.perf_counter()
+            seeds = _fuse(content, cfg, 1.0, n).hits.get(q.query_id, [])
+            for r in graph_stage(q, seeds, art, cfg):
+                collect(r, 0.0)
+            timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
     if degraded:
         warnings.warn(f"time budget of {budget}s ran out: {len(degraded)} queries answered from citation seeds only")
     t0 = time.perf_counter()
-    fused = reciprocal_rank_fusion(
-        list(signals.values()),
-        rrf_k=cfg.fusion.rrf_k,
-        weights=cfg.fusion.weights,
-        default_weight=cfg.fusion.default_weight,
-        depth=cfg.fusion.depth,
-    ).validate(n_docs=n)
+    fused = _fuse(list(signals.values()), cfg, cfg.fusion.boost, n)
     predictions: dict[str, list[str]] = {}
     ranked: dict[str, list[str]] = {}
     for q in queries:

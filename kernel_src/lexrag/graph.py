@@ -1,0 +1,229 @@
+"""Citation graph over parents (decisions without ``E.``, law articles without ``Abs.``).
+
+Built from the court considerations of the corpus: every law, BGE and docket reference found in
+a consideration's text (``lexrag.citations.extract``) adds one to the weight of the edge from the
+consideration's decision to the referenced parent.  Law articles are nodes too (they are cited,
+they cite nothing).  Stored as an artifact folder of arrays and parquet, no pickle:
+
+* ``nodes.parquet``: ``name``, ``kind`` (law | bge | docket), ``comm_0..2`` (Leiden communities,
+  coarse to fine), ``in_strength``;
+* ``edges.parquet``: ``src``, ``dst``, ``weight`` (reference count);
+* ``doc_node.npy``: node of each corpus document; ``doc_cited.npy``: how often each exact corpus
+  string (``BGE 145 II 32 E. 3.1``) is cited — used to pick which consideration of a cited
+  decision to emit;
+* ``params.json``.
+
+Communities: Leiden (leidenalg, RB configuration model, fixed seed) on the undirected graph with
+summed weights.  The finest level (highest resolution) is found first on the full graph; each
+coarser level is Leiden at its lower resolution on the graph aggregated by the level below, so
+every coarse community is a union of finer ones (nested by construction).
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+
+from lexrag import citations as cit
+from lexrag.artifacts import ArtifactError, check_params, write_params
+
+__all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS"]
+
+ARTIFACT = "graph"
+KINDS = ("law", "bge", "docket")
+
+
+def leiden_levels(
+    n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, resolutions: Sequence[float], seed: int = 42
+) -> np.ndarray:
+    """Nested Leiden partitions, one row per resolution in ``resolutions`` (sorted coarse -> fine).
+
+    Returns an int32 array of shape ``(len(resolutions), n)``.  The finest partition is computed
+    on the graph; each coarser one by Leiden on the aggregate of the next finer partition.
+    """
+    import igraph as ig
+    import leidenalg as la
+
+    res = sorted(resolutions)
+    g = ig.Graph(n=n, edges=np.column_stack([src, dst]).tolist(), directed=False)
+    g.es["weight"] = weight.astype(float).tolist()
+    g = g.simplify(multiple=True, loops=False, combine_edges="sum")
+    out = np.zeros((len(res), n), dtype=np.int32)
+    part = la.find_partition(g, la.RBConfigurationVertexPartition, weights="weight",
+                             resolution_parameter=res[-1], seed=seed)
+    membership = np.asarray(part.membership, dtype=np.int32)
+    out[-1] = membership
+    for level in range(len(res) - 2, -1, -1):
+        agg = part.aggregate_partition()
+        agg.resolution_parameter = res[level]
+        opt = la.Optimiser()
+        opt.set_rng_seed(seed)
+        opt.optimise_partition(agg)
+        membership = np.asarray(agg.membership, dtype=np.int32)[membership]
+        out[level] = membership
+        # the next coarser level aggregates this one
+        part = la.RBConfigurationVertexPartition(g, weights="weight", resolution_parameter=res[level],
+                                                 initial_membership=membership.tolist())
+    return out
+
+
+@dataclass
+class CitationGraph:
+    """The loaded graph: names, kinds, weighted adjacency (src -> dst), communities, doc links."""
+
+    names: list[str]
+    kind: np.ndarray  # int8 index into KINDS
+    adj: sp.csr_matrix  # n x n, float32 reference counts
+    communities: np.ndarray  # (levels, n) int32, coarse -> fine
+    resolutions: list[float]
+    doc_node: np.ndarray  # int32 per corpus doc
+    doc_cited: np.ndarray  # int32 per corpus doc
+    params: dict
+
+    def __post_init__(self) -> None:
+        self.n = len(self.names)
+        self.adj_t = self.adj.T.tocsr()
+        self.in_strength = np.asarray(self.adj.sum(axis=0)).ravel().astype(np.float32)
+        self.out_strength = np.asarray(self.adj.sum(axis=1)).ravel().astype(np.float32)
+        order = np.argsort(self.doc_node, kind="stable")
+        counts = np.bincount(self.doc_node, minlength=self.n)
+        self._node_docs_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._node_docs = order.astype(np.int32)
+        self.node_id = {name: i for i, name in enumerate(self.names)}
+
+    def docs_of_node(self, node: int) -> np.ndarray:
+        return self._node_docs[self._node_docs_ptr[node] : self._node_docs_ptr[node + 1]]
+
+    def level_of(self, resolution: float) -> int:
+        for i, r in enumerate(self.resolutions):
+            if abs(r - resolution) < 1e-9:
+                return i
+        raise ArtifactError(f"graph has communities at resolutions {self.resolutions}, not {resolution}")
+
+    # ------------------------------------------------------------------ io
+
+    @classmethod
+    def load(cls, folder: str | Path, n_docs: int, corpus_id: str | None = None, resolutions: Sequence[float] | None = None) -> "CitationGraph":
+        folder = Path(folder)
+        expected = {"resolutions": sorted(resolutions)} if resolutions is not None else {}
+        params = check_params(folder, ARTIFACT, expected)
+        if corpus_id is not None and params.get("corpus_id") != corpus_id:
+            raise ArtifactError(
+                f"graph at {folder} was built over corpus {params.get('corpus_id')!r}, the loaded corpus is {corpus_id!r}; rebuild it"
+            )
+        nodes = pq.read_table(folder / "nodes.parquet")
+        edges = pq.read_table(folder / "edges.parquet")
+        n = nodes.num_rows
+        res = params["params"]["resolutions"]
+        comm = np.vstack([nodes.column(f"comm_{i}").to_numpy().astype(np.int32) for i in range(len(res))]) if res else np.zeros((0, n), np.int32)
+        adj = sp.csr_matrix(
+            (edges.column("weight").to_numpy().astype(np.float32),
+             (edges.column("src").to_numpy(), edges.column("dst").to_numpy())),
+            shape=(n, n),
+        )
+        doc_node = np.load(folder / "doc_node.npy", allow_pickle=False)
+        doc_cited = np.load(folder / "doc_cited.npy", allow_pickle=False)
+        if len(doc_node) != n_docs:
+            raise ArtifactError(f"graph at {folder} covers {len(doc_node)} documents, the corpus has {n_docs}; rebuild it")
+        kind = np.asarray([KINDS.index(k) for k in nodes.column("kind").to_pylist()], dtype=np.int8)
+        return cls(nodes.column("name").to_pylist(), kind, adj, comm, list(res), doc_node, doc_cited, params)
+
+
+def build_graph(
+    corpus,  # lexrag.corpus.Corpus
+    out_dir: str | Path,
+    resolutions: Sequence[float] = (0.5, 1.0, 2.0),
+    seed: int = 42,
+    corpus_id: str = "",
+    progress: bool = False,
+    batch_rows: int = 20_000,
+) -> CitationGraph:
+    """Extract references from every court consideration of ``corpus`` and save the graph."""
+    t0 = time.perf_counter()
+    node_id: dict[str, int] = {}
+    kinds: list[int] = []
+
+    def node(name: str, kind: str) -> int:
+        i = node_id.get(name)
+        if i is None:
+            i = node_id[name] = len(node_id)
+            kinds.append(KINDS.index(kind))
+        return i
+
+    doc_node = np.empty(len(corpus), dtype=np.int32)
+    for d, (parent, source) in enumerate(zip(corpus.parents, corpus.sources)):
+        doc_node[d] = node(parent, source)
+    doc_cited = np.zeros(len(corpus), dtype=np.int32)
+    index = corpus.index
+    codes = frozenset(index.codes) or None
+    src_buf, dst_buf = array("i"), array("i")
+    n_refs = 0
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(corpus), desc="graph references", unit="docs", mininterval=5)
+    d = 0
+    for texts in corpus.iter_texts(batch_rows=batch_rows):
+        for text in texts:
+            if corpus.sources[d] != "law" and text:
+                s = doc_node[d]
+                for e in cit.extract(text, codes):
+                    c = e.citation
+                    t = node(c.parent().format(), c.kind)
+                    n_refs += 1
+                    if t != s:
+                        src_buf.append(s)
+                        dst_buf.append(t)
+                    hit = index.by_key.get(c.key())
+                    if hit is not None and (c.kind == "law" or c.consideration):
+                        for doc in corpus.docs_of(hit):
+                            doc_cited[doc] += 1
+            d += 1
+        if bar is not None:
+            bar.update(len(texts))
+    if bar is not None:
+        bar.close()
+    n = len(node_id)
+    src = np.frombuffer(src_buf, dtype=np.int32).astype(np.int64)
+    dst = np.frombuffer(dst_buf, dtype=np.int32).astype(np.int64)
+    key, weight = np.unique(src * n + dst, return_counts=True) if len(src) else (np.empty(0, np.int64), np.empty(0, np.int64))
+    src, dst = (key // n).astype(np.int32), (key % n).astype(np.int32)
+    weight = weight.astype(np.float32)
+    t1 = time.perf_counter()
+    comm = leiden_levels(n, src, dst, weight, resolutions, seed) if len(src) else np.zeros((len(resolutions), n), np.int32)
+    t2 = time.perf_counter()
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "params.json").unlink(missing_ok=True)
+    names = [None] * n
+    for name, i in node_id.items():
+        names[i] = name
+    in_strength = np.bincount(dst, weights=weight, minlength=n).astype(np.float32)
+    cols = {"name": names, "kind": [KINDS[k] for k in kinds], "in_strength": in_strength}
+    for i in range(len(resolutions)):
+        cols[f"comm_{i}"] = comm[i]
+    pq.write_table(pa.table(cols), out / "nodes.parquet", compression="zstd")
+    pq.write_table(pa.table({"src": src, "dst": dst, "weight": weight}), out / "edges.parquet", compression="zstd")
+    np.save(out / "doc_node.npy", doc_node, allow_pickle=False)
+    np.save(out / "doc_cited.npy", doc_cited, allow_pickle=False)
+    write_params(
+        out, ARTIFACT, "lexrag.graph.build_graph",
+        {"resolutions": sorted(resolutions), "seed": seed, "leiden": "RBConfigurationVertexPartition"},
+        n_docs=len(corpus), n_nodes=n, n_edges=int(len(src)), n_references=n_refs, corpus_id=corpus_id,
+        communities=[int(c.max()) + 1 if n else 0 for c in comm],
+        build_s={"references": round(t1 - t0, 1), "leiden": round(t2 - t1, 1)},
+    )
+    adj = sp.csr_matrix((weight, (src, dst)), shape=(n, n))
+    from lexrag.artifacts import read_params
+
+    return CitationGraph(names, np.asarray(kinds, np.int8), adj, comm, sorted(resolutions), doc_node, doc_cited, read_params(out, ARTIFACT))
