@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 import warnings
+
+import yaml
 from pathlib import Path
 
 from lexrag.config import load_config
@@ -56,24 +58,40 @@ def main() -> int:
     ap.add_argument("--tune-on", default="lexam_dev.csv", help="query file whose CV picks k")
     ap.add_argument("--artifacts", help="reuse (or write) artifacts here instead of a temp folder")
     ap.add_argument("--config")
+    ap.add_argument("--train", help="query file (under --data) the training prior is built from; never val.csv")
+    ap.add_argument("--variants", nargs="*", help="extra variants NAME:section.field=value,... on top of bm25 + seeds")
+    ap.add_argument("--only", nargs="*", help="run only these variant names")
     ap.add_argument("--no-keys", action="store_true", help="do not add laws_de_citations.txt keys without text")
     ap.add_argument("--json", help="write all numbers to this file")
     args = ap.parse_args()
     warnings.simplefilter("ignore", UserWarning)
     data = Path(args.data)
     laws = Path(args.laws) if args.laws else data / "laws_de.csv"
-    cfg = load_config(args.config, {"runtime.progress": False, "count.method": "fixed", "count.k": 300})
+    cfg = load_config(args.config, {"runtime.progress": False, "count.method": "fixed", "count.k": 300, "graph.enabled": True})
     art_dir = Path(args.artifacts) if args.artifacts else Path(tempfile.mkdtemp(prefix="lexrag-quality-"))
+    if args.train and Path(args.train).name == "val.csv":
+        ap.error("the prior is never built from val.csv")
     if not (art_dir / "bm25" / "params.json").is_file():
         t0 = time.perf_counter()
         keys = data / "laws_de_citations.txt"
-        build_artifacts(cfg, laws, art_dir, courts=args.courts, law_keys=keys if keys.is_file() and not args.no_keys else None)
+        build_artifacts(cfg, laws, art_dir, courts=args.courts, law_keys=keys if keys.is_file() and not args.no_keys else None,
+                        train=data / args.train if args.train else None)
         print(f"built artifacts in {time.perf_counter() - t0:.1f}s -> {art_dir}", file=sys.stderr)
 
+    base = {"graph.enabled": False, "prior.enabled": False}
     variants = {
-        "bm25 only": {"seeds.enabled": False},
-        "bm25 + citation seeds": {},
+        "bm25 only": {**base, "seeds.enabled": False},
+        "bm25 + citation seeds": base,
+        "+ graph": {**base, "graph.enabled": True},
     }
+    if args.train:
+        variants["+ prior"] = {**base, "prior.enabled": True}
+        variants["+ graph + prior"] = {"graph.enabled": True, "prior.enabled": True}
+    for v in args.variants or []:
+        name, _, over = v.partition(":")
+        variants[name] = {**base, **{k: yaml.safe_load(x) for k, x in (o.split("=", 1) for o in over.split(",") if o)}}
+    if args.only:
+        variants = {k: v for k, v in variants.items() if k in args.only}
     results: dict = {}
     ranked_by: dict = {}
     for name, over in variants.items():

@@ -66,3 +66,10 @@ def test_choose_count():
     assert choose_count([5, 4, 3], "fixed", 10, 8, 50) == 3
     with pytest.raises(ValueError, match="unknown count method"):
         choose_count([1], "magic", 1, 1, 1)
+
+
+def test_boost_exclude_keeps_a_signal_out_of_the_boost():
+    lex = run("bm25_query", "lexical", [1, 2])
+    sib = run("siblings", "graph", [2])
+    fused = dict(reciprocal_rank_fusion([lex, sib], rrf_k=60, boost=5.0, boost_exclude={"siblings"}).hits["q"])
+    assert fused[2] == pytest.approx(1 / 62 + 1 / 61)

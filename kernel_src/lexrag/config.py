@@ -62,12 +62,13 @@ class SeedConfig:
 class FusionConfig:
     rrf_k: int = _f(60, "RRF constant k in w / (k + rank) (Cormack et al. 2009; paper: 60)")
     weights: dict = _f(
-        {"citation_seeds": 4.0, "bm25_german": 2.0, "bm25_query": 1.0},
+        {"citation_seeds": 4.0, "bm25_german": 2.0, "bm25_query": 1.0, "siblings": 0.3},
         "per-signal RRF weight; signals not listed get default_weight",
     )
     default_weight: float = _f(1.0, "weight of a signal missing from weights")
     depth: int = _f(300, "fused candidates kept per query")
     boost: float = _f(5.0, "score factor for documents found by a content family and the graph family (paper: 5.0)")
+    boost_exclude: list = _f(["siblings"], "signals that do not count towards the cross-signal boost")
 
 
 @dataclass

@@ -19,6 +19,7 @@ def reciprocal_rank_fusion(
     default_weight: float = 1.0,
     depth: int | None = None,
     boost: float = 1.0,
+    boost_exclude: frozenset[str] | set[str] = frozenset(),
     signal: str = "fused",
 ) -> Ranking:
     """Fuse rankings: ``score(d) = sum_s w_s / (k + r_s(d))`` with 1-based ranks ``r_s``.
@@ -26,7 +27,9 @@ def reciprocal_rank_fusion(
     Reciprocal rank fusion after Cormack, Clarke and Buettcher (SIGIR 2009), k = 60; weighted
     per signal as in the Hybrid GraphRAG paper.  A document found by a content family (lexical,
     semantic, seeds) and by the graph family has its fused score multiplied by ``boost``
-    (paper: 5.0).  Ties break by doc_id so results repeat exactly.  ``depth`` keeps the top
+    (paper: 5.0); signals in ``boost_exclude`` do not count towards it (siblings: being another
+    paragraph of a lexical hit is not independent evidence).  Ties break by doc_id so results
+    repeat exactly.  ``depth`` keeps the top
     documents per query.
     """
     weights = weights or {}
@@ -39,11 +42,12 @@ def reciprocal_rank_fusion(
             fam = families.setdefault(qid, {})
             for rank, (doc, _) in enumerate(hits, start=1):
                 acc[doc] = acc.get(doc, 0.0) + w / (rrf_k + rank)
-                fam.setdefault(doc, set()).add(run.family)
+                if run.signal not in boost_exclude:
+                    fam.setdefault(doc, set()).add(run.family)
     out = Ranking(signal=signal, family="fused")
     for qid, acc in fused.items():
         if boost != 1.0:
-            for doc, fams in families[qid].items():
+            for doc, fams in families.get(qid, {}).items():
                 if GRAPH_FAMILY in fams and fams & CONTENT_FAMILIES:
                     acc[doc] *= boost
         ranked = sorted(acc.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -211,7 +211,7 @@ def _to_citations(hits: list[tuple[int, float]], corpus: Corpus) -> tuple[list[s
 def _fuse(signals: list[Ranking], cfg: Config, boost: float, n: int) -> Ranking:
     return reciprocal_rank_fusion(
         signals, rrf_k=cfg.fusion.rrf_k, weights=cfg.fusion.weights, default_weight=cfg.fusion.default_weight,
-        depth=cfg.fusion.depth, boost=boost,
+        depth=cfg.fusion.depth, boost=boost, boost_exclude=frozenset(cfg.fusion.boost_exclude),
     ).validate(n_docs=n)
 
 
