@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="folder holding one dataset folder per artifact")
     p.add_argument("--laws", help="laws_de.csv (needed to build the corpus)")
     p.add_argument("--courts", help="court_considerations.csv (optional)")
+    p.add_argument("--train", help="training CSV with gold_citations for the prior (never the validation file)")
     p.add_argument("--law-keys", help="law citation keys, one per line; keys missing from --laws join with empty text")
     p.add_argument("--only", help="comma-separated artifact names (default: all)")
     p.add_argument("--owner", help="Kaggle user or organisation owning the datasets (default: manifest owner)")
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.check:
             cfg = load_config(args.config, parse_overrides(args.set))
             rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=args.courts, only=only, owner=args.owner,
-                    law_keys=args.law_keys)
+                    law_keys=args.law_keys, train=args.train)
         problems = check(args.manifest, args.out, only)
         for line in problems:
             print(f"MISMATCH {line}")

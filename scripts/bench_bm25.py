@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Benchmark (not a test): corpus build and BM25 build throughput, peak RSS and query latency on
-synthetic German legal-like court considerations (~250 words each) at several corpus sizes.
+synthetic German legal-like court considerations (lexrag.synthetic; 200-300 words and 3-5
+references each) at several corpus sizes.
 
 Each phase runs in its own process so its peak RSS (ru_maxrss) is its own:
   1. write a synthetic court_considerations.csv of N rows (not timed as part of the build);
@@ -14,7 +15,6 @@ Each phase runs in its own process so its peak RSS (ru_maxrss) is its own:
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import resource
@@ -25,59 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-PREFIX = ["", "", "", "be", "ver", "ent", "zu", "ge", "auf", "an", "ab", "vor", "nach", "über", "unter", "ein", "aus"]
-ROOTS = (
-    "recht gericht klage schuld vertrag frist beweis urteil pflicht schaden miete arbeit steuer kauf erb ehe straf "
-    "haft verfahren beschwerde anspruch leistung entscheid gesetz verordnung behörde kanton gemeinde bund antrag "
-    "rente versicherung unfall kind unterhalt eigentum besitz grund buch pfand betreibung konkurs gläubiger "
-    "schuldner zahlung lohn kündigung vermieter mieter käufer verkäufer mangel haftung täter opfer strafe busse "
-    "willkür gehör verfassung freiheit gleichheit treu glaube irrtum täuschung form zustand wert bau planung "
-    "umwelt wasser wald jagd zoll ausländer asyl aufenthalt bewilligung familie vormund beistand schutz").split()
-SUFFIX = ["", "", "ung", "en", "er", "es", "lich", "heit", "keit", "s", "e", "ungen", "ig", "isch"]
-FUNCTION = ("der die das und in zu den von mit ist im dem nicht ein eine als auch es an werden aus er hat dass sie "
-            "nach wird bei einer um am sind noch wie einem über einen so zum war haben nur oder aber vor zur bis "
-            "mehr durch man sein wurde sei gemäss vgl. E. Art. Abs. BGE lit.").split()
-
-
-def make_vocab(rng: np.random.Generator, size: int = 60_000) -> np.ndarray:
-    words: set[str] = set()
-    while len(words) < size:
-        n = rng.integers(1, 4)
-        w = rng.choice(PREFIX) + "".join(rng.choice(ROOTS, size=n)) + rng.choice(SUFFIX)
-        words.add(w)
-    return np.array(sorted(words), dtype=object)
-
-
-class Sampler:
-    """Zipf-like word sampler: function words frequent, content words with a power-law tail."""
-
-    def __init__(self, seed: int = 0):
-        rng = np.random.default_rng(seed)
-        content = make_vocab(rng)
-        rng.shuffle(content)
-        self.words = np.concatenate([np.array(FUNCTION, dtype=object), content, np.array([str(i) for i in range(1, 1000)], dtype=object)])
-        ranks = np.arange(1, len(self.words) + 1, dtype=np.float64)
-        p = 1.0 / ranks**1.05
-        self.cdf = np.cumsum(p / p.sum())
-        self.rng = rng
-
-    def doc(self, n_words: int) -> str:
-        ids = np.searchsorted(self.cdf, self.rng.random(n_words))
-        ids = np.minimum(ids, len(self.words) - 1)
-        return " ".join(self.words[ids].tolist())
-
-
-def write_csv(path: Path, n: int, seed: int = 0) -> None:
-    s = Sampler(seed)
-    rng = np.random.default_rng(seed + 1)
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["citation", "text"])
-        for i in range(n):
-            dec, cons = divmod(i, 5)  # five considerations per decision
-            court = f"{1 + dec % 9}{'ABCDE'[dec % 5]}_{dec // 9 % 1000}/{2000 + dec // 9000}"
-            w.writerow([f"{court} E. {cons + 1}.{1 + i % 3}", s.doc(int(rng.integers(200, 300)))])
-
+from lexrag.synthetic import TextSampler, write_court_csv
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -115,10 +63,10 @@ def phase(name: str, work: Path, n: int) -> dict:
         t0 = time.perf_counter()
         idx = BM25Index.load(work / "art" / "bm25", cfg.lexical)
         load_s = time.perf_counter() - t0
-        s = Sampler(seed=0)  # the corpus vocabulary, a fresh random stream
+        s = TextSampler(seed=0)  # the corpus vocabulary, a fresh random stream
         s.rng = np.random.default_rng(7)
         rng = np.random.default_rng(3)
-        queries = [s.doc(int(rng.integers(20, 60))) for _ in range(200)]
+        queries = [s.text(int(rng.integers(20, 60))) for _ in range(200)]
         idx.search(queries[0], 100)
         lat = []
         for q in queries:
@@ -148,7 +96,7 @@ def main() -> int:
         work = Path(args.work) / str(n)
         work.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        write_csv(work / "courts.csv", n)
+        write_court_csv(work / "courts.csv", n)
         row = {"n_docs": n, "csv_gb": (work / "courts.csv").stat().st_size / 1e9, "generate_s": time.perf_counter() - t0}
         for ph in ("corpus", "bm25", "query"):
             out = subprocess.run([sys.executable, __file__, "--phase", ph, "--work", str(work), "--n", str(n)],

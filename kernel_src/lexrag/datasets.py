@@ -24,7 +24,7 @@ from lexrag.config import Config
 
 __all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError", "ARTIFACT_ORDER"]
 
-ARTIFACT_ORDER = ("corpus", "bm25", "wheels")
+ARTIFACT_ORDER = ("corpus", "bm25", "graph", "prior", "wheels")
 
 
 class ManifestError(RuntimeError):
@@ -95,10 +95,14 @@ def rebuild(
     only: Sequence[str] | None = None,
     owner: str | None = None,
     law_keys: str | Path | None = None,
+    train: str | Path | None = None,
 ) -> dict:
-    """Build the selected artifacts into ``out_dir/<name>/`` and record them in the manifest."""
+    """Build the selected artifacts into ``out_dir/<name>/`` and record them in the manifest.
+    The prior is built only when a training file is given (never from validation gold)."""
     from lexrag.corpus import build_corpus, Corpus
+    from lexrag.graph import build_graph
     from lexrag.lexical import build_bm25
+    from lexrag.prior import build_prior
     from lexrag.pipeline import corpus_id
 
     doc = load_manifest(manifest_path)
@@ -118,6 +122,16 @@ def rebuild(
             corpus = Corpus(out / "corpus")
             build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), folder, cfg.lexical, corpus_id=corpus_id(out / "corpus"),
                        progress=cfg.runtime.progress, n_docs_hint=len(corpus))
+        elif name == "graph":
+            corpus = Corpus(out / "corpus")
+            build_graph(corpus, folder, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=corpus_id(out / "corpus"),
+                        progress=cfg.runtime.progress)
+        elif name == "prior":
+            if not train:
+                if only and "prior" in only:
+                    raise ManifestError("building the prior needs --train (a training CSV with gold_citations)")
+                continue
+            build_prior(train, folder)
         elif name == "wheels":
             _build_wheels(folder, entry)
         params = read_params(folder, name)

@@ -1,0 +1,132 @@
+#!/usr/bin/env python
+"""Benchmark (not a test): citation-graph build and graph-signal latency on synthetic court
+considerations (lexrag.synthetic: several considerations per decision, 3-5 references each,
+power-law popularity of the cited authorities, ~250 words).
+
+Phases run in their own processes so each peak RSS (ru_maxrss) is its own:
+  1. write laws (synthetic paragraphs) and N court considerations as CSV;
+  2. build the corpus artifact;
+  3. build the graph (reference extraction + Leiden at three resolutions);
+  4. load corpus and graph, then time all graph signals together for 200 queries, each seeded
+     by 20 random documents with decreasing scores (BM25 preferences not used).
+
+  python scripts/bench_graph.py --sizes 100000 2470000 --work /tmp/lexrag-graph-bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def phase(name: str, work: Path, n: int) -> dict:
+    from lexrag.config import load_config
+
+    cfg = load_config(None, {"runtime.progress": False})
+    if name == "generate":
+        from lexrag.synthetic import write_court_csv, write_laws_csv
+
+        t0 = time.perf_counter()
+        laws = write_laws_csv(work / "laws.csv", n_articles=max(n // 50, 500))
+        write_court_csv(work / "courts.csv", n, laws=laws)
+        return {"generate_s": time.perf_counter() - t0, "law_paragraphs": len(laws)}
+    if name == "corpus":
+        from lexrag.corpus import build_corpus
+
+        t0 = time.perf_counter()
+        build_corpus(work / "art" / "corpus", work / "laws.csv", work / "courts.csv", cfg.corpus)
+        return {"corpus_build_s": time.perf_counter() - t0, "corpus_peak_rss_mb": peak_rss_mb()}
+    if name == "graph":
+        from lexrag.corpus import Corpus
+        from lexrag.graph import build_graph
+        from lexrag.pipeline import corpus_id
+
+        t0 = time.perf_counter()
+        corpus = Corpus(work / "art" / "corpus")
+        g = build_graph(corpus, work / "art" / "graph", cfg.graph.resolutions, cfg.graph.leiden_seed,
+                        corpus_id=corpus_id(work / "art" / "corpus"))
+        return {"graph_build_s": time.perf_counter() - t0, "graph_peak_rss_mb": peak_rss_mb(), "nodes": g.n,
+                "edges": int(g.adj.nnz), "references": g.params["n_references"], "communities": g.params["communities"],
+                "graph_build_parts_s": g.params["build_s"]}
+    if name == "signals":
+        from lexrag.corpus import Corpus
+        from lexrag.graph import CitationGraph
+        from lexrag.pipeline import Artifacts, corpus_id, graph_stage
+        from lexrag.queries import Query
+
+        t0 = time.perf_counter()
+        corpus = Corpus(work / "art" / "corpus")
+        g = CitationGraph.load(work / "art" / "graph", len(corpus), corpus_id(work / "art" / "corpus"))
+        load_s = time.perf_counter() - t0
+        art = Artifacts(corpus=corpus, bm25=None, graph=g, prior=None)
+        rng = np.random.default_rng(0)
+        court = np.flatnonzero(np.asarray([s != "law" for s in corpus.sources]))
+        lat = []
+        for i in range(201):
+            docs = rng.choice(court, size=20, replace=False)
+            seeds = [(int(d), 1.0 / (r + 60)) for r, d in enumerate(docs)]
+            t1 = time.perf_counter()
+            rankings = graph_stage(Query(f"q{i}", "x"), seeds, art, cfg)
+            if i:  # the first query warms caches (row-normalised matrix, community member lists)
+                lat.append(time.perf_counter() - t1)
+        lat_ms = np.array(lat) * 1000
+        return {"graph_load_s": load_s, "signals_ms_median": float(np.median(lat_ms)), "signals_ms_p95": float(np.percentile(lat_ms, 95)),
+                "signals_peak_rss_mb": peak_rss_mb(), "signals": sorted(r.signal for r in rankings)}
+    raise ValueError(name)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", nargs="*", type=int, default=[100_000, 2_470_000])
+    ap.add_argument("--work", default="/tmp/lexrag-graph-bench")
+    ap.add_argument("--json", help="append results to this JSON-lines file")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--phase", help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.phase:
+        print(json.dumps(phase(args.phase, Path(args.work), args.n)))
+        return 0
+    rows = []
+    for n in args.sizes:
+        work = Path(args.work) / str(n)
+        work.mkdir(parents=True, exist_ok=True)
+        row: dict = {"n_considerations": n}
+        for ph in ("generate", "corpus", "graph", "signals"):
+            out = subprocess.run([sys.executable, __file__, "--phase", ph, "--work", str(work), "--n", str(n)],
+                                 capture_output=True, text=True, env={**os.environ, "CI": "true"})
+            if out.returncode != 0:
+                print(out.stderr, file=sys.stderr)
+                return 1
+            row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if args.json:
+            with open(args.json, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+        if not args.keep:
+            shutil.rmtree(work)
+    print("| considerations | nodes | edges | graph build s (refs + Leiden) | graph build peak RSS | signals median ms | signals p95 ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        parts = r["graph_build_parts_s"]
+        print(f"| {r['n_considerations']:,} | {r['nodes']:,} | {r['edges']:,} | {r['graph_build_s']:.0f} ({parts['references']:.0f} + {parts['leiden']:.0f}) | "
+              f"{r['graph_peak_rss_mb'] / 1024:.2f} GB | {r['signals_ms_median']:.1f} | {r['signals_ms_p95']:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
