@@ -89,11 +89,15 @@ def test_coupling_and_cocitation_by_hand():
 def test_community_members_and_siblings():
     g = hand_graph(communities=[0, 0, 1, 0, 1])
     members = community_members(g, np.array([0]), np.array([1.0]), level=0)
-    # community 0 = {a, b, d}; a is the seed; b (in 2) before d (in 0)
-    assert [n for n, _ in members] == [1, 3]
+    # community 0 = {a, b, d}; a is the seed; b is cited (in-strength 2), d never is
+    assert [n for n, _ in members] == [1]
     g = hand_graph(doc_node=[0, 0, 0, 1, 2, 3, 4], doc_cited=[0, 5, 1, 0, 0, 0, 0])
+    g.kind[:] = 1  # decisions
     sib = siblings(g, [(0, 1.0), (3, 0.5)])
     assert [d for d, _ in sib] == [1, 2]  # other docs of node 0, most cited first
+    g.kind[0] = 0  # node 0 a law article: its paragraphs are not emitted unless asked for
+    assert siblings(g, [(0, 1.0)]) == []
+    assert [d for d, _ in siblings(g, [(0, 1.0)], kinds=("law",))] == [1, 2]
 
 
 def test_nodes_to_docs_prefers_lexical_match_then_citations():
@@ -198,3 +202,13 @@ def test_prior_is_leave_one_query_out(tmp_path):
     co_t1 = dict(p.cocited([("Art. 100 Abs. 1 BGG", 1.0)], query_id="t1", min_count=2))
     assert "Art. 2 Abs. 1 ZGB" not in co_t1  # only t1 co-cites it
     assert co_t1["Art. 8 ZGB"] == pytest.approx(1 / 2)
+
+
+def test_graph_without_links_has_singleton_communities(tmp_path):
+    (tmp_path / "laws.csv").write_text(LAWS, encoding="utf-8")
+    build_corpus(tmp_path / "corpus", tmp_path / "laws.csv")
+    corpus = Corpus(tmp_path / "corpus")
+    g = build_graph(corpus, tmp_path / "graph", resolutions=(1.0,))
+    assert g.adj.nnz == 0 and len(set(g.communities[0])) == g.n == 3
+    nodes, w = seed_vector(g, [(0, 1.0)])
+    assert community_members(g, nodes, w, level=0) == []

@@ -82,6 +82,10 @@ class GraphConfig:
     top_k: int = _f(100, "documents kept per graph signal")
     docs_per_node: int = _f(2, "documents emitted per graph node (decision or article)")
     hits_max_nodes: int = _f(2000, "size cap of the HITS candidate subgraph")
+    siblings_kinds: list = _f(
+        ["bge", "docket"],
+        "parents whose other documents the siblings signal emits: decisions; add 'law' for other paragraphs of an article",
+    )
     signals: dict = _f(
         {"ppr": True, "hits_authority": True, "hits_hub": True, "coupling": True, "cocitation": True,
          "community": True, "siblings": True},

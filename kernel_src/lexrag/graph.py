@@ -199,7 +199,10 @@ def build_graph(
     src, dst = (key // n).astype(np.int32), (key % n).astype(np.int32)
     weight = weight.astype(np.float32)
     t1 = time.perf_counter()
-    comm = leiden_levels(n, src, dst, weight, resolutions, seed) if len(src) else np.zeros((len(resolutions), n), np.int32)
+    if len(src):
+        comm = leiden_levels(n, src, dst, weight, resolutions, seed)
+    else:  # no links: every node is its own community
+        comm = np.tile(np.arange(n, dtype=np.int32), (len(resolutions), 1))
     t2 = time.perf_counter()
 
     out = Path(out_dir)

@@ -146,7 +146,8 @@ def co_citation(graph: CitationGraph, nodes: np.ndarray, weights: np.ndarray) ->
 
 def community_members(graph: CitationGraph, nodes: np.ndarray, weights: np.ndarray, level: int, top_k: int = 100) -> list[tuple[int, float]]:
     """Members of the seeds' communities at ``level``: communities by summed seed weight, members
-    inside a community by in-strength (the community's most cited authorities first)."""
+    inside a community by in-strength (the community's most cited authorities first; members
+    nobody cites are not emitted)."""
     comm = graph.communities[level]
     cw: dict[int, float] = {}
     for node, w in zip(nodes, weights):
@@ -157,6 +158,8 @@ def community_members(graph: CitationGraph, nodes: np.ndarray, weights: np.ndarr
     for c, w in sorted(cw.items(), key=lambda kv: (-kv[1], kv[0])):
         rank = 0
         for node in members(c):
+            if graph.in_strength[node] <= 0:
+                break  # members are sorted by in-strength: the rest are never cited
             if node in seeds:
                 continue
             out.append((int(node), w / (1.0 + rank)))
@@ -179,13 +182,23 @@ def _members_by_strength(graph: CitationGraph, level: int):
     return lambda c: order[ptr[c] : ptr[c + 1]]
 
 
-def siblings(graph: CitationGraph, seed_hits: Sequence[tuple[int, float]], k: int = 20, top_k: int = 100) -> list[tuple[int, float]]:
-    """Other documents of the seed documents' parents (other considerations of the same decision,
-    other paragraphs of the same article), most cited first, scored by the seed's score."""
+def siblings(
+    graph: CitationGraph, seed_hits: Sequence[tuple[int, float]], k: int = 20, top_k: int = 100,
+    kinds: Sequence[str] = ("bge", "docket"),
+) -> list[tuple[int, float]]:
+    """Other documents of the seed documents' parents (other considerations of the same decision;
+    other paragraphs of the same article when ``"law"`` is in ``kinds``), most cited first, scored
+    by the seed's score."""
+    from lexrag.graph import KINDS
+
+    allowed = {KINDS.index(k) for k in kinds}
     seed_docs = {int(d) for d, _ in seed_hits[:k]}
     out: dict[int, float] = {}
     for doc, score in seed_hits[:k]:
-        docs = graph.docs_of_node(int(graph.doc_node[doc]))
+        node = int(graph.doc_node[doc])
+        if int(graph.kind[node]) not in allowed:
+            continue
+        docs = graph.docs_of_node(node)
         order = sorted(docs.tolist(), key=lambda x: (-int(graph.doc_cited[x]), x))
         for i, d in enumerate(order):
             if d in seed_docs or d in out:

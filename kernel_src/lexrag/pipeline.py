@@ -170,7 +170,7 @@ def graph_stage(query: Query, seed_hits: list[tuple[int, float]], art: Artifacts
         if "community" in on:
             emit("community", gs.community_members(g, nodes, w, g.level_of(gc.community_resolution), gc.top_k))
         if "siblings" in on:
-            out.append(Ranking("siblings", "graph", {query.query_id: gs.siblings(g, seeds, gc.seed_k, gc.top_k)}))
+            out.append(Ranking("siblings", "graph", {query.query_id: gs.siblings(g, seeds, gc.seed_k, gc.top_k, gc.siblings_kinds)}))
     if art.prior is not None:
         pc = cfg.prior
         total = sum(max(s, 0.0) for _, s in seeds) or 1.0
