@@ -4,7 +4,7 @@
 # the attached datasets, answers `test.csv` and always writes a valid `submission.csv`.
 
 # %% tags=["parameters"]
-config_path = None  # YAML config file, or None for the defaults
+config_path = "kaggle"  # YAML config file or a preset name (kaggle, lexical); None: the defaults
 overrides = {}  # {"section.field": value}
 queries = None  # queries CSV; None: test.csv from the competition input
 artifacts_dir = None  # folder with corpus/ and bm25/; None: the resolver (attached datasets on Kaggle)

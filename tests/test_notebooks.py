@@ -51,6 +51,6 @@ def test_build_and_inference_notebooks(tmp_path, demo_laws, demo_queries):
     _papermill(ROOT / "notebooks" / "02_build_bm25.ipynb", tmp_path / "2.ipynb", artifacts_dir=art)
     _papermill(ROOT / "notebooks" / "03_build_graph.ipynb", tmp_path / "g.ipynb", artifacts_dir=art)
     _papermill(ROOT / "notebooks" / "inference.ipynb", tmp_path / "3.ipynb", artifacts_dir=art,
-               queries=demo_queries, out_path=tmp_path / "submission.csv")
+               queries=demo_queries, out_path=tmp_path / "submission.csv", config_path="lexical")
     lines = (tmp_path / "submission.csv").read_text(encoding="utf-8").splitlines()
     assert lines[0] == "query_id,predicted_citations" and len(lines) == 23

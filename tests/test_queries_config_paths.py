@@ -105,3 +105,14 @@ def test_kaggle_artifact_found_by_params_in_attached_dataset(tmp_path, monkeypat
     p = resolve_paths(load_config(None, {"paths.artifacts_dir": str(tmp_path), "paths.input_dir": str(tmp_path / "comp")}).paths)
     assert p.artifact("bm25") == ds
     assert p.input_file("test.csv") == tmp_path / "other" / "test.csv"
+
+
+def test_presets_are_valid_configs():
+    from lexrag.config import presets
+
+    assert {"kaggle", "lexical"} <= set(presets())
+    for name in presets():
+        load_config(name)
+    assert load_config("kaggle").prior.enabled and not load_config("lexical").graph.enabled
+    with pytest.raises(ConfigError, match="presets: kaggle"):
+        load_config("no-such-preset")

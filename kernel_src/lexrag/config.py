@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
-__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help"]
+__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets"]
 
 
 class ConfigError(ValueError):
@@ -218,13 +218,24 @@ def parse_overrides(items: list[str] | None) -> dict:
     return out
 
 
+PRESETS = Path(__file__).resolve().parent / "presets"
+
+
+def presets() -> list[str]:
+    """Names of the configs shipped with the package (``load_config("kaggle")``)."""
+    return sorted(p.stem for p in PRESETS.glob("*.yaml"))
+
+
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
-    """Defaults, then the YAML file at ``path`` (if any), then ``overrides`` (nested or dotted keys)."""
+    """Defaults, then the YAML file at ``path`` (if any; a bare preset name such as ``"kaggle"``
+    names a config shipped with the package), then ``overrides`` (nested or dotted keys)."""
     cfg = Config()
     if path:
         p = Path(path)
+        if not p.is_file() and str(path) in presets():
+            p = PRESETS / f"{path}.yaml"
         if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
+            raise ConfigError(f"config file not found: {p} (presets: {', '.join(presets())})")
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as e:
