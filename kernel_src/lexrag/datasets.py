@@ -75,11 +75,11 @@ def _build_wheels(folder: Path, entry: dict) -> None:
     subprocess.check_call([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder), str(pkg)])
     extra = entry.get("params", {}).get("extra_wheels", [])
     if extra:
-        plat = entry["params"].get("platform", "manylinux2014_x86_64")
+        plats = entry["params"].get("platforms", ["manylinux2014_x86_64"])
         pyver = str(entry["params"].get("python_version", "3.11"))
         subprocess.check_call(
             [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
-             "--platform", plat, "--python-version", pyver, "-d", str(folder), *extra]
+             *[a for p in plats for a in ("--platform", p)], "--python-version", pyver, "-d", str(folder), *extra]
         )
     from lexrag.artifacts import write_params
 
