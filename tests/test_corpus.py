@@ -26,6 +26,9 @@ def test_builds_unified_corpus(tmp_path, tiny_inputs):
     c = Corpus(tmp_path / "corpus")
     assert len(c) == 10 and c.docs_of("Art. 8 ZGB") == [3]
     assert [len(b) for b in c.iter_texts(batch_rows=4)] == [4, 4, 2]
+    texts = [t for b in c.iter_texts() for t in b]
+    assert c.texts([9, 0, 3]) == [texts[9], texts[0], texts[3]]
+    assert c.texts([8]) == ["Treu und Glauben (Art. 2 Abs. 1 ZGB) gilt auch im Verfahren."]
 
 
 def test_bad_rows_are_counted_and_named_never_silently_lost(tmp_path):

@@ -13,12 +13,15 @@ UTF-8 are decoded as cp1252 (or latin-1), kept, counted and quoted.
 from __future__ import annotations
 
 import hashlib
+import os
+from array import array
 from collections import Counter
 import json
 import re
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -33,6 +36,8 @@ __all__ = ["build_corpus", "Corpus", "CorpusError", "guess_lang"]
 ARTIFACT = "corpus"
 CORPUS_FILE = "corpus.parquet"
 REPORT_FILE = "build_report.json"
+TEXTS_FILE = "texts.bin"
+OFFSETS_FILE = "text_offsets.npy"
 
 SCHEMA = pa.schema(
     [
@@ -63,8 +68,15 @@ def guess_lang(text: str, max_words: int = 200) -> str:
 
 
 class _Writer:
-    def __init__(self, path: Path, chunk_rows: int):
-        self.writer = pq.ParquetWriter(path, SCHEMA, compression="zstd")
+    """Parquet in row groups of ``chunk_rows``, plus the texts as one UTF-8 blob with offsets
+    (``texts.bin``, ``text_offsets.npy``) for random access by doc_id (the reranker reads the
+    texts of a few hundred documents per query)."""
+
+    def __init__(self, folder: Path, chunk_rows: int):
+        self.folder = folder
+        self.writer = pq.ParquetWriter(folder / (CORPUS_FILE + ".tmp"), SCHEMA, compression="zstd")
+        self.blob = open(folder / (TEXTS_FILE + ".tmp"), "wb")
+        self.offsets = array("Q", [0])
         self.chunk_rows = chunk_rows
         self.buf: dict[str, list] = {n: [] for n in SCHEMA.names}
         self.n = 0
@@ -80,11 +92,21 @@ class _Writer:
     def flush(self) -> None:
         if self.buf["doc_id"]:
             self.writer.write_table(pa.table(self.buf, schema=SCHEMA))
+            pos = self.offsets[-1]
+            for text in self.buf["text"]:
+                b = text.encode("utf-8", "surrogatepass")
+                self.blob.write(b)
+                pos += len(b)
+                self.offsets.append(pos)
             self.buf = {n: [] for n in SCHEMA.names}
 
     def close(self) -> None:
         self.flush()
         self.writer.close()
+        self.blob.close()
+        np.save(self.folder / OFFSETS_FILE, np.frombuffer(self.offsets, dtype=np.uint64), allow_pickle=False)
+        os.replace(self.folder / (TEXTS_FILE + ".tmp"), self.folder / TEXTS_FILE)
+        os.replace(self.folder / (CORPUS_FILE + ".tmp"), self.folder / CORPUS_FILE)
 
 
 def _key_rows(path: Path, report: FileReport) -> Iterator[tuple[int, dict[str, str]]]:
@@ -162,8 +184,7 @@ def build_corpus(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "params.json").unlink(missing_ok=True)
-    tmp = out / (CORPUS_FILE + ".tmp")
-    w = _Writer(tmp, cfg.chunk_rows)
+    w = _Writer(out, cfg.chunk_rows)
     seen: set[int] = set()
     laws_seen: set[str] = set()
     reports = []
@@ -175,7 +196,6 @@ def build_corpus(
             reports.append(_ingest(Path(courts), "court", w, seen, cfg, progress, laws_seen))
     finally:
         w.close()
-    tmp.replace(out / CORPUS_FILE)
     report = {"files": [r.__dict__ for r in reports], "n_docs": w.n}
     for r in report["files"]:
         r.pop("max_examples", None)
@@ -208,6 +228,8 @@ class Corpus:
         self.parents: list[str] = table.column("parent").to_pylist()
         self._index: cit.CitationIndex | None = None
         self._docs_by_citation: dict[str, list[int]] | None = None
+        self._blob: np.ndarray | None = None
+        self._offsets: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.citations)
@@ -226,6 +248,19 @@ class Corpus:
                 d.setdefault(c, []).append(i)
             self._docs_by_citation = d
         return self._docs_by_citation.get(citation, [])
+
+    def texts(self, doc_ids) -> list[str]:
+        """Texts of the given documents, read from the memory-mapped text blob."""
+        if self._blob is None:
+            self._offsets = np.load(self.folder / OFFSETS_FILE, mmap_mode="r", allow_pickle=False)
+            self._blob = np.memmap(self.folder / TEXTS_FILE, dtype=np.uint8, mode="r") if self._offsets[-1] else np.zeros(0, np.uint8)
+            if len(self._offsets) != len(self) + 1:
+                raise ArtifactError(f"{self.folder}: {OFFSETS_FILE} has {len(self._offsets) - 1} entries, the corpus {len(self)}")
+        out = []
+        for d in doc_ids:
+            a, b = int(self._offsets[d]), int(self._offsets[d + 1])
+            out.append(bytes(self._blob[a:b]).decode("utf-8", "surrogatepass"))
+        return out
 
     def iter_texts(self, batch_rows: int = 50_000, fields: Sequence[str] = ("text",)) -> Iterator[list[str]]:
         """Document texts in doc_id order, a batch at a time (bounded memory); several

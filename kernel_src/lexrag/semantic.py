@@ -1,0 +1,257 @@
+"""Semantic stage: a sentence-transformers encoder, sharded resumable corpus embeddings, FAISS.
+
+Embeddings artifact (``embeddings/``): ``shard_00000.npy`` ... float16 arrays of
+``shard_size`` documents each (the last one shorter), written atomically (temporary file, then
+rename), plus ``progress.json`` (what is being built) and, when every shard is there,
+``params.json`` (model, dims, normalisation, doc count, corpus id).  A build that is killed, or
+stopped on purpose by ``max_shards``/``time_budget_s`` (a Kaggle session running out), resumes
+from the last complete shard; shard boundaries and batches inside a shard are fixed, so a
+resumed build is byte-identical to an uninterrupted one on the same device.  ``resume_from``
+copies complete shards of an earlier output folder (a previous Kaggle session's output) whose
+``progress.json`` matches.
+
+Memory plan for 2.47M x 1024 (BGE-M3): fp32 10.1 GB, fp16 5.1 GB.  ``index: flat`` keeps fp32
+vectors in a FAISS ``IndexFlatIP`` (exact; on a GPU when faiss reports one); ``index: ivfpq``
+keeps a 64-byte PQ code per vector (158 MB at 2.47M) in an ``IndexIVFPQ`` and re-scores the top
+``rescore_k`` candidates exactly against the fp16 shards, memory-mapped from disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from lexrag.artifacts import ArtifactError, read_params, write_params
+
+__all__ = ["load_encoder", "build_embeddings", "Embeddings", "DenseIndex", "SemanticError"]
+
+ARTIFACT = "embeddings"
+
+
+class SemanticError(RuntimeError):
+    pass
+
+
+def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True, max_seq: int = 256):
+    """A SentenceTransformer from a local folder (never the hub), fp16 on GPU."""
+    path = Path(model_path)
+    if not path.is_dir():
+        raise SemanticError(f"encoder model folder not found: {path} (attach the model dataset or set semantic.model)")
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = SentenceTransformer(str(path), device=device, local_files_only=True)
+    model.max_seq_length = max_seq
+    if fp16 and device.startswith("cuda"):
+        model.half()
+    return model
+
+
+def model_id(model_path: str | Path) -> str:
+    """Folder name plus a hash of its config files: identifies the weights without reading them."""
+    import hashlib
+
+    path = Path(model_path)
+    h = hashlib.sha256()
+    for name in sorted(p.name for p in path.glob("*.json")):
+        h.update(name.encode())
+        h.update((path / name).read_bytes())
+    return f"{path.name}-{h.hexdigest()[:12]}"
+
+
+def _shard_texts(corpus, shard_size: int, fields: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
+    buf: list[str] = []
+    i = 0
+    for batch in corpus.iter_texts(fields=fields):
+        buf.extend(batch)
+        while len(buf) >= shard_size:
+            yield i, buf[:shard_size]
+            buf = buf[shard_size:]
+            i += 1
+    if buf:
+        yield i, buf
+
+
+def _complete(path: Path, rows: int, dims: int) -> bool:
+    try:
+        a = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):
+        return False
+    return a.shape == (rows, dims) and a.dtype == np.float16
+
+
+def build_embeddings(
+    corpus,
+    model_path: str | Path,
+    out_dir: str | Path,
+    corpus_id: str = "",
+    shard_size: int = 100_000,
+    batch_size: int = 256,
+    max_seq: int = 256,
+    fields: Sequence[str] = ("title", "text"),
+    device: str = "auto",
+    fp16: bool = True,
+    devices: Sequence[str] | None = None,
+    max_shards: int | None = None,
+    time_budget_s: float = 0.0,
+    resume_from: str | Path | None = None,
+    progress: bool = False,
+) -> bool:
+    """Encode the corpus into shards; returns True when every shard exists (params.json written).
+
+    ``devices`` (e.g. ``["cuda:0", "cuda:1"]``) encodes through sentence-transformers'
+    multi-process pool, one process per device.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = load_encoder(model_path, device, fp16, max_seq)
+    dims = int(model.get_sentence_embedding_dimension())
+    n = len(corpus)
+    n_shards = (n + shard_size - 1) // shard_size
+    meta = {"model": model_id(model_path), "dims": dims, "normalize": True, "max_seq": max_seq, "fields": list(fields),
+            "shard_size": shard_size, "n_docs": n, "corpus_id": corpus_id, "dtype": "float16"}
+    prog = out / "progress.json"
+    if prog.is_file():
+        old = json.loads(prog.read_text(encoding="utf-8"))
+        if old != meta:
+            diffs = [f"{k}: {old.get(k)!r} -> {v!r}" for k, v in meta.items() if old.get(k) != v]
+            raise ArtifactError(f"{out} holds embeddings of another build ({'; '.join(diffs)}); use an empty folder")
+    else:
+        prog.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    (out / "params.json").unlink(missing_ok=True)
+    src = Path(resume_from) if resume_from else None
+    if src is not None and (src / "progress.json").is_file() and json.loads((src / "progress.json").read_text()) == meta:
+        for i in range(n_shards):
+            rows = min(shard_size, n - i * shard_size)
+            name = f"shard_{i:05d}.npy"
+            if not _complete(out / name, rows, dims) and _complete(src / name, rows, dims):
+                shutil.copyfile(src / name, out / (name + ".tmp"))
+                os.replace(out / (name + ".tmp"), out / name)
+    pool = model.start_multi_process_pool(list(devices)) if devices and len(devices) > 1 else None
+    t0 = time.perf_counter()
+    done_now = 0
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n_shards, desc="embedding shards", unit="shard")
+    try:
+        for i, texts in _shard_texts(corpus, shard_size, fields):
+            path = out / f"shard_{i:05d}.npy"
+            if not _complete(path, len(texts), dims):
+                if max_shards is not None and done_now >= max_shards:
+                    break
+                if time_budget_s and time.perf_counter() - t0 > time_budget_s:
+                    break
+                emb = model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                                   show_progress_bar=False, pool=pool)
+                tmp = out / f"shard_{i:05d}.tmp.npy"
+                np.save(tmp, np.asarray(emb, dtype=np.float16), allow_pickle=False)
+                os.replace(tmp, path)
+                done_now += 1
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if pool is not None:
+            model.stop_multi_process_pool(pool)
+        if bar is not None:
+            bar.close()
+    complete = all(_complete(out / f"shard_{i:05d}.npy", min(shard_size, n - i * shard_size), dims) for i in range(n_shards))
+    if complete:
+        write_params(out, ARTIFACT, "lexrag.semantic.build_embeddings", meta, n_docs=n, n_shards=n_shards)
+    return complete
+
+
+class Embeddings:
+    """The embeddings artifact: shard arrays memory-mapped, checked against corpus and config."""
+
+    def __init__(self, folder: str | Path, n_docs: int, corpus_id: str | None = None, model_path: str | Path | None = None):
+        self.folder = Path(folder)
+        self.params = read_params(self.folder, ARTIFACT)
+        p = self.params["params"]
+        if p.get("n_docs") != n_docs:
+            raise ArtifactError(f"embeddings at {folder} cover {p.get('n_docs')} documents, the corpus has {n_docs}; rebuild them")
+        if corpus_id is not None and p.get("corpus_id") != corpus_id:
+            raise ArtifactError(f"embeddings at {folder} were built over corpus {p.get('corpus_id')!r}, not {corpus_id!r}; rebuild them")
+        if model_path is not None and p.get("model") != model_id(model_path):
+            raise ArtifactError(
+                f"embeddings at {folder} were built with model {p.get('model')!r}, the configured encoder is "
+                f"{model_id(model_path)!r}; queries and documents must share one model"
+            )
+        self.dims = int(p["dims"])
+        self.n = n_docs
+        self.shard_size = int(p["shard_size"])
+        self.shards = [np.load(self.folder / f"shard_{i:05d}.npy", mmap_mode="r", allow_pickle=False)
+                       for i in range(int(self.params["n_shards"]))]
+        for i, s in enumerate(self.shards):
+            rows = min(self.shard_size, n_docs - i * self.shard_size)
+            if s.shape != (rows, self.dims):
+                raise ArtifactError(f"{folder}/shard_{i:05d}.npy has shape {s.shape}, expected {(rows, self.dims)}; rebuild it")
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """fp32 vectors of the given doc ids."""
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.empty((len(ids), self.dims), dtype=np.float32)
+        shard, off = np.divmod(ids, self.shard_size)
+        for s in np.unique(shard):
+            m = shard == s
+            out[m] = self.shards[s][off[m]]
+        return out
+
+    def iter_chunks(self) -> Iterator[np.ndarray]:
+        for s in self.shards:
+            yield np.asarray(s, dtype=np.float32)
+
+
+class DenseIndex:
+    """FAISS inner-product search over normalised embeddings (flat, or IVF-PQ with exact re-scoring)."""
+
+    def __init__(self, emb: Embeddings, kind: str = "flat", nlist: int = 4096, m: int = 64, nprobe: int = 64,
+                 rescore_k: int = 1000, train_size: int = 200_000, seed: int = 0, use_gpu: bool = True):
+        import faiss
+
+        self.emb = emb
+        self.kind = kind
+        self.rescore_k = rescore_k
+        d = emb.dims
+        if kind == "flat":
+            index = faiss.IndexFlatIP(d)
+        elif kind == "ivfpq":
+            nlist = max(1, min(nlist, emb.n // 39))
+            quant = faiss.IndexFlatIP(d)
+            index = faiss.IndexIVFPQ(quant, d, nlist, m, 8, faiss.METRIC_INNER_PRODUCT)
+            rng = np.random.default_rng(seed)
+            sample = np.sort(rng.choice(emb.n, size=min(train_size, emb.n), replace=False))
+            index.train(emb.rows(sample))
+            index.nprobe = nprobe
+        else:
+            raise SemanticError(f"unknown dense index kind {kind!r} (flat | ivfpq)")
+        if use_gpu and hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
+            index = faiss.index_cpu_to_all_gpus(index)
+        for chunk in emb.iter_chunks():
+            index.add(chunk)
+        self.index = index
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        if self.kind == "flat":
+            scores, ids = self.index.search(q, k)
+            return ids, scores
+        _, cand = self.index.search(q, max(k, self.rescore_k))
+        out_ids = np.full((len(q), k), -1, dtype=np.int64)
+        out_scores = np.full((len(q), k), -np.inf, dtype=np.float32)
+        for i in range(len(q)):
+            c = cand[i][cand[i] >= 0]
+            exact = self.emb.rows(c) @ q[i]
+            top = np.argsort(-exact, kind="stable")[:k]
+            out_ids[i, : len(top)] = c[top]
+            out_scores[i, : len(top)] = exact[top]
+        return out_ids, out_scores

@@ -1,0 +1,75 @@
+"""Tiny models built at test time (random weights, a WordPiece tokenizer trained on a few
+sentences), saved as ordinary model folders so the real loading code reads them.  Never committed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SENTENCES = [
+    "Der Vermieter muss die Mietsache in gebrauchstauglichem Zustand übergeben.",
+    "Der Arbeitgeber kann das Arbeitsverhältnis aus wichtigen Gründen fristlos auflösen.",
+    "Wer einem andern widerrechtlich Schaden zufügt, wird ihm zum Ersatze verpflichtet.",
+    "Die Beschwerde ist innert 30 Tagen beim Bundesgericht einzureichen.",
+    "The landlord must hand over the rented property in a usable condition.",
+    "The employer may terminate the employment immediately for good cause.",
+    "Whoever unlawfully causes damage to another is liable for compensation.",
+    "The appeal must be filed with the Federal Supreme Court within 30 days.",
+]
+
+
+def _tokenizer(folder: Path):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.train_from_iterator(SENTENCES * 3, trainers.WordPieceTrainer(vocab_size=400, special_tokens=special))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=128)
+    fast.save_pretrained(folder)
+    return fast
+
+
+def _config(vocab_size: int, **kw):
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=64, max_position_embeddings=128, **kw)
+
+
+def make_tiny_encoder(folder: str | Path, seed: int = 0) -> Path:
+    """A sentence-transformers folder: tiny BERT + mean pooling + normalisation."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import BertModel
+
+    folder = Path(folder)
+    hf = folder / "hf"
+    hf.mkdir(parents=True, exist_ok=True)
+    tok = _tokenizer(hf)
+    torch.manual_seed(seed)
+    BertModel(_config(len(tok))).save_pretrained(hf)
+    st = SentenceTransformer(modules=[models.Transformer(str(hf), max_seq_length=64), models.Pooling(32, "mean"), models.Normalize()],
+                             device="cpu")
+    st.save(str(folder / "st"))
+    return folder / "st"
+
+
+def make_tiny_reranker(folder: str | Path, seed: int = 0) -> Path:
+    """A cross-encoder folder: tiny BERT with a one-logit classification head."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = _tokenizer(folder)
+    torch.manual_seed(seed)
+    BertForSequenceClassification(_config(len(tok), num_labels=1)).save_pretrained(folder)
+    return folder
