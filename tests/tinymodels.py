@@ -47,7 +47,8 @@ def _config(vocab_size: int, **kw):
 def make_tiny_encoder(folder: str | Path, seed: int = 0) -> Path:
     """A sentence-transformers folder: tiny BERT + mean pooling + normalisation."""
     import torch
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as models
     from transformers import BertModel
 
     folder = Path(folder)

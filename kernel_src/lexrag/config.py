@@ -72,6 +72,36 @@ class FusionConfig:
 
 
 @dataclass
+class SemanticConfig:
+    enabled: bool = _f(False, "dense retrieval (needs an encoder folder and the embeddings artifact)")
+    model: str = _f("", "sentence-transformers folder (BGE-M3 on Kaggle): a path, or a folder name under the input root")
+    device: str = _f("auto", "cuda | cpu | auto")
+    devices: list = _f([], "encode the corpus on several devices at once, e.g. [cuda:0, cuda:1] (Kaggle 2xT4)")
+    fp16: bool = _f(True, "half precision on GPU")
+    batch_size: int = _f(256, "encoding batch size (paper: 256)")
+    max_seq: int = _f(256, "encoder max sequence length (paper: 256)")
+    shard_size: int = _f(100_000, "documents per embeddings shard (a resumable unit; paper: checkpoint every 100K)")
+    fields: list = _f(["title", "text"], "corpus columns joined into the encoded text")
+    index: str = _f("flat", "flat (exact IndexFlatIP) | ivfpq (compressed, exact re-scoring of the top rescore_k)")
+    nlist: int = _f(4096, "IVF lists (ivfpq)")
+    pq_m: int = _f(64, "PQ sub-quantizers, bytes per vector (ivfpq)")
+    nprobe: int = _f(64, "IVF lists searched per query (ivfpq)")
+    rescore_k: int = _f(1000, "candidates re-scored exactly against the fp16 embeddings (ivfpq)")
+    top_k: int = _f(100, "documents kept per semantic signal (paper: 100)")
+
+
+@dataclass
+class RerankConfig:
+    enabled: bool = _f(False, "cross-encoder reranking of the fused candidates (needs a model folder)")
+    model: str = _f("", "CrossEncoder folder (bge-reranker-v2-m3 on Kaggle): a path, or a folder name under the input root")
+    device: str = _f("auto", "cuda | cpu | auto")
+    top_n: int = _f(300, "fused candidates reranked (paper: 300)")
+    tau: float = _f(0.5, "candidates scoring below this are dropped (paper: 0.5)")
+    batch_size: int = _f(32, "pairs per batch")
+    max_length: int = _f(512, "tokens per (query, document) pair; longer pairs are truncated")
+
+
+@dataclass
 class GraphConfig:
     enabled: bool = _f(True, "build and use the citation graph signals")
     seed_k: int = _f(20, "top fused candidates that seed the graph signals (paper: 20)")
@@ -133,6 +163,8 @@ class PathsConfig:
 class Config:
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     lexical: LexicalConfig = field(default_factory=LexicalConfig)
+    semantic: SemanticConfig = field(default_factory=SemanticConfig)
+    rerank: RerankConfig = field(default_factory=RerankConfig)
     seeds: SeedConfig = field(default_factory=SeedConfig)
     fusion: FusionConfig = field(default_factory=FusionConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
@@ -158,6 +190,12 @@ class Config:
         bad = [f for f in self.lexical.fields if f not in ("citation", "title", "text")]
         if bad or not self.lexical.fields:
             raise ConfigError(f"lexical.fields must be a non-empty subset of citation, title, text; got {self.lexical.fields}")
+        if self.semantic.index not in ("flat", "ivfpq"):
+            raise ConfigError(f"semantic.index must be flat or ivfpq, got {self.semantic.index!r}")
+        if self.semantic.enabled and not self.semantic.model:
+            raise ConfigError("semantic.enabled needs semantic.model (the encoder folder)")
+        if self.rerank.enabled and not self.rerank.model:
+            raise ConfigError("rerank.enabled needs rerank.model (the cross-encoder folder)")
         if not 0.0 < self.graph.alpha < 1.0:
             raise ConfigError(f"graph.alpha must be in (0, 1), got {self.graph.alpha}")
         if self.graph.community_resolution not in self.graph.resolutions:

@@ -62,6 +62,19 @@ class Paths:
         return direct
 
 
+    def model(self, name: str) -> Path:
+        """A model folder: ``name`` as a path if it exists; else, on Kaggle, a folder of that name
+        inside an attached dataset (``<input root>/*/name`` or ``<input root>/name``)."""
+        direct = Path(name)
+        if direct.is_dir() or not self.kaggle:
+            return direct
+        root = self.artifacts_dir
+        for cand in [root / name, *sorted(root.glob(f"*/{name}")), *sorted(root.glob(f"*/*/{name}"))]:
+            if cand.is_dir():
+                return cand
+        return direct
+
+
 def resolve_paths(cfg: PathsConfig | None = None) -> Paths:
     cfg = cfg or PathsConfig()
     kaggle = on_kaggle()

@@ -68,6 +68,15 @@ def build_artifacts(
         build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), out / "bm25", cfg.lexical, corpus_id=cid,
                    progress=cfg.runtime.progress, n_docs_hint=len(corpus))
         log(f"bm25: built in {time.perf_counter() - t:.1f}s")
+    if cfg.semantic.enabled:
+        from lexrag.semantic import build_embeddings
+
+        t = time.perf_counter()
+        sc = cfg.semantic
+        done = build_embeddings(corpus, sc.model, out / "embeddings", corpus_id=cid, shard_size=sc.shard_size,
+                                batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields, device=sc.device,
+                                fp16=sc.fp16, devices=sc.devices or None, progress=cfg.runtime.progress)
+        log(f"embeddings: {'complete' if done else 'INCOMPLETE'} in {time.perf_counter() - t:.1f}s")
     if cfg.graph.enabled:
         t = time.perf_counter()
         g = build_graph(corpus, out / "graph", cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=cid,
@@ -87,6 +96,9 @@ class Artifacts:
     bm25: BM25Index | None
     graph: CitationGraph | None = None
     prior: TrainingPrior | None = None
+    encoder: object | None = None  # a SentenceTransformer
+    dense: object | None = None  # lexrag.semantic.DenseIndex
+    reranker: object | None = None  # lexrag.rerank.Reranker
 
     @classmethod
     def load(cls, folder: str | Path | None, cfg: Config, paths=None) -> "Artifacts":
@@ -101,7 +113,22 @@ class Artifacts:
         graph = (CitationGraph.load(locate("graph"), len(corpus), corpus_id=cid, resolutions=cfg.graph.resolutions)
                  if cfg.graph.enabled else None)
         prior = TrainingPrior.load(locate("prior")) if cfg.prior.enabled else None
-        return cls(corpus=corpus, bm25=bm25, graph=graph, prior=prior)
+        model = (lambda name: paths.model(name)) if paths is not None else Path
+        encoder = dense = reranker = None
+        if cfg.semantic.enabled:
+            from lexrag.semantic import DenseIndex, Embeddings, load_encoder
+
+            sc = cfg.semantic
+            encoder = load_encoder(model(sc.model), sc.device, sc.fp16, sc.max_seq)
+            emb = Embeddings(locate("embeddings"), len(corpus), cid, model(sc.model),
+                             expected={"fields": list(sc.fields), "max_seq": sc.max_seq})
+            dense = DenseIndex(emb, sc.index, sc.nlist, sc.pq_m, sc.nprobe, sc.rescore_k)
+        if cfg.rerank.enabled:
+            from lexrag.rerank import Reranker
+
+            rc = cfg.rerank
+            reranker = Reranker(model(rc.model), rc.device, rc.max_length, rc.batch_size)
+        return cls(corpus=corpus, bm25=bm25, graph=graph, prior=prior, encoder=encoder, dense=dense, reranker=reranker)
 
 
 Stage = Callable[[list[Query], Artifacts, Config], Ranking]
@@ -129,12 +156,28 @@ def bm25_query_stage(queries: list[Query], art: Artifacts, cfg: Config) -> Ranki
     return out
 
 
+def dense_query_stage(queries: list[Query], art: Artifacts, cfg: Config) -> Ranking:
+    """Dense retrieval with the query as written (English on Kaggle: the cross-lingual bridge).
+    The German-translation and HyDE variants join once the LLM stage provides those texts."""
+    assert art.encoder is not None and art.dense is not None
+    out = Ranking("dense_query", "semantic")
+    vecs = art.encoder.encode([q.text for q in queries], normalize_embeddings=True, convert_to_numpy=True,
+                              show_progress_bar=False)
+    ids, scores = art.dense.search(vecs, cfg.semantic.top_k)
+    for q, i, s in zip(queries, ids, scores):
+        keep = i >= 0
+        out.add(q.query_id, i[keep], s[keep])
+    return out
+
+
 def content_stages(cfg: Config) -> list[Stage]:
     stages: list[Stage] = []
     if cfg.seeds.enabled:
         stages.append(seed_stage)
     if cfg.lexical.enabled:
         stages.append(bm25_query_stage)
+    if cfg.semantic.enabled:
+        stages.append(dense_query_stage)
     return stages
 
 
@@ -258,13 +301,31 @@ def run_pipeline(queries: list[Query], art: Artifacts, cfg: Config) -> RunResult
         warnings.warn(f"time budget of {budget}s ran out: {len(degraded)} queries answered from citation seeds only")
     t0 = time.perf_counter()
     fused = _fuse(list(signals.values()), cfg, cfg.fusion.boost, n)
+    timings["fusion"] = time.perf_counter() - t0
+    final = fused
+    if art.reranker is not None:
+        t0 = time.perf_counter()
+        final = Ranking("rerank", "rerank")
+        for q in queries:
+            hits = fused.hits.get(q.query_id, [])
+            if budget > 0 and time.perf_counter() - t_start > budget and q.query_id not in degraded:
+                degraded.append(q.query_id)  # out of time: keep the fused order, skip the reranker
+            if q.query_id in degraded or not hits:
+                final.hits[q.query_id] = hits
+                continue
+            ids = [d for d, _ in hits[: cfg.rerank.top_n]]
+            texts = [t or art.corpus.citations[d] for d, t in zip(ids, art.corpus.texts(ids))]
+            final.hits[q.query_id] = art.reranker.rerank(q.text, ids, texts, cfg.rerank.tau)
+        final.validate(n_docs=n)
+        timings["rerank"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     predictions: dict[str, list[str]] = {}
     ranked: dict[str, list[str]] = {}
     for q in queries:
-        cits, scores = _to_citations(fused.hits.get(q.query_id, []), art.corpus)
+        cits, scores = _to_citations(final.hits.get(q.query_id, []), art.corpus)
         k = choose_count(np.asarray(scores), cfg.count.method, cfg.count.k, cfg.count.min_k, cfg.count.max_k)
         ranked[q.query_id] = cits
         predictions[q.query_id] = cits[:k]
-    timings["fusion_and_count"] = time.perf_counter() - t0
+    timings["count"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
-    return RunResult([q.query_id for q in queries], predictions, ranked, list(signals.values()), fused, timings, degraded)
+    return RunResult([q.query_id for q in queries], predictions, ranked, list(signals.values()), final, timings, degraded)

@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from lexrag.artifacts import ArtifactError, read_params, write_params
+from lexrag.artifacts import ArtifactError, check_params, read_params, write_params
 
 __all__ = ["load_encoder", "build_embeddings", "Embeddings", "DenseIndex", "SemanticError"]
 
@@ -113,7 +113,7 @@ def build_embeddings(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = load_encoder(model_path, device, fp16, max_seq)
-    dims = int(model.get_sentence_embedding_dimension())
+    dims = int(model.get_embedding_dimension())
     n = len(corpus)
     n_shards = (n + shard_size - 1) // shard_size
     meta = {"model": model_id(model_path), "dims": dims, "normalize": True, "max_seq": max_seq, "fields": list(fields),
@@ -173,9 +173,10 @@ def build_embeddings(
 class Embeddings:
     """The embeddings artifact: shard arrays memory-mapped, checked against corpus and config."""
 
-    def __init__(self, folder: str | Path, n_docs: int, corpus_id: str | None = None, model_path: str | Path | None = None):
+    def __init__(self, folder: str | Path, n_docs: int, corpus_id: str | None = None, model_path: str | Path | None = None,
+                 expected: dict | None = None):
         self.folder = Path(folder)
-        self.params = read_params(self.folder, ARTIFACT)
+        self.params = check_params(self.folder, ARTIFACT, expected or {})
         p = self.params["params"]
         if p.get("n_docs") != n_docs:
             raise ArtifactError(f"embeddings at {folder} cover {p.get('n_docs')} documents, the corpus has {n_docs}; rebuild them")
@@ -227,9 +228,10 @@ class DenseIndex:
         elif kind == "ivfpq":
             nlist = max(1, min(nlist, emb.n // 39))
             quant = faiss.IndexFlatIP(d)
-            index = faiss.IndexIVFPQ(quant, d, nlist, m, 8, faiss.METRIC_INNER_PRODUCT)
             rng = np.random.default_rng(seed)
             sample = np.sort(rng.choice(emb.n, size=min(train_size, emb.n), replace=False))
+            bits = int(min(8, np.log2(max(len(sample), 2))))  # 8 bits need >= 256 training vectors
+            index = faiss.IndexIVFPQ(quant, d, nlist, m, bits, faiss.METRIC_INNER_PRODUCT)
             index.train(emb.rows(sample))
             index.nprobe = nprobe
         else:

