@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
-REQUIRED = {"01_build_corpus", "02_build_bm25", "03_build_graph", "inference", "validation"}
+REQUIRED = {"01_build_corpus", "02_build_bm25", "03_build_graph", "04_build_embeddings", "inference", "validation"}
 
 
 def test_required_notebooks_exist():
@@ -54,3 +54,23 @@ def test_build_and_inference_notebooks(tmp_path, demo_laws, demo_queries):
                queries=demo_queries, out_path=tmp_path / "submission.csv", config_path="lexical")
     lines = (tmp_path / "submission.csv").read_text(encoding="utf-8").splitlines()
     assert lines[0] == "query_id,predicted_citations" and len(lines) == 23
+
+
+@pytest.mark.slow
+def test_embeddings_notebook_builds_and_resumes(tmp_path, demo_laws):
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tinymodels import make_tiny_encoder
+
+    enc = make_tiny_encoder(tmp_path / "enc")
+    art = tmp_path / "art"
+    _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1.ipynb", laws=demo_laws, out_dir=art)
+    overrides = f"overrides: {{semantic.model: '{enc}', semantic.device: cpu, semantic.shard_size: 3000}}"
+    for max_shards, expect in ((1, "incomplete"), ("None", "complete")):
+        args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "04_build_embeddings.ipynb"),
+                str(tmp_path / "4.ipynb"), "-p", "artifacts_dir", str(art), "-y", overrides, "-p", "max_shards", str(max_shards)]
+        r = subprocess.run(args, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out = json.loads((tmp_path / "4.ipynb").read_text())
+        text = "".join("".join(o.get("text", "")) for c in out["cells"] for o in c.get("outputs", []))
+        assert f"embeddings {expect}" in text
+    assert len(list((art / "embeddings").glob("shard_*.npy"))) == 3

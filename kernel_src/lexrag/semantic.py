@@ -49,6 +49,12 @@ def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     model = SentenceTransformer(str(path), device=device, local_files_only=True)
+    limit = getattr(getattr(getattr(model[0], "auto_model", None), "config", None), "max_position_embeddings", None)
+    if limit and max_seq > limit:
+        import warnings
+
+        warnings.warn(f"{path.name}: max_seq {max_seq} exceeds the model's {limit} positions; using {limit}")
+        max_seq = int(limit)
     model.max_seq_length = max_seq
     if fp16 and device.startswith("cuda"):
         model.half()

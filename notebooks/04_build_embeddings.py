@@ -1,0 +1,39 @@
+# %% [markdown]
+# # 04 — Build the corpus embeddings (GPU; resumable)
+# Encodes the corpus with the configured sentence-transformers model (BGE-M3 on Kaggle) into
+# float16 shards of 100K documents. Run it again after a time-out or in a new session with
+# `resume_from` pointing at the earlier output: finished shards are kept or copied, and the
+# result is identical to an uninterrupted build. With two GPUs set `devices: [cuda:0, cuda:1]`.
+
+# %% tags=["parameters"]
+config_path = None  # YAML config file or preset name
+overrides = {}  # {"section.field": value}, e.g. {"semantic.model": "bge-m3"}
+artifacts_dir = None  # folder holding corpus/; None: the resolver's artifacts folder
+out_dir = None  # where embeddings/ goes; None: <artifacts_dir>/embeddings (Kaggle: the working folder)
+resume_from = None  # an earlier (partial) embeddings folder, e.g. an attached output of a previous session
+max_shards = None  # stop after this many new shards (None: all)
+time_budget_s = 0.0  # stop starting new shards after this many seconds (0: no limit)
+
+# %%
+import time
+from pathlib import Path
+
+from lexrag.config import load_config
+from lexrag.corpus import Corpus
+from lexrag.paths import resolve_paths
+from lexrag.pipeline import corpus_id
+from lexrag.semantic import build_embeddings
+
+cfg = load_config(config_path, overrides)
+paths = resolve_paths(cfg.paths)
+art = Path(artifacts_dir) if artifacts_dir else paths.artifacts_dir
+corpus_dir = art / "corpus" if (art / "corpus").is_dir() else paths.artifact("corpus")
+out = Path(out_dir) if out_dir else (paths.working_dir / "embeddings" if paths.kaggle else art / "embeddings")
+corpus = Corpus(corpus_dir)
+sc = cfg.semantic
+t0 = time.perf_counter()
+done = build_embeddings(corpus, paths.model(sc.model), out, corpus_id=corpus_id(corpus_dir), shard_size=sc.shard_size,
+                        batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields, device=sc.device, fp16=sc.fp16,
+                        devices=sc.devices or None, max_shards=max_shards, time_budget_s=time_budget_s,
+                        resume_from=resume_from, progress=cfg.runtime.progress)
+print(f"embeddings {'complete' if done else 'incomplete: run again to resume'} in {time.perf_counter() - t0:.1f}s -> {out}")
