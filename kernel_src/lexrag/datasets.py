@@ -24,7 +24,7 @@ from lexrag.config import Config
 
 __all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError", "ARTIFACT_ORDER"]
 
-ARTIFACT_ORDER = ("corpus", "bm25", "graph", "prior", "wheels")
+ARTIFACT_ORDER = ("corpus", "bm25", "embeddings", "graph", "prior", "wheels")
 
 
 class ManifestError(RuntimeError):
@@ -122,6 +122,18 @@ def rebuild(
             corpus = Corpus(out / "corpus")
             build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), folder, cfg.lexical, corpus_id=corpus_id(out / "corpus"),
                        progress=cfg.runtime.progress, n_docs_hint=len(corpus))
+        elif name == "embeddings":
+            sc = cfg.semantic
+            if not sc.model:
+                if only and "embeddings" in only:
+                    raise ManifestError("building embeddings needs --set semantic.model=FOLDER (and a GPU at 2.47M documents)")
+                continue
+            from lexrag.semantic import build_embeddings
+
+            if not build_embeddings(Corpus(out / "corpus"), sc.model, folder, corpus_id=corpus_id(out / "corpus"),
+                                    shard_size=sc.shard_size, batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields,
+                                    device=sc.device, fp16=sc.fp16, devices=sc.devices or None, progress=cfg.runtime.progress):
+                raise ManifestError(f"embeddings at {folder} are incomplete; run again to resume")
         elif name == "graph":
             corpus = Corpus(out / "corpus")
             build_graph(corpus, folder, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=corpus_id(out / "corpus"),
