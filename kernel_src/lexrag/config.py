@@ -83,7 +83,7 @@ class SemanticConfig:
     shard_size: int = _f(100_000, "documents per embeddings shard (a resumable unit; paper: checkpoint every 100K)")
     fields: list = _f(["title", "text"], "corpus columns joined into the encoded text")
     index: str = _f("flat", "flat (exact IndexFlatIP) | ivfpq (compressed, exact re-scoring of the top rescore_k)")
-    nlist: int = _f(4096, "IVF lists (ivfpq)")
+    nlist: int = _f(2048, "IVF lists (ivfpq; about sqrt(N), trained on 100K vectors)")
     pq_m: int = _f(64, "PQ sub-quantizers, bytes per vector (ivfpq)")
     nprobe: int = _f(64, "IVF lists searched per query (ivfpq)")
     rescore_k: int = _f(1000, "candidates re-scored exactly against the fp16 embeddings (ivfpq)")

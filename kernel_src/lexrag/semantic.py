@@ -12,7 +12,7 @@ copies complete shards of an earlier output folder (a previous Kaggle session's 
 
 Memory plan for 2.47M x 1024 (BGE-M3): fp32 10.1 GB, fp16 5.1 GB.  ``index: flat`` keeps fp32
 vectors in a FAISS ``IndexFlatIP`` (exact; on a GPU when faiss reports one); ``index: ivfpq``
-keeps a 64-byte PQ code per vector (158 MB at 2.47M) in an ``IndexIVFPQ`` and re-scores the top
+keeps a 64-byte PQ code per vector (158 MB at 2.47M) in an ``IndexIVFPQ`` (2,048 lists) and re-scores the top
 ``rescore_k`` candidates exactly against the fp16 shards, memory-mapped from disk.
 """
 
@@ -221,8 +221,8 @@ class Embeddings:
 class DenseIndex:
     """FAISS inner-product search over normalised embeddings (flat, or IVF-PQ with exact re-scoring)."""
 
-    def __init__(self, emb: Embeddings, kind: str = "flat", nlist: int = 4096, m: int = 64, nprobe: int = 64,
-                 rescore_k: int = 1000, train_size: int = 200_000, seed: int = 0, use_gpu: bool = True):
+    def __init__(self, emb: Embeddings, kind: str = "flat", nlist: int = 2048, m: int = 64, nprobe: int = 64,
+                 rescore_k: int = 1000, train_size: int = 100_000, seed: int = 0, use_gpu: bool = True):
         import faiss
 
         self.emb = emb
