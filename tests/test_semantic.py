@@ -145,3 +145,13 @@ def test_real_minilm_ranks_a_paraphrase_above_an_unrelated_sentence():
         normalize_embeddings=True,
     )
     assert float(q @ para) > float(q @ other) + 0.2
+
+
+@pytest.mark.slow
+def test_multi_process_pool_encodes_the_same_vectors(tmp_path, tiny_encoder, corpus):
+    kw = dict(corpus_id="c", shard_size=8, batch_size=4, fields=["text"], device="cpu")
+    assert build_embeddings(corpus, tiny_encoder, tmp_path / "one", **kw)
+    assert build_embeddings(corpus, tiny_encoder, tmp_path / "two", devices=["cpu", "cpu"], **kw)
+    a = Embeddings(tmp_path / "one", len(corpus)).rows(np.arange(len(corpus)))
+    b = Embeddings(tmp_path / "two", len(corpus)).rows(np.arange(len(corpus)))
+    np.testing.assert_allclose(a, b, atol=2e-3)
