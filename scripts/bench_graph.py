@@ -15,21 +15,11 @@ Phases run in their own processes so each peak RSS (ru_maxrss) is its own:
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import resource
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+import benchkit
 import numpy as np
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def phase(name: str, work: Path, n: int) -> dict:
@@ -48,7 +38,7 @@ def phase(name: str, work: Path, n: int) -> dict:
 
         t0 = time.perf_counter()
         build_corpus(work / "art" / "corpus", work / "laws.csv", work / "courts.csv", cfg.corpus)
-        return {"corpus_build_s": time.perf_counter() - t0, "corpus_peak_rss_mb": peak_rss_mb()}
+        return {"corpus_build_s": time.perf_counter() - t0, "corpus_peak_rss_mb": benchkit.peak_rss_mb()}
     if name == "graph":
         from lexrag.corpus import Corpus
         from lexrag.graph import build_graph
@@ -58,7 +48,7 @@ def phase(name: str, work: Path, n: int) -> dict:
         corpus = Corpus(work / "art" / "corpus")
         g = build_graph(corpus, work / "art" / "graph", cfg.graph.resolutions, cfg.graph.leiden_seed,
                         corpus_id=corpus_id(work / "art" / "corpus"))
-        return {"graph_build_s": time.perf_counter() - t0, "graph_peak_rss_mb": peak_rss_mb(), "nodes": g.n,
+        return {"graph_build_s": time.perf_counter() - t0, "graph_peak_rss_mb": benchkit.peak_rss_mb(), "nodes": g.n,
                 "edges": int(g.adj.nnz), "references": g.params["n_references"], "communities": g.params["communities"],
                 "graph_build_parts_s": g.params["build_s"]}
     if name == "signals":
@@ -84,48 +74,22 @@ def phase(name: str, work: Path, n: int) -> dict:
                 lat.append(time.perf_counter() - t1)
         lat_ms = np.array(lat) * 1000
         return {"graph_load_s": load_s, "signals_ms_median": float(np.median(lat_ms)), "signals_ms_p95": float(np.percentile(lat_ms, 95)),
-                "signals_peak_rss_mb": peak_rss_mb(), "signals": sorted(r.signal for r in rankings)}
+                "signals_peak_rss_mb": benchkit.peak_rss_mb(), "signals": sorted(r.signal for r in rankings)}
     raise ValueError(name)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", nargs="*", type=int, default=[100_000, 2_470_000])
-    ap.add_argument("--work", default="/tmp/lexrag-graph-bench")
-    ap.add_argument("--json", help="append results to this JSON-lines file")
-    ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--phase", help=argparse.SUPPRESS)
-    ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.phase:
-        print(json.dumps(phase(args.phase, Path(args.work), args.n)))
-        return 0
-    rows = []
-    for n in args.sizes:
-        work = Path(args.work) / str(n)
-        work.mkdir(parents=True, exist_ok=True)
-        row: dict = {"n_considerations": n}
-        for ph in ("generate", "corpus", "graph", "signals"):
-            out = subprocess.run([sys.executable, __file__, "--phase", ph, "--work", str(work), "--n", str(n)],
-                                 capture_output=True, text=True, env={**os.environ, "CI": "true"})
-            if out.returncode != 0:
-                print(out.stderr, file=sys.stderr)
-                return 1
-            row.update(json.loads(out.stdout.strip().splitlines()[-1]))
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        if args.json:
-            with open(args.json, "a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
-        if not args.keep:
-            shutil.rmtree(work)
+def table(rows: list[dict]) -> None:
     print("| considerations | nodes | edges | graph build s (refs + Leiden) | graph build peak RSS | signals median ms | signals p95 ms |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         parts = r["graph_build_parts_s"]
-        print(f"| {r['n_considerations']:,} | {r['nodes']:,} | {r['edges']:,} | {r['graph_build_s']:.0f} ({parts['references']:.0f} + {parts['leiden']:.0f}) | "
+        print(f"| {r['n']:,} | {r['nodes']:,} | {r['edges']:,} | {r['graph_build_s']:.0f} ({parts['references']:.0f} + {parts['leiden']:.0f}) | "
               f"{r['graph_peak_rss_mb'] / 1024:.2f} GB | {r['signals_ms_median']:.1f} | {r['signals_ms_p95']:.1f} |")
-    return 0
+
+
+def main() -> int:
+    return benchkit.main(__file__, __doc__, phase, ("generate", "corpus", "graph", "signals"), [100_000, 2_470_000],
+                         "/tmp/lexrag-graph-bench", table)
 
 
 if __name__ == "__main__":

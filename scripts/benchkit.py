@@ -1,0 +1,58 @@
+"""Shared runner of the phase-per-process benchmarks (bench_bm25.py, bench_graph.py).
+
+Each phase runs in a fresh process (``SCRIPT --phase NAME --work DIR --n N``) and prints one
+JSON object, so its peak RSS (``ru_maxrss``) is its own; the rows of all sizes are printed as
+JSON lines (appended to ``--json`` when given) and then as a table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases: Sequence[str],
+         sizes: Sequence[int], work: str, table: Callable[[list[dict]], None],
+         prepare: Callable[[Path, int], dict] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", nargs="*", type=int, default=list(sizes))
+    ap.add_argument("--work", default=work)
+    ap.add_argument("--json", help="append results to this JSON-lines file")
+    ap.add_argument("--keep", action="store_true", help="keep the generated files")
+    ap.add_argument("--phase", help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.phase:
+        print(json.dumps(phase(args.phase, Path(args.work), args.n)))
+        return 0
+    rows = []
+    for n in args.sizes:
+        folder = Path(args.work) / str(n)
+        folder.mkdir(parents=True, exist_ok=True)
+        row: dict = {"n": n, **(prepare(folder, n) if prepare else {})}
+        for ph in phases:
+            out = subprocess.run([sys.executable, script, "--phase", ph, "--work", str(folder), "--n", str(n)],
+                                 capture_output=True, text=True, env={**os.environ, "CI": "true"})
+            if out.returncode != 0:
+                print(out.stderr, file=sys.stderr)
+                return 1
+            row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if args.json:
+            with open(args.json, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+        if not args.keep:
+            shutil.rmtree(folder)
+    table(rows)
+    return 0
