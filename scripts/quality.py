@@ -59,7 +59,7 @@ def main() -> int:
     ap.add_argument("--artifacts", help="reuse (or write) artifacts here instead of a temp folder")
     ap.add_argument("--config")
     ap.add_argument("--train", help="query file (under --data) the training prior is built from; never val.csv")
-    ap.add_argument("--variants", nargs="*", help="extra variants NAME:section.field=value,... on top of bm25 + seeds")
+    ap.add_argument("--variants", nargs="*", help="extra variants 'NAME:section.field=value;...' on top of bm25 + seeds")
     ap.add_argument("--only", nargs="*", help="run only these variant names")
     ap.add_argument("--no-keys", action="store_true", help="do not add laws_de_citations.txt keys without text")
     ap.add_argument("--json", help="write all numbers to this file")
@@ -89,7 +89,7 @@ def main() -> int:
         variants["+ graph + prior"] = {"graph.enabled": True, "prior.enabled": True}
     for v in args.variants or []:
         name, _, over = v.partition(":")
-        variants[name] = {**base, **{k: yaml.safe_load(x) for k, x in (o.split("=", 1) for o in over.split(",") if o)}}
+        variants[name] = {**base, **{k: yaml.safe_load(x) for k, x in (o.split("=", 1) for o in over.split(";") if o)}}
     if args.only:
         variants = {k: v for k, v in variants.items() if k in args.only}
     results: dict = {}
