@@ -114,7 +114,8 @@ def build_embeddings(
     """Encode the corpus into shards; returns True when every shard exists (params.json written).
 
     ``devices`` (e.g. ``["cuda:0", "cuda:1"]``) encodes through sentence-transformers'
-    multi-process pool, one process per device.
+    multi-process pool, one process per device; with ``device="auto"`` and no ``devices``, every
+    visible GPU is used when there is more than one.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -141,6 +142,11 @@ def build_embeddings(
             if not _complete(out / name, rows, dims) and _complete(src / name, rows, dims):
                 shutil.copyfile(src / name, out / (name + ".tmp"))
                 os.replace(out / (name + ".tmp"), out / name)
+    if devices is None and device == "auto":
+        import torch
+
+        if torch.cuda.device_count() > 1:  # Kaggle's 2xT4: encode on both
+            devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
     pool = model.start_multi_process_pool(list(devices)) if devices and len(devices) > 1 else None
     t0 = time.perf_counter()
     done_now = 0
