@@ -116,3 +116,13 @@ def test_presets_are_valid_configs():
     assert load_config("kaggle").prior.enabled and not load_config("lexical").graph.enabled
     with pytest.raises(ConfigError, match="presets: kaggle"):
         load_config("no-such-preset")
+
+
+def test_model_folders_are_found_in_attached_datasets(tmp_path, monkeypatch):
+    (tmp_path / "bge-m3-dataset" / "bge-m3").mkdir(parents=True)
+    cfg = load_config(None, {"paths.artifacts_dir": str(tmp_path)})
+    monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
+    assert resolve_paths(cfg.paths).model("bge-m3") == Path("bge-m3")  # locally: a path as given
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+    assert resolve_paths(cfg.paths).model("bge-m3") == tmp_path / "bge-m3-dataset" / "bge-m3"
+    assert resolve_paths(cfg.paths).model(str(tmp_path / "bge-m3-dataset")) == tmp_path / "bge-m3-dataset"
