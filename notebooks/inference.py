@@ -26,7 +26,7 @@ if importlib.util.find_spec("lexrag") is None:
     found = [wheels_dir] if wheels_dir else sorted({os.path.dirname(p) for p in glob.glob("/kaggle/input/*/lexrag-*.whl") + glob.glob("/kaggle/input/*/*/lexrag-*.whl")})
     if not found:
         raise RuntimeError("no lexrag wheel found in the attached datasets; attach the lexrag-wheels dataset")
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", found[0], "lexrag"])
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", found[0], "lexrag[semantic]"])
 
 # %%
 from pathlib import Path
