@@ -11,6 +11,7 @@ queries = None  # CSV with query_id,query,gold_citations
 artifacts_dir = None  # folder with corpus/ and bm25/; None: the resolver's artifacts folder
 out_dir = "validation_out"  # where metrics.json and per_query.csv go
 stages = {}  # stage switches, e.g. {"lexical": False, "seeds": True}
+ablation = False  # also run with each active stage switched off: ablation.csv and ablation.png
 
 # %%
 import json
@@ -19,7 +20,7 @@ from pathlib import Path
 from lexrag.config import load_config
 from lexrag.paths import resolve_paths
 from lexrag.pipeline import Artifacts
-from lexrag.validation import format_metrics, validate_run
+from lexrag.validation import ablation_table, format_metrics, plot_ablation, validate_run
 
 switches = {f"{stage}.enabled": bool(on) for stage, on in stages.items()}
 cfg = load_config(config_path, {**overrides, **switches})
@@ -28,3 +29,10 @@ art = Artifacts.load(artifacts_dir or paths.artifacts_dir, cfg)
 metrics, result = validate_run(cfg, art, queries, out_dir)
 print(format_metrics(metrics, title=f"validation on {queries}"))
 print(json.dumps({"timings_s": result.timings}, indent=1))
+
+# %%
+if ablation:
+    rows = ablation_table(cfg, art, queries, out_dir)
+    plot_ablation(rows, Path(out_dir) / "ablation.png")
+    for r in rows:
+        print(f"{r['run']:<18} macro_f1 {r['macro_f1']:.4f} ({r['delta_macro_f1']:+.4f})  recall@100 {r['recall@100']:.4f} ({r['delta_recall@100']:+.4f})")

@@ -38,10 +38,18 @@ def _papermill(nb, out, **params):
 def test_validation_notebook_runs_on_demo(tmp_path, demo_artifacts, demo_queries):
     _papermill(ROOT / "notebooks" / "validation.ipynb", tmp_path / "out.ipynb",
                queries=demo_queries, artifacts_dir=demo_artifacts, out_dir=tmp_path / "val",
-               config_path=ROOT / "demo" / "config.yaml")
+               config_path=ROOT / "demo" / "config.yaml", ablation=True)
     metrics = json.loads((tmp_path / "val" / "metrics.json").read_text())["metrics"]
     assert metrics["n_queries"] == 22 and metrics["recall@10"] > 0.5
     assert (tmp_path / "val" / "per_query.csv").is_file()
+    import csv
+
+    rows = {r["run"]: r for r in csv.DictReader(open(tmp_path / "val" / "ablation.csv", encoding="utf-8"))}
+    assert set(rows) == {"full", "without seeds", "without lexical", "without graph"}
+    assert float(rows["full"]["macro_f1"]) == pytest.approx(metrics["macro_f1"])
+    # without BM25 only the questions that name their provisions are answered
+    assert float(rows["without lexical"]["recall@100"]) < float(rows["full"]["recall@100"])
+    assert (tmp_path / "val" / "ablation.png").stat().st_size > 1000
 
 
 @pytest.mark.slow

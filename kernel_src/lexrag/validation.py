@@ -12,7 +12,17 @@ from lexrag.pipeline import Artifacts, RunResult, run_pipeline
 from lexrag.queries import load_gold, load_queries
 from lexrag.submission import write_submission
 
-__all__ = ["validate_run", "format_metrics"]
+__all__ = ["validate_run", "format_metrics", "ablation_table", "plot_ablation", "ABLATABLE"]
+
+# stage -> (config switch, Artifacts field that carries it or None)
+ABLATABLE = {
+    "seeds": ("seeds", None),
+    "lexical": ("lexical", None),
+    "semantic": ("semantic", "dense"),
+    "graph": ("graph", "graph"),
+    "prior": ("prior", "prior"),
+    "rerank": ("rerank", "reranker"),
+}
 
 
 def format_metrics(metrics: dict, title: str = "") -> str:
@@ -46,3 +56,65 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
            "degraded": result.degraded, "config": cfg.to_dict()}
     (out / "metrics.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
     return metrics, result
+
+
+def ablation_table(cfg: Config, artifacts: Artifacts, queries_path: str | Path, out_dir: str | Path) -> list[dict]:
+    """Metrics of the full run and of the run with each active stage switched off in turn.
+
+    Artifacts are loaded once; switching a stage off clears its config flag and its loaded
+    component.  Writes ``ablation.csv`` (one row per run, with the change in Macro F1 and
+    Recall@100 against the full run) and returns the rows.
+    """
+    import copy
+    import dataclasses
+
+    queries = load_queries(queries_path, cfg.query.max_chars)
+    gold = load_gold(queries_path)
+
+    def measure(name: str, c: Config, art: Artifacts) -> dict:
+        res = run_pipeline(queries, art, c)
+        m = evaluate(gold, res.predictions, res.ranked)
+        return {"run": name, **{k: m[k] for k in ("macro_f1", "precision", "recall", "recall@10", "recall@100", "ndcg@10")},
+                "seconds": round(res.timings["total"], 2)}
+
+    rows = [measure("full", cfg, artifacts)]
+    for stage, (section, field) in ABLATABLE.items():
+        if not getattr(cfg, section).enabled or (field and getattr(artifacts, field) is None):
+            continue
+        c = copy.deepcopy(cfg)
+        getattr(c, section).enabled = False
+        art = dataclasses.replace(artifacts, **({field: None} if field else {}))
+        rows.append(measure(f"without {stage}", c, art))
+    for r in rows:
+        r["delta_macro_f1"] = r["macro_f1"] - rows[0]["macro_f1"]
+        r["delta_recall@100"] = r["recall@100"] - rows[0]["recall@100"]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "ablation.csv", "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return rows
+
+
+def plot_ablation(rows: list[dict], path: str | Path) -> Path:
+    """Bar chart of Macro F1 and Recall@100 per ablation run, saved as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = [r["run"] for r in rows]
+    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(rows) + 1.5), 3.2))
+    ax.bar(x - 0.2, [r["macro_f1"] for r in rows], 0.4, label="Macro F1")
+    ax.bar(x + 0.2, [r["recall@100"] for r in rows], 0.4, label="Recall@100")
+    ax.set_xticks(x, names, rotation=20, ha="right")
+    ax.set_ylim(0, 1)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title("ablation")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
