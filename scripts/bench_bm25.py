@@ -14,7 +14,6 @@ Each phase runs in its own process so its peak RSS (ru_maxrss) is its own:
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 

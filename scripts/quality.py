@@ -108,8 +108,6 @@ def main() -> int:
                 m = evaluate(gold, cut(res.ranked, k), res.ranked, ks=(100,))
                 results[(name, qfile, f"fixed k={k}")] = {**m, "s_per_query": dt}
             from lexrag.count import elbow_count
-            import numpy as np
-
             el = {}
             for q in qs:
                 hits = res.fused.hits.get(q.query_id, [])
@@ -128,7 +126,7 @@ def main() -> int:
             g, r = ranked_by[(name, qfile)]
             results[(name, qfile, f"fixed k={k_star} (CV on {args.tune_on})")] = evaluate(g, cut(r, k_star), r, ks=(100,))
 
-    print(f"| signals | queries | count | Macro F1 | precision | recall | Recall@100 |")
+    print("| signals | queries | count | Macro F1 | precision | recall | Recall@100 |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for (name, qfile, count), m in results.items():
         cells = [f"{m[k]:.3f}" if k in m else "" for k in ("macro_f1", "precision", "recall", "recall@100")]

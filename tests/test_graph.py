@@ -72,7 +72,7 @@ def test_coupling_and_cocitation_by_hand():
     g = hand_graph()
     # seed b (node 1) cites c (w 1) and e (w 1); who else cites c or e?  a (1*A[a,c]=1) and d (3)
     c = bibliographic_coupling(g, np.array([1]), np.array([1.0]))
-    in_c, in_e = 1 + 1 + 3, 1
+    in_c = 1 + 1 + 3  # in-strength of c
     assert c[0] == pytest.approx(1 / np.log(2 + in_c))
     assert c[3] == pytest.approx(3 / np.log(2 + in_c))
     assert c[2] == 0 and c[4] == 0
@@ -110,7 +110,6 @@ def test_nodes_to_docs_prefers_lexical_match_then_citations():
 
 
 def test_leiden_levels_are_nested_and_repeatable():
-    rng = np.random.default_rng(0)
     src, dst, w = [], [], []
     for c in range(4):
         for i in range(10):

@@ -18,6 +18,9 @@ import yaml
 __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets"]
 
 
+GRAPH_SIGNALS = ("ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings")
+
+
 class ConfigError(ValueError):
     """Bad configuration: unknown key, wrong type or invalid value."""
 
@@ -117,8 +120,7 @@ class GraphConfig:
         "parents whose other documents the siblings signal emits: decisions; add 'law' for other paragraphs of an article",
     )
     signals: dict = _f(
-        {"ppr": True, "hits_authority": True, "hits_hub": True, "coupling": True, "cocitation": True,
-         "community": True, "siblings": True},
+        {name: True for name in GRAPH_SIGNALS},
         "graph signals switched on",
     )
 
@@ -200,7 +202,7 @@ class Config:
             raise ConfigError(f"graph.alpha must be in (0, 1), got {self.graph.alpha}")
         if self.graph.community_resolution not in self.graph.resolutions:
             raise ConfigError(f"graph.community_resolution {self.graph.community_resolution} is not one of graph.resolutions {self.graph.resolutions}")
-        unknown = set(self.graph.signals) - {"ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings"}
+        unknown = set(self.graph.signals) - set(GRAPH_SIGNALS)
         if unknown:
             raise ConfigError(f"graph.signals: unknown signal(s) {sorted(unknown)}")
         if self.fusion.rrf_k < 0:

@@ -22,7 +22,7 @@ import numpy as np
 
 from lexrag import graph_signals as gs
 from lexrag.artifacts import read_params
-from lexrag.config import Config
+from lexrag.config import GRAPH_SIGNALS, Config
 from lexrag.corpus import Corpus, build_corpus
 from lexrag.count import choose_count
 from lexrag.fusion import reciprocal_rank_fusion
@@ -36,8 +36,6 @@ __all__ = ["build_artifacts", "Artifacts", "RunResult", "run_pipeline", "corpus_
 
 log = print
 
-GRAPH_SIGNALS = ("ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings")
-PRIOR_SIGNALS = ("prior_cocited", "prior_frequent")
 
 
 def corpus_id(corpus_dir: str | Path) -> str:

@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from lexrag.artifacts import ArtifactError, check_params, read_params, write_params
+from lexrag.artifacts import ArtifactError, check_params, write_params
 
 __all__ = ["load_encoder", "build_embeddings", "Embeddings", "DenseIndex", "SemanticError"]
 
