@@ -72,7 +72,7 @@ def test_embeddings_notebook_builds_and_resumes(tmp_path, demo_laws):
     enc = make_tiny_encoder(tmp_path / "enc")
     art = tmp_path / "art"
     _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1.ipynb", laws=demo_laws, out_dir=art)
-    overrides = f"overrides: {{semantic.model: '{enc}', semantic.device: cpu, semantic.shard_size: 3000}}"
+    overrides = f"overrides: {{semantic.model: '{enc}', semantic.device: cpu, semantic.shard_size: 3000, semantic.max_seq: 64}}"
     for max_shards, expect in ((1, "incomplete"), ("None", "complete")):
         args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "04_build_embeddings.ipynb"),
                 str(tmp_path / "4.ipynb"), "-p", "artifacts_dir", str(art), "-y", overrides, "-p", "max_shards", str(max_shards)]

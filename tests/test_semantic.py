@@ -35,10 +35,10 @@ def corpus(tmp_path):
 
 def test_encode_index_search_finds_the_duplicate(tmp_path, tiny_encoder, corpus):
     assert build_embeddings(corpus, tiny_encoder, tmp_path / "emb", corpus_id="c", shard_size=5, batch_size=4,
-                            fields=["text"], device="cpu")
+                            fields=["text"], device="cpu", max_seq=64)
     emb = Embeddings(tmp_path / "emb", len(corpus), "c", tiny_encoder)
     assert len(emb.shards) == 4 and emb.shards[0].dtype == np.float16
-    model = load_encoder(tiny_encoder, "cpu")
+    model = load_encoder(tiny_encoder, "cpu", max_seq=64)
     q = model.encode([SENTENCES[3]], normalize_embeddings=True)
     for kind in ("flat", "ivfpq"):
         index = DenseIndex(emb, kind, nlist=2, m=4, nprobe=2, rescore_k=16)
@@ -49,7 +49,7 @@ def test_encode_index_search_finds_the_duplicate(tmp_path, tiny_encoder, corpus)
 
 
 def test_killed_build_resumes_to_identical_bytes(tmp_path, tiny_encoder, corpus):
-    kw = dict(corpus_id="c", shard_size=5, batch_size=4, fields=["text"], device="cpu")
+    kw = dict(corpus_id="c", shard_size=5, batch_size=4, fields=["text"], device="cpu", max_seq=64)
     assert build_embeddings(corpus, tiny_encoder, tmp_path / "full", **kw)
     assert not build_embeddings(corpus, tiny_encoder, tmp_path / "part", max_shards=1, **kw)  # "killed" after one shard
     assert not (tmp_path / "part" / "params.json").exists()
@@ -69,7 +69,7 @@ def test_killed_build_resumes_to_identical_bytes(tmp_path, tiny_encoder, corpus)
 def test_missing_or_mismatched_embeddings_are_refused(tmp_path, tiny_encoder, corpus):
     with pytest.raises(ArtifactError, match="not found"):
         Embeddings(tmp_path / "none", len(corpus))
-    build_embeddings(corpus, tiny_encoder, tmp_path / "emb", corpus_id="c", shard_size=5, fields=["text"], device="cpu")
+    build_embeddings(corpus, tiny_encoder, tmp_path / "emb", corpus_id="c", shard_size=5, fields=["text"], device="cpu", max_seq=64)
     with pytest.raises(ArtifactError, match="cover 16 documents, the corpus has 17"):
         Embeddings(tmp_path / "emb", 17)
     with pytest.raises(ArtifactError, match="over corpus 'c', not 'd'"):
@@ -79,12 +79,14 @@ def test_missing_or_mismatched_embeddings_are_refused(tmp_path, tiny_encoder, co
     with pytest.raises(ArtifactError, match="queries and documents must share one model"):
         Embeddings(tmp_path / "emb", len(corpus), "c", other)
     with pytest.raises(ArtifactError, match="another build"):
-        build_embeddings(corpus, tiny_encoder, tmp_path / "emb", corpus_id="c", shard_size=7, fields=["text"], device="cpu")
+        build_embeddings(corpus, tiny_encoder, tmp_path / "emb", corpus_id="c", shard_size=7, fields=["text"], device="cpu", max_seq=64)
     np.save(tmp_path / "emb" / "shard_00001.npy", np.zeros((2, 32), np.float16))
     with pytest.raises(ArtifactError, match="shard_00001.npy has shape"):
         Embeddings(tmp_path / "emb", len(corpus))
     with pytest.raises(SemanticError, match="encoder model folder not found"):
         load_encoder(tmp_path / "no-model")
+    with pytest.warns(UserWarning, match="max_seq 256 exceeds the model's 128 positions; using 128"):
+        assert load_encoder(tiny_encoder, "cpu", max_seq=256).max_seq_length == 128
 
 
 def test_reranker_orders_by_model_score_and_applies_tau(tiny_reranker):
@@ -112,17 +114,18 @@ def test_pipeline_with_semantic_and_rerank(tmp_path, tiny_encoder, tiny_reranker
     cid = corpus_id(corpus.folder)
     cfg = load_config(None, {"runtime.progress": False, "graph.enabled": False, "semantic.enabled": True,
                              "semantic.model": str(tiny_encoder), "semantic.device": "cpu", "semantic.shard_size": 5,
-                             "semantic.fields": ["text"],
+                             "semantic.fields": ["text"], "semantic.max_seq": 64,
                              "rerank.enabled": True, "rerank.model": str(tiny_reranker), "rerank.device": "cpu",
                              "rerank.tau": 0.0, "count.k": 3})
     build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), folder / "bm25", cfg.lexical, corpus_id=cid)
-    build_embeddings(corpus, tiny_encoder, folder / "embeddings", corpus_id=cid, shard_size=5, device="cpu")
+    build_embeddings(corpus, tiny_encoder, folder / "embeddings", corpus_id=cid, shard_size=5, device="cpu", max_seq=64)
     with pytest.raises(ArtifactError, match="fields: artifact has \\['title', 'text'\\], config wants \\['text'\\]"):
         Artifacts.load(folder, cfg)
     import shutil
 
     shutil.rmtree(folder / "embeddings")
-    build_embeddings(corpus, tiny_encoder, folder / "embeddings", corpus_id=cid, shard_size=5, device="cpu", fields=["text"])
+    build_embeddings(corpus, tiny_encoder, folder / "embeddings", corpus_id=cid, shard_size=5, device="cpu", fields=["text"],
+                     max_seq=64)
     art = Artifacts.load(folder, cfg)
     res = run_pipeline([Query("q", SENTENCES[5])], art, cfg)
     assert {r.signal for r in res.signals} == {"citation_seeds", "bm25_query", "dense_query"}
@@ -148,7 +151,7 @@ def test_real_minilm_ranks_a_paraphrase_above_an_unrelated_sentence():
 
 @pytest.mark.slow
 def test_multi_process_pool_encodes_the_same_vectors(tmp_path, tiny_encoder, corpus):
-    kw = dict(corpus_id="c", shard_size=8, batch_size=4, fields=["text"], device="cpu")
+    kw = dict(corpus_id="c", shard_size=8, batch_size=4, fields=["text"], device="cpu", max_seq=64)
     assert build_embeddings(corpus, tiny_encoder, tmp_path / "one", **kw)
     assert build_embeddings(corpus, tiny_encoder, tmp_path / "two", devices=["cpu", "cpu"], **kw)
     a = Embeddings(tmp_path / "one", len(corpus)).rows(np.arange(len(corpus)))
