@@ -44,7 +44,7 @@ def read_params(folder: str | Path, artifact: str) -> dict:
     folder = Path(folder)
     path = folder / PARAMS
     if not folder.is_dir():
-        raise ArtifactError(f"artifact {artifact!r} not found: {folder} is not a folder (build it with `python -m lexrag build`)")
+        raise ArtifactError(f"artifact {artifact!r} not found: {folder} is not a folder (build it with `python -m lexrag build` or build_datasets.py, or attach its Kaggle dataset)")
     if not path.is_file():
         raise ArtifactError(f"artifact {artifact!r} at {folder} has no {PARAMS}: the build did not finish; rebuild it")
     try:
