@@ -14,15 +14,11 @@ import time
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.corpus import Corpus
-from lexrag.lexical import build_bm25
 from lexrag.paths import resolve_paths
-from lexrag.pipeline import corpus_id
+from lexrag.pipeline import build_index
 
 cfg = load_config(config_path, overrides)
 art = Path(artifacts_dir) if artifacts_dir else resolve_paths(cfg.paths).artifacts_dir
-corpus = Corpus(art / "corpus")
 t0 = time.perf_counter()
-index = build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), art / "bm25", cfg.lexical, corpus_id=corpus_id(art / "corpus"),
-                   progress=cfg.runtime.progress, n_docs_hint=len(corpus))
+index = build_index("bm25", cfg, art / "corpus", art / "bm25")
 print(f"{index.n_docs} documents, vocabulary {index.params['vocab_size']}, {time.perf_counter() - t0:.1f}s")

@@ -14,15 +14,11 @@ import time
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.corpus import Corpus
-from lexrag.graph import build_graph
 from lexrag.paths import resolve_paths
-from lexrag.pipeline import corpus_id
+from lexrag.pipeline import build_index
 
 cfg = load_config(config_path, overrides)
 art = Path(artifacts_dir) if artifacts_dir else resolve_paths(cfg.paths).artifacts_dir
-corpus = Corpus(art / "corpus")
 t0 = time.perf_counter()
-graph = build_graph(corpus, art / "graph", cfg.graph.resolutions, cfg.graph.leiden_seed,
-                    corpus_id=corpus_id(art / "corpus"), progress=cfg.runtime.progress)
+graph = build_index("graph", cfg, art / "corpus", art / "graph")
 print(f"{graph.n} nodes, {graph.adj.nnz} edges, communities per level {graph.params['communities']}, {time.perf_counter() - t0:.1f}s")

@@ -19,21 +19,15 @@ import time
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.corpus import Corpus
 from lexrag.paths import resolve_paths
-from lexrag.pipeline import corpus_id
-from lexrag.semantic import build_embeddings
+from lexrag.pipeline import build_index
 
 cfg = load_config(config_path, overrides)
 paths = resolve_paths(cfg.paths)
 art = Path(artifacts_dir) if artifacts_dir else paths.artifacts_dir
 corpus_dir = art / "corpus" if (art / "corpus").is_dir() else paths.artifact("corpus")
 out = Path(out_dir) if out_dir else (paths.working_dir / "embeddings" if paths.kaggle else art / "embeddings")
-corpus = Corpus(corpus_dir)
-sc = cfg.semantic
 t0 = time.perf_counter()
-done = build_embeddings(corpus, paths.model(sc.model), out, corpus_id=corpus_id(corpus_dir), shard_size=sc.shard_size,
-                        batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields, device=sc.device, fp16=sc.fp16,
-                        devices=sc.devices or None, max_shards=max_shards, time_budget_s=time_budget_s,
-                        resume_from=resume_from, progress=cfg.runtime.progress)
+done = build_index("embeddings", cfg, corpus_dir, out, model=paths.model(cfg.semantic.model),
+                   max_shards=max_shards, time_budget_s=time_budget_s, resume_from=resume_from)
 print(f"embeddings {'complete' if done else 'incomplete: run again to resume'} in {time.perf_counter() - t0:.1f}s -> {out}")

@@ -40,14 +40,10 @@ def phase(name: str, work: Path, n: int) -> dict:
         build_corpus(work / "art" / "corpus", work / "laws.csv", work / "courts.csv", cfg.corpus)
         return {"corpus_build_s": time.perf_counter() - t0, "corpus_peak_rss_mb": benchkit.peak_rss_mb()}
     if name == "graph":
-        from lexrag.corpus import Corpus
-        from lexrag.graph import build_graph
-        from lexrag.pipeline import corpus_id
+        from lexrag.pipeline import build_index
 
         t0 = time.perf_counter()
-        corpus = Corpus(work / "art" / "corpus")
-        g = build_graph(corpus, work / "art" / "graph", cfg.graph.resolutions, cfg.graph.leiden_seed,
-                        corpus_id=corpus_id(work / "art" / "corpus"))
+        g = build_index("graph", cfg, work / "art" / "corpus", work / "art" / "graph")
         return {"graph_build_s": time.perf_counter() - t0, "graph_peak_rss_mb": benchkit.peak_rss_mb(), "nodes": g.n,
                 "edges": int(g.adj.nnz), "references": g.params["n_references"], "communities": g.params["communities"],
                 "graph_build_parts_s": g.params["build_s"]}

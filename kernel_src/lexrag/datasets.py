@@ -99,11 +99,9 @@ def rebuild(
 ) -> dict:
     """Build the selected artifacts into ``out_dir/<name>/`` and record them in the manifest.
     The prior is built only when a training file is given (never from validation gold)."""
-    from lexrag.corpus import build_corpus, Corpus
-    from lexrag.graph import build_graph
-    from lexrag.lexical import build_bm25
+    from lexrag.corpus import build_corpus
+    from lexrag.pipeline import build_index
     from lexrag.prior import build_prior
-    from lexrag.pipeline import corpus_id
 
     doc = load_manifest(manifest_path)
     owner = owner or doc.get("owner", "lexrag")
@@ -118,26 +116,13 @@ def rebuild(
             if not laws:
                 raise ManifestError("building the corpus needs --laws")
             build_corpus(folder, laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
-        elif name == "bm25":
-            corpus = Corpus(out / "corpus")
-            build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), folder, cfg.lexical, corpus_id=corpus_id(out / "corpus"),
-                       progress=cfg.runtime.progress, n_docs_hint=len(corpus))
-        elif name == "embeddings":
-            sc = cfg.semantic
-            if not sc.model:
-                if only and "embeddings" in only:
-                    raise ManifestError("building embeddings needs --set semantic.model=FOLDER (and a GPU at 2.47M documents)")
-                continue
-            from lexrag.semantic import build_embeddings
-
-            if not build_embeddings(Corpus(out / "corpus"), sc.model, folder, corpus_id=corpus_id(out / "corpus"),
-                                    shard_size=sc.shard_size, batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields,
-                                    device=sc.device, fp16=sc.fp16, devices=sc.devices or None, progress=cfg.runtime.progress):
-                raise ManifestError(f"embeddings at {folder} are incomplete; run again to resume")
-        elif name == "graph":
-            corpus = Corpus(out / "corpus")
-            build_graph(corpus, folder, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=corpus_id(out / "corpus"),
-                        progress=cfg.runtime.progress)
+        elif name == "embeddings" and not cfg.semantic.model:
+            if only and "embeddings" in only:
+                raise ManifestError("building embeddings needs --set semantic.model=FOLDER (and a GPU at 2.47M documents)")
+            continue
+        elif name in ("bm25", "embeddings", "graph"):
+            if build_index(name, cfg, out / "corpus", folder) is False:
+                raise ManifestError(f"{name} at {folder} is incomplete; run again to resume")
         elif name == "prior":
             if not train:
                 if only and "prior" in only:

@@ -122,26 +122,26 @@ def hits(graph: CitationGraph, nodes: np.ndarray, max_nodes: int = 2000, iters: 
     return sub, h / (h.max() or 1.0), a / (a.max() or 1.0)
 
 
+def _two_hop(first: sp.csr_matrix, second: sp.csr_matrix, damp: np.ndarray, nodes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``second^T (mid / log(2 + damp))`` with ``mid = first[nodes]^T w``, touching only the rows
+    that carry weight."""
+    mid = np.asarray(first[nodes].T @ weights).ravel()
+    j = np.flatnonzero(mid)
+    if len(j) == 0:
+        return np.zeros(first.shape[0])
+    return np.asarray(second[j].T @ (mid[j] / np.log(2.0 + damp[j]))).ravel()
+
+
 def bibliographic_coupling(graph: CitationGraph, nodes: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Nodes that cite what the seeds cite: ``c(v) = sum_j A[v,j] refs(j) / log(2 + indeg(j))``
     with ``refs = A^T w``; a shared reference to a hub everybody cites counts less."""
-    refs = np.asarray(graph.adj[nodes].T @ weights).ravel()
-    j = np.flatnonzero(refs)
-    if len(j) == 0:
-        return np.zeros(graph.n)
-    refs_w = refs[j] / np.log(2.0 + graph.in_strength[j])
-    return np.asarray(graph.adj_t[j].T @ refs_w).ravel()
+    return _two_hop(graph.adj, graph.adj_t, graph.in_strength, nodes, weights)
 
 
 def co_citation(graph: CitationGraph, nodes: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Nodes cited together with the seeds: ``c(v) = sum_c A[c,v] citers(c) / log(2 + outdeg(c))``
     with ``citers = A w``; a decision citing everything counts less."""
-    citers = np.asarray(graph.adj_t[nodes].T @ weights).ravel()
-    c = np.flatnonzero(citers)
-    if len(c) == 0:
-        return np.zeros(graph.n)
-    citers_w = citers[c] / np.log(2.0 + graph.out_strength[c])
-    return np.asarray(graph.adj[c].T @ citers_w).ravel()
+    return _two_hop(graph.adj_t, graph.adj, graph.out_strength, nodes, weights)
 
 
 def community_members(graph: CitationGraph, nodes: np.ndarray, weights: np.ndarray, level: int, top_k: int = 100) -> list[tuple[int, float]]:

@@ -32,7 +32,7 @@ from lexrag.prior import TrainingPrior, build_prior
 from lexrag.queries import Query
 from lexrag.ranking import Ranking
 
-__all__ = ["build_artifacts", "Artifacts", "RunResult", "run_pipeline", "corpus_id", "GRAPH_SIGNALS"]
+__all__ = ["build_artifacts", "build_index", "Artifacts", "RunResult", "run_pipeline", "corpus_id", "GRAPH_SIGNALS"]
 
 log = print
 
@@ -45,6 +45,29 @@ def corpus_id(corpus_dir: str | Path) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path, corpus: Corpus | None = None, **kw):
+    """Build artifact ``name`` (``bm25`` | ``embeddings`` | ``graph``) over the corpus artifact at
+    ``corpus_dir`` into ``dest`` with the config's parameters.  The one builder call shared by
+    :func:`build_artifacts`, ``build_datasets.py`` and the notebooks; ``kw`` go to
+    ``build_embeddings`` (``max_shards``, ``time_budget_s``, ``resume_from``, ``model``)."""
+    corpus = corpus or Corpus(corpus_dir)
+    cid = corpus_id(corpus_dir)
+    progress = cfg.runtime.progress
+    if name == "bm25":
+        return build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), dest, cfg.lexical, corpus_id=cid,
+                          progress=progress, n_docs_hint=len(corpus))
+    if name == "graph":
+        return build_graph(corpus, dest, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=cid, progress=progress)
+    if name == "embeddings":
+        from lexrag.semantic import build_embeddings
+
+        sc = cfg.semantic
+        return build_embeddings(corpus, kw.pop("model", sc.model), dest, corpus_id=cid, shard_size=sc.shard_size,
+                                batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields, device=sc.device,
+                                fp16=sc.fp16, devices=sc.devices or None, progress=progress, **kw)
+    raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
+
+
 def build_artifacts(
     cfg: Config,
     laws: str | Path,
@@ -53,33 +76,19 @@ def build_artifacts(
     law_keys: str | Path | None = None,
     train: str | Path | None = None,
 ) -> dict:
-    """Build every artifact this config needs under ``out_dir``: ``corpus/``, ``bm25/``,
-    ``graph/`` and, when a training file is given, ``prior/``."""
+    """Build every artifact this config needs under ``out_dir``: ``corpus/``, then ``bm25/``,
+    ``embeddings/`` and ``graph/`` as switched on, and ``prior/`` when a training file is given."""
     out = Path(out_dir)
     t0 = time.perf_counter()
     report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
     corpus = Corpus(out / "corpus")
-    cid = corpus_id(out / "corpus")
     log(f"corpus: {len(corpus)} documents in {time.perf_counter() - t0:.1f}s")
-    if cfg.lexical.enabled:
-        t = time.perf_counter()
-        build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), out / "bm25", cfg.lexical, corpus_id=cid,
-                   progress=cfg.runtime.progress, n_docs_hint=len(corpus))
-        log(f"bm25: built in {time.perf_counter() - t:.1f}s")
-    if cfg.semantic.enabled:
-        from lexrag.semantic import build_embeddings
-
-        t = time.perf_counter()
-        sc = cfg.semantic
-        done = build_embeddings(corpus, sc.model, out / "embeddings", corpus_id=cid, shard_size=sc.shard_size,
-                                batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields, device=sc.device,
-                                fp16=sc.fp16, devices=sc.devices or None, progress=cfg.runtime.progress)
-        log(f"embeddings: {'complete' if done else 'INCOMPLETE'} in {time.perf_counter() - t:.1f}s")
-    if cfg.graph.enabled:
-        t = time.perf_counter()
-        g = build_graph(corpus, out / "graph", cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=cid,
-                        progress=cfg.runtime.progress)
-        log(f"graph: {g.n} nodes, {g.adj.nnz} edges in {time.perf_counter() - t:.1f}s")
+    for name, on in (("bm25", cfg.lexical.enabled), ("embeddings", cfg.semantic.enabled), ("graph", cfg.graph.enabled)):
+        if on:
+            t = time.perf_counter()
+            result = build_index(name, cfg, out / "corpus", out / name, corpus)
+            note = " (INCOMPLETE: run again to resume)" if result is False else ""
+            log(f"{name}: built in {time.perf_counter() - t:.1f}s{note}")
     if train:
         p = build_prior(train, out / "prior")
         log(f"prior: {len(p)} training queries from {train}")
