@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent
 
 def main(argv: list[str] | None = None) -> int:
     from lexrag.config import load_config, parse_overrides
-    from lexrag.datasets import ManifestError, check, rebuild, upload
+    from lexrag.kaggle.datasets import ManifestError, check, rebuild, upload
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--manifest", default=str(ROOT / "artifacts_manifest.yaml"))

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.corpus import build_corpus
-from lexrag.paths import resolve_paths
+from lexrag.index.corpus import build_corpus
+from lexrag.kaggle.paths import resolve_paths
 
 cfg = load_config(config_path, overrides)
 paths = resolve_paths(cfg.paths)

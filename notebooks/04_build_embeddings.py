@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.paths import resolve_paths
-from lexrag.pipeline import build_index
+from lexrag.kaggle.paths import resolve_paths
+from lexrag.index.build import build_index
 
 cfg = load_config(config_path, overrides)
 paths = resolve_paths(cfg.paths)

@@ -32,10 +32,10 @@ if importlib.util.find_spec("lexrag") is None:
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.paths import resolve_paths
+from lexrag.kaggle.paths import resolve_paths
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_queries
-from lexrag.submission import validate_submission, write_submission
+from lexrag.eval.submission import validate_submission, write_submission
 
 cfg = load_config(config_path, overrides)
 paths = resolve_paths(cfg.paths)

@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.paths import resolve_paths
+from lexrag.kaggle.paths import resolve_paths
 from lexrag.pipeline import Artifacts
-from lexrag.validation import ablation_table, format_metrics, plot_ablation, validate_run
+from lexrag.eval.validation import ablation_table, format_metrics, plot_ablation, validate_run
 
 switches = {f"{stage}.enabled": bool(on) for stage, on in stages.items()}
 cfg = load_config(config_path, {**overrides, **switches})

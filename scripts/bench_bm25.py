@@ -27,7 +27,7 @@ def phase(name: str, work: Path, n: int) -> dict:
 
     cfg = load_config(None, {"runtime.progress": False})
     if name == "corpus":
-        from lexrag.corpus import build_corpus
+        from lexrag.index.corpus import build_corpus
 
         laws = work / "laws_empty.csv"
         laws.write_text("citation,text,title\n", encoding="utf-8")
@@ -36,9 +36,9 @@ def phase(name: str, work: Path, n: int) -> dict:
         dt = time.perf_counter() - t0
         return {"corpus_build_s": dt, "corpus_docs_per_s": n / dt, "corpus_peak_rss_mb": benchkit.peak_rss_mb()}
     if name == "bm25":
-        from lexrag.corpus import Corpus
-        from lexrag.lexical import build_bm25
-        from lexrag.pipeline import corpus_id
+        from lexrag.index.corpus import Corpus
+        from lexrag.index.lexical import build_bm25
+        from lexrag.index.build import corpus_id
 
         corpus = Corpus(work / "art" / "corpus")
         del corpus.citations, corpus.sources, corpus.parents  # the build needs only the texts
@@ -49,7 +49,7 @@ def phase(name: str, work: Path, n: int) -> dict:
         return {"bm25_build_s": dt, "bm25_docs_per_s": n / dt, "bm25_peak_rss_mb": benchkit.peak_rss_mb(),
                 "vocab": idx.params["vocab_size"], "nnz": idx.params["nnz"]}
     if name == "query":
-        from lexrag.lexical import BM25Index
+        from lexrag.index.lexical import BM25Index
 
         t0 = time.perf_counter()
         idx = BM25Index.load(work / "art" / "bm25", cfg.lexical)

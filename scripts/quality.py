@@ -23,8 +23,9 @@ import yaml
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.metrics import evaluate
-from lexrag.pipeline import Artifacts, build_artifacts, run_pipeline
+from lexrag.eval.metrics import evaluate
+from lexrag.index.build import build_artifacts
+from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
 
 KS = list(range(1, 31))
@@ -107,10 +108,10 @@ def main() -> int:
             for k in (5, 10):
                 m = evaluate(gold, cut(res.ranked, k), res.ranked, ks=(100,))
                 results[(name, qfile, f"fixed k={k}")] = {**m, "s_per_query": dt}
-            from lexrag.count import elbow_count
+            from lexrag.stages.count import elbow_count
             el = {}
             for q in qs:
-                hits = res.fused.hits.get(q.query_id, [])
+                hits = res.current.hits.get(q.query_id, [])
                 el[q.query_id] = res.ranked[q.query_id][: elbow_count([s for _, s in hits], vcfg.count.min_k, vcfg.count.max_k)]
             results[(name, qfile, "elbow [8,50]")] = {**evaluate(gold, el, res.ranked, ks=(100,)), "s_per_query": dt}
 

@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 
 from lexrag.config import load_config, parse_overrides
-from lexrag.metrics import prf
+from lexrag.eval.metrics import prf
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
 

@@ -38,7 +38,7 @@ def demo_queries() -> Path:
 @pytest.fixture(scope="session")
 def demo_artifacts(tmp_path_factory, demo_laws) -> Path:
     from lexrag.config import load_config
-    from lexrag.pipeline import build_artifacts
+    from lexrag.index.build import build_artifacts
 
     out = tmp_path_factory.mktemp("demo_artifacts")
     cfg = load_config(overrides={"runtime.progress": False})

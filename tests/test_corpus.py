@@ -4,7 +4,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lexrag.artifacts import ArtifactError
-from lexrag.corpus import Corpus, CorpusError, build_corpus, guess_lang
+from lexrag.index.corpus import Corpus, CorpusError, build_corpus, guess_lang
 
 
 def test_builds_unified_corpus(tmp_path, tiny_inputs):

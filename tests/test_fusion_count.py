@@ -1,7 +1,7 @@
 import pytest
 
-from lexrag.count import choose_count, elbow_count
-from lexrag.fusion import reciprocal_rank_fusion
+from lexrag.stages.count import choose_count, elbow_count
+from lexrag.stages.fusion import reciprocal_rank_fusion
 from lexrag.ranking import Ranking, RankingError
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from lexrag.artifacts import ArtifactError
 from lexrag.config import LexicalConfig
-from lexrag.lexical import GERMAN_STOPWORDS, Analyzer, BM25Index, build_bm25
+from lexrag.index.lexical import GERMAN_STOPWORDS, Analyzer, BM25Index, build_bm25
 
 # Nine German legal-like sentences, bm25s-style inline corpus.
 DOCS = [

@@ -9,7 +9,7 @@ import pytest
 from lexrag.config import load_config
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import Query, load_queries
-from lexrag.validation import validate_run
+from lexrag.eval.validation import validate_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,10 @@ def test_stage_switches_and_time_budget(demo_artifacts):
     assert Artifacts.load(demo_artifacts, cfg).graph is not None
     with pytest.warns(UserWarning, match="time budget"):
         res = run_pipeline(q, Artifacts.load(demo_artifacts, cfg), cfg)
-    assert res.degraded == ["a"] and len(res.predictions["a"]) == 3
+    # past the budget only the essential stages run: seeds, BM25, fusion, count; the graph is skipped
+    assert res.degraded == ["a"] and res.skipped == {"graph": ["a"]}
+    assert {s.signal for s in res.signals} == {"citation_seeds", "bm25_query"}
+    assert res.predictions["a"][:3] == ["Art. 337 Abs. 1 OR", "Art. 337 Abs. 2 OR", "Art. 337 Abs. 3 OR"]
 
 
 def test_validate_run_writes_metrics_and_table(demo_artifacts, demo_queries, tmp_path):
@@ -94,7 +97,7 @@ def test_cli_errors_are_clear(tmp_path, tiny_inputs):
 
 
 def test_graph_and_prior_signals_in_the_pipeline(tmp_path, tiny_inputs):
-    from lexrag.pipeline import build_artifacts
+    from lexrag.index.build import build_artifacts
 
     laws, courts = tiny_inputs
     train = tmp_path / "train.csv"

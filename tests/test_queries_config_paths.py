@@ -4,7 +4,7 @@ import pytest
 
 from lexrag.config import ConfigError, load_config, parse_overrides
 from lexrag.csvio import CsvInputError
-from lexrag.paths import resolve_paths
+from lexrag.kaggle.paths import resolve_paths
 from lexrag.queries import load_gold, load_queries
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,9 @@ import pytest
 
 from lexrag.artifacts import ArtifactError
 from lexrag.config import load_config
-from lexrag.corpus import Corpus, build_corpus
-from lexrag.semantic import DenseIndex, Embeddings, SemanticError, build_embeddings, load_encoder
+from lexrag.index.corpus import Corpus, build_corpus
+from lexrag.errors import ModelLoadError
+from lexrag.index.semantic import DenseIndex, Embeddings, build_embeddings, load_encoder
 from tinymodels import SENTENCES, make_tiny_encoder, make_tiny_reranker
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -83,14 +84,14 @@ def test_missing_or_mismatched_embeddings_are_refused(tmp_path, tiny_encoder, co
     np.save(tmp_path / "emb" / "shard_00001.npy", np.zeros((2, 32), np.float16))
     with pytest.raises(ArtifactError, match="shard_00001.npy has shape"):
         Embeddings(tmp_path / "emb", len(corpus))
-    with pytest.raises(SemanticError, match="encoder model folder not found"):
+    with pytest.raises(ModelLoadError, match="encoder model folder not found"):
         load_encoder(tmp_path / "no-model")
     with pytest.warns(UserWarning, match="max_seq 256 exceeds the model's 128 positions; using 128"):
         assert load_encoder(tiny_encoder, "cpu", max_seq=256).max_seq_length == 128
 
 
 def test_reranker_orders_by_model_score_and_applies_tau(tiny_reranker):
-    from lexrag.rerank import Reranker
+    from lexrag.stages.rerank import Reranker
 
     r = Reranker(tiny_reranker, device="cpu", max_length=64)
     texts = SENTENCES[:6]
@@ -106,8 +107,9 @@ def test_reranker_orders_by_model_score_and_applies_tau(tiny_reranker):
 
 
 def test_pipeline_with_semantic_and_rerank(tmp_path, tiny_encoder, tiny_reranker, corpus):
-    from lexrag.pipeline import Artifacts, corpus_id, run_pipeline
-    from lexrag.lexical import build_bm25
+    from lexrag.index.build import corpus_id
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.index.lexical import build_bm25
     from lexrag.queries import Query
 
     folder = corpus.folder.parent
@@ -131,8 +133,8 @@ def test_pipeline_with_semantic_and_rerank(tmp_path, tiny_encoder, tiny_reranker
     assert {r.signal for r in res.signals} == {"citation_seeds", "bm25_query", "dense_query"}
     dense = [d for d, _ in next(r for r in res.signals if r.signal == "dense_query").hits["q"]]
     assert dense[0] == 5
-    assert res.fused.signal == "rerank" and len(res.predictions["q"]) == 3
-    scores = [s for _, s in res.fused.hits["q"]]
+    assert res.current.signal == "rerank" and len(res.predictions["q"]) == 3
+    scores = [s for _, s in res.current.hits["q"]]
     assert scores == sorted(scores, reverse=True)
 
 

@@ -12,14 +12,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lexrag import __version__
+from lexrag.errors import ArtifactError
 
 __all__ = ["ArtifactError", "write_params", "read_params", "check_params", "sha256_file", "file_table"]
 
 PARAMS = "params.json"
-
-
-class ArtifactError(RuntimeError):
-    """A missing, incomplete or mismatched artifact."""
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:

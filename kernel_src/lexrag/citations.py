@@ -20,6 +20,7 @@ import functools
 import re
 from dataclasses import dataclass
 from typing import Collection, Iterable, Iterator, Union
+from lexrag.errors import LexragError
 
 __all__ = [
     "LawCitation",
@@ -37,12 +38,16 @@ __all__ = [
 ]
 
 
-class CitationParseError(ValueError):
+class CitationParseError(LexragError, ValueError):
     """A string is not a law, BGE or docket citation."""
 
 
-def _ws(s: str) -> str:
+def scoring_form(s: str) -> str:
+    """The form the competition compares: stripped, inner whitespace collapsed to one space."""
     return " ".join(s.split())
+
+
+_ws = scoring_form
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ def _config(args: argparse.Namespace):
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from lexrag.pipeline import build_artifacts
+    from lexrag.index.build import build_artifacts
 
     cfg = _config(args)
     build_artifacts(cfg, args.laws, args.out, courts=args.courts, law_keys=args.law_keys, train=args.train)
@@ -34,7 +34,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.queries import load_queries
-    from lexrag.submission import write_submission
+    from lexrag.eval.submission import write_submission
 
     cfg = _config(args)
     art = Artifacts.load(args.artifacts, cfg)
@@ -47,10 +47,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from lexrag.metrics import evaluate
+    from lexrag.eval.metrics import evaluate
     from lexrag.queries import load_gold
-    from lexrag.submission import read_submission
-    from lexrag.validation import format_metrics
+    from lexrag.eval.submission import read_submission
+    from lexrag.eval.validation import format_metrics
 
     gold = load_gold(args.gold)
     pred = read_submission(args.pred)
@@ -66,9 +66,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from lexrag.corpus import Corpus
+    from lexrag.index.corpus import Corpus
     from lexrag.queries import load_queries
-    from lexrag.submission import validate_submission
+    from lexrag.eval.submission import validate_submission
 
     qids = [q.query_id for q in load_queries(args.queries)]
     citations = Corpus(Path(args.artifacts) / "corpus").citations if args.artifacts else None
@@ -95,7 +95,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_show_metrics(args: argparse.Namespace) -> int:
-    from lexrag.validation import format_metrics
+    from lexrag.eval.validation import format_metrics
 
     doc = json.loads(Path(args.metrics).read_text(encoding="utf-8"))
     print(format_metrics(doc["metrics"], title=f"{args.metrics} ({doc.get('queries', '')})"))

@@ -14,15 +14,18 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
+from lexrag.errors import ConfigError
+from lexrag.signals import (
+    GRAPH_SIGNALS,
+    VARIANTS,
+    check_signal_names,
+    check_task_names,
+    check_variant_names,
+)
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets"]
 
 
-GRAPH_SIGNALS = ("ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings")
-
-
-class ConfigError(ValueError):
-    """Bad configuration: unknown key, wrong type or invalid value."""
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -51,6 +54,10 @@ class LexicalConfig:
         "corpus columns joined into each BM25 document (the citation brings the code abbreviation, the title the law's name)",
     )
     query_dedup: bool = _f(True, "count each query term once")
+    variants: list = _f(
+        ["query", "de", "hyde", "sparse", "concepts"],
+        f"query variants searched, one signal bm25_<variant> each, when the query has that variant ({', '.join(VARIANTS)})",
+    )
 
 
 @dataclass
@@ -65,7 +72,7 @@ class SeedConfig:
 class FusionConfig:
     rrf_k: int = _f(60, "RRF constant k in w / (k + rank) (Cormack et al. 2009; paper: 60)")
     weights: dict = _f(
-        {"citation_seeds": 4.0, "bm25_german": 2.0, "bm25_query": 1.0, "siblings": 0.3},
+        {"citation_seeds": 4.0, "llm_seeds": 1.0, "bm25_de": 2.0, "bm25_query": 1.0, "siblings": 0.3},
         "per-signal RRF weight; signals not listed get default_weight",
     )
     default_weight: float = _f(1.0, "weight of a signal missing from weights")
@@ -91,6 +98,10 @@ class SemanticConfig:
     nprobe: int = _f(64, "IVF lists searched per query (ivfpq)")
     rescore_k: int = _f(1000, "candidates re-scored exactly against the fp16 embeddings (ivfpq)")
     top_k: int = _f(100, "documents kept per semantic signal (paper: 100)")
+    variants: list = _f(
+        ["query", "de", "hyde", "dense"],
+        "query variants encoded, one signal dense_<variant> each, when the query has that variant (paper: query, German, HyDE)",
+    )
 
 
 @dataclass
@@ -123,6 +134,10 @@ class GraphConfig:
         {name: True for name in GRAPH_SIGNALS},
         "graph signals switched on",
     )
+    preference_variants: list = _f(
+        ["de", "query"],
+        "which consideration or paragraph of a graph node is emitted: the one BM25 scores best for the first of these variants the query has",
+    )
 
 
 @dataclass
@@ -141,6 +156,23 @@ class CountConfig:
 
 
 @dataclass
+class LLMConfig:
+    enabled: bool = _f(False, "LLM query rewriting (needs a causal LM folder, or a cache in replay mode)")
+    model: str = _f("", "causal LM folder (Qwen2.5-7B-Instruct class on Kaggle): a path, or a folder name among the attached inputs")
+    mode: str = _f("live", "live: generate what the cache lacks | replay: answer from the cache only, never load a model")
+    cache_dir: str = _f("", "folder of the LLM cache (cache.sqlite); empty: llm_cache in the working folder")
+    replay_dirs: list = _f([], "read-only caches consulted before generating (e.g. an attached lexrag-llm-cache dataset)")
+    tasks: list = _f(["translate", "concepts", "hyde", "sparse", "dense"], "rewrite tasks run per query")
+    quantization: str = _f("nf4", "nf4 (bitsandbytes 4-bit NF4, double quantization) | none (fp16 on GPU, fp32 on CPU)")
+    compute_dtype: str = _f("float16", "4-bit compute dtype: float16 (T4 has no bfloat16) | bfloat16 | float32")
+    device: str = _f("auto", "cuda | cpu | auto (GPUs below compute capability 7.0 count as absent)")
+    batch_size: int = _f(8, "prompts per generate call (left padding, longest first)")
+    max_new_tokens: int = _f(384, "upper bound on generated tokens per call; a template may ask for fewer")
+    max_question_chars: int = _f(6000, "longer questions are cut for the LLM prompts, with a warning (about 4 characters a token)")
+    json_retries: int = _f(1, "repair attempts for output that is not the JSON asked for; then the variant is skipped")
+
+
+@dataclass
 class QueryConfig:
     max_chars: int = _f(20_000, "longer queries are truncated (with a warning naming the query)")
 
@@ -148,9 +180,11 @@ class QueryConfig:
 @dataclass
 class RuntimeConfig:
     time_budget_s: float = _f(
-        0.0, "wall-clock budget for a run in seconds, checked between queries; 0 = unlimited"
+        0.0, "wall-clock budget for a run in seconds, checked before each stage call; past it only essential stages run; 0 = unlimited"
     )
     progress: bool = _f(True, "tqdm progress bars (switched off when CI is set)")
+    batch_size: int = _f(16, "queries per stage call; the budget is checked before each call")
+    resident_models: int = _f(1, "models kept loaded at once (encoder, reranker, LLM take turns on one GPU when 1)")
 
 
 @dataclass
@@ -172,6 +206,7 @@ class Config:
     graph: GraphConfig = field(default_factory=GraphConfig)
     prior: PriorConfig = field(default_factory=PriorConfig)
     count: CountConfig = field(default_factory=CountConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
@@ -204,7 +239,27 @@ class Config:
             raise ConfigError(f"graph.community_resolution {self.graph.community_resolution} is not one of graph.resolutions {self.graph.resolutions}")
         unknown = set(self.graph.signals) - set(GRAPH_SIGNALS)
         if unknown:
-            raise ConfigError(f"graph.signals: unknown signal(s) {sorted(unknown)}")
+            check_signal_names(sorted(unknown), "graph.signals")
+            raise ConfigError(f"graph.signals: {sorted(unknown)} are not graph signals ({', '.join(GRAPH_SIGNALS)})")
+        check_signal_names(self.fusion.weights, "fusion.weights")
+        check_signal_names(self.fusion.boost_exclude, "fusion.boost_exclude")
+        check_variant_names(self.lexical.variants, "lexical.variants")
+        check_variant_names(self.semantic.variants, "semantic.variants")
+        check_variant_names(self.graph.preference_variants, "graph.preference_variants")
+        check_task_names(self.llm.tasks, "llm.tasks")
+        if self.llm.mode not in ("live", "replay"):
+            raise ConfigError(f"llm.mode must be live or replay, got {self.llm.mode!r}")
+        if self.llm.quantization not in ("nf4", "none"):
+            raise ConfigError(f"llm.quantization must be nf4 or none, got {self.llm.quantization!r}")
+        if self.llm.compute_dtype not in ("float16", "bfloat16", "float32"):
+            raise ConfigError(f"llm.compute_dtype must be float16, bfloat16 or float32, got {self.llm.compute_dtype!r}")
+        if self.llm.enabled and not self.llm.model:
+            raise ConfigError("llm.enabled needs llm.model (the causal LM folder; in replay mode its name keys the cache)")
+        for name in ("batch_size", "max_new_tokens", "max_question_chars"):
+            if getattr(self.llm, name) < 1:
+                raise ConfigError(f"llm.{name} must be >= 1")
+        if self.runtime.batch_size < 1 or self.runtime.resident_models < 1:
+            raise ConfigError("runtime.batch_size and runtime.resident_models must be >= 1")
         if self.fusion.rrf_k < 0:
             raise ConfigError("fusion.rrf_k must be >= 0")
         return self

@@ -9,14 +9,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
+from lexrag.errors import CsvInputError
 
 __all__ = ["CsvInputError", "FileReport", "read_csv_rows"]
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-
-
-class CsvInputError(RuntimeError):
-    """An input file that cannot be used at all (missing, no header, missing columns)."""
 
 
 @dataclass

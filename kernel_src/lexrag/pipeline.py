@@ -1,118 +1,74 @@
-"""The pipeline: artifacts in, per-query citation lists out.
+"""The pipeline: orchestration only.
 
-Stages have one shape: content stages ``stage(queries, artifacts, config) -> Ranking`` (citation
-seeds, BM25), then the graph stage, which takes each query's seed candidates (the top of a first
-fusion of the content signals) and returns one Ranking per graph signal.  Stages switched off in
-the config are simply not run.  All signals are fused by weighted RRF with the cross-signal boost,
-documents are mapped to unique corpus citation strings, and the count stage cuts each list.
-Every stage's output is validated at the border.
+:func:`run_pipeline` turns queries into query states and walks the phases (rewrite -> content
+-> seed fusion -> graph and prior -> fusion -> rerank -> count) over them.  Each enabled stage
+runs on chunks of ``runtime.batch_size`` queries: the walk times every call, checks the time
+budget before it (past the budget only essential stages run: citation seeds, BM25, fusion,
+count) and records which queries each stage skipped, then checks every ranking at the border.
+Phase by phase over all queries means each model is loaded once per phase and the encoder,
+the reranker and the LLM take turns on one GPU (see :class:`lexrag.models.ModelPool`).
+:func:`retrieve` runs the retrieval phases alone for any query texts (the agentic loop's call).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import logging
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterable
 
-import numpy as np
-
-from lexrag import graph_signals as gs
-from lexrag.artifacts import read_params
-from lexrag.config import GRAPH_SIGNALS, Config
-from lexrag.corpus import Corpus, build_corpus
-from lexrag.count import choose_count
-from lexrag.fusion import reciprocal_rank_fusion
-from lexrag.graph import CitationGraph, build_graph
-from lexrag.lexical import BM25Index, build_bm25
-from lexrag.prior import TrainingPrior, build_prior
-from lexrag.queries import Query
+from lexrag import stages as _stages  # noqa: F401  (registers the built-in stages)
+from lexrag.config import Config
+from lexrag.errors import ArtifactError, StageError
+from lexrag.index.build import corpus_id
+from lexrag.index.corpus import Corpus
+from lexrag.index.graph import CitationGraph
+from lexrag.index.lexical import BM25Index
+from lexrag.index.prior import TrainingPrior
+from lexrag.models import ModelPool, load_causal_lm, load_cross_encoder, load_encoder
+from lexrag.queries import Query, QueryState, Variant
 from lexrag.ranking import Ranking
+from lexrag.stages.base import RETRIEVAL_PHASES, BatchState, Context, Phase, Stage, stages_for
+from lexrag.stages.count import unique_citations
 
-__all__ = ["build_artifacts", "build_index", "Artifacts", "RunResult", "run_pipeline", "corpus_id", "GRAPH_SIGNALS"]
+__all__ = ["Artifacts", "RunResult", "Budget", "run_pipeline", "retrieve", "make_context", "walk"]
 
-log = print
-
-
-
-def corpus_id(corpus_dir: str | Path) -> str:
-    """Identity of a corpus artifact: a hash of its recorded sources and doc count."""
-    p = read_params(corpus_dir, "corpus")
-    blob = json.dumps({"sources": p.get("sources"), "n_docs": p.get("n_docs")}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path, corpus: Corpus | None = None, **kw):
-    """Build artifact ``name`` (``bm25`` | ``embeddings`` | ``graph``) over the corpus artifact at
-    ``corpus_dir`` into ``dest`` with the config's parameters.  The one builder call shared by
-    :func:`build_artifacts`, ``build_datasets.py`` and the notebooks; ``kw`` go to
-    ``build_embeddings`` (``max_shards``, ``time_budget_s``, ``resume_from``, ``model``)."""
-    corpus = corpus or Corpus(corpus_dir)
-    cid = corpus_id(corpus_dir)
-    progress = cfg.runtime.progress
-    if name == "bm25":
-        return build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), dest, cfg.lexical, corpus_id=cid,
-                          progress=progress, n_docs_hint=len(corpus))
-    if name == "graph":
-        return build_graph(corpus, dest, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=cid, progress=progress)
-    if name == "embeddings":
-        from lexrag.semantic import build_embeddings
-
-        sc = cfg.semantic
-        return build_embeddings(corpus, kw.pop("model", sc.model), dest, corpus_id=cid, shard_size=sc.shard_size,
-                                batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields, device=sc.device,
-                                fp16=sc.fp16, devices=sc.devices or None, progress=progress, **kw)
-    raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
-
-
-def build_artifacts(
-    cfg: Config,
-    laws: str | Path,
-    out_dir: str | Path,
-    courts: str | Path | None = None,
-    law_keys: str | Path | None = None,
-    train: str | Path | None = None,
-) -> dict:
-    """Build every artifact this config needs under ``out_dir``: ``corpus/``, then ``bm25/``,
-    ``embeddings/`` and ``graph/`` as switched on, and ``prior/`` when a training file is given."""
-    out = Path(out_dir)
-    t0 = time.perf_counter()
-    report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
-    corpus = Corpus(out / "corpus")
-    log(f"corpus: {len(corpus)} documents in {time.perf_counter() - t0:.1f}s")
-    for name, on in (("bm25", cfg.lexical.enabled), ("embeddings", cfg.semantic.enabled), ("graph", cfg.graph.enabled)):
-        if on:
-            t = time.perf_counter()
-            result = build_index(name, cfg, out / "corpus", out / name, corpus)
-            note = " (INCOMPLETE: run again to resume)" if result is False else ""
-            log(f"{name}: built in {time.perf_counter() - t:.1f}s{note}")
-    if train:
-        p = build_prior(train, out / "prior")
-        log(f"prior: {len(p)} training queries from {train}")
-    return report
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class Artifacts:
-    """Everything a run loads, loaded once."""
+    """Everything a run loads, loaded once; models are only located here (their folders checked)
+    and loaded on first use through the model pool."""
 
     corpus: Corpus
     bm25: BM25Index | None
     graph: CitationGraph | None = None
     prior: TrainingPrior | None = None
-    encoder: object | None = None  # a SentenceTransformer
-    dense: object | None = None  # lexrag.semantic.DenseIndex
-    reranker: object | None = None  # lexrag.rerank.Reranker
+    dense: object | None = None  # lexrag.index.semantic.DenseIndex
+    model_paths: dict[str, Path] = field(default_factory=dict)  # encoder, reranker, llm
+    loaders: dict[str, Callable[[], Any]] = field(default_factory=dict)
+    cache_dirs: list[Path] = field(default_factory=list)  # read-only LLM caches found by the resolver
+
+    def has_model(self, name: str) -> bool:
+        return name in self.loaders
+
+    def loader(self, name: str) -> Callable[[], Any]:
+        if name not in self.loaders:
+            raise ArtifactError(f"no {name} model configured for this run")
+        return self.loaders[name]
 
     @classmethod
     def load(cls, folder: str | Path | None, cfg: Config, paths=None) -> "Artifacts":
         """Load from ``folder`` (holding ``corpus/``, ``bm25/``, ...) or, when ``paths`` (a
-        :class:`lexrag.paths.Paths`) is given, from wherever the resolver finds each artifact.
-        Only the artifacts the config switches on are loaded; a missing one is an error."""
+        :class:`lexrag.kaggle.paths.Paths`) is given, from wherever the resolver finds each
+        artifact and model.  Only what the config switches on is loaded; a missing artifact or
+        model folder is an error now, before any query runs (in LLM replay mode the LLM folder
+        is not needed)."""
         locate = (lambda name: paths.artifact(name)) if paths is not None else (lambda name: Path(folder) / name)
+        model_path = (lambda name: paths.model(name)) if paths is not None else Path
         corpus_dir = locate("corpus")
         corpus = Corpus(corpus_dir)
         cid = corpus_id(corpus_dir)
@@ -120,122 +76,60 @@ class Artifacts:
         graph = (CitationGraph.load(locate("graph"), len(corpus), corpus_id=cid, resolutions=cfg.graph.resolutions)
                  if cfg.graph.enabled else None)
         prior = TrainingPrior.load(locate("prior")) if cfg.prior.enabled else None
-        model = (lambda name: paths.model(name)) if paths is not None else Path
-        encoder = dense = reranker = None
+        art = cls(corpus=corpus, bm25=bm25, graph=graph, prior=prior)
         if cfg.semantic.enabled:
-            from lexrag.semantic import DenseIndex, Embeddings, load_encoder
+            from lexrag.index.semantic import DenseIndex, Embeddings
 
             sc = cfg.semantic
-            encoder = load_encoder(model(sc.model), sc.device, sc.fp16, sc.max_seq)
-            emb = Embeddings(locate("embeddings"), len(corpus), cid, model(sc.model),
+            enc = art._model("encoder", model_path(sc.model), "semantic.model")
+            art.loaders["encoder"] = lambda: load_encoder(enc, sc.device, sc.fp16, sc.max_seq)
+            emb = Embeddings(locate("embeddings"), len(corpus), cid, enc,
                              expected={"fields": list(sc.fields), "max_seq": sc.max_seq})
-            dense = DenseIndex(emb, sc.index, sc.nlist, sc.pq_m, sc.nprobe, sc.rescore_k)
+            art.dense = DenseIndex(emb, sc.index, sc.nlist, sc.pq_m, sc.nprobe, sc.rescore_k)
         if cfg.rerank.enabled:
-            from lexrag.rerank import Reranker
+            from lexrag.stages.rerank import Reranker
 
             rc = cfg.rerank
-            reranker = Reranker(model(rc.model), rc.device, rc.max_length, rc.batch_size)
-        return cls(corpus=corpus, bm25=bm25, graph=graph, prior=prior, encoder=encoder, dense=dense, reranker=reranker)
+            rr = art._model("reranker", model_path(rc.model), "rerank.model")
+            art.loaders["reranker"] = lambda: Reranker(rr, rc.device, rc.max_length, rc.batch_size)
+        if cfg.llm.enabled:
+            lc = cfg.llm
+            lm = model_path(lc.model)
+            if lc.mode == "live":
+                art._model("llm", lm, "llm.model")
+                art.loaders["llm"] = lambda: load_causal_lm(lm, lc.quantization, lc.device, lc.compute_dtype)
+            else:
+                art.model_paths["llm"] = lm
+            if paths is not None and not lc.replay_dirs:
+                found = paths.find_artifacts("llm_cache")
+                art.cache_dirs = [f for f in found if Path(f).resolve() != Path(llm_cache_dir(cfg, paths)).resolve()]
+        return art
+
+    def _model(self, name: str, path: Path, setting: str) -> Path:
+        if not Path(path).is_dir():
+            raise ArtifactError(f"{name} model folder not found: {path} (attach the model dataset or set {setting})")
+        self.model_paths[name] = Path(path)
+        return Path(path)
 
 
-Stage = Callable[[list[Query], Artifacts, Config], Ranking]
+def llm_cache_dir(cfg: Config, paths=None) -> Path:
+    if cfg.llm.cache_dir:
+        return Path(cfg.llm.cache_dir)
+    return (paths.working_dir if paths is not None else Path(".")) / "llm_cache"
 
 
-def seed_stage(queries: list[Query], art: Artifacts, cfg: Config) -> Ranking:
-    """Citations named in the query, mapped onto corpus strings, in order of mention."""
-    out = Ranking("citation_seeds", "seed")
-    index = art.corpus.index
-    for q in queries:
-        docs: list[int] = []
-        for c in index.resolve_text(q.text, expand_decisions=cfg.seeds.expand_decisions):
-            docs.extend(d for d in art.corpus.docs_of(c) if d not in docs)
-        out.add(q.query_id, docs, [1.0 / (i + 1) for i in range(len(docs))])
-    return out
+@dataclass
+class Budget:
+    """Wall-clock budget in seconds from ``start`` (``perf_counter`` time); 0 = unlimited."""
 
+    seconds: float = 0.0
+    start: float = field(default_factory=time.perf_counter)
 
-def bm25_query_stage(queries: list[Query], art: Artifacts, cfg: Config) -> Ranking:
-    """BM25 over the whole query text, top-k."""
-    assert art.bm25 is not None
-    out = Ranking("bm25_query", "lexical")
-    for q in queries:
-        ids, scores = art.bm25.search(q.text, cfg.lexical.top_k, dedup=cfg.lexical.query_dedup)
-        out.add(q.query_id, ids, scores)
-    return out
+    def exhausted(self) -> bool:
+        return self.seconds > 0 and time.perf_counter() - self.start > self.seconds
 
-
-def dense_query_stage(queries: list[Query], art: Artifacts, cfg: Config) -> Ranking:
-    """Dense retrieval with the query as written (English on Kaggle: the cross-lingual bridge).
-    The German-translation and HyDE variants join once the LLM stage provides those texts."""
-    assert art.encoder is not None and art.dense is not None
-    out = Ranking("dense_query", "semantic")
-    vecs = art.encoder.encode([q.text for q in queries], normalize_embeddings=True, convert_to_numpy=True,
-                              show_progress_bar=False)
-    ids, scores = art.dense.search(vecs, cfg.semantic.top_k)
-    for q, i, s in zip(queries, ids, scores):
-        keep = i >= 0
-        out.add(q.query_id, i[keep], s[keep])
-    return out
-
-
-def content_stages(cfg: Config) -> list[Stage]:
-    stages: list[Stage] = []
-    if cfg.seeds.enabled:
-        stages.append(seed_stage)
-    if cfg.lexical.enabled:
-        stages.append(bm25_query_stage)
-    if cfg.semantic.enabled:
-        stages.append(dense_query_stage)
-    return stages
-
-
-def graph_stage(query: Query, seed_hits: list[tuple[int, float]], art: Artifacts, cfg: Config) -> list[Ranking]:
-    """Graph and prior signals for one query from its seed candidates (top ``graph.seed_k``)."""
-    gc = cfg.graph
-    out: list[Ranking] = []
-    seeds = seed_hits[: gc.seed_k]
-    if art.graph is not None and seeds:
-        g = art.graph
-        on = {s for s in GRAPH_SIGNALS if gc.signals.get(s, True)}
-        nodes, w = gs.seed_vector(g, seeds, gc.seed_k)
-        pref = art.bm25.scores(query.text, cfg.lexical.query_dedup) if art.bm25 is not None else None
-
-        def emit(name: str, node_hits: list[tuple[int, float]]) -> None:
-            r = Ranking(name, "graph")
-            docs = gs.nodes_to_docs(g, node_hits, pref, gc.docs_per_node, gc.top_k)
-            r.hits[query.query_id] = docs
-            out.append(r)
-
-        if "ppr" in on:
-            emit("ppr", gs.top_nodes(gs.personalized_pagerank(g, nodes, w, gc.alpha), nodes, gc.top_k))
-        if on & {"hits_authority", "hits_hub"}:
-            sub, hub, auth = gs.hits(g, nodes, gc.hits_max_nodes)
-            for name, vec in (("hits_authority", auth), ("hits_hub", hub)):
-                if name in on:
-                    order = [i for i in np.lexsort((sub, -vec)) if vec[i] > 0][: gc.top_k]
-                    emit(name, [(int(sub[i]), float(vec[i])) for i in order])
-        if "coupling" in on:
-            emit("coupling", gs.top_nodes(gs.bibliographic_coupling(g, nodes, w), nodes, gc.top_k))
-        if "cocitation" in on:
-            emit("cocitation", gs.top_nodes(gs.co_citation(g, nodes, w), nodes, gc.top_k))
-        if "community" in on:
-            emit("community", gs.community_members(g, nodes, w, g.level_of(gc.community_resolution), gc.top_k))
-        if "siblings" in on:
-            out.append(Ranking("siblings", "graph", {query.query_id: gs.siblings(g, seeds, gc.seed_k, gc.top_k, gc.siblings_kinds)}))
-    if art.prior is not None:
-        pc = cfg.prior
-        total = sum(max(s, 0.0) for _, s in seeds) or 1.0
-        seed_cits = [(art.corpus.citations[d], max(s, 0.0) / total) for d, s in seeds]
-        for name, cits in (
-            ("prior_cocited", art.prior.cocited(seed_cits, query.query_id, pc.min_count, pc.top_k) if seeds else []),
-            ("prior_frequent", art.prior.frequent(query.query_id, pc.min_count, pc.top_k)),
-        ):
-            docs: dict[int, float] = {}
-            for c, score in cits:
-                for s in art.corpus.index.resolve(c):
-                    for d in art.corpus.docs_of(s):
-                        docs.setdefault(d, score)
-            out.append(Ranking(name, "graph", {query.query_id: sorted(docs.items(), key=lambda t: (-t[1], t[0]))}))
-    return out
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
 
 
 @dataclass
@@ -244,95 +138,137 @@ class RunResult:
     predictions: dict[str, list[str]]
     ranked: dict[str, list[str]]
     signals: list[Ranking]
-    fused: Ranking
+    fused: Ranking  # all signals fused
+    current: Ranking  # the order the count stage cut (fused, or reranked where the reranker ran)
     timings: dict[str, float] = field(default_factory=dict)
-    degraded: list[str] = field(default_factory=list)
+    degraded: list[str] = field(default_factory=list)  # queries some stage skipped for lack of time
+    skipped: dict[str, list[str]] = field(default_factory=dict)  # stage -> query ids
+    states: list[QueryState] = field(default_factory=list)
+    costs: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # query -> stage -> amounts
+    model_loads: dict[str, int] = field(default_factory=dict)
+
+    def cost_totals(self) -> dict[str, dict[str, float]]:
+        """Per stage, every amount summed over queries (LLM calls, tokens, seconds...)."""
+        out: dict[str, dict[str, float]] = {}
+        for per_stage in self.costs.values():
+            for stage, amounts in per_stage.items():
+                acc = out.setdefault(stage, {})
+                for k, v in amounts.items():
+                    acc[k] = acc.get(k, 0.0) + v
+        return out
 
 
-def _to_citations(hits: list[tuple[int, float]], corpus: Corpus) -> tuple[list[str], list[float]]:
-    seen: dict[str, float] = {}
-    for doc, score in hits:
-        c = corpus.citations[doc]
-        if c not in seen:
-            seen[c] = score
-    return list(seen), list(seen.values())
+def make_context(cfg: Config, art: Artifacts, paths=None, models: ModelPool | None = None) -> Context:
+    """The context of a run: config, artifacts, a model pool and (when the LLM is on) its client
+    over the cache."""
+    models = models or ModelPool(cfg.runtime.resident_models)
+    ctx = Context(cfg=cfg, art=art, models=models)
+    if cfg.llm.enabled:
+        from lexrag.llm.cache import LLMCache
+        from lexrag.llm.client import LLMClient
+
+        readonly = [Path(p) for p in cfg.llm.replay_dirs] or list(art.cache_dirs)
+        own = llm_cache_dir(cfg, paths)
+        if cfg.llm.mode == "replay":
+            if (own / "params.json").is_file() and own not in readonly:
+                readonly.append(own)
+            if not readonly:
+                raise ArtifactError(f"llm.mode=replay needs an LLM cache: none at {own}, none in llm.replay_dirs "
+                                    f"and none among the inputs; run once with llm.mode=live")
+            cache = LLMCache(None, readonly=readonly)
+        else:
+            cache = LLMCache(own, readonly=readonly)
+        get_model = (lambda: ctx.model("llm")) if art.has_model("llm") else None
+        ctx.llm = LLMClient(cfg.llm, cache, get_model, Path(cfg.llm.model).name)
+    return ctx
 
 
-def _fuse(signals: list[Ranking], cfg: Config, boost: float, n: int) -> Ranking:
-    return reciprocal_rank_fusion(
-        signals, rrf_k=cfg.fusion.rrf_k, weights=cfg.fusion.weights, default_weight=cfg.fusion.default_weight,
-        depth=cfg.fusion.depth, boost=boost, boost_exclude=frozenset(cfg.fusion.boost_exclude),
-    ).validate(n_docs=n)
+def _merge(batch: BatchState, stage: Stage, out: Any, n_docs: int) -> None:
+    phase = stage.phase
+    if phase == Phase.REWRITE:
+        if not isinstance(out, dict):
+            raise StageError(f"stage {stage.name!r} (rewrite) must return {{query_id: [Variant, ...]}}, got {type(out).__name__}")
+        by_id = {q.query_id: q for q in batch.queries}
+        for qid, variants in out.items():
+            for v in variants:
+                if not isinstance(v, Variant):
+                    raise StageError(f"stage {stage.name!r}: query {qid!r}: {v!r} is not a Variant")
+                by_id[qid].add_variant(v.name, v.text, v.origin)
+        return
+    if phase in (Phase.CONTENT, Phase.GRAPH):
+        if not isinstance(out, list) or not all(isinstance(r, Ranking) for r in out):
+            raise StageError(f"stage {stage.name!r} must return a list of Rankings")
+        for r in out:
+            r.validate(n_docs=n_docs, query_ids=batch.query_ids)
+            batch.signals.setdefault(r.signal, Ranking(r.signal, r.family)).hits.update(r.hits)
+        return
+    if not isinstance(out, Ranking):
+        raise StageError(f"stage {stage.name!r} ({phase.name.lower()}) must return one Ranking")
+    out.validate(n_docs=n_docs, query_ids=batch.query_ids)
+    target = {Phase.SEED_FUSION: batch.seeds, Phase.FUSION: batch.fused, Phase.RERANK: batch.current,
+              Phase.COUNT: batch.final}[phase]
+    target.update(out.hits)
+    if phase == Phase.FUSION:
+        batch.current.update(out.hits)
 
 
-def run_pipeline(queries: list[Query], art: Artifacts, cfg: Config) -> RunResult:
-    """Run the configured stages over ``queries``.
+def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase] | None = None) -> BatchState:
+    """Run the enabled stages of ``phases`` (all by default) over ``batch`` in phase order, in
+    chunks of ``runtime.batch_size`` queries, with the time budget applied before each call."""
+    cfg = ctx.cfg
+    n_docs = len(ctx.art.corpus)
+    size = cfg.runtime.batch_size
+    live = [q for q in batch.queries if q.text]
+    for stage in stages_for(cfg, ctx.art, tuple(phases) if phases is not None else None):
+        for start in range(0, len(live), size):
+            chunk = batch.chunk(live[start : start + size])
+            if not stage.essential and budget.exhausted():
+                batch.skipped.setdefault(stage.name, []).extend(chunk.query_ids)
+                continue
+            t0 = time.perf_counter()
+            out = stage.run(chunk, ctx)
+            _merge(chunk, stage, out, n_docs)
+            dt = time.perf_counter() - t0
+            batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
+            for q in chunk.queries:
+                q.add_cost(stage.name, seconds=dt / len(chunk.queries))
+    return batch
 
-    The time budget (``runtime.time_budget_s``) is checked between queries; once it runs out the
-    remaining queries get the citation-seed signal alone (cheap) and are listed in ``degraded``,
-    so a submission is always complete.
-    """
+
+def retrieve(states: list[QueryState], ctx: Context, budget: Budget | None = None) -> dict[str, list[tuple[int, float]]]:
+    """The fused ranking for any query texts (content, seed fusion, graph and prior, fusion);
+    the agentic loop calls this once per reformulation."""
+    batch = walk(BatchState(list(states)), ctx, budget or Budget(), RETRIEVAL_PHASES)
+    return {q.query_id: batch.fused.get(q.query_id, []) for q in states}
+
+
+def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: Config, paths=None,
+                 ctx: Context | None = None, budget: Budget | None = None) -> RunResult:
+    """Answer ``queries``: every phase over all queries, then the count cut.  Queries with an
+    empty text get an empty prediction.  ``budget`` defaults to ``runtime.time_budget_s`` from
+    now; past it the non-essential stages are skipped for the remaining chunks and the queries
+    are listed in ``degraded`` (with a warning), so a submission is always complete."""
     t_start = time.perf_counter()
-    budget = cfg.runtime.time_budget_s
-    stages = content_stages(cfg)
-    use_graph = art.graph is not None or art.prior is not None
-    timings: dict[str, float] = {}
-    signals: dict[str, Ranking] = {}
-    degraded: list[str] = []
-    n = len(art.corpus)
-
-    def collect(r: Ranking, dt: float) -> None:
-        r.validate(n_docs=n)
-        timings[r.signal] = timings.get(r.signal, 0.0) + dt
-        signals.setdefault(r.signal, Ranking(r.signal, r.family)).hits.update(r.hits)
-
-    for q in (q for q in queries if q.text):
-        over = budget > 0 and time.perf_counter() - t_start > budget
-        content: list[Ranking] = []
-        for stage in stages:
-            if over and stage is not seed_stage:
-                continue
-            t0 = time.perf_counter()
-            r = stage([q], art, cfg)
-            collect(r, time.perf_counter() - t0)
-            content.append(r)
-        if over:
-            degraded.append(q.query_id)
-        elif use_graph:
-            t0 = time.perf_counter()
-            seeds = _fuse(content, cfg, 1.0, n).hits.get(q.query_id, [])
-            for r in graph_stage(q, seeds, art, cfg):
-                collect(r, 0.0)
-            timings["graph"] = timings.get("graph", 0.0) + time.perf_counter() - t0
+    ctx = ctx or make_context(cfg, art, paths)
+    budget = budget or Budget(cfg.runtime.time_budget_s, t_start)
+    states = [QueryState.of(q) for q in queries]
+    batch = walk(BatchState(states), ctx, budget)
+    degraded = sorted({q for qs in batch.skipped.values() for q in qs}, key=[s.query_id for s in states].index)
     if degraded:
-        warnings.warn(f"time budget of {budget}s ran out: {len(degraded)} queries answered from citation seeds only")
-    t0 = time.perf_counter()
-    fused = _fuse(list(signals.values()), cfg, cfg.fusion.boost, n)
-    timings["fusion"] = time.perf_counter() - t0
-    final = fused
-    if art.reranker is not None:
-        t0 = time.perf_counter()
-        final = Ranking("rerank", "rerank")
-        for q in queries:
-            hits = fused.hits.get(q.query_id, [])
-            if budget > 0 and time.perf_counter() - t_start > budget and q.query_id not in degraded:
-                degraded.append(q.query_id)  # out of time: keep the fused order, skip the reranker
-            if q.query_id in degraded or not hits:
-                final.hits[q.query_id] = hits
-                continue
-            ids = [d for d, _ in hits[: cfg.rerank.top_n]]
-            texts = [t or art.corpus.citations[d] for d, t in zip(ids, art.corpus.texts(ids))]
-            final.hits[q.query_id] = art.reranker.rerank(q.text, ids, texts, cfg.rerank.tau)
-        final.validate(n_docs=n)
-        timings["rerank"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+        warnings.warn(f"time budget of {budget.seconds}s ran out: {len(degraded)} queries skipped stages "
+                      f"{', '.join(sorted(batch.skipped))}")
     predictions: dict[str, list[str]] = {}
     ranked: dict[str, list[str]] = {}
-    for q in queries:
-        cits, scores = _to_citations(final.hits.get(q.query_id, []), art.corpus)
-        k = choose_count(np.asarray(scores), cfg.count.method, cfg.count.k, cfg.count.min_k, cfg.count.max_k)
+    corpus = art.corpus
+    for q in states:
+        _, cits, _ = unique_citations(batch.current.get(q.query_id, []), corpus)
         ranked[q.query_id] = cits
-        predictions[q.query_id] = cits[:k]
-    timings["count"] = time.perf_counter() - t0
+        predictions[q.query_id] = [corpus.citations[d] for d, _ in batch.final.get(q.query_id, [])]
+    timings = dict(batch.timings)
     timings["total"] = time.perf_counter() - t_start
-    return RunResult([q.query_id for q in queries], predictions, ranked, list(signals.values()), final, timings, degraded)
+    fused = Ranking("fused", "fused", dict(batch.fused))
+    reranked = set(batch.current) - set(batch.skipped.get("rerank", [])) if "rerank" in batch.timings else set()
+    current = Ranking("rerank" if reranked else "fused", "rerank" if reranked else "fused", dict(batch.current))
+    return RunResult([q.query_id for q in states], predictions, ranked, list(batch.signals.values()), fused, current, timings,
+                     degraded, dict(batch.skipped), states, {q.query_id: q.cost for q in states},
+                     dict(ctx.models.loads) if ctx.models is not None else {})

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
 
-__all__ = ["Query", "QueryFileError", "load_queries", "load_gold"]
+__all__ = ["Query", "QueryState", "Variant", "QueryFileError", "load_queries", "load_gold"]
 
 
 class QueryFileError(CsvInputError):
@@ -19,6 +19,54 @@ class QueryFileError(CsvInputError):
 class Query:
     query_id: str
     text: str
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One text of a query: the question as written, or what a rewrite made of it."""
+
+    name: str
+    text: str
+    origin: str  # "input", or the stage/template that wrote it (e.g. "llm:translate@v1")
+
+
+@dataclass
+class QueryState:
+    """A query as it moves through the pipeline: the original text plus named variants (each
+    with its origin, earlier texts never overwritten), what the LLM extracted (``concepts``),
+    citation strings an LLM named (resolved onto the corpus by the seeds stage, never emitted
+    as such), and per-stage cost."""
+
+    query_id: str
+    text: str
+    variants: dict[str, Variant] = field(default_factory=dict)
+    concepts: dict = field(default_factory=dict)
+    llm_citations: list[str] = field(default_factory=list)
+    cost: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.text and "query" not in self.variants:
+            self.variants["query"] = Variant("query", self.text, "input")
+
+    @classmethod
+    def of(cls, q: "Query | QueryState") -> "QueryState":
+        return q if isinstance(q, QueryState) else cls(q.query_id, q.text)
+
+    def add_variant(self, name: str, text: str, origin: str) -> None:
+        """Add a variant; an empty text is ignored and an existing variant is kept (the first
+        writer wins, so a variant always says truthfully where it came from)."""
+        text = (text or "").strip()
+        if text and name not in self.variants:
+            self.variants[name] = Variant(name, text, origin)
+
+    def variant(self, name: str) -> str | None:
+        v = self.variants.get(name)
+        return v.text if v else None
+
+    def add_cost(self, stage: str, **amounts: float) -> None:
+        acc = self.cost.setdefault(stage, {})
+        for k, v in amounts.items():
+            acc[k] = acc.get(k, 0.0) + float(v)
 
 
 def _rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from lexrag.errors import StageError
 
 __all__ = ["Ranking", "RankingError", "FAMILIES"]
 
 FAMILIES = ("seed", "lexical", "semantic", "graph", "fused", "rerank", "final")
 
 
-class RankingError(ValueError):
+class RankingError(StageError, ValueError):
     """A stage produced a ranking that breaks the contract."""
 
 

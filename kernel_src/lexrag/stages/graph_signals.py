@@ -1,6 +1,6 @@
 """Graph signals: from the seed candidates of a query to new candidates through the citation graph.
 
-Every function works on node ids of a :class:`lexrag.graph.CitationGraph` and a seed vector
+Every function works on node ids of a :class:`lexrag.index.graph.CitationGraph` and a seed vector
 (seed nodes with weights from the fused scores of the top candidates); :func:`nodes_to_docs`
 turns node scores into corpus documents.  Seed nodes themselves are left out of the signals that
 are meant to surface *new* authorities (PPR, coupling, co-citation, community), so the
@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from lexrag.graph import CitationGraph
+from lexrag.index.graph import CitationGraph
 
 __all__ = [
     "seed_vector",
@@ -189,7 +189,7 @@ def siblings(
     """Other documents of the seed documents' parents (other considerations of the same decision;
     other paragraphs of the same article when ``"law"`` is in ``kinds``), most cited first, scored
     by the seed's score."""
-    from lexrag.graph import KINDS
+    from lexrag.index.graph import KINDS
 
     allowed = {KINDS.index(k) for k in kinds}
     seed_docs = {int(d) for d, _ in seed_hits[:k]}

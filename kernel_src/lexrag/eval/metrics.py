@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
+from lexrag.citations import scoring_form
+
 __all__ = ["norm", "prf", "recall_at_k", "ndcg_at_k", "ap_at_k", "evaluate", "per_query_table"]
 
 
-def norm(s: str) -> str:
-    return " ".join(s.split())
+norm = scoring_form
 
 
 def _dedup(pred: Sequence[str]) -> list[str]:

@@ -12,6 +12,7 @@ UTF-8 are decoded as cp1252 (or latin-1), kept, counted and quoted.
 
 from __future__ import annotations
 
+import logging
 import hashlib
 import os
 from array import array
@@ -32,6 +33,8 @@ from lexrag.csvio import CsvInputError as CorpusError
 from lexrag.csvio import FileReport, read_csv_rows
 
 __all__ = ["build_corpus", "Corpus", "CorpusError", "guess_lang"]
+
+log = logging.getLogger(__name__)
 
 ARTIFACT = "corpus"
 CORPUS_FILE = "corpus.parquet"
@@ -205,11 +208,11 @@ def build_corpus(
         sources[Path(law_keys).name] = sha256_file(law_keys)
     if courts:
         sources[Path(courts).name] = sha256_file(courts)
-    write_params(out, ARTIFACT, "lexrag.corpus.build_corpus", {"schema": SCHEMA.names}, n_docs=w.n, sources=sources)
+    write_params(out, ARTIFACT, "lexrag.index.corpus.build_corpus", {"schema": SCHEMA.names}, n_docs=w.n, sources=sources)
     for r in reports:
-        print(r.summary())
+        log.info("%s", r.summary())
         for ex in r.examples[:5]:
-            print(f"  line {ex['line']}: {ex['kind']}: {ex['reason']}")
+            log.info("  line %s: %s: %s", ex["line"], ex["kind"], ex["reason"])
     return report
 
 

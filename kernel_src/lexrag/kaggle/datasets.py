@@ -9,6 +9,7 @@ CLI (a new version when the dataset exists).
 
 from __future__ import annotations
 
+import logging
 import json
 import shutil
 import subprocess
@@ -21,13 +22,16 @@ import yaml
 from lexrag import __version__
 from lexrag.artifacts import file_table, read_params
 from lexrag.config import Config
+from lexrag.errors import LexragError
 
 __all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError", "ARTIFACT_ORDER"]
+
+log = logging.getLogger(__name__)
 
 ARTIFACT_ORDER = ("corpus", "bm25", "embeddings", "graph", "prior", "wheels")
 
 
-class ManifestError(RuntimeError):
+class ManifestError(LexragError, RuntimeError):
     pass
 
 
@@ -83,7 +87,7 @@ def _build_wheels(folder: Path, entry: dict) -> None:
         )
     from lexrag.artifacts import write_params
 
-    write_params(folder, "wheels", "lexrag.datasets._build_wheels", entry.get("params", {}))
+    write_params(folder, "wheels", "lexrag.kaggle.datasets._build_wheels", entry.get("params", {}))
 
 
 def rebuild(
@@ -99,9 +103,9 @@ def rebuild(
 ) -> dict:
     """Build the selected artifacts into ``out_dir/<name>/`` and record them in the manifest.
     The prior is built only when a training file is given (never from validation gold)."""
-    from lexrag.corpus import build_corpus
-    from lexrag.pipeline import build_index
-    from lexrag.prior import build_prior
+    from lexrag.index.corpus import build_corpus
+    from lexrag.index.build import build_index
+    from lexrag.index.prior import build_prior
 
     doc = load_manifest(manifest_path)
     owner = owner or doc.get("owner", "lexrag")
@@ -143,7 +147,7 @@ def rebuild(
                 "files": file_table(folder),
             }
         )
-        print(f"{name}: {len(entry['files'])} files, {sum(f['size'] for f in entry['files']) / 1e6:.1f} MB -> {folder}")
+        log.info("%s: %d files, %.1f MB -> %s", name, len(entry["files"]), sum(f["size"] for f in entry["files"]) / 1e6, folder)
     save_manifest(manifest_path, doc)
     return doc
 
@@ -199,5 +203,5 @@ def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] |
         msg = message or f"lexrag {__version__}"
         cmd = (["kaggle", "datasets", "version", "-p", str(folder), "-m", msg, "--dir-mode", "zip"] if exists
                else ["kaggle", "datasets", "create", "-p", str(folder), "--dir-mode", "zip"])
-        print(" ".join(cmd))
+        log.info("%s", " ".join(cmd))
         subprocess.check_call(cmd)

@@ -185,7 +185,7 @@ def build_bm25(
     write_params(
         out,
         ARTIFACT,
-        "lexrag.lexical.build_bm25",
+        "lexrag.index.lexical.build_bm25",
         BM25Index.expected_params(cfg),
         n_docs=n_docs,
         vocab_size=len(vocab),

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lexrag.artifacts import read_params, sha256_file, write_params
-from lexrag.metrics import norm
+from lexrag.citations import scoring_form as norm
 
 __all__ = ["TrainingPrior", "build_prior"]
 
@@ -97,6 +97,6 @@ def build_prior(train_file: str | Path, out_dir: str | Path) -> TrainingPrior:
     (out / "params.json").unlink(missing_ok=True)
     rows = [(q, c) for q, cs in gold.items() for c in (cs or [""])]
     pq.write_table(pa.table({"query_id": [r[0] for r in rows], "citation": [r[1] for r in rows]}), out / "gold.parquet")
-    write_params(out, ARTIFACT, "lexrag.prior.build_prior", {}, n_queries=len(gold),
+    write_params(out, ARTIFACT, "lexrag.index.prior.build_prior", {}, n_queries=len(gold),
                  sources={Path(train_file).name: sha256_file(train_file)})
     return TrainingPrior(gold, source=Path(train_file).name)

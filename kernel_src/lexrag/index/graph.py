@@ -138,7 +138,7 @@ class CitationGraph:
 
 
 def build_graph(
-    corpus,  # lexrag.corpus.Corpus
+    corpus,  # lexrag.index.corpus.Corpus
     out_dir: str | Path,
     resolutions: Sequence[float] = (0.5, 1.0, 2.0),
     seed: int = 42,
@@ -220,7 +220,7 @@ def build_graph(
     np.save(out / "doc_node.npy", doc_node, allow_pickle=False)
     np.save(out / "doc_cited.npy", doc_cited, allow_pickle=False)
     write_params(
-        out, ARTIFACT, "lexrag.graph.build_graph",
+        out, ARTIFACT, "lexrag.index.graph.build_graph",
         {"resolutions": sorted(resolutions), "seed": seed, "leiden": "RBConfigurationVertexPartition"},
         n_docs=len(corpus), n_nodes=n, n_edges=int(len(src)), n_references=n_refs, corpus_id=corpus_id,
         communities=[int(c.max()) + 1 if n else 0 for c in comm],

@@ -62,6 +62,21 @@ class Paths:
         return direct
 
 
+    def find_artifacts(self, name: str) -> list[Path]:
+        """Every folder under the artifacts folder (two levels down) whose ``params.json`` says
+        it is artifact ``name`` (for artifacts that may come in several parts, e.g. LLM caches)."""
+        import json
+
+        out = []
+        root = self.artifacts_dir
+        for params in [root / name / "params.json", *sorted(root.glob("*/params.json")), *sorted(root.glob("*/*/params.json"))]:
+            try:
+                if json.loads(params.read_text(encoding="utf-8")).get("artifact") == name and params.parent not in out:
+                    out.append(params.parent)
+            except (OSError, ValueError, AttributeError):
+                continue
+        return out
+
     def model(self, name: str) -> Path:
         """A model folder: ``name`` as a path if it exists; else, on Kaggle, a folder of that name
         inside an attached dataset (``<input root>/*/name`` or ``<input root>/name``)."""

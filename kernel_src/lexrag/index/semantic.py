@@ -28,49 +28,16 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from lexrag.artifacts import ArtifactError, check_params, write_params
+from lexrag.errors import ModelLoadError
+from lexrag.models import load_encoder, model_id
 
-__all__ = ["load_encoder", "build_embeddings", "Embeddings", "DenseIndex", "SemanticError"]
+__all__ = ["load_encoder", "build_embeddings", "Embeddings", "DenseIndex", "SemanticError", "model_id"]
 
 ARTIFACT = "embeddings"
 
 
-class SemanticError(RuntimeError):
-    pass
-
-
-def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True, max_seq: int = 256):
-    """A SentenceTransformer from a local folder (never the hub), fp16 on GPU."""
-    path = Path(model_path)
-    if not path.is_dir():
-        raise SemanticError(f"encoder model folder not found: {path} (attach the model dataset or set semantic.model)")
-    import torch
-    from sentence_transformers import SentenceTransformer
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = SentenceTransformer(str(path), device=device, local_files_only=True)
-    limit = getattr(getattr(getattr(model[0], "auto_model", None), "config", None), "max_position_embeddings", None)
-    if limit and max_seq > limit:
-        import warnings
-
-        warnings.warn(f"{path.name}: max_seq {max_seq} exceeds the model's {limit} positions; using {limit}")
-        max_seq = int(limit)
-    model.max_seq_length = max_seq
-    if fp16 and device.startswith("cuda"):
-        model.half()
-    return model
-
-
-def model_id(model_path: str | Path) -> str:
-    """Folder name plus a hash of its config files: identifies the weights without reading them."""
-    import hashlib
-
-    path = Path(model_path)
-    h = hashlib.sha256()
-    for name in sorted(p.name for p in path.glob("*.json")):
-        h.update(name.encode())
-        h.update((path / name).read_bytes())
-    return f"{path.name}-{h.hexdigest()[:12]}"
+class SemanticError(ModelLoadError):
+    """A dense index that cannot be built as configured."""
 
 
 def _shard_texts(corpus, shard_size: int, fields: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
@@ -178,7 +145,7 @@ def build_embeddings(
             bar.close()
     complete = all(_complete(out / f"shard_{i:05d}.npy", min(shard_size, n - i * shard_size), dims) for i in range(n_shards))
     if complete:
-        write_params(out, ARTIFACT, "lexrag.semantic.build_embeddings", meta, n_docs=n, n_shards=n_shards)
+        write_params(out, ARTIFACT, "lexrag.index.semantic.build_embeddings", meta, n_docs=n, n_shards=n_shards)
     return complete
 
 

@@ -1,0 +1,80 @@
+"""Builders: every artifact from the competition CSVs, through one call per artifact.
+
+:func:`build_index` is the one builder call shared by :func:`build_artifacts` (``python -m lexrag
+build``), ``build_datasets.py``, the build notebooks and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+
+from lexrag.artifacts import read_params
+from lexrag.config import Config
+from lexrag.index.corpus import Corpus, build_corpus
+from lexrag.index.graph import build_graph
+from lexrag.index.lexical import build_bm25
+from lexrag.index.prior import build_prior
+
+__all__ = ["build_artifacts", "build_index", "corpus_id"]
+
+log = logging.getLogger(__name__)
+
+
+def corpus_id(corpus_dir: str | Path) -> str:
+    """Identity of a corpus artifact: a hash of its recorded sources and doc count."""
+    p = read_params(corpus_dir, "corpus")
+    blob = json.dumps({"sources": p.get("sources"), "n_docs": p.get("n_docs")}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path, corpus: Corpus | None = None, **kw):
+    """Build artifact ``name`` (``bm25`` | ``embeddings`` | ``graph``) over the corpus artifact at
+    ``corpus_dir`` into ``dest`` with the config's parameters; ``kw`` go to ``build_embeddings``
+    (``max_shards``, ``time_budget_s``, ``resume_from``, ``model``)."""
+    corpus = corpus or Corpus(corpus_dir)
+    cid = corpus_id(corpus_dir)
+    progress = cfg.runtime.progress
+    if name == "bm25":
+        return build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), dest, cfg.lexical, corpus_id=cid,
+                          progress=progress, n_docs_hint=len(corpus))
+    if name == "graph":
+        return build_graph(corpus, dest, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=cid, progress=progress)
+    if name == "embeddings":
+        from lexrag.index.semantic import build_embeddings
+
+        sc = cfg.semantic
+        return build_embeddings(corpus, kw.pop("model", sc.model), dest, corpus_id=cid, shard_size=sc.shard_size,
+                                batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields, device=sc.device,
+                                fp16=sc.fp16, devices=sc.devices or None, progress=progress, **kw)
+    raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
+
+
+def build_artifacts(
+    cfg: Config,
+    laws: str | Path,
+    out_dir: str | Path,
+    courts: str | Path | None = None,
+    law_keys: str | Path | None = None,
+    train: str | Path | None = None,
+) -> dict:
+    """Build every artifact this config needs under ``out_dir``: ``corpus/``, then ``bm25/``,
+    ``embeddings/`` and ``graph/`` as switched on, and ``prior/`` when a training file is given."""
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
+    corpus = Corpus(out / "corpus")
+    log.info("corpus: %d documents in %.1fs", len(corpus), time.perf_counter() - t0)
+    for name, on in (("bm25", cfg.lexical.enabled), ("embeddings", cfg.semantic.enabled), ("graph", cfg.graph.enabled)):
+        if on:
+            t = time.perf_counter()
+            result = build_index(name, cfg, out / "corpus", out / name, corpus)
+            note = " (INCOMPLETE: run again to resume)" if result is False else ""
+            log.info("%s: built in %.1fs%s", name, time.perf_counter() - t, note)
+    if train:
+        p = build_prior(train, out / "prior")
+        log.info("prior: %d training queries from %s", len(p), train)
+    return report

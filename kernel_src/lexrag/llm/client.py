@@ -1,0 +1,100 @@
+"""The LLM client: templates in, generations out, through the cache.
+
+``generate(template, values)`` renders each prompt, answers from the cache what it holds and
+generates the rest in batches (longest prompt first, so a batch pads little), storing every
+result.  In replay mode (``llm.mode: replay``) nothing is ever loaded: a call the cache lacks is
+a :class:`ReplayMissError` naming the template, the query and the cache.  The model is taken
+from the model pool only when there is something to generate, so it takes turns with the encoder
+and the reranker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from lexrag.errors import ReplayMissError
+from lexrag.llm.cache import LLMCache, cache_key
+from lexrag.llm.prompts import Template
+
+__all__ = ["LLMClient", "Generation"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    prompt_tokens: int
+    gen_tokens: int
+    seconds: float  # generation seconds (recorded when it came from the cache)
+    cached: bool
+
+
+class LLMClient:
+    """Generation through the cache.  ``get_model`` returns a :class:`lexrag.models.CausalLM`
+    (from the model pool); ``model_name`` keys the cache (the model folder's name)."""
+
+    def __init__(self, cfg, cache: LLMCache, get_model: Callable[[], Any] | None, model_name: str):
+        self.cfg = cfg
+        self.cache = cache
+        self.get_model = get_model
+        self.model_name = model_name
+        self.calls = 0
+        self.generated = 0
+
+    @property
+    def replay(self) -> bool:
+        return self.cfg.mode == "replay"
+
+    def settings(self, template: Template) -> dict:
+        return {"max_new_tokens": min(template.max_new_tokens, self.cfg.max_new_tokens), "do_sample": False,
+                "quantization": self.cfg.quantization}
+
+    def generate(self, template: Template, values: Sequence[Mapping[str, object]],
+                 labels: Sequence[str] | None = None) -> list[Generation]:
+        """One generation per ``values`` entry, in order.  ``labels`` (query ids) name the
+        calls in error messages."""
+        labels = list(labels) if labels is not None else [str(i) for i in range(len(values))]
+        settings = self.settings(template)
+        msgs = [template.render(v) for v in values]
+        keys = [cache_key(self.model_name, template.id, m, settings) for m in msgs]
+        out: list[Generation | None] = [None] * len(msgs)
+        todo: list[int] = []
+        for i, (key, _) in enumerate(keys):
+            hit = self.cache.get(key)
+            if hit is not None:
+                out[i] = Generation(hit["output"], hit["prompt_tokens"], hit["gen_tokens"], hit["seconds"], True)
+            elif self.replay:
+                raise ReplayMissError(
+                    f"replay: the LLM cache ({self.cache.describe()}) has no answer of model {self.model_name!r} "
+                    f"to template {template.id} for query {labels[i]!r} (key {key[:16]}); run once with "
+                    f"llm.mode=live to fill the cache, or attach the cache that was built with this config"
+                )
+            else:
+                todo.append(i)
+        self.calls += len(msgs)
+        if todo:
+            self._generate(template, msgs, keys, labels, todo, settings, out)
+        return out  # type: ignore[return-value]
+
+    def _generate(self, template, msgs, keys, labels, todo, settings, out) -> None:
+        if self.get_model is None:
+            raise ReplayMissError(f"no LLM model to generate {template.id} for query {labels[todo[0]]!r}")
+        lm = self.get_model()
+        prompts = {i: lm.render_chat(msgs[i]) for i in todo}
+        order = sorted(todo, key=lambda i: -len(prompts[i]))
+        bs = self.cfg.batch_size
+        for start in range(0, len(order), bs):
+            chunk = order[start : start + bs]
+            t0 = time.perf_counter()
+            res = lm.generate([prompts[i] for i in chunk], settings["max_new_tokens"])
+            dt = (time.perf_counter() - t0) / len(chunk)
+            for i, (text, n_in, n_out) in zip(chunk, res):
+                key, input_hash = keys[i]
+                self.cache.put(key, self.model_name, template.id, input_hash, settings, text, n_in, n_out, dt)
+                out[i] = Generation(text, n_in, n_out, dt, False)
+            self.generated += len(chunk)
+        log.info("LLM %s: generated %d of %d (%s)", template.name, len(todo), len(msgs), self.model_name)

@@ -1,0 +1,243 @@
+"""The one loader for every model: sentence encoder, cross-encoder, causal LM.
+
+Models come from local folders only (``local_files_only``; the hub is never asked), located by
+the caller through the path resolver.  ``device="auto"`` takes the first CUDA GPU of compute
+capability 7.0 or newer (Kaggle's cu128 torch has no kernels for a P100's sm_60) and the CPU
+otherwise; half precision on GPU.  The causal LM loads in bitsandbytes 4-bit NF4 with double
+quantization and fp16 compute (a T4 has no bf16), spread over all usable GPUs by
+``device_map="auto"`` (Kaggle's 2xT4).
+
+:class:`ModelPool` holds at most ``resident`` models at once: asking for another releases the
+least recently used one first (references dropped, garbage collected, CUDA cache emptied), so the
+encoder, the reranker and a 7B LLM take turns on one 16 GB T4.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import logging
+import time
+import warnings
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Callable
+
+from lexrag.errors import ModelLoadError
+
+__all__ = [
+    "resolve_device",
+    "model_id",
+    "load_encoder",
+    "load_cross_encoder",
+    "load_causal_lm",
+    "CausalLM",
+    "ModelPool",
+    "release_memory",
+]
+
+log = logging.getLogger(__name__)
+
+MIN_CUDA_CAPABILITY = (7, 0)
+
+
+def usable_gpus() -> list[int]:
+    """CUDA devices this torch can run on (compute capability >= 7.0)."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    if not torch.cuda.is_available():
+        return []
+    return [i for i in range(torch.cuda.device_count()) if torch.cuda.get_device_capability(i) >= MIN_CUDA_CAPABILITY]
+
+
+def resolve_device(device: str = "auto") -> str:
+    """``auto`` -> ``cuda`` when a usable GPU exists, else ``cpu``; anything else unchanged."""
+    if device != "auto":
+        return device
+    return "cuda" if usable_gpus() else "cpu"
+
+
+def _folder(path: str | Path, what: str, setting: str) -> Path:
+    p = Path(path)
+    if not p.is_dir():
+        raise ModelLoadError(f"{what} model folder not found: {p} (attach the model dataset or set {setting})")
+    if not (p / "config.json").is_file() and not (p / "modules.json").is_file():
+        raise ModelLoadError(f"{p} is not a model folder (no config.json or modules.json); set {setting} to the folder that holds them")
+    return p
+
+
+def model_id(model_path: str | Path) -> str:
+    """Folder name plus a hash of its JSON config files: identifies the weights without reading them."""
+    path = Path(model_path)
+    h = hashlib.sha256()
+    for name in sorted(p.name for p in path.glob("*.json")):
+        h.update(name.encode())
+        h.update((path / name).read_bytes())
+    return f"{path.name}-{h.hexdigest()[:12]}"
+
+
+def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True, max_seq: int = 256):
+    """A SentenceTransformer from a local folder, fp16 on GPU; ``max_seq`` clipped to the model's
+    positions (with a warning)."""
+    path = _folder(model_path, "encoder", "semantic.model")
+    from sentence_transformers import SentenceTransformer
+
+    device = resolve_device(device)
+    model = SentenceTransformer(str(path), device=device, local_files_only=True)
+    limit = getattr(getattr(getattr(model[0], "auto_model", None), "config", None), "max_position_embeddings", None)
+    if limit and max_seq > limit:
+        warnings.warn(f"{path.name}: max_seq {max_seq} exceeds the model's {limit} positions; using {limit}")
+        max_seq = int(limit)
+    model.max_seq_length = max_seq
+    if fp16 and device.startswith("cuda"):
+        model.half()
+    return model
+
+
+def load_cross_encoder(model_path: str | Path, device: str = "auto", max_length: int = 512, fp16: bool = True):
+    """A sentence-transformers CrossEncoder from a local folder, fp16 on GPU."""
+    path = _folder(model_path, "reranker", "rerank.model")
+    from sentence_transformers import CrossEncoder
+
+    device = resolve_device(device)
+    model = CrossEncoder(str(path), device=device, max_length=max_length, local_files_only=True)
+    if fp16 and device.startswith("cuda"):
+        model.model.half()
+    return model
+
+
+class CausalLM:
+    """A chat model and its tokenizer, ready for batched greedy generation."""
+
+    def __init__(self, model: Any, tokenizer: Any, name: str, device: str, quantization: str):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.device = device
+        self.quantization = quantization
+
+    def render_chat(self, messages: list[dict]) -> str:
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ModelLoadError(f"{self.name}: the tokenizer has no chat template (use an instruction-tuned model folder)")
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return text if len(ids) <= max_tokens else self.tokenizer.decode(ids[:max_tokens])
+
+    def generate(self, prompts: list[str], max_new_tokens: int) -> list[tuple[str, int, int]]:
+        """Greedy continuations of chat-rendered ``prompts`` in one left-padded batch:
+        ``(text, prompt_tokens, generated_tokens)`` each, in input order."""
+        import torch
+
+        tok = self.tokenizer
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        first = next(self.model.parameters()).device
+        enc = {k: v.to(first) for k, v in enc.items()}
+        with torch.inference_mode():
+            out = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+                                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+        width = enc["input_ids"].shape[1]
+        res = []
+        for i in range(len(prompts)):
+            new = out[i, width:]
+            n_new = int((new != tok.pad_token_id).sum()) if tok.pad_token_id is not None else int(new.numel())
+            res.append((tok.decode(new, skip_special_tokens=True), int(enc["attention_mask"][i].sum()), n_new))
+        return res
+
+
+def load_causal_lm(model_path: str | Path, quantization: str = "nf4", device: str = "auto",
+                   compute_dtype: str = "float16") -> CausalLM:
+    """A causal LM and tokenizer from a local folder: 4-bit NF4 (double quantization, ``compute_dtype``
+    compute) when ``quantization="nf4"``; on GPU spread over all usable GPUs."""
+    path = _folder(model_path, "LLM", "llm.model")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = resolve_device(device)
+    dtype = getattr(torch, compute_dtype)
+    kw: dict[str, Any] = {"local_files_only": True}
+    if quantization == "nf4":
+        try:
+            import bitsandbytes  # noqa: F401
+        except ImportError as e:
+            raise ModelLoadError("llm.quantization nf4 needs bitsandbytes (in the lexrag wheels: pip install lexrag[llm])") from e
+        from transformers import BitsAndBytesConfig
+
+        kw["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                       bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=dtype)
+        kw["dtype"] = dtype
+    else:
+        kw["dtype"] = torch.float16 if device.startswith("cuda") else torch.float32
+    if device.startswith("cuda"):
+        gpus = usable_gpus()
+        kw["device_map"] = "auto" if len(gpus) > 1 else {"": gpus[0] if gpus else 0}
+    else:
+        kw["device_map"] = {"": "cpu"}
+    t0 = time.perf_counter()
+    try:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, **kw)
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"{path}: cannot load the LLM ({e})") from e
+    model.eval()
+    tok.padding_side = "left"
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    log.info("loaded LLM %s (%s, %s) in %.1fs", path.name, quantization, device, time.perf_counter() - t0)
+    return CausalLM(model, tok, path.name, device, quantization)
+
+
+def release_memory() -> None:
+    """Collect garbage and return cached CUDA memory to the driver."""
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+class ModelPool:
+    """Loaded models by key, at most ``resident`` at once (least recently used released first).
+
+    ``get(key, loader)`` returns the loaded model or loads it with ``loader()``; the pool holds
+    the only long-lived reference, so a released model is freed.  ``loads`` counts loads per key
+    (a model released and needed again loads again)."""
+
+    def __init__(self, resident: int = 1):
+        self.resident = max(1, resident)
+        self._models: OrderedDict[str, Any] = OrderedDict()
+        self.loads: dict[str, int] = {}
+        self.load_seconds: dict[str, float] = {}
+
+    def get(self, key: str, loader: Callable[[], Any]) -> Any:
+        if key in self._models:
+            self._models.move_to_end(key)
+            return self._models[key]
+        while len(self._models) >= self.resident:
+            self.release(next(iter(self._models)))
+        t0 = time.perf_counter()
+        model = loader()
+        self.load_seconds[key] = self.load_seconds.get(key, 0.0) + time.perf_counter() - t0
+        self.loads[key] = self.loads.get(key, 0) + 1
+        self._models[key] = model
+        return model
+
+    def loaded(self) -> list[str]:
+        return list(self._models)
+
+    def release(self, key: str | None = None) -> None:
+        """Release ``key`` (or every model) and free its memory."""
+        keys = [key] if key is not None else list(self._models)
+        for k in keys:
+            if self._models.pop(k, None) is not None:
+                log.info("released model %s", k)
+        release_memory()

@@ -1,0 +1,19 @@
+"""One module per stage, each on the protocol of :mod:`lexrag.stages.base`.
+
+Importing this package registers the built-in stages in their phases: rewrite (LLM query
+variants) -> content (citation seeds, LLM seeds, BM25, dense) -> seed fusion -> graph and prior
+-> fusion -> rerank -> count.
+"""
+
+from lexrag.stages import count, fusion, graph, lexical, rerank, rewrite, seeds, semantic  # noqa: F401
+from lexrag.stages.base import (  # noqa: F401
+    RETRIEVAL_PHASES,
+    BatchState,
+    Context,
+    Phase,
+    Stage,
+    register_stage,
+    registered_stages,
+    stages_for,
+    unregister_stage,
+)

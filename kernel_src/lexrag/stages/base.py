@@ -1,0 +1,156 @@
+"""The stage protocol: one small interface for every stage, grouped in phases.
+
+A stage has a ``name``, a ``family``, a ``phase``, says whether it is ``essential`` (still run
+when the time budget is spent), whether it is ``enabled`` under a config and the loaded
+artifacts, and ``run(batch, ctx)`` over a :class:`BatchState` (a chunk of query states plus what
+earlier stages produced).  What ``run`` returns depends on the phase:
+
+=================  ==========================================================================
+phase              ``run`` returns
+=================  ==========================================================================
+``REWRITE``        ``{query_id: [Variant, ...]}``: new query variants
+``CONTENT``        ``[Ranking, ...]``: one per signal (``bm25_de``, ``dense_query``, ...)
+``SEED_FUSION``    one ``Ranking``: the candidates that seed the graph signals
+``GRAPH``          ``[Ranking, ...]``: graph and prior signals
+``FUSION``         one ``Ranking``: all signals fused
+``RERANK``         one ``Ranking``: the reordered candidates (reranker, later the verifier)
+``COUNT``          one ``Ranking`` of family ``final``: the emitted documents
+=================  ==========================================================================
+
+The pipeline (:mod:`lexrag.pipeline`) walks the phases in this order, calls each enabled stage
+on chunks of ``runtime.batch_size`` queries, times it, checks the budget before each call and
+records what it skipped; stages never look at the clock.  A new stage is a class with these
+attributes registered with :func:`register_stage`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from lexrag.errors import StageError
+from lexrag.queries import QueryState
+from lexrag.ranking import Ranking
+from lexrag.signals import register_signal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lexrag.config import Config
+
+__all__ = [
+    "Phase",
+    "Stage",
+    "BatchState",
+    "Context",
+    "register_stage",
+    "unregister_stage",
+    "registered_stages",
+    "stages_for",
+    "RETRIEVAL_PHASES",
+]
+
+
+class Phase(IntEnum):
+    REWRITE = 0
+    CONTENT = 1
+    SEED_FUSION = 2
+    GRAPH = 3
+    FUSION = 4
+    RERANK = 5
+    COUNT = 6
+
+
+RETRIEVAL_PHASES = (Phase.CONTENT, Phase.SEED_FUSION, Phase.GRAPH, Phase.FUSION)
+
+
+@runtime_checkable
+class Stage(Protocol):
+    name: str
+    family: str
+    phase: Phase
+    essential: bool
+    signals: tuple[str, ...]  # signal names it may emit (registered for config validation)
+
+    def enabled(self, cfg: "Config", art: Any) -> bool: ...
+
+    def run(self, batch: "BatchState", ctx: "Context") -> Any: ...
+
+
+@dataclass
+class BatchState:
+    """A chunk of query states and what the stages produced so far.
+
+    The dictionaries are shared by every chunk of one run (:meth:`chunk` makes a view), so a
+    stage sees all signals of its queries however the run was chunked.
+    """
+
+    queries: list[QueryState]
+    signals: dict[str, Ranking] = field(default_factory=dict)  # content, graph and prior signals
+    seeds: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # seed fusion per query
+    fused: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # fusion per query
+    current: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # latest order (fused, reranked)
+    final: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # emitted documents
+    skipped: dict[str, list[str]] = field(default_factory=dict)  # stage -> query ids it skipped
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+
+    def chunk(self, queries: list[QueryState]) -> "BatchState":
+        view = BatchState(queries)
+        view.__dict__.update({k: v for k, v in self.__dict__.items() if k != "queries"})
+        return view
+
+    @property
+    def query_ids(self) -> list[str]:
+        return [q.query_id for q in self.queries]
+
+    def signal_hits(self, query_id: str) -> list[Ranking]:
+        """Every signal with its hits for one query (for a per-query fusion)."""
+        return [Ranking(r.signal, r.family, {query_id: r.hits[query_id]}) for r in self.signals.values() if query_id in r.hits]
+
+
+@dataclass
+class Context:
+    """What every stage may use: config, loaded artifacts, the model pool, the LLM client."""
+
+    cfg: "Config"
+    art: Any  # lexrag.pipeline.Artifacts
+    models: Any = None  # lexrag.models.ModelPool
+    llm: Any = None  # lexrag.llm.client.LLMClient or None
+
+    def model(self, name: str) -> Any:
+        """The loaded model ``name`` (``encoder``, ``reranker``, ``llm``) from the model pool,
+        loading it (and releasing another) when it is not resident."""
+        return self.models.get(name, self.art.loader(name))
+
+
+_STAGES: dict[str, Stage] = {}
+
+
+def register_stage(stage: Stage, replace: bool = False) -> Stage:
+    """Add ``stage`` to the pipeline (in its phase, after the stages registered before it) and
+    its signal names to the signal registry."""
+    for attr in ("name", "family", "phase", "essential", "signals", "enabled", "run"):
+        if not hasattr(stage, attr):
+            raise StageError(f"stage {stage!r} has no {attr!r}; see lexrag.stages.base.Stage")
+    if not isinstance(stage.phase, Phase):
+        raise StageError(f"stage {stage.name!r}: phase must be a lexrag.stages.base.Phase, got {stage.phase!r}")
+    if stage.name in _STAGES and not replace:
+        raise StageError(f"a stage named {stage.name!r} is already registered (pass replace=True)")
+    for s in stage.signals:
+        register_signal(s, stage.family)
+    _STAGES[stage.name] = stage
+    return stage
+
+
+def unregister_stage(name: str) -> None:
+    _STAGES.pop(name, None)
+
+
+def registered_stages() -> list[Stage]:
+    """Every registered stage in phase order (registration order inside a phase)."""
+    order = {n: i for i, n in enumerate(_STAGES)}
+    return sorted(_STAGES.values(), key=lambda s: (int(s.phase), order[s.name]))
+
+
+def stages_for(cfg: "Config", art: Any, phases: tuple[Phase, ...] | None = None) -> list[Stage]:
+    """The enabled stages, in order, optionally only of ``phases``."""
+    return [s for s in registered_stages() if (phases is None or s.phase in phases) and s.enabled(cfg, art)]
