@@ -70,3 +70,10 @@ def tiny_inputs(tmp_path) -> tuple[Path, Path]:
     laws.write_text(TINY_LAWS, encoding="utf-8")
     courts.write_text(TINY_COURTS, encoding="utf-8")
     return laws, courts
+
+
+@pytest.fixture(scope="session")
+def tiny_llm(tmp_path_factory) -> Path:
+    from tinymodels import make_tiny_llm
+
+    return make_tiny_llm(tmp_path_factory.mktemp("tiny_llm") / "tiny-qwen2")

@@ -74,3 +74,42 @@ def make_tiny_reranker(folder: str | Path, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     BertForSequenceClassification(_config(len(tok), num_labels=1)).save_pretrained(folder)
     return folder
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def make_tiny_llm(folder: str | Path, arch: str = "qwen2", seed: int = 0) -> Path:
+    """A causal-LM folder (Qwen2- or Llama-style, random weights) with a byte-level BPE tokenizer
+    trained on a few sentences and a ChatML chat template: what the real loader reads."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    special = ["<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    words = SENTENCES + ['{"legal_area": "Mietrecht", "key_concepts": ["Kündigung"], "keywords_de": ["Miete"]}']
+    tok.train_from_iterator(words * 3, trainers.BpeTrainer(vocab_size=400, special_tokens=special,
+                                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(folder)
+    common = dict(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=2048, eos_token_id=fast.eos_token_id,
+                  pad_token_id=fast.pad_token_id, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    if arch == "qwen2":
+        model = Qwen2ForCausalLM(Qwen2Config(**common))
+    elif arch == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**common, bos_token_id=fast.convert_tokens_to_ids("<|im_start|>")))
+    else:
+        raise ValueError(arch)
+    model.save_pretrained(folder)
+    return folder

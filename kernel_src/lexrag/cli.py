@@ -32,9 +32,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from lexrag.eval.submission import write_submission
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.queries import load_queries
-    from lexrag.eval.submission import write_submission
 
     cfg = _config(args)
     art = Artifacts.load(args.artifacts, cfg)
@@ -42,7 +42,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = run_pipeline(queries, art, cfg)
     write_submission(args.out, result.predictions, result.query_ids)
     n = sum(len(v) for v in result.predictions.values())
-    print(f"wrote {args.out}: {len(result.query_ids)} queries, {n} citations, {result.timings['total']:.2f}s")
+    llm = result.cost_totals().get("rewrite")
+    note = (f"; LLM {int(llm.get('llm_calls', 0))} calls, {int(llm.get('prompt_tokens', 0))} prompt + "
+            f"{int(llm.get('gen_tokens', 0))} generated tokens" if llm else "")
+    print(f"wrote {args.out}: {len(result.query_ids)} queries, {n} citations, {result.timings['total']:.2f}s{note}")
     return 0
 
 
@@ -105,6 +108,7 @@ def cmd_show_metrics(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lexrag", description="Cross-lingual Swiss legal citation retrieval")
     p.add_argument("--version", action="version", version=f"lexrag {__version__}")
+    p.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors on stderr")
     sub = p.add_subparsers(dest="command", required=True)
 
     def cfg_args(sp: argparse.ArgumentParser) -> None:
@@ -150,13 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lexrag.artifacts import ArtifactError
-    from lexrag.config import ConfigError
-    from lexrag.csvio import CsvInputError
+    import logging
+
+    from lexrag.errors import LexragError
 
     args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
-    except (ArtifactError, ConfigError, CsvInputError, FileNotFoundError) as e:
+    except (LexragError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

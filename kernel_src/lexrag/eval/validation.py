@@ -17,11 +17,12 @@ __all__ = ["validate_run", "format_metrics", "ablation_table", "plot_ablation", 
 # stage -> (config switch, Artifacts field that carries it or None)
 ABLATABLE = {
     "seeds": ("seeds", None),
-    "lexical": ("lexical", None),
+    "lexical": ("lexical", "bm25"),  # also drops BM25's choice of a graph node's document
     "semantic": ("semantic", "dense"),
     "graph": ("graph", "graph"),
     "prior": ("prior", "prior"),
-    "rerank": ("rerank", "reranker"),
+    "rerank": ("rerank", None),
+    "llm": ("llm", None),
 }
 
 
@@ -39,7 +40,9 @@ def format_metrics(metrics: dict, title: str = "") -> str:
 
 def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, out_dir: str | Path) -> tuple[dict, RunResult]:
     """Run over ``queries_path`` (which has ``gold_citations``) and write into ``out_dir``:
-    ``submission.csv``, ``metrics.json`` (metrics, config, timings) and ``per_query.csv``."""
+    ``submission.csv``, ``metrics.json`` (metrics, config, timings, skipped stages, model loads,
+    cost per stage: LLM calls, prompt and generated tokens, seconds), ``per_query.csv`` and
+    ``variants.jsonl`` (each query's variants with their origin, LLM concepts and citations)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     queries = load_queries(queries_path, cfg.query.max_chars)
@@ -52,8 +55,17 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    n = max(len(result.query_ids), 1)
+    totals = result.cost_totals()
     doc = {"metrics": metrics, "queries": str(queries_path), "timings_s": result.timings,
-           "degraded": result.degraded, "config": cfg.to_dict()}
+           "degraded": result.degraded, "skipped": result.skipped, "model_loads": result.model_loads,
+           "cost": {"total": totals, "per_query_mean": {s: {k: v / n for k, v in a.items()} for s, a in totals.items()},
+                    "per_query": result.costs},
+           "config": cfg.to_dict()}
+    with open(out / "variants.jsonl", "w", encoding="utf-8") as f:
+        for q in result.states:
+            f.write(json.dumps({"query_id": q.query_id, "variants": {k: {"text": v.text, "origin": v.origin} for k, v in q.variants.items()},
+                                "concepts": q.concepts, "llm_citations": q.llm_citations}, ensure_ascii=False) + "\n")
     (out / "metrics.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
     return metrics, result
 

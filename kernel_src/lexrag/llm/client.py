@@ -80,6 +80,15 @@ class LLMClient:
             self._generate(template, msgs, keys, labels, todo, settings, out)
         return out  # type: ignore[return-value]
 
+    def store(self, template: Template, values: Mapping[str, object], output: str, prompt_tokens: int = 0,
+              gen_tokens: int = 0, seconds: float = 0.0) -> str:
+        """Record an answer produced elsewhere (another inference engine, a corrected output)
+        under the key this client would look up; returns the key."""
+        settings = self.settings(template)
+        key, input_hash = cache_key(self.model_name, template.id, template.render(values), settings)
+        self.cache.put(key, self.model_name, template.id, input_hash, settings, output, prompt_tokens, gen_tokens, seconds)
+        return key
+
     def _generate(self, template, msgs, keys, labels, todo, settings, out) -> None:
         if self.get_model is None:
             raise ReplayMissError(f"no LLM model to generate {template.id} for query {labels[todo[0]]!r}")

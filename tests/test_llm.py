@@ -1,0 +1,299 @@
+"""The LLM half of query understanding: loader, prompts, cache and replay, query variants.
+
+Tiny Qwen2- and Llama-style models with random weights are built at test time and loaded through
+the real loader in 4-bit NF4 on the CPU.  Where a test needs particular answers (a translation,
+malformed JSON), they are stored in the cache under the keys the real client looks up, and the
+run goes through the real client, cache and stages.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import weakref
+
+import pytest
+
+from lexrag.config import load_config
+from lexrag.errors import ConfigError, PromptError, ReplayMissError
+from lexrag.eval.submission import write_submission
+from lexrag.llm.cache import LLMCache, export_cache
+from lexrag.llm.client import LLMClient
+from lexrag.llm.prompts import load_template, template_names
+from lexrag.llm.rewrite import CONCEPT_SCHEMA, parse_json_object, strip_citations
+from lexrag.models import ModelPool, load_causal_lm
+from lexrag.pipeline import Artifacts, make_context, run_pipeline
+from lexrag.queries import Query
+
+Q_EN = "Can the employer terminate the employment relationship without notice for good cause?"
+Q_DE = "Kann der Arbeitgeber das Arbeitsverhältnis aus wichtigen Gründen fristlos kündigen?"
+
+
+def llm_cfg(tiny_llm, cache_dir, **extra):
+    over = {"runtime.progress": False, "llm.enabled": True, "llm.model": str(tiny_llm), "llm.device": "cpu",
+            "llm.cache_dir": str(cache_dir), "llm.max_new_tokens": 8, "count.k": 5}
+    over.update(extra)
+    return load_config(None, over)
+
+
+def seeded_client(cfg, tiny_llm):
+    return LLMClient(cfg.llm, LLMCache(cfg.llm.cache_dir), None, tiny_llm.name)
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def test_every_template_renders_and_a_missing_variable_is_named():
+    names = template_names()
+    assert {"translate", "concepts", "hyde", "sparse", "dense", "repair_json"} <= set(names)
+    for name in names:
+        t = load_template(name)
+        msgs = t.render({v: f"<{v}>" for v in t.variables()})
+        assert msgs[-1]["role"] == "user" and all("{{" not in m["content"] for m in msgs)
+        assert all(f"<{v}>" in "".join(m["content"] for m in msgs) for v in t.variables())
+        assert t.version >= 1 and t.output in ("text", "json")
+    with pytest.raises(PromptError, match="template 'concepts' needs variable 'question'"):
+        load_template("concepts").render({})
+    with pytest.raises(PromptError, match="prompt template 'nope' not found"):
+        load_template("nope")
+
+
+def test_json_parsing_tolerates_fences_and_names_what_is_wrong():
+    ok = parse_json_object('Sure:\n```json\n{"legal_area": "Arbeitsrecht", "key_concepts": ["Kündigung",],'
+                           ' "keywords_de": "fristlos, Kündigung", "estimated_citations": "4"}\n```', CONCEPT_SCHEMA)
+    assert ok["keywords_de"] == ["fristlos", "Kündigung"] and ok["estimated_citations"] == 4
+    from lexrag.errors import LLMOutputError
+
+    with pytest.raises(LLMOutputError, match="key 'keywords_de' is missing"):
+        parse_json_object('{"legal_area": "x", "key_concepts": []}', CONCEPT_SCHEMA)
+    with pytest.raises(LLMOutputError, match="no JSON object"):
+        parse_json_object("Ich weiss es nicht.", CONCEPT_SCHEMA)
+
+
+def test_strip_citations_moves_them_out_of_invented_text():
+    text, found = strip_citations("Nach Art. 337 Abs. 1 OR (vgl. BGE 999 IV 1 E. 2) ist die Kündigung zulässig.")
+    assert "337" not in text and "BGE" not in text and "Kündigung zulässig" in text
+    assert found == ["Art. 337 Abs. 1 OR", "BGE 999 IV 1 E. 2"]
+
+
+# ---------------------------------------------------------------- loader and model pool
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_loader_reads_a_tiny_model_in_4bit_nf4_and_generates_in_batches(tmp_path, arch):
+    import bitsandbytes as bnb
+    from tinymodels import make_tiny_llm
+
+    lm = load_causal_lm(make_tiny_llm(tmp_path / arch, arch), "nf4", "cpu")
+    layers = [m for m in lm.model.modules() if isinstance(m, bnb.nn.Linear4bit)]
+    assert layers and all(m.weight.quant_type == "nf4" for m in layers)
+    assert lm.tokenizer.padding_side == "left"
+    prompts = [lm.render_chat([{"role": "user", "content": "Der Vermieter muss"}]),
+               lm.render_chat([{"role": "system", "content": "kurz"}, {"role": "user", "content": "The employer may terminate the employment immediately"}])]
+    out = lm.generate(prompts, 6)
+    assert len(out) == 2 and all(isinstance(t, str) and n_in > 0 and 0 < n_out <= 6 for t, n_in, n_out in out)
+    assert out[0][1] < out[1][1]  # prompt tokens counted without the left padding
+
+
+def test_a_missing_model_folder_is_a_clear_error(tmp_path, demo_artifacts):
+    from lexrag.errors import ArtifactError, ModelLoadError
+
+    with pytest.raises(ModelLoadError, match="LLM model folder not found"):
+        load_causal_lm(tmp_path / "no-model")
+    cfg = load_config(None, {"llm.enabled": True, "llm.model": str(tmp_path / "no-model"), "runtime.progress": False})
+    with pytest.raises(ArtifactError, match="llm model folder not found.*llm.model"):
+        Artifacts.load(demo_artifacts, cfg)
+
+
+def test_model_pool_releases_one_model_before_loading_the_next(tiny_llm):
+    class Model:
+        pass
+
+    pool = ModelPool(resident=1)
+    first = pool.get("encoder", Model)
+    ref = weakref.ref(first)
+    del first
+    assert pool.get("encoder", Model) is ref()  # resident: not loaded again
+    pool.get("llm", lambda: load_causal_lm(tiny_llm, "nf4", "cpu"))
+    assert ref() is None and pool.loaded() == ["llm"]
+    assert pool.loads == {"encoder": 1, "llm": 1}
+    pool.release()
+    assert pool.loaded() == []
+
+
+# ---------------------------------------------------------------- variants through the pipeline
+
+
+def test_llm_variants_reach_the_lexical_stage_as_their_own_signals(tmp_path, tiny_llm, demo_artifacts):
+    cfg = llm_cfg(tiny_llm, tmp_path / "cache")
+    client = seeded_client(cfg, tiny_llm)
+    concepts = {"legal_area": "Arbeitsrecht", "key_concepts": ["fristlose Kündigung", "wichtiger Grund"],
+                "provisions": ["Art. 337 OR"], "keywords_de": ["Arbeitsvertrag", "Kündigung"], "estimated_citations": 3,
+                "citation_mix": {"law": 1.0, "bge": 0.0, "docket": 0.0}}
+    for task, answer in [("translate", Q_DE), ("concepts", json.dumps(concepts, ensure_ascii=False)),
+                         ("hyde", "Der Arbeitgeber kann das Arbeitsverhältnis aus wichtigen Gründen jederzeit fristlos auflösen."),
+                         ("sparse", "fristlose Kündigung wichtiger Grund Arbeitsvertrag"),
+                         ("dense", "Es ist zu entscheiden, ob ein wichtiger Grund die fristlose Kündigung rechtfertigt.")]:
+        client.store(load_template(task), {"question": Q_EN}, answer, 40, 12, 0.5)
+    art = Artifacts.load(demo_artifacts, cfg)
+    res = run_pipeline([Query("q1", Q_EN)], art, cfg)
+    signals = {r.signal for r in res.signals}
+    assert {"bm25_query", "bm25_de", "bm25_hyde", "bm25_sparse", "bm25_concepts", "llm_seeds"} <= signals
+    state = res.states[0]
+    assert state.variants["de"].text == Q_DE and state.variants["de"].origin.startswith("llm:translate@v1")
+    assert state.variants["query"].origin == "input" and state.concepts["legal_area"] == "Arbeitsrecht"
+    de_docs = next(r for r in res.signals if r.signal == "bm25_de").doc_ids("q1")[:10]
+    assert any(art.corpus.citations[d].startswith("Art. 337 ") for d in de_docs)
+    assert res.predictions["q1"][0].startswith("Art. 337 ")
+    assert res.model_loads == {}  # every answer came from the cache: no model was loaded
+    cost = res.costs["q1"]["rewrite"]
+    assert cost["llm_calls"] == 5 and cost["prompt_tokens"] == 200 and cost["cache_hits"] == 5
+    assert res.timings["rewrite"] > 0 and "bm25" in res.timings
+
+
+def test_llm_variants_reach_the_semantic_stage(tmp_path, tiny_llm):
+    from lexrag.index.build import build_artifacts
+    from tinymodels import SENTENCES, make_tiny_encoder
+
+    laws = tmp_path / "laws.csv"
+    laws.write_text("citation,text,title\n" + "".join(f'Art. {i + 1} OR,"{s}",OR\n' for i, s in enumerate(SENTENCES)),
+                    encoding="utf-8")
+    enc = make_tiny_encoder(tmp_path / "enc")
+    cfg = llm_cfg(tiny_llm, tmp_path / "cache", **{"semantic.enabled": True, "semantic.model": str(enc),
+                                                  "semantic.device": "cpu", "semantic.max_seq": 64, "semantic.shard_size": 4,
+                                                  "graph.enabled": False, "llm.tasks": ["translate", "hyde", "dense"]})
+    build_artifacts(cfg, laws, tmp_path / "art")
+    client = seeded_client(cfg, tiny_llm)
+    for task, answer in [("translate", SENTENCES[1]), ("hyde", SENTENCES[2]), ("dense", SENTENCES[3])]:
+        client.store(load_template(task), {"question": SENTENCES[5]}, answer)
+    res = run_pipeline([Query("q", SENTENCES[5])], Artifacts.load(tmp_path / "art", cfg), cfg)
+    dense = {r.signal: r.doc_ids("q") for r in res.signals if r.family == "semantic"}
+    assert set(dense) == {"dense_query", "dense_de", "dense_hyde", "dense_dense"}
+    assert dense["dense_de"][0] == 1 and dense["dense_hyde"][0] == 2 and dense["dense_dense"][0] == 3
+    assert res.model_loads == {"encoder": 1}
+
+
+def test_malformed_json_is_repaired_retried_then_skipped_and_the_run_goes_on(tmp_path, tiny_llm, demo_artifacts, caplog):
+    cfg = llm_cfg(tiny_llm, tmp_path / "cache", **{"llm.tasks": ["concepts", "translate"]})
+    client = seeded_client(cfg, tiny_llm)
+    concepts, repair, translate = (load_template(n) for n in ("concepts", "repair_json", "translate"))
+    bad = "{'legal_area': 'Arbeitsrecht', key_concepts: [Kündigung]}"
+    bad2 = "Gerne! Hier ist das JSON: legal_area = Mietrecht"
+    for q, answer, de in [(Q_EN, bad, Q_DE), ("Who pays the rent?", bad2, "Wer bezahlt die Miete?")]:
+        client.store(concepts, {"question": q}, answer)
+        client.store(translate, {"question": q}, de)
+    from lexrag.errors import LLMOutputError
+
+    def repair_values(output):
+        with pytest.raises(LLMOutputError) as e:
+            parse_json_object(output, CONCEPT_SCHEMA)
+        return {"keys": ", ".join(CONCEPT_SCHEMA), "error": str(e.value), "output": output}
+
+    client.store(repair, repair_values(bad), '{"legal_area": "Arbeitsrecht", "key_concepts": ["Kündigung"], "keywords_de": ["fristlos"]}')
+    client.store(repair, repair_values(bad2), "still not JSON")
+    with caplog.at_level("WARNING", logger="lexrag.llm.rewrite"):
+        res = run_pipeline([Query("fixed", Q_EN), Query("broken", "Who pays the rent?")], Artifacts.load(demo_artifacts, cfg), cfg)
+    by_id = {s.query_id: s for s in res.states}
+    assert by_id["fixed"].concepts["keywords_de"] == ["fristlos"] and "concepts" in by_id["fixed"].variants
+    assert by_id["broken"].concepts == {} and "concepts" not in by_id["broken"].variants
+    assert by_id["broken"].variants["de"].text == "Wer bezahlt die Miete?"  # the other task still ran
+    assert "query 'broken': LLM task 'concepts' gave no usable JSON" in caplog.text
+    assert res.costs["broken"]["rewrite"]["json_failures"] == 1 and res.costs["broken"]["rewrite"]["llm_calls"] == 3
+    assert res.predictions["broken"]  # the run went on and answered
+
+
+def test_a_citation_the_llm_names_never_reaches_the_output_unless_the_corpus_has_it(tmp_path, tiny_llm, demo_artifacts):
+    cfg = llm_cfg(tiny_llm, tmp_path / "cache", **{"llm.tasks": ["concepts", "hyde"], "count.k": 50})
+    client = seeded_client(cfg, tiny_llm)
+    client.store(load_template("concepts"), {"question": Q_EN}, json.dumps(
+        {"legal_area": "Arbeitsrecht", "key_concepts": ["Art. 999 Abs. 3 XYZ"], "keywords_de": ["Kündigung"],
+         "provisions": ["Art. 999 Abs. 3 XYZ", "Art. 4711 OR", "Art. 337c OR"]}))
+    client.store(load_template("hyde"), {"question": Q_EN}, "Nach BGE 999 IV 1 E. 2 und Art. 4711 OR ist fristlos zu kündigen.")
+    art = Artifacts.load(demo_artifacts, cfg)
+    res = run_pipeline([Query("q", Q_EN)], art, cfg)
+    state = res.states[0]
+    assert "BGE 999" not in state.variants["hyde"].text and "4711" not in state.variants["hyde"].text
+    assert {"Art. 999 Abs. 3 XYZ", "Art. 4711 OR", "BGE 999 IV 1 E. 2"} <= set(state.llm_citations)
+    seeds = [art.corpus.citations[d] for d in next(r for r in res.signals if r.signal == "llm_seeds").doc_ids("q")]
+    assert seeds and all(c.startswith("Art. 337c ") for c in seeds)  # the real article resolved, the invented ones dropped
+    known = set(art.corpus.citations)
+    for cits in (res.predictions["q"], res.ranked["q"]):
+        assert set(cits) <= known
+        assert not any("999" in c or "4711" in c or "XYZ" in c for c in cits)
+
+
+# ---------------------------------------------------------------- cache and replay
+
+
+def test_replay_reproduces_a_live_run_byte_for_byte_without_loading_a_model(tmp_path, tiny_llm, demo_artifacts, monkeypatch):
+    queries = [Query("a", Q_EN), Query("b", "Who is liable for damage caused unlawfully?")]
+    live = llm_cfg(tiny_llm, tmp_path / "cache")
+    art = Artifacts.load(demo_artifacts, live)
+    res = run_pipeline(queries, art, live)
+    assert res.model_loads == {"llm": 1}
+    assert res.costs["a"]["rewrite"]["llm_calls"] >= 5 and res.costs["a"]["rewrite"]["gen_tokens"] > 0
+    write_submission(tmp_path / "live.csv", res.predictions, res.query_ids)
+
+    import lexrag.pipeline
+
+    def no_loading(*a, **k):
+        raise AssertionError("replay loaded a model")
+
+    monkeypatch.setattr(lexrag.pipeline, "load_causal_lm", no_loading)
+    export_cache(tmp_path / "cache", tmp_path / "shipped")  # a cache as shipped in a Kaggle dataset
+    (tmp_path / "shipped").chmod(0o555)
+    replay = llm_cfg(tiny_llm.parent / "not-attached", tmp_path / "nowhere",
+                     **{"llm.mode": "replay", "llm.replay_dirs": [str(tmp_path / "shipped")]})
+    replay.llm.model = str(tiny_llm)  # the same model name keys the cache; its folder is never opened
+    res2 = run_pipeline(queries, Artifacts.load(demo_artifacts, replay), replay)
+    write_submission(tmp_path / "replay.csv", res2.predictions, res2.query_ids)
+    assert (tmp_path / "replay.csv").read_bytes() == (tmp_path / "live.csv").read_bytes()
+    assert res2.model_loads == {} and res2.ranked == res.ranked
+    assert [s.variants for s in res2.states] == [s.variants for s in res.states]
+
+
+def test_replay_without_the_entry_names_it(tmp_path, tiny_llm, demo_artifacts):
+    cfg = llm_cfg(tiny_llm, tmp_path / "cache", **{"llm.mode": "replay"})
+    with pytest.raises(Exception, match="needs an LLM cache"):
+        make_context(cfg, Artifacts.load(demo_artifacts, cfg))
+    LLMCache(tmp_path / "cache").close()
+    with pytest.raises(ReplayMissError, match=r"template translate@v1:\w+ for query 'q7'.*llm.mode=live"):
+        run_pipeline([Query("q7", Q_EN)], Artifacts.load(demo_artifacts, cfg), cfg)
+
+
+def test_cli_reports_a_replay_miss_in_one_line(tmp_path, tiny_llm, demo_artifacts):
+    LLMCache(tmp_path / "cache").close()
+    qs = tmp_path / "q.csv"
+    qs.write_text(f'query_id,query\nq1,"{Q_EN}"\n', encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "lexrag", "-q", "run", "--artifacts", str(demo_artifacts), "--queries", str(qs),
+                        "--out", str(tmp_path / "s.csv"), "--set", "llm.enabled=true", "--set", f"llm.model={tiny_llm}",
+                        "--set", "llm.mode=replay", "--set", f"llm.cache_dir={tmp_path / 'cache'}"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.startswith("error: replay: the LLM cache") and "'q1'" in r.stderr
+
+
+_WRITER = """
+import sys
+from lexrag.llm.cache import LLMCache
+c = LLMCache(sys.argv[1])
+for i in range(150):
+    c.put(f"{sys.argv[2]}-{i}", "m", "t", "h", {}, "out", 1, 1, 0.0)
+"""
+
+
+def test_two_processes_can_fill_one_cache_at_once(tmp_path):
+    LLMCache(tmp_path / "c").close()
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path / "c"), w]) for w in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert len(LLMCache(tmp_path / "c")) == 300
+
+
+def test_llm_config_errors_name_the_field():
+    with pytest.raises(ConfigError, match="llm.tasks: unknown LLM task 'hide' \\(did you mean 'hyde'\\?\\)"):
+        load_config(None, {"llm.tasks": ["hide"]})
+    with pytest.raises(ConfigError, match="llm.enabled needs llm.model"):
+        load_config(None, {"llm.enabled": True})
+    with pytest.raises(ConfigError, match="lexical.variants: unknown query variant 'german'"):
+        load_config(None, {"lexical.variants": ["german"]})

@@ -1,0 +1,135 @@
+"""The stage protocol, the signal registry and the package's import layers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from lexrag.config import load_config
+from lexrag.errors import ConfigError, StageError
+from lexrag.pipeline import Artifacts, run_pipeline
+from lexrag.queries import Query
+from lexrag.ranking import Ranking
+from lexrag.stages.base import Phase, register_stage, registered_stages, unregister_stage
+
+PKG = Path(__file__).resolve().parents[1] / "kernel_src" / "lexrag"
+Q = [Query("a", "Kündigung nach Art. 337 OR aus wichtigen Gründen"), Query("b", "Wer haftet für Schaden?")]
+
+
+class Echo:
+    """A new graph-phase stage in a few lines: the top three seed candidates as its own signal."""
+
+    name = "echo"
+    family = "graph"
+    phase = Phase.GRAPH
+    essential = False
+    signals = ("echo",)
+    seen: dict = {}
+
+    def enabled(self, cfg, art):
+        return True
+
+    def run(self, batch, ctx):
+        Echo.seen = {"queries": batch.query_ids, "signals": set(batch.signals), "seeds": dict(batch.seeds)}
+        return [Ranking("echo", "graph", {q: batch.seeds[q][:3] for q in batch.query_ids})]
+
+
+@pytest.fixture
+def echo():
+    stage = Echo()
+    register_stage(stage)
+    yield stage
+    unregister_stage("echo")
+
+
+def test_a_registered_stage_runs_in_its_phase_is_timed_and_yields_to_the_budget(echo, demo_artifacts):
+    assert [s.name for s in registered_stages()].index("echo") > [s.name for s in registered_stages()].index("graph")
+    cfg = load_config(None, {"runtime.progress": False, "fusion.weights": {"echo": 0.5, "bm25_query": 1.0}})
+    art = Artifacts.load(demo_artifacts, cfg)
+    res = run_pipeline(Q, art, cfg)
+    # after content and seed fusion (and the graph stage registered before it in the same phase)
+    assert Echo.seen["queries"] == ["a", "b"] and {"citation_seeds", "bm25_query", "ppr"} <= Echo.seen["signals"]
+    assert all(Echo.seen["seeds"][q] for q in ("a", "b"))
+    assert "echo" in {r.signal for r in res.signals} and res.timings["echo"] > 0
+    cfg.runtime.time_budget_s = 1e-9
+    with pytest.warns(UserWarning, match="time budget"):
+        res = run_pipeline(Q, art, cfg)
+    assert res.skipped["echo"] == ["a", "b"] and "echo" not in {r.signal for r in res.signals}
+    assert res.predictions["a"]  # the essential stages still answered
+    echo.essential = True
+    res = run_pipeline(Q, art, cfg)
+    assert "echo" not in res.skipped and "echo" in {r.signal for r in res.signals}
+
+
+def test_chunks_see_every_signal_and_give_the_same_answer(demo_artifacts):
+    cfg = load_config(None, {"runtime.progress": False})
+    art = Artifacts.load(demo_artifacts, cfg)
+    whole = run_pipeline(Q, art, cfg)
+    cfg.runtime.batch_size = 1
+    chunked = run_pipeline(Q, art, cfg)
+    assert chunked.predictions == whole.predictions and chunked.ranked == whole.ranked
+
+
+def test_a_stage_breaking_the_protocol_is_named(demo_artifacts):
+    class Bad(Echo):
+        name = "bad"
+
+        def run(self, batch, ctx):
+            return {"a": []}
+
+    with pytest.raises(StageError, match="phase must be"):
+        register_stage(type("P", (Echo,), {"name": "p", "phase": 3})())
+    register_stage(Bad())
+    try:
+        with pytest.raises(StageError, match="stage 'bad' must return a list of Rankings"):
+            run_pipeline(Q, Artifacts.load(demo_artifacts, load_config(None, {"runtime.progress": False})),
+                         load_config(None, {"runtime.progress": False}))
+        with pytest.raises(StageError, match="already registered"):
+            register_stage(Bad())
+    finally:
+        unregister_stage("bad")
+
+
+def test_a_weight_or_switch_for_an_unknown_signal_is_a_config_error():
+    with pytest.raises(ConfigError, match="fusion.weights: unknown signal 'bm25_qurey' \\(did you mean 'bm25_query'\\?\\)"):
+        load_config(None, {"fusion.weights": {"bm25_qurey": 1.0}})
+    with pytest.raises(ConfigError, match="fusion.boost_exclude: unknown signal 'sibling'"):
+        load_config(None, {"fusion.boost_exclude": ["sibling"]})
+    with pytest.raises(ConfigError, match="graph.signals"):
+        load_config(None, {"graph.signals": {"bm25_query": False}})
+    with pytest.raises(ConfigError, match="graph.signals: unknown signal 'pagerank'"):
+        load_config(None, {"graph.signals": {"pagerank": False}})
+    assert load_config(None, {"fusion.weights": {"bm25_de": 2.0, "dense_hyde": 0.5}}).fusion.weights["dense_hyde"] == 0.5
+
+
+LAYERS = {"index": 1, "llm": 2, "stages": 3, "pipeline": 4, "eval": 5, "kaggle": 6, "cli": 7, "__main__": 7}
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    return LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def test_imports_only_point_down_the_layers():
+    bad = []
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        mod = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lexrag"):
+                names = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "lexrag" else [])
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith("lexrag")]
+            for n in names:
+                if _layer(n) > _layer(mod):
+                    bad.append(f"{mod} imports {n}")
+    assert not bad, bad
+
+
+def test_the_package_reports_through_logging_not_print():
+    offenders = [str(p.relative_to(PKG)) for p in PKG.rglob("*.py")
+                 if p.name not in ("cli.py",) and "print(" in p.read_text(encoding="utf-8")]
+    assert not offenders, offenders
