@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parent
 
 def main(argv: list[str] | None = None) -> int:
     from lexrag.config import load_config, parse_overrides
-    from lexrag.kaggle.datasets import ManifestError, check, rebuild, upload
+    from lexrag.errors import LexragError
+    from lexrag.kaggle.datasets import check, rebuild, upload
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--manifest", default=str(ROOT / "artifacts_manifest.yaml"))
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--courts", help="court_considerations.csv (optional)")
     p.add_argument("--train", help="training CSV with gold_citations for the prior (never the validation file)")
     p.add_argument("--law-keys", help="law citation keys, one per line; keys missing from --laws join with empty text")
+    p.add_argument("--llm-cache", help="an LLM cache folder a live run filled (llm.cache_dir): shipped for replay")
     p.add_argument("--only", help="comma-separated artifact names (default: all)")
     p.add_argument("--owner", help="Kaggle user or organisation owning the datasets (default: manifest owner)")
     p.add_argument("--config", help="YAML config")
@@ -37,12 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--upload", action="store_true", help="push the folders with the kaggle CLI after building/checking")
     p.add_argument("--message", default="", help="version message for --upload")
     args = p.parse_args(argv)
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     only = [s.strip() for s in args.only.split(",")] if args.only else None
     try:
         if not args.check:
             cfg = load_config(args.config, parse_overrides(args.set))
             rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=args.courts, only=only, owner=args.owner,
-                    law_keys=args.law_keys, train=args.train)
+                    law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache)
         problems = check(args.manifest, args.out, only)
         for line in problems:
             print(f"MISMATCH {line}")
@@ -51,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"OK: {args.out} matches {args.manifest}")
         if args.upload:
             upload(args.manifest, args.out, only, args.message)
-    except ManifestError as e:
+    except LexragError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

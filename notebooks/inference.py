@@ -26,7 +26,7 @@ if importlib.util.find_spec("lexrag") is None:
     found = [wheels_dir] if wheels_dir else sorted({os.path.dirname(p) for p in glob.glob("/kaggle/input/*/lexrag-*.whl") + glob.glob("/kaggle/input/*/*/lexrag-*.whl")})
     if not found:
         raise RuntimeError("no lexrag wheel found in the attached datasets; attach the lexrag-wheels dataset")
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", found[0], "lexrag[semantic]"])
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", found[0], "lexrag[semantic,llm]"])
 
 # %%
 from pathlib import Path
@@ -47,8 +47,10 @@ out = Path(out_path) if out_path else paths.working_dir / "submission.csv"
 # Always leave a valid file behind: an empty submission first, then the real one.
 write_submission(out, {}, [q.query_id for q in qs])
 art = Artifacts.load(artifacts_dir, cfg) if artifacts_dir else Artifacts.load(None, cfg, paths=paths)
-result = run_pipeline(qs, art, cfg)
+result = run_pipeline(qs, art, cfg, paths=paths)
 write_submission(out, result.predictions, result.query_ids)
 problems = validate_submission(out, result.query_ids, art.corpus.citations)
 assert not problems, problems
 print(f"wrote {out}: {len(result.query_ids)} queries in {result.timings['total']:.1f}s; degraded: {len(result.degraded)}")
+print("seconds per stage:", {k: round(v, 1) for k, v in result.timings.items()})
+print("cost per stage:", result.cost_totals())

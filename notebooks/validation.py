@@ -12,6 +12,7 @@ artifacts_dir = None  # folder with corpus/ and bm25/; None: the resolver's arti
 out_dir = "validation_out"  # where metrics.json and per_query.csv go
 stages = {}  # stage switches, e.g. {"lexical": False, "seeds": True}
 ablation = False  # also run with each active stage switched off: ablation.csv and ablation.png
+llm_cache = None  # an LLM cache folder (e.g. the lexrag-llm-cache dataset): replay it, load no model
 
 # %%
 import json
@@ -23,12 +24,13 @@ from lexrag.pipeline import Artifacts
 from lexrag.eval.validation import ablation_table, format_metrics, plot_ablation, validate_run
 
 switches = {f"{stage}.enabled": bool(on) for stage, on in stages.items()}
-cfg = load_config(config_path, {**overrides, **switches})
+replay = {"llm.mode": "replay", "llm.replay_dirs": [str(llm_cache)]} if llm_cache else {}
+cfg = load_config(config_path, {**overrides, **switches, **replay})
 paths = resolve_paths(cfg.paths)
 art = Artifacts.load(artifacts_dir or paths.artifacts_dir, cfg)
-metrics, result = validate_run(cfg, art, queries, out_dir)
+metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths)
 print(format_metrics(metrics, title=f"validation on {queries}"))
-print(json.dumps({"timings_s": result.timings}, indent=1))
+print(json.dumps({"timings_s": result.timings, "cost": result.cost_totals(), "model_loads": result.model_loads}, indent=1))
 
 # %%
 if ablation:

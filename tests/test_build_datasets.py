@@ -75,3 +75,20 @@ def test_check_of_unbuilt_manifest_is_a_failure(tmp_path):
     assert r.returncode == 1 and "never built" in r.stdout
     r = run("--manifest", tmp_path / "nope.yaml", "--out", tmp_path, "--check")
     assert r.returncode == 2 and "manifest not found" in r.stderr
+
+
+def test_llm_cache_ships_as_a_dataset_and_checks(tmp_path, manifest):
+    from lexrag.llm.cache import LLMCache
+
+    c = LLMCache(tmp_path / "live_cache")
+    for i in (3, 1, 2):
+        c.put(f"k{i}", "m", "translate@v1:abc", "h", {"max_new_tokens": 8}, f"out {i}", 5, 2, 0.1)
+    c.close()
+    r = run("--manifest", manifest, "--out", tmp_path / "ds", "--only", "llm_cache")
+    assert r.returncode == 2 and "needs --llm-cache" in r.stderr
+    r = run("--manifest", manifest, "--out", tmp_path / "ds", "--only", "llm_cache", "--llm-cache", tmp_path / "live_cache")
+    assert r.returncode == 0, r.stderr
+    entry = next(a for a in yaml.safe_load(manifest.read_text())["artifacts"] if a["name"] == "llm_cache")
+    assert entry["doc_count"] == 3 and {f["path"] for f in entry["files"]} == {"cache.sqlite", "params.json", "dataset-metadata.json"} - {"dataset-metadata.json"}
+    assert run("--manifest", manifest, "--out", tmp_path / "ds", "--check", "--only", "llm_cache").returncode == 0
+    assert LLMCache(None, readonly=[tmp_path / "ds" / "llm_cache"]).get("k2")["output"] == "out 2"

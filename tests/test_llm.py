@@ -297,3 +297,11 @@ def test_llm_config_errors_name_the_field():
         load_config(None, {"llm.enabled": True})
     with pytest.raises(ConfigError, match="lexical.variants: unknown query variant 'german'"):
         load_config(None, {"lexical.variants": ["german"]})
+
+
+def test_a_cache_left_by_a_killed_run_still_replays(tmp_path):
+    code = ("import os, sys\nfrom lexrag.llm.cache import LLMCache\nc = LLMCache(sys.argv[1])\n"
+            "c.put('k', 'm', 't', 'h', {}, 'kept', 1, 1, 0.0)\nos._exit(0)\n")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "c")], check=True)
+    assert (tmp_path / "c" / "cache.sqlite-wal").is_file()  # never checkpointed
+    assert LLMCache(None, readonly=[tmp_path / "c"]).get("k")["output"] == "kept"

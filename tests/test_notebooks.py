@@ -82,3 +82,28 @@ def test_embeddings_notebook_builds_and_resumes(tmp_path, demo_laws):
         text = "".join("".join(o.get("text", "")) for c in out["cells"] for o in c.get("outputs", []))
         assert f"embeddings {expect}" in text
     assert len(list((art / "embeddings").glob("shard_*.npy"))) == 3
+
+
+@pytest.mark.slow
+def test_validation_notebook_replays_an_llm_cache_without_a_model(tmp_path, demo_artifacts, demo_queries, tiny_llm):
+    """A live CLI run with the tiny 4-bit LLM fills a cache; the validation notebook replays it
+    (the model folder is not even there) and writes the same submission, byte for byte."""
+    llm = ["--set", "llm.enabled=true", "--set", "llm.device=cpu", "--set", "llm.max_new_tokens=8"]
+    r = subprocess.run([sys.executable, "-m", "lexrag", "-q", "run", "--artifacts", str(demo_artifacts), "--queries",
+                        str(demo_queries), "--out", str(tmp_path / "live.csv"), "--config", str(ROOT / "demo" / "config.yaml"),
+                        *llm, "--set", f"llm.model={tiny_llm}", "--set", f"llm.cache_dir={tmp_path / 'cache'}"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "LLM 1" in r.stdout and "generated tokens" in r.stdout
+    overrides = f"overrides: {{llm.enabled: true, llm.model: '{tmp_path / 'gone' / tiny_llm.name}', llm.max_new_tokens: 8}}"
+    args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "validation.ipynb"),
+            str(tmp_path / "v.ipynb"), "-p", "queries", str(demo_queries), "-p", "artifacts_dir", str(demo_artifacts),
+            "-p", "out_dir", str(tmp_path / "val"), "-p", "config_path", str(ROOT / "demo" / "config.yaml"),
+            "-p", "llm_cache", str(tmp_path / "cache"), "-y", overrides]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "val" / "submission.csv").read_bytes() == (tmp_path / "live.csv").read_bytes()
+    doc = json.loads((tmp_path / "val" / "metrics.json").read_text())
+    assert doc["model_loads"] == {} and doc["cost"]["total"]["rewrite"]["cache_hits"] >= 22 * 5
+    variants = [json.loads(line) for line in (tmp_path / "val" / "variants.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(variants) == 22 and all(v["variants"]["query"]["origin"] == "input" for v in variants)

@@ -159,6 +159,7 @@ class CountConfig:
 class LLMConfig:
     enabled: bool = _f(False, "LLM query rewriting (needs a causal LM folder, or a cache in replay mode)")
     model: str = _f("", "causal LM folder (Qwen2.5-7B-Instruct class on Kaggle): a path, or a folder name among the attached inputs")
+    model_name: str = _f("", "name that keys the LLM cache; empty: the model folder's name (give the same weights the same name everywhere, so a cache built on one machine replays on another)")
     mode: str = _f("live", "live: generate what the cache lacks | replay: answer from the cache only, never load a model")
     cache_dir: str = _f("", "folder of the LLM cache (cache.sqlite); empty: llm_cache in the working folder")
     replay_dirs: list = _f([], "read-only caches consulted before generating (e.g. an attached lexrag-llm-cache dataset)")

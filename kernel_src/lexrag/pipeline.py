@@ -179,7 +179,7 @@ def make_context(cfg: Config, art: Artifacts, paths=None, models: ModelPool | No
         else:
             cache = LLMCache(own, readonly=readonly)
         get_model = (lambda: ctx.model("llm")) if art.has_model("llm") else None
-        ctx.llm = LLMClient(cfg.llm, cache, get_model, Path(cfg.llm.model).name)
+        ctx.llm = LLMClient(cfg.llm, cache, get_model, cfg.llm.model_name or Path(cfg.llm.model).name)
     return ctx
 
 
@@ -249,10 +249,17 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     now; past it the non-essential stages are skipped for the remaining chunks and the queries
     are listed in ``degraded`` (with a warning), so a submission is always complete."""
     t_start = time.perf_counter()
+    own = ctx is None
     ctx = ctx or make_context(cfg, art, paths)
     budget = budget or Budget(cfg.runtime.time_budget_s, t_start)
     states = [QueryState.of(q) for q in queries]
-    batch = walk(BatchState(states), ctx, budget)
+    try:
+        batch = walk(BatchState(states), ctx, budget)
+    finally:
+        if own:  # a context made here is closed here: models freed, cache written out
+            ctx.models.release()
+            if ctx.llm is not None:
+                ctx.llm.cache.close()
     degraded = sorted({q for qs in batch.skipped.values() for q in qs}, key=[s.query_id for s in states].index)
     if degraded:
         warnings.warn(f"time budget of {budget.seconds}s ran out: {len(degraded)} queries skipped stages "

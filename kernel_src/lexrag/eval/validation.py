@@ -38,7 +38,8 @@ def format_metrics(metrics: dict, title: str = "") -> str:
     return "\n".join(lines)
 
 
-def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, out_dir: str | Path) -> tuple[dict, RunResult]:
+def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, out_dir: str | Path,
+                 paths=None) -> tuple[dict, RunResult]:
     """Run over ``queries_path`` (which has ``gold_citations``) and write into ``out_dir``:
     ``submission.csv``, ``metrics.json`` (metrics, config, timings, skipped stages, model loads,
     cost per stage: LLM calls, prompt and generated tokens, seconds), ``per_query.csv`` and
@@ -47,7 +48,7 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     out.mkdir(parents=True, exist_ok=True)
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = load_gold(queries_path)
-    result = run_pipeline(queries, artifacts, cfg)
+    result = run_pipeline(queries, artifacts, cfg, paths=paths)
     metrics = evaluate(gold, result.predictions, result.ranked)
     write_submission(out / "submission.csv", result.predictions, result.query_ids)
     rows = per_query_table(gold, result.predictions, result.ranked)

@@ -28,7 +28,7 @@ __all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "Mani
 
 log = logging.getLogger(__name__)
 
-ARTIFACT_ORDER = ("corpus", "bm25", "embeddings", "graph", "prior", "wheels")
+ARTIFACT_ORDER = ("corpus", "bm25", "embeddings", "graph", "prior", "llm_cache", "wheels")
 
 
 class ManifestError(LexragError, RuntimeError):
@@ -100,9 +100,11 @@ def rebuild(
     owner: str | None = None,
     law_keys: str | Path | None = None,
     train: str | Path | None = None,
+    llm_cache: str | Path | None = None,
 ) -> dict:
     """Build the selected artifacts into ``out_dir/<name>/`` and record them in the manifest.
-    The prior is built only when a training file is given (never from validation gold)."""
+    The prior is built only when a training file is given (never from validation gold); the LLM
+    cache only when a cache folder that a live run filled is given (it is exported compact)."""
     from lexrag.index.corpus import build_corpus
     from lexrag.index.build import build_index
     from lexrag.index.prior import build_prior
@@ -133,6 +135,14 @@ def rebuild(
                     raise ManifestError("building the prior needs --train (a training CSV with gold_citations)")
                 continue
             build_prior(train, folder)
+        elif name == "llm_cache":
+            if not llm_cache:
+                if only and "llm_cache" in only:
+                    raise ManifestError("building the LLM cache needs --llm-cache DIR (the llm.cache_dir of a live run)")
+                continue
+            from lexrag.llm.cache import export_cache
+
+            export_cache(llm_cache, folder)
         elif name == "wheels":
             _build_wheels(folder, entry)
         params = read_params(folder, name)
@@ -142,7 +152,7 @@ def rebuild(
         entry.update(
             {
                 "version": __version__,
-                "doc_count": params.get("n_docs"),
+                "doc_count": params.get("n_docs", params.get("n_entries")),
                 "sources": params.get("sources") or params.get("corpus_id"),
                 "files": file_table(folder),
             }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -78,8 +79,12 @@ class LLMCache:
         path = folder / CACHE_FILE
         if not path.is_file():
             raise ArtifactError(f"LLM cache {folder} has no {CACHE_FILE}; rebuild it with a live run (llm.mode=live)")
+        # a cache on read-only media (a Kaggle input) is one finished file: immutable, no locks;
+        # a local cache may still have its write-ahead log beside it, which a plain read-only
+        # connection reads
+        flags = "mode=ro" if os.access(folder, os.W_OK) else "mode=ro&immutable=1"
         try:
-            con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+            con = sqlite3.connect(f"{path.resolve().as_uri()}?{flags}", uri=True)
             con.execute("SELECT count(*) FROM generations").fetchone()
         except sqlite3.DatabaseError as e:
             raise ArtifactError(f"{path}: not a readable LLM cache ({e}); rebuild it with a live run") from e
@@ -115,6 +120,8 @@ class LLMCache:
         return sum(c.execute("SELECT count(*) FROM generations").fetchone()[0] for c in cons)
 
     def close(self) -> None:
+        if self._rw is not None:
+            self._rw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         for con in [c for _, c in self._ro] + ([self._rw] if self._rw is not None else []):
             con.close()
         self._ro, self._rw = [], None
