@@ -305,3 +305,32 @@ def test_a_cache_left_by_a_killed_run_still_replays(tmp_path):
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "c")], check=True)
     assert (tmp_path / "c" / "cache.sqlite-wal").is_file()  # never checkpointed
     assert LLMCache(None, readonly=[tmp_path / "c"]).get("k")["output"] == "kept"
+
+
+def test_encoder_reranker_and_llm_take_turns_one_resident_at_a_time(tmp_path, tiny_llm, monkeypatch):
+    from lexrag.index.build import build_artifacts
+    from tinymodels import SENTENCES, make_tiny_encoder, make_tiny_reranker
+
+    laws = tmp_path / "laws.csv"
+    laws.write_text("citation,text,title\n" + "".join(f'Art. {i + 1} OR,"{s}",OR\n' for i, s in enumerate(SENTENCES)),
+                    encoding="utf-8")
+    enc, rr = make_tiny_encoder(tmp_path / "enc"), make_tiny_reranker(tmp_path / "rr")
+    cfg = llm_cfg(tiny_llm, tmp_path / "cache", **{
+        "semantic.enabled": True, "semantic.model": str(enc), "semantic.device": "cpu", "semantic.max_seq": 64,
+        "rerank.enabled": True, "rerank.model": str(rr), "rerank.device": "cpu", "rerank.tau": 0.0, "graph.enabled": False})
+    build_artifacts(cfg, laws, tmp_path / "art")
+    art = Artifacts.load(tmp_path / "art", cfg)
+    resident: list[list[str]] = []
+    get = ModelPool.get
+
+    def spy(self, key, loader):
+        model = get(self, key, loader)
+        resident.append(self.loaded())
+        return model
+
+    monkeypatch.setattr(ModelPool, "get", spy)
+    res = run_pipeline([Query(f"q{i}", s) for i, s in enumerate(SENTENCES[4:])], art, cfg)
+    assert res.model_loads == {"llm": 1, "encoder": 1, "reranker": 1}  # phase by phase: each loaded once
+    assert max(len(r) for r in resident) == 1
+    assert [r[0] for r in resident][0] == "llm" and resident[-1] == ["reranker"]
+    assert res.current.signal == "rerank" and all(res.predictions.values())

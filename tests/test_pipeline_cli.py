@@ -96,6 +96,16 @@ def test_cli_errors_are_clear(tmp_path, tiny_inputs):
     assert r.returncode == 0 and "rrf_k: 60" in r.stdout
 
 
+def test_cli_names_a_missing_model_folder_in_one_line(tmp_path, demo_artifacts, demo_queries):
+    r = cli("run", "--artifacts", demo_artifacts, "--queries", demo_queries, "--out", tmp_path / "s.csv",
+            "--set", "semantic.enabled=true", "--set", f"semantic.model={tmp_path / 'bge-m3'}")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "encoder model folder not found" in r.stderr and "semantic.model" in r.stderr
+    r = cli("run", "--artifacts", demo_artifacts, "--queries", demo_queries, "--out", tmp_path / "s.csv",
+            "--set", "fusion.weights={bm25_qurey: 1.0}")
+    assert r.returncode == 2 and "did you mean 'bm25_query'" in r.stderr
+
+
 def test_graph_and_prior_signals_in_the_pipeline(tmp_path, tiny_inputs):
     from lexrag.index.build import build_artifacts
 

@@ -82,7 +82,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def make_tiny_llm(folder: str | Path, arch: str = "qwen2", seed: int = 0) -> Path:
+def make_tiny_llm(folder: str | Path, arch: str = "qwen2", seed: int = 0, hidden: int = 64, layers: int = 2) -> Path:
     """A causal-LM folder (Qwen2- or Llama-style, random weights) with a byte-level BPE tokenizer
     trained on a few sentences and a ChatML chat template: what the real loader reads."""
     import torch
@@ -101,7 +101,7 @@ def make_tiny_llm(folder: str | Path, arch: str = "qwen2", seed: int = 0) -> Pat
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<|im_end|>", pad_token="<|endoftext|>")
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(folder)
-    common = dict(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    common = dict(vocab_size=len(fast), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=2048, eos_token_id=fast.eos_token_id,
                   pad_token_id=fast.pad_token_id, tie_word_embeddings=False)
     torch.manual_seed(seed)

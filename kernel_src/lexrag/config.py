@@ -168,7 +168,7 @@ class LLMConfig:
     compute_dtype: str = _f("float16", "4-bit compute dtype: float16 (T4 has no bfloat16) | bfloat16 | float32")
     device: str = _f("auto", "cuda | cpu | auto (GPUs below compute capability 7.0 count as absent)")
     batch_size: int = _f(8, "prompts per generate call (left padding, longest first)")
-    max_new_tokens: int = _f(384, "upper bound on generated tokens per call; a template may ask for fewer")
+    max_new_tokens: int = _f(1024, "upper bound on generated tokens per call; each template asks for its own, at most this")
     max_question_chars: int = _f(6000, "longer questions are cut for the LLM prompts, with a warning (about 4 characters a token)")
     json_retries: int = _f(1, "repair attempts for output that is not the JSON asked for; then the variant is skipped")
 

@@ -146,6 +146,7 @@ class RunResult:
     states: list[QueryState] = field(default_factory=list)
     costs: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # query -> stage -> amounts
     model_loads: dict[str, int] = field(default_factory=dict)
+    model_load_seconds: dict[str, float] = field(default_factory=dict)
 
     def cost_totals(self) -> dict[str, dict[str, float]]:
         """Per stage, every amount summed over queries (LLM calls, tokens, seconds...)."""
@@ -278,4 +279,4 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     current = Ranking("rerank" if reranked else "fused", "rerank" if reranked else "fused", dict(batch.current))
     return RunResult([q.query_id for q in states], predictions, ranked, list(batch.signals.values()), fused, current, timings,
                      degraded, dict(batch.skipped), states, {q.query_id: q.cost for q in states},
-                     dict(ctx.models.loads) if ctx.models is not None else {})
+                     dict(ctx.models.loads), dict(ctx.models.load_seconds))
