@@ -19,8 +19,8 @@ from pathlib import Path
 
 import benchkit
 import numpy as np
-
 from lexrag.synthetic import TextSampler, write_court_csv
+
 
 def phase(name: str, work: Path, n: int) -> dict:
     from lexrag.config import load_config
@@ -36,9 +36,9 @@ def phase(name: str, work: Path, n: int) -> dict:
         dt = time.perf_counter() - t0
         return {"corpus_build_s": dt, "corpus_docs_per_s": n / dt, "corpus_peak_rss_mb": benchkit.peak_rss_mb()}
     if name == "bm25":
+        from lexrag.index.build import corpus_id
         from lexrag.index.corpus import Corpus
         from lexrag.index.lexical import build_bm25
-        from lexrag.index.build import corpus_id
 
         corpus = Corpus(work / "art" / "corpus")
         del corpus.citations, corpus.sources, corpus.parents  # the build needs only the texts

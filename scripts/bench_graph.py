@@ -48,9 +48,9 @@ def phase(name: str, work: Path, n: int) -> dict:
                 "edges": int(g.adj.nnz), "references": g.params["n_references"], "communities": g.params["communities"],
                 "graph_build_parts_s": g.params["build_s"]}
     if name == "signals":
+        from lexrag.index.build import corpus_id
         from lexrag.index.corpus import Corpus
         from lexrag.index.graph import CitationGraph
-        from lexrag.index.build import corpus_id
         from lexrag.pipeline import Artifacts
         from lexrag.queries import QueryState
         from lexrag.stages.base import Context

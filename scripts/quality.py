@@ -18,10 +18,9 @@ import sys
 import tempfile
 import time
 import warnings
-
-import yaml
 from pathlib import Path
 
+import yaml
 from lexrag.config import load_config
 from lexrag.eval.metrics import evaluate
 from lexrag.index.build import build_artifacts

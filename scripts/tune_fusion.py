@@ -17,7 +17,6 @@ import random
 import warnings
 
 import numpy as np
-
 from lexrag.config import load_config, parse_overrides
 from lexrag.eval.metrics import prf
 from lexrag.pipeline import Artifacts, run_pipeline

@@ -1,5 +1,4 @@
 import pytest
-
 from lexrag.citations import (
     BgeCitation,
     CitationIndex,

@@ -2,7 +2,6 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-
 from lexrag.artifacts import ArtifactError
 from lexrag.index.corpus import Corpus, CorpusError, build_corpus, guess_lang
 

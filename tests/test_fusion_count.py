@@ -1,8 +1,7 @@
 import pytest
-
+from lexrag.ranking import Ranking, RankingError
 from lexrag.stages.count import choose_count, elbow_count
 from lexrag.stages.fusion import reciprocal_rank_fusion
-from lexrag.ranking import Ranking, RankingError
 
 
 def run(signal, family, docs):

@@ -2,10 +2,10 @@ import igraph as ig
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from lexrag.artifacts import ArtifactError
 from lexrag.index.corpus import Corpus, build_corpus
 from lexrag.index.graph import CitationGraph, build_graph, leiden_levels
+from lexrag.index.prior import TrainingPrior, build_prior
 from lexrag.stages.graph_signals import (
     bibliographic_coupling,
     co_citation,
@@ -17,7 +17,6 @@ from lexrag.stages.graph_signals import (
     siblings,
     top_nodes,
 )
-from lexrag.index.prior import TrainingPrior, build_prior
 
 # A hand-made graph: a->b (2), a->c, b->c, c->a, d->c (3), b->e; e cites nothing (dangling).
 EDGES = [(0, 1, 2.0), (0, 2, 1.0), (1, 2, 1.0), (2, 0, 1.0), (3, 2, 3.0), (1, 4, 1.0)]

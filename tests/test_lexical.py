@@ -3,7 +3,6 @@ import json
 import bm25s
 import numpy as np
 import pytest
-
 from lexrag.artifacts import ArtifactError
 from lexrag.config import LexicalConfig
 from lexrag.index.lexical import GERMAN_STOPWORDS, Analyzer, BM25Index, build_bm25

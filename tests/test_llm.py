@@ -14,7 +14,6 @@ import sys
 import weakref
 
 import pytest
-
 from lexrag.config import load_config
 from lexrag.errors import ConfigError, PromptError, ReplayMissError
 from lexrag.eval.submission import write_submission
@@ -334,3 +333,50 @@ def test_encoder_reranker_and_llm_take_turns_one_resident_at_a_time(tmp_path, ti
     assert max(len(r) for r in resident) == 1
     assert [r[0] for r in resident][0] == "llm" and resident[-1] == ["reranker"]
     assert res.current.signal == "rerank" and all(res.predictions.values())
+
+
+def test_on_kaggle_an_attached_llm_cache_is_found_by_its_params_and_replayed(tmp_path, tiny_llm, demo_artifacts, monkeypatch):
+    import shutil
+
+    from lexrag.kaggle.paths import resolve_paths
+
+    cfg = llm_cfg(tiny_llm, tmp_path / "cache")
+    live = run_pipeline([Query("a", Q_EN)], Artifacts.load(demo_artifacts, cfg), cfg)
+    root = tmp_path / "input"
+    for name in ("corpus", "bm25", "graph"):
+        shutil.copytree(demo_artifacts / name, root / f"lexrag-{name}")
+    export_cache(tmp_path / "cache", root / "lexrag-llm-cache")
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+    kcfg = llm_cfg(tiny_llm, "", **{"llm.mode": "replay", "llm.model": "Qwen-folder-not-attached",
+                                    "llm.model_name": tiny_llm.name, "paths.artifacts_dir": str(root),
+                                    "paths.working_dir": str(tmp_path / "working")})
+    paths = resolve_paths(kcfg.paths)
+    art = Artifacts.load(None, kcfg, paths=paths)
+    assert art.cache_dirs == [root / "lexrag-llm-cache"]
+    res = run_pipeline([Query("a", Q_EN)], art, kcfg, paths=paths)
+    assert res.predictions == live.predictions and res.model_loads == {}
+    assert res.states[0].variants == live.states[0].variants
+
+
+def test_retrieve_gives_the_fused_ranking_of_any_query_text(tmp_path, demo_artifacts):
+    from lexrag.pipeline import make_context, retrieve
+    from lexrag.queries import QueryState
+
+    cfg = load_config(None, {"runtime.progress": False})
+    art = Artifacts.load(demo_artifacts, cfg)
+    full = run_pipeline([Query("q", Q_DE)], art, cfg)
+    ctx = make_context(cfg, art)
+    reformulated = QueryState("q#r1", Q_DE)
+    hits = retrieve([reformulated], ctx)["q#r1"]
+    assert hits == full.fused.hits["q"] and hits
+
+
+def test_graph_documents_are_chosen_by_the_german_variant_when_there_is_one():
+    from lexrag.queries import QueryState
+    from lexrag.stages.graph import preference_text
+
+    q = QueryState("q", Q_EN)
+    assert preference_text(q, ["de", "query"]) == Q_EN
+    q.add_variant("de", Q_DE, "llm:translate@v1")
+    q.add_variant("de", "ein zweiter Text", "other")  # the first writer keeps the variant
+    assert preference_text(q, ["de", "query"]) == Q_DE and q.variants["de"].origin == "llm:translate@v1"

@@ -1,6 +1,12 @@
 import pytest
-
-from lexrag.eval.metrics import ap_at_k, evaluate, ndcg_at_k, per_query_table, prf, recall_at_k
+from lexrag.eval.metrics import (
+    ap_at_k,
+    evaluate,
+    ndcg_at_k,
+    per_query_table,
+    prf,
+    recall_at_k,
+)
 
 
 def test_prf_by_hand():

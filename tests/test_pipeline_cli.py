@@ -5,11 +5,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from lexrag.config import load_config
+from lexrag.eval.validation import validate_run
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import Query, load_queries
-from lexrag.eval.validation import validate_run
 
 ROOT = Path(__file__).resolve().parents[1]
 

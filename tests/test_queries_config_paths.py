@@ -1,7 +1,6 @@
 from pathlib import Path
 
 import pytest
-
 from lexrag.config import ConfigError, load_config, parse_overrides
 from lexrag.csvio import CsvInputError
 from lexrag.kaggle.paths import resolve_paths

@@ -3,11 +3,10 @@ import os
 
 import numpy as np
 import pytest
-
 from lexrag.artifacts import ArtifactError
 from lexrag.config import load_config
-from lexrag.index.corpus import Corpus, build_corpus
 from lexrag.errors import ModelLoadError
+from lexrag.index.corpus import Corpus, build_corpus
 from lexrag.index.semantic import DenseIndex, Embeddings, build_embeddings, load_encoder
 from tinymodels import SENTENCES, make_tiny_encoder, make_tiny_reranker
 
@@ -108,8 +107,8 @@ def test_reranker_orders_by_model_score_and_applies_tau(tiny_reranker):
 
 def test_pipeline_with_semantic_and_rerank(tmp_path, tiny_encoder, tiny_reranker, corpus):
     from lexrag.index.build import corpus_id
-    from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.index.lexical import build_bm25
+    from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.queries import Query
 
     folder = corpus.folder.parent

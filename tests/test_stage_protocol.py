@@ -6,13 +6,17 @@ import ast
 from pathlib import Path
 
 import pytest
-
 from lexrag.config import load_config
 from lexrag.errors import ConfigError, StageError
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import Query
 from lexrag.ranking import Ranking
-from lexrag.stages.base import Phase, register_stage, registered_stages, unregister_stage
+from lexrag.stages.base import (
+    Phase,
+    register_stage,
+    registered_stages,
+    unregister_stage,
+)
 
 PKG = Path(__file__).resolve().parents[1] / "kernel_src" / "lexrag"
 Q = [Query("a", "Kündigung nach Art. 337 OR aus wichtigen Gründen"), Query("b", "Wer haftet für Schaden?")]

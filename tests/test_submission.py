@@ -1,6 +1,11 @@
 import pytest
-
-from lexrag.eval.submission import MAX_CHARS, MAX_CITATIONS, read_submission, validate_submission, write_submission
+from lexrag.eval.submission import (
+    MAX_CHARS,
+    MAX_CITATIONS,
+    read_submission,
+    validate_submission,
+    write_submission,
+)
 
 CORPUS = ["Art. 1 OR", "Art. 2 OR", "BGE 145 II 32 E. 3.1"]
 

@@ -20,6 +20,7 @@ import functools
 import re
 from dataclasses import dataclass
 from typing import Collection, Iterable, Iterator, Union
+
 from lexrag.errors import LexragError
 
 __all__ = [

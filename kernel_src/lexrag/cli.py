@@ -51,9 +51,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from lexrag.eval.metrics import evaluate
-    from lexrag.queries import load_gold
     from lexrag.eval.submission import read_submission
     from lexrag.eval.validation import format_metrics
+    from lexrag.queries import load_gold
 
     gold = load_gold(args.gold)
     pred = read_submission(args.pred)
@@ -69,9 +69,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from lexrag.eval.submission import validate_submission
     from lexrag.index.corpus import Corpus
     from lexrag.queries import load_queries
-    from lexrag.eval.submission import validate_submission
 
     qids = [q.query_id for q in load_queries(args.queries)]
     citations = Corpus(Path(args.artifacts) / "corpus").citations if args.artifacts else None

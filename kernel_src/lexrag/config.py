@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
+
 from lexrag.errors import ConfigError
 from lexrag.signals import (
     GRAPH_SIGNALS,

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
+
 from lexrag.errors import CsvInputError
 
 __all__ = ["CsvInputError", "FileReport", "read_csv_rows"]

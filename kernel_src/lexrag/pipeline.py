@@ -27,10 +27,17 @@ from lexrag.index.corpus import Corpus
 from lexrag.index.graph import CitationGraph
 from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
-from lexrag.models import ModelPool, load_causal_lm, load_cross_encoder, load_encoder
+from lexrag.models import ModelPool, load_causal_lm, load_encoder
 from lexrag.queries import Query, QueryState, Variant
 from lexrag.ranking import Ranking
-from lexrag.stages.base import RETRIEVAL_PHASES, BatchState, Context, Phase, Stage, stages_for
+from lexrag.stages.base import (
+    RETRIEVAL_PHASES,
+    BatchState,
+    Context,
+    Phase,
+    Stage,
+    stages_for,
+)
 from lexrag.stages.count import unique_citations
 
 __all__ = ["Artifacts", "RunResult", "Budget", "run_pipeline", "retrieve", "make_context", "walk"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from lexrag.errors import StageError
 
 __all__ = ["Ranking", "RankingError", "FAMILIES"]

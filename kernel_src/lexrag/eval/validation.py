@@ -8,9 +8,9 @@ from pathlib import Path
 
 from lexrag.config import Config
 from lexrag.eval.metrics import evaluate, per_query_table
+from lexrag.eval.submission import write_submission
 from lexrag.pipeline import Artifacts, RunResult, run_pipeline
 from lexrag.queries import load_gold, load_queries
-from lexrag.eval.submission import write_submission
 
 __all__ = ["validate_run", "format_metrics", "ablation_table", "plot_ablation", "ABLATABLE"]
 

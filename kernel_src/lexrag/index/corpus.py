@@ -12,13 +12,13 @@ UTF-8 are decoded as cp1252 (or latin-1), kept, counted and quoted.
 
 from __future__ import annotations
 
-import logging
 import hashlib
+import json
+import logging
 import os
+import re
 from array import array
 from collections import Counter
-import json
-import re
 from pathlib import Path
 from typing import Iterator, Sequence
 

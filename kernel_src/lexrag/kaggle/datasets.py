@@ -9,8 +9,8 @@ CLI (a new version when the dataset exists).
 
 from __future__ import annotations
 
-import logging
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -105,8 +105,8 @@ def rebuild(
     """Build the selected artifacts into ``out_dir/<name>/`` and record them in the manifest.
     The prior is built only when a training file is given (never from validation gold); the LLM
     cache only when a cache folder that a live run filled is given (it is exported compact)."""
-    from lexrag.index.corpus import build_corpus
     from lexrag.index.build import build_index
+    from lexrag.index.corpus import build_corpus
     from lexrag.index.prior import build_prior
 
     doc = load_manifest(manifest_path)

@@ -5,7 +5,16 @@ variants) -> content (citation seeds, LLM seeds, BM25, dense) -> seed fusion -> 
 -> fusion -> rerank -> count.
 """
 
-from lexrag.stages import count, fusion, graph, lexical, rerank, rewrite, seeds, semantic  # noqa: F401
+from lexrag.stages import (  # noqa: F401
+    count,
+    fusion,
+    graph,
+    lexical,
+    rerank,
+    rewrite,
+    seeds,
+    semantic,
+)
 from lexrag.stages.base import (  # noqa: F401
     RETRIEVAL_PHASES,
     BatchState,
