@@ -79,7 +79,7 @@ def test_paths_local_and_kaggle(monkeypatch):
     cfg = load_config(None, {"paths.competition": "llm-agentic-legal-information-retrieval"})
     p = resolve_paths(cfg.paths)
     assert p.kaggle and p.working_dir == Path("/kaggle/working")
-    assert p.input_dir == Path("/kaggle/input/llm-agentic-legal-information-retrieval")
+    assert p.input_dir == Path("/kaggle/input/competitions/llm-agentic-legal-information-retrieval")
     cfg = load_config(None, {"paths.artifacts_dir": "/somewhere"})
     assert resolve_paths(cfg.paths).artifacts_dir == Path("/somewhere")
 
@@ -125,3 +125,44 @@ def test_model_folders_are_found_in_attached_datasets(tmp_path, monkeypatch):
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
     assert resolve_paths(cfg.paths).model("bge-m3") == tmp_path / "bge-m3-dataset" / "bge-m3"
     assert resolve_paths(cfg.paths).model(str(tmp_path / "bge-m3-dataset")) == tmp_path / "bge-m3-dataset"
+
+
+def _tree(root, files):
+    for rel, text in files.items():
+        f = root / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize("layout", ["classic", "nested"])
+def test_resolver_finds_everything_in_either_kaggle_layout(tmp_path, monkeypatch, layout):
+    import json
+
+    comp = "competitions/legal-ir" if layout == "nested" else "legal-ir"
+    ds = (lambda s: f"datasets/someone/{s}") if layout == "nested" else (lambda s: s)
+    model = ("models/qwen-lm/qwen2.5/transformers/7b-instruct/1" if layout == "nested" else "qwen2.5/transformers/7b-instruct/1")
+    _tree(tmp_path, {
+        f"{comp}/test.csv": "query_id,query\n",
+        f"{ds('lexrag-corpus')}/params.json": json.dumps({"artifact": "corpus"}),
+        f"{ds('lexrag-llm-cache')}/params.json": json.dumps({"artifact": "llm_cache"}),
+        f"{ds('lexrag-wheels')}/lexrag-0.1.0-py3-none-any.whl": "",
+        f"{ds('bge-m3-weights')}/bge-m3/modules.json": "{}",
+        f"{model}/config.json": "{}",
+    })
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+    monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(tmp_path))
+    p = resolve_paths(load_config(None, {"paths.competition": "legal-ir"}).paths)
+    assert p.input_file("test.csv") == tmp_path / comp / "test.csv"
+    assert p.artifact("corpus") == tmp_path / ds("lexrag-corpus")
+    assert p.find_artifacts("llm_cache") == [tmp_path / ds("lexrag-llm-cache")]
+    assert p.wheels_dir() == tmp_path / ds("lexrag-wheels")
+    assert p.model("bge-m3") == tmp_path / ds("bge-m3-weights") / "bge-m3"
+    assert p.model("7b-instruct") == tmp_path / model  # descends into the version folder
+    from lexrag.errors import ArtifactError, LexragError
+
+    with pytest.raises(ArtifactError, match=r"artifact 'graph' not found: searched .* found corpus, llm_cache; attach the lexrag-graph dataset"):
+        p.artifact("graph")
+    with pytest.raises(LexragError, match="model folder 'bge-reranker-v2-m3' not found: searched"):
+        p.model("bge-reranker-v2-m3")
+    with pytest.raises(LexragError, match="train.csv not found: searched"):
+        p.input_file("train.csv")

@@ -93,7 +93,8 @@ class SemanticConfig:
     max_seq: int = _f(256, "encoder max sequence length (paper: 256)")
     shard_size: int = _f(100_000, "documents per embeddings shard (a resumable unit; paper: checkpoint every 100K)")
     fields: list = _f(["title", "text"], "corpus columns joined into the encoded text")
-    index: str = _f("flat", "flat (exact IndexFlatIP) | ivfpq (compressed, exact re-scoring of the top rescore_k)")
+    index: str = _f("flat", "flat (exact IndexFlatIP) | ivfpq (compressed, exact re-scoring of the top rescore_k) | auto (flat when it fits in memory)")
+    faiss_gpu: str = _f("auto", "auto: the index on the last usable GPU when faiss has GPU support and it takes <= 40% of that GPU | cpu | gpu")
     nlist: int = _f(2048, "IVF lists (ivfpq; about sqrt(N), trained on 100K vectors)")
     pq_m: int = _f(64, "PQ sub-quantizers, bytes per vector (ivfpq)")
     nprobe: int = _f(64, "IVF lists searched per query (ivfpq)")
@@ -186,6 +187,10 @@ class RuntimeConfig:
     )
     progress: bool = _f(True, "tqdm progress bars (switched off when CI is set)")
     batch_size: int = _f(16, "queries per stage call; the budget is checked before each call")
+    reserve_s: float = _f(0.0, "seconds of the budget kept back for writing and checking the submission")
+    on_stage_error: str = _f(
+        "raise", "raise: a failing stage stops the run | skip: the queries it failed for go on without it (logged, in RunResult.failed)"
+    )
     resident_models: int = _f(1, "models kept loaded at once (encoder, reranker, LLM take turns on one GPU when 1)")
 
 
@@ -229,8 +234,10 @@ class Config:
         bad = [f for f in self.lexical.fields if f not in ("citation", "title", "text")]
         if bad or not self.lexical.fields:
             raise ConfigError(f"lexical.fields must be a non-empty subset of citation, title, text; got {self.lexical.fields}")
-        if self.semantic.index not in ("flat", "ivfpq"):
-            raise ConfigError(f"semantic.index must be flat or ivfpq, got {self.semantic.index!r}")
+        if self.semantic.index not in ("flat", "ivfpq", "auto"):
+            raise ConfigError(f"semantic.index must be flat, ivfpq or auto, got {self.semantic.index!r}")
+        if self.semantic.faiss_gpu not in ("auto", "cpu", "gpu"):
+            raise ConfigError(f"semantic.faiss_gpu must be auto, cpu or gpu, got {self.semantic.faiss_gpu!r}")
         if self.semantic.enabled and not self.semantic.model:
             raise ConfigError("semantic.enabled needs semantic.model (the encoder folder)")
         if self.rerank.enabled and not self.rerank.model:
@@ -249,6 +256,8 @@ class Config:
         check_variant_names(self.semantic.variants, "semantic.variants")
         check_variant_names(self.graph.preference_variants, "graph.preference_variants")
         check_task_names(self.llm.tasks, "llm.tasks")
+        if self.runtime.on_stage_error not in ("raise", "skip"):
+            raise ConfigError(f"runtime.on_stage_error must be raise or skip, got {self.runtime.on_stage_error!r}")
         if self.llm.mode not in ("live", "replay"):
             raise ConfigError(f"llm.mode must be live or replay, got {self.llm.mode!r}")
         if self.llm.quantization not in ("nf4", "none"):

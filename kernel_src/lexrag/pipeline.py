@@ -12,6 +12,7 @@ the reranker and the LLM take turns on one GPU (see :class:`lexrag.models.ModelP
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import warnings
@@ -21,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 from lexrag import stages as _stages  # noqa: F401  (registers the built-in stages)
 from lexrag.config import Config
-from lexrag.errors import ArtifactError, StageError
+from lexrag.errors import ArtifactError, LexragError, StageError
 from lexrag.index.build import corpus_id
 from lexrag.index.corpus import Corpus
 from lexrag.index.graph import CitationGraph
@@ -58,6 +59,8 @@ class Artifacts:
     model_paths: dict[str, Path] = field(default_factory=dict)  # encoder, reranker, llm
     loaders: dict[str, Callable[[], Any]] = field(default_factory=dict)
     cache_dirs: list[Path] = field(default_factory=list)  # read-only LLM caches found by the resolver
+    llm_replay: bool = False  # LLM answers only from caches (llm.mode replay, or no model folder when degrading)
+    missing: dict[str, str] = field(default_factory=dict)  # parts left out when degrading: name -> why
 
     def has_model(self, name: str) -> bool:
         return name in self.loaders
@@ -68,49 +71,84 @@ class Artifacts:
         return self.loaders[name]
 
     @classmethod
-    def load(cls, folder: str | Path | None, cfg: Config, paths=None) -> "Artifacts":
+    def load(cls, folder: str | Path | None, cfg: Config, paths=None, degrade: bool = False) -> "Artifacts":
         """Load from ``folder`` (holding ``corpus/``, ``bm25/``, ...) or, when ``paths`` (a
         :class:`lexrag.kaggle.paths.Paths`) is given, from wherever the resolver finds each
         artifact and model.  Only what the config switches on is loaded; a missing artifact or
         model folder is an error now, before any query runs (in LLM replay mode the LLM folder
-        is not needed)."""
+        is not needed).  With ``degrade=True`` (the Kaggle notebook) only the corpus is required:
+        any other part that is missing or broken is logged, listed in ``missing``, and its stages
+        stay off; a missing LLM folder falls back to replaying an attached cache."""
         locate = (lambda name: paths.artifact(name)) if paths is not None else (lambda name: Path(folder) / name)
         model_path = (lambda name: paths.model(name)) if paths is not None else Path
         corpus_dir = locate("corpus")
         corpus = Corpus(corpus_dir)
         cid = corpus_id(corpus_dir)
-        bm25 = BM25Index.load(locate("bm25"), cfg.lexical, corpus_id=cid) if cfg.lexical.enabled else None
-        graph = (CitationGraph.load(locate("graph"), len(corpus), corpus_id=cid, resolutions=cfg.graph.resolutions)
-                 if cfg.graph.enabled else None)
-        prior = TrainingPrior.load(locate("prior")) if cfg.prior.enabled else None
-        art = cls(corpus=corpus, bm25=bm25, graph=graph, prior=prior)
+        art = cls(corpus=corpus, bm25=None)
+
+        def part(name: str, fn: Callable[[], None]) -> None:
+            try:
+                fn()
+            except (LexragError, OSError, ImportError) as e:
+                if not degrade:
+                    raise
+                art.missing[name] = f"{type(e).__name__}: {e}".splitlines()[0]
+                log.warning("%s is not available (%s); its stages are switched off", name, art.missing[name])
+
+        if cfg.lexical.enabled:
+            part("bm25", lambda: setattr(art, "bm25", BM25Index.load(locate("bm25"), cfg.lexical, corpus_id=cid)))
+        if cfg.graph.enabled:
+            part("graph", lambda: setattr(art, "graph", CitationGraph.load(locate("graph"), len(corpus), corpus_id=cid,
+                                                                            resolutions=cfg.graph.resolutions)))
+        if cfg.prior.enabled:
+            part("prior", lambda: setattr(art, "prior", TrainingPrior.load(locate("prior"))))
         if cfg.semantic.enabled:
-            from lexrag.index.semantic import DenseIndex, Embeddings
-
-            sc = cfg.semantic
-            enc = art._model("encoder", model_path(sc.model), "semantic.model")
-            art.loaders["encoder"] = lambda: load_encoder(enc, sc.device, sc.fp16, sc.max_seq)
-            emb = Embeddings(locate("embeddings"), len(corpus), cid, enc,
-                             expected={"fields": list(sc.fields), "max_seq": sc.max_seq})
-            art.dense = DenseIndex(emb, sc.index, sc.nlist, sc.pq_m, sc.nprobe, sc.rescore_k)
+            part("semantic", lambda: art._load_dense(cfg, locate, model_path, cid))
         if cfg.rerank.enabled:
-            from lexrag.stages.rerank import Reranker
-
-            rc = cfg.rerank
-            rr = art._model("reranker", model_path(rc.model), "rerank.model")
-            art.loaders["reranker"] = lambda: Reranker(rr, rc.device, rc.max_length, rc.batch_size)
+            part("reranker", lambda: art._load_reranker(cfg, model_path))
         if cfg.llm.enabled:
             lc = cfg.llm
-            lm = model_path(lc.model)
-            if lc.mode == "live":
-                art._model("llm", lm, "llm.model")
-                art.loaders["llm"] = lambda: load_causal_lm(lm, lc.quantization, lc.device, lc.compute_dtype)
-            else:
-                art.model_paths["llm"] = lm
             if paths is not None and not lc.replay_dirs:
-                found = paths.find_artifacts("llm_cache")
-                art.cache_dirs = [f for f in found if Path(f).resolve() != Path(llm_cache_dir(cfg, paths)).resolve()]
+                own = Path(llm_cache_dir(cfg, paths)).resolve()
+                art.cache_dirs = [f for f in paths.find_artifacts("llm_cache") if Path(f).resolve() != own]
+            if lc.mode == "replay":
+                art.llm_replay = True
+                with contextlib.suppress(LexragError, OSError):
+                    art.model_paths["llm"] = model_path(lc.model)
+            else:
+                part("llm", lambda: art._load_llm(cfg, model_path))
+                if "llm" in art.missing and (art.cache_dirs or lc.replay_dirs):
+                    log.warning("no LLM folder: answering the LLM calls from the attached cache only (replay)")
+                    art.llm_replay = True
         return art
+
+    def _load_dense(self, cfg: Config, locate, model_path, cid: str) -> None:
+        from lexrag.index.semantic import DenseIndex, Embeddings, choose_index_kind
+
+        sc = cfg.semantic
+        enc = self._model("encoder", model_path(sc.model), "semantic.model")
+        emb = Embeddings(locate("embeddings"), len(self.corpus), cid, enc,
+                         expected={"fields": list(sc.fields), "max_seq": sc.max_seq})
+        kind = choose_index_kind(emb, sc.index)
+        self.dense = DenseIndex(emb, kind, sc.nlist, sc.pq_m, sc.nprobe, sc.rescore_k, use_gpu=sc.faiss_gpu)
+        self.loaders["encoder"] = lambda: load_encoder(enc, sc.device, sc.fp16, sc.max_seq)
+
+    def _load_reranker(self, cfg: Config, model_path) -> None:
+        from lexrag.stages.rerank import Reranker
+
+        rc = cfg.rerank
+        rr = self._model("reranker", model_path(rc.model), "rerank.model")
+        self.loaders["reranker"] = lambda: Reranker(rr, rc.device, rc.max_length, rc.batch_size)
+
+    def _load_llm(self, cfg: Config, model_path) -> None:
+        lc = cfg.llm
+        lm = self._model("llm", model_path(lc.model), "llm.model")
+        self.loaders["llm"] = lambda: load_causal_lm(lm, lc.quantization, lc.device, lc.compute_dtype)
+
+    @property
+    def llm_ready(self) -> bool:
+        """An LLM can answer: a model folder to load, or a cache to replay."""
+        return self.has_model("llm") or self.llm_replay
 
     def _model(self, name: str, path: Path, setting: str) -> Path:
         if not Path(path).is_dir():
@@ -127,13 +165,22 @@ def llm_cache_dir(cfg: Config, paths=None) -> Path:
 
 @dataclass
 class Budget:
-    """Wall-clock budget in seconds from ``start`` (``perf_counter`` time); 0 = unlimited."""
+    """Wall-clock budget in seconds from ``start`` (``perf_counter`` time), less ``reserve``
+    seconds kept for writing the output; 0 = unlimited."""
 
     seconds: float = 0.0
     start: float = field(default_factory=time.perf_counter)
+    reserve: float = 0.0
+
+    @classmethod
+    def since(cls, seconds: float, started_at: float | None, reserve: float = 0.0) -> "Budget":
+        """A budget that started at wall-clock time ``started_at`` (``time.time()``, e.g. the
+        notebook's first cell), so loading models and artifacts counts against it."""
+        start = time.perf_counter() - (time.time() - started_at) if started_at is not None else time.perf_counter()
+        return cls(seconds, start, reserve)
 
     def exhausted(self) -> bool:
-        return self.seconds > 0 and time.perf_counter() - self.start > self.seconds
+        return self.seconds > 0 and time.perf_counter() - self.start > self.seconds - self.reserve
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -150,6 +197,7 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)
     degraded: list[str] = field(default_factory=list)  # queries some stage skipped for lack of time
     skipped: dict[str, list[str]] = field(default_factory=dict)  # stage -> query ids
+    failed: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> query id -> error
     states: list[QueryState] = field(default_factory=list)
     costs: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # query -> stage -> amounts
     model_loads: dict[str, int] = field(default_factory=dict)
@@ -171,13 +219,13 @@ def make_context(cfg: Config, art: Artifacts, paths=None, models: ModelPool | No
     over the cache."""
     models = models or ModelPool(cfg.runtime.resident_models)
     ctx = Context(cfg=cfg, art=art, models=models)
-    if cfg.llm.enabled:
+    if cfg.llm.enabled and art.llm_ready:
         from lexrag.llm.cache import LLMCache
         from lexrag.llm.client import LLMClient
 
         readonly = [Path(p) for p in cfg.llm.replay_dirs] or list(art.cache_dirs)
         own = llm_cache_dir(cfg, paths)
-        if cfg.llm.mode == "replay":
+        if cfg.llm.mode == "replay" or art.llm_replay:
             if (own / "params.json").is_file() and own not in readonly:
                 readonly.append(own)
             if not readonly:
@@ -187,7 +235,8 @@ def make_context(cfg: Config, art: Artifacts, paths=None, models: ModelPool | No
         else:
             cache = LLMCache(own, readonly=readonly)
         get_model = (lambda: ctx.model("llm")) if art.has_model("llm") else None
-        ctx.llm = LLMClient(cfg.llm, cache, get_model, cfg.llm.model_name or Path(cfg.llm.model).name)
+        ctx.llm = LLMClient(cfg.llm, cache, get_model, cfg.llm.model_name or Path(cfg.llm.model).name,
+                            replay=cfg.llm.mode == "replay" or art.llm_replay)
     return ctx
 
 
@@ -234,13 +283,50 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
                 batch.skipped.setdefault(stage.name, []).extend(chunk.query_ids)
                 continue
             t0 = time.perf_counter()
-            out = stage.run(chunk, ctx)
-            _merge(chunk, stage, out, n_docs)
+            _run_chunk(stage, chunk, ctx, n_docs)
             dt = time.perf_counter() - t0
             batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
             for q in chunk.queries:
                 q.add_cost(stage.name, seconds=dt / len(chunk.queries))
     return batch
+
+
+def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int) -> None:
+    """Run one stage call.  With ``runtime.on_stage_error: skip`` a failing call is retried one
+    query at a time and the queries that still fail lose that stage only (logged, recorded in
+    ``failed``); with ``raise`` (the default) the error propagates."""
+    try:
+        _merge(chunk, stage, stage.run(chunk, ctx), n_docs)
+        return
+    except Exception as e:  # noqa: BLE001 - the whole point is to contain any stage failure
+        if ctx.cfg.runtime.on_stage_error != "skip" or isinstance(e, StageError):
+            raise
+        _after_failure(e)
+        if len(chunk.queries) == 1:
+            _record_failure(stage, chunk, chunk.queries[0].query_id, e)
+            return
+    for q in chunk.queries:
+        one = chunk.chunk([q])
+        try:
+            _merge(one, stage, stage.run(one, ctx), n_docs)
+        except Exception as e:  # noqa: BLE001
+            if isinstance(e, StageError):
+                raise
+            _after_failure(e)
+            _record_failure(stage, chunk, q.query_id, e)
+
+
+def _after_failure(e: Exception) -> None:
+    if "out of memory" in str(e).lower():
+        from lexrag.models import release_memory
+
+        release_memory()
+
+
+def _record_failure(stage: Stage, batch: BatchState, query_id: str, e: Exception) -> None:
+    msg = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+    log.warning("stage %s failed for query %r (%s); the query goes on without it", stage.name, query_id, msg)
+    batch.failed.setdefault(stage.name, {})[query_id] = msg
 
 
 def retrieve(states: list[QueryState], ctx: Context, budget: Budget | None = None) -> dict[str, list[tuple[int, float]]]:
@@ -259,7 +345,7 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     t_start = time.perf_counter()
     own = ctx is None
     ctx = ctx or make_context(cfg, art, paths)
-    budget = budget or Budget(cfg.runtime.time_budget_s, t_start)
+    budget = budget or Budget(cfg.runtime.time_budget_s, t_start, cfg.runtime.reserve_s)
     states = [QueryState.of(q) for q in queries]
     try:
         batch = walk(BatchState(states), ctx, budget)
@@ -285,5 +371,5 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     reranked = set(batch.current) - set(batch.skipped.get("rerank", [])) if "rerank" in batch.timings else set()
     current = Ranking("rerank" if reranked else "fused", "rerank" if reranked else "fused", dict(batch.current))
     return RunResult([q.query_id for q in states], predictions, ranked, list(batch.signals.values()), fused, current, timings,
-                     degraded, dict(batch.skipped), states, {q.query_id: q.cost for q in states},
+                     degraded, dict(batch.skipped), dict(batch.failed), states, {q.query_id: q.cost for q in states},
                      dict(ctx.models.loads), dict(ctx.models.load_seconds))

@@ -19,6 +19,7 @@ keeps a 64-byte PQ code per vector (158 MB at 2.47M) in an ``IndexIVFPQ`` (2,048
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -31,9 +32,11 @@ from lexrag.artifacts import ArtifactError, check_params, write_params
 from lexrag.errors import ModelLoadError
 from lexrag.models import load_encoder, model_id
 
-__all__ = ["load_encoder", "build_embeddings", "Embeddings", "DenseIndex", "SemanticError", "model_id"]
+__all__ = ["load_encoder", "build_embeddings", "Embeddings", "DenseIndex", "SemanticError", "model_id", "choose_index_kind"]
 
 ARTIFACT = "embeddings"
+
+log = logging.getLogger(__name__)
 
 
 class SemanticError(ModelLoadError):
@@ -191,11 +194,58 @@ class Embeddings:
             yield np.asarray(s, dtype=np.float32)
 
 
+def _mem_available() -> int | None:
+    """Bytes of memory the kernel says are available (Linux), else None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def choose_index_kind(emb: "Embeddings", kind: str) -> str:
+    """``auto``: an exact flat index when its fp32 vectors (plus a fifth for FAISS and the query
+    path) fit in 70% of available memory, else IVF-PQ; any other kind unchanged."""
+    if kind != "auto":
+        return kind
+    need = emb.n * emb.dims * 4 * 1.2
+    avail = _mem_available()
+    chosen = "flat" if avail is None or need < 0.7 * avail else "ivfpq"
+    if chosen == "ivfpq":
+        log.warning("flat index needs %.1f GB, %.1f GB available: using IVF-PQ", need / 1e9, (avail or 0) / 1e9)
+    return chosen
+
+
+def _faiss_gpu(faiss, use_gpu: str, emb: "Embeddings", kind: str) -> int | None:
+    """The GPU for the index, or None (CPU).  ``auto``: the last usable GPU (compute capability
+    >= 7.0; it is the one the models use least) when the faiss build has GPU support and the
+    index in fp16 takes at most 40% of that GPU's memory, so a 7B 4-bit LLM still fits beside it."""
+    if use_gpu == "cpu" or not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
+        if use_gpu == "gpu":
+            raise SemanticError("semantic.faiss_device is gpu, but this faiss has no GPU support (install faiss-gpu-cu12)")
+        return None
+    from lexrag.models import usable_gpus
+
+    gpus = usable_gpus()
+    if not gpus:
+        return None
+    import torch
+
+    gpu = gpus[-1]
+    size = emb.n * emb.dims * 2 if kind == "flat" else emb.n * 80
+    if use_gpu == "auto" and size > 0.4 * torch.cuda.get_device_properties(gpu).total_memory:
+        return None
+    return gpu
+
+
 class DenseIndex:
     """FAISS inner-product search over normalised embeddings (flat, or IVF-PQ with exact re-scoring)."""
 
     def __init__(self, emb: Embeddings, kind: str = "flat", nlist: int = 2048, m: int = 64, nprobe: int = 64,
-                 rescore_k: int = 1000, train_size: int = 100_000, seed: int = 0, use_gpu: bool = True):
+                 rescore_k: int = 1000, train_size: int = 100_000, seed: int = 0, use_gpu: str = "auto"):
         import faiss
 
         self.emb = emb
@@ -215,8 +265,12 @@ class DenseIndex:
             index.nprobe = nprobe
         else:
             raise SemanticError(f"unknown dense index kind {kind!r} (flat | ivfpq)")
-        if use_gpu and hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
-            index = faiss.index_cpu_to_all_gpus(index)
+        gpu = _faiss_gpu(faiss, use_gpu, emb, kind)
+        if gpu is not None:
+            co = faiss.GpuClonerOptions()
+            co.useFloat16 = True
+            index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), gpu, index, co)
+        self.device = f"cuda:{gpu}" if gpu is not None else "cpu"
         for chunk in emb.iter_chunks():
             index.add(chunk)
         self.index = index

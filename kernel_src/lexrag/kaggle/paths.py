@@ -1,27 +1,68 @@
 """The one place that knows where inputs, artifacts and outputs live, locally and on Kaggle.
 
-On Kaggle (``KAGGLE_KERNEL_RUN_TYPE`` is set) attached datasets and competition files are
-under the input root and outputs go to the working folder.  Locally the folders come from the
-config (``paths.*``), else ``./data``, ``./artifacts`` and the current folder.  No other module
-names a Kaggle path.
+On Kaggle (``KAGGLE_KERNEL_RUN_TYPE`` is set) attached datasets, models and competition files are
+under the input root and outputs go to the working folder.  Kaggle mounts inputs in two layouts:
+``/kaggle/input/<slug>/`` (older notebooks) and ``/kaggle/input/competitions/<slug>/``,
+``/kaggle/input/datasets/<owner>/<slug>/``, ``/kaggle/input/models/<owner>/<model>/<framework>/
+<variation>/<version>/``; the resolver finds artifacts by their ``params.json``, models by their
+``config.json`` (or ``modules.json``) and name, files by name, at any depth up to :data:`MAX_DEPTH`,
+in either layout, and names what it searched when something is missing.  Locally the folders come
+from the config (``paths.*``), else ``./data``, ``./artifacts`` and the current folder.
+
+``LEXRAG_KAGGLE_INPUT`` and ``LEXRAG_KAGGLE_WORKING`` move the two Kaggle roots (an emulated
+Kaggle run in the tests).  No other module names a Kaggle path.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from lexrag.config import PathsConfig
+from lexrag.errors import ArtifactError, LexragError
 
-KAGGLE_INPUT = Path("/kaggle/input")
-KAGGLE_WORKING = Path("/kaggle/working")
+__all__ = ["on_kaggle", "Paths", "resolve_paths", "kaggle_input", "kaggle_working", "MAX_DEPTH", "walk_dirs"]
 
-__all__ = ["on_kaggle", "Paths", "resolve_paths"]
+MAX_DEPTH = 7  # /kaggle/input/models/<owner>/<model>/<framework>/<variation>/<version>/<subfolder>
+
+
+def kaggle_input() -> Path:
+    return Path(os.environ.get("LEXRAG_KAGGLE_INPUT", "/kaggle/input"))
+
+
+def kaggle_working() -> Path:
+    return Path(os.environ.get("LEXRAG_KAGGLE_WORKING", "/kaggle/working"))
 
 
 def on_kaggle() -> bool:
     return bool(os.environ.get("KAGGLE_KERNEL_RUN_TYPE"))
+
+
+class InputNotFound(LexragError, FileNotFoundError):
+    """A competition file, model folder or wheel folder that no attached input holds."""
+
+
+def walk_dirs(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[Path]:
+    """Every folder under ``root`` down to ``max_depth`` levels, breadth first, sorted by name;
+    folders holding model weights or data are listed but not descended into past what is needed."""
+    level = [root] if root.is_dir() else []
+    for _ in range(max_depth + 1):
+        nxt: list[Path] = []
+        for d in level:
+            yield d
+            try:
+                subs = sorted(e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=True) and not e.name.startswith("."))
+            except OSError:
+                continue
+            nxt.extend(Path(s) for s in subs)
+        level = nxt
+
+
+def _is_model_dir(d: Path) -> bool:
+    return (d / "config.json").is_file() or (d / "modules.json").is_file()
 
 
 @dataclass(frozen=True)
@@ -31,73 +72,114 @@ class Paths:
     working_dir: Path
     kaggle: bool
 
+    def _roots(self) -> list[Path]:
+        roots = [self.artifacts_dir]
+        if self.kaggle and self.input_dir.parent != self.artifacts_dir and self.input_dir != self.artifacts_dir:
+            roots.append(self.input_dir)
+        return roots
+
     def input_file(self, name: str) -> Path:
-        """A competition file (``test.csv``): the input folder, else any attached folder holding it."""
+        """A competition file (``test.csv``): the input folder; on Kaggle also any input folder
+        holding it (a competition folder first)."""
         direct = self.input_dir / name
         if direct.is_file() or not self.kaggle:
             return direct
-        hits = sorted(self.input_dir.parent.glob(f"*/{name}")) + sorted(
-            self.input_dir.parent.glob(f"*/*/{name}")
-        )
+        hits = [d / name for root in self._roots() for d in walk_dirs(root, 4) if (d / name).is_file()]
         if not hits:
-            raise FileNotFoundError(f"{name} not found under {self.input_dir.parent}")
+            raise InputNotFound(f"{name} not found: searched {self.input_dir} and every folder under "
+                                f"{', '.join(map(str, self._roots()))} (4 levels); attach the competition data")
+        hits.sort(key=lambda p: ("competitions" not in p.parts, len(p.parts), str(p)))
         return hits[0]
 
+    def find_artifacts(self, name: str) -> list[Path]:
+        """Every folder whose ``params.json`` says it is artifact ``name``: ``<artifacts_dir>/<name>``,
+        then (on Kaggle, or locally one level down) every folder under the artifacts folder."""
+        out: list[Path] = []
+        depth = MAX_DEPTH - 2 if self.kaggle else 1
+        for d in walk_dirs(self.artifacts_dir, depth):
+            if (d / "params.json").is_file() and _artifact_name(d / "params.json") == name and d not in out:
+                out.append(d)
+        direct = self.artifacts_dir / name
+        if direct in out:
+            out.remove(direct)
+            out.insert(0, direct)
+        return out
+
     def artifact(self, name: str) -> Path:
-        """Folder of artifact ``name``: ``<artifacts_dir>/<name>``; on Kaggle also any attached
-        dataset folder whose ``params.json`` says it is that artifact."""
+        """Folder of artifact ``name``: ``<artifacts_dir>/<name>``; on Kaggle any attached folder
+        whose ``params.json`` says it is that artifact (in either layout)."""
         direct = self.artifacts_dir / name
         if (direct / "params.json").is_file() or not self.kaggle:
             return direct
-        import json
-
-        for params in sorted(self.artifacts_dir.glob("*/params.json")) + sorted(
-            self.artifacts_dir.glob("*/*/params.json")
-        ):
-            try:
-                if json.loads(params.read_text(encoding="utf-8")).get("artifact") == name:
-                    return params.parent
-            except (OSError, ValueError):
-                continue
-        return direct
-
-
-    def find_artifacts(self, name: str) -> list[Path]:
-        """Every folder under the artifacts folder (two levels down) whose ``params.json`` says
-        it is artifact ``name`` (for artifacts that may come in several parts, e.g. LLM caches)."""
-        import json
-
-        out = []
-        root = self.artifacts_dir
-        for params in [root / name / "params.json", *sorted(root.glob("*/params.json")), *sorted(root.glob("*/*/params.json"))]:
-            try:
-                if json.loads(params.read_text(encoding="utf-8")).get("artifact") == name and params.parent not in out:
-                    out.append(params.parent)
-            except (OSError, ValueError, AttributeError):
-                continue
-        return out
+        found = self.find_artifacts(name)
+        if found:
+            return found[0]
+        have = sorted({a for d in walk_dirs(self.artifacts_dir, MAX_DEPTH - 2) if (d / "params.json").is_file()
+                       for a in [_artifact_name(d / "params.json")] if a})
+        raise ArtifactError(f"artifact {name!r} not found: searched {self.artifacts_dir} ({MAX_DEPTH - 2} levels) for a "
+                            f"params.json of artifact {name!r}; found {', '.join(have) or 'no lexrag artifacts'}; "
+                            f"attach the lexrag-{name.replace('_', '-')} dataset")
 
     def model(self, name: str) -> Path:
-        """A model folder: ``name`` as a path if it exists; else, on Kaggle, a folder of that name
-        inside an attached dataset (``<input root>/*/name`` or ``<input root>/name``)."""
+        """A model folder: ``name`` as a path when it exists; else, on Kaggle, a folder called
+        ``name`` (or reached by the relative path ``name``) among the inputs, descending into a
+        Kaggle Models version folder (``.../<variation>/<version>/``) to the folder holding
+        ``config.json``."""
         direct = Path(name)
         if direct.is_dir() or not self.kaggle:
             return direct
-        root = self.artifacts_dir
-        for cand in [root / name, *sorted(root.glob(f"*/{name}")), *sorted(root.glob(f"*/*/{name}"))]:
+        for root in self._roots():
+            cand = root / name
             if cand.is_dir():
-                return cand
-        return direct
+                return _descend(cand)
+        want = Path(name).name.lower()
+        hits = [d for d in walk_dirs(self.artifacts_dir, MAX_DEPTH - 1) if d.name.lower() == want]
+        hits.sort(key=lambda d: (not _is_model_dir(_descend(d)), len(d.parts), str(d)))
+        if hits:
+            return _descend(hits[0])
+        raise InputNotFound(f"model folder {name!r} not found: searched {self.artifacts_dir} ({MAX_DEPTH - 1} levels) for "
+                            f"a folder of that name; attach the model (a Kaggle model or a dataset holding its folder)")
+
+    def wheels_dir(self) -> Path:
+        """The folder holding the lexrag wheel among the inputs."""
+        for d in walk_dirs(self.artifacts_dir, 4):
+            if any(d.glob("lexrag-*.whl")):
+                return d
+        raise InputNotFound(f"no lexrag wheel under {self.artifacts_dir} (4 levels): attach the lexrag-wheels dataset")
+
+
+def _artifact_name(params: Path) -> str | None:
+    try:
+        doc = json.loads(params.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc.get("artifact") if isinstance(doc, dict) else None
+
+
+def _descend(d: Path) -> Path:
+    """From a Kaggle model folder to the one holding the weights: follow single subfolders
+    (``7b-instruct/1/``) until a folder with ``config.json`` or ``modules.json``."""
+    cur = d
+    for _ in range(4):
+        if _is_model_dir(cur):
+            return cur
+        subs = [s for s in cur.iterdir() if s.is_dir() and not s.name.startswith(".")] if cur.is_dir() else []
+        if len(subs) != 1:
+            break
+        cur = subs[0]
+    return cur if _is_model_dir(cur) else d
 
 
 def resolve_paths(cfg: PathsConfig | None = None) -> Paths:
     cfg = cfg or PathsConfig()
     kaggle = on_kaggle()
     if kaggle:
-        root = KAGGLE_INPUT
-        input_dir = Path(cfg.input_dir) if cfg.input_dir else root / (cfg.competition or "")
+        root = kaggle_input()
+        input_dir = Path(cfg.input_dir) if cfg.input_dir else root / "competitions" / (cfg.competition or "")
+        if not cfg.input_dir and not input_dir.is_dir() and (root / (cfg.competition or "")).is_dir():
+            input_dir = root / (cfg.competition or "")
         artifacts = Path(cfg.artifacts_dir) if cfg.artifacts_dir else root
-        working = Path(cfg.working_dir) if cfg.working_dir else KAGGLE_WORKING
+        working = Path(cfg.working_dir) if cfg.working_dir else kaggle_working()
     else:
         input_dir = Path(cfg.input_dir or "data")
         artifacts = Path(cfg.artifacts_dir or "artifacts")

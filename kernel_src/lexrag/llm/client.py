@@ -37,8 +37,10 @@ class LLMClient:
     """Generation through the cache.  ``get_model`` returns a :class:`lexrag.models.CausalLM`
     (from the model pool); ``model_name`` keys the cache (the model folder's name)."""
 
-    def __init__(self, cfg, cache: LLMCache, get_model: Callable[[], Any] | None, model_name: str):
+    def __init__(self, cfg, cache: LLMCache, get_model: Callable[[], Any] | None, model_name: str,
+                 replay: bool | None = None):
         self.cfg = cfg
+        self._replay = cfg.mode == "replay" if replay is None else replay
         self.cache = cache
         self.get_model = get_model
         self.model_name = model_name
@@ -47,7 +49,7 @@ class LLMClient:
 
     @property
     def replay(self) -> bool:
-        return self.cfg.mode == "replay"
+        return self._replay
 
     def settings(self, template: Template) -> dict:
         return {"max_new_tokens": min(template.max_new_tokens, self.cfg.max_new_tokens), "do_sample": False,

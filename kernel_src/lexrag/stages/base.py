@@ -91,6 +91,7 @@ class BatchState:
     current: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # latest order (fused, reranked)
     final: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # emitted documents
     skipped: dict[str, list[str]] = field(default_factory=dict)  # stage -> query ids it skipped
+    failed: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> query id -> error
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
 
     def chunk(self, queries: list[QueryState]) -> "BatchState":

@@ -17,7 +17,7 @@ class LLMRewrite:
     signals = ()
 
     def enabled(self, cfg, art) -> bool:
-        return cfg.llm.enabled and bool(cfg.llm.tasks)
+        return cfg.llm.enabled and bool(cfg.llm.tasks) and art.llm_ready
 
     def run(self, batch, ctx):
         return rewrite_queries(batch.queries, ctx.llm, ctx.cfg.llm)

@@ -64,7 +64,7 @@ class LLMSeeds:
     signals = ("llm_seeds",)
 
     def enabled(self, cfg, art) -> bool:
-        return cfg.seeds.enabled and cfg.llm.enabled
+        return cfg.seeds.enabled and cfg.llm.enabled and art.llm_ready
 
     def run(self, batch, ctx):
         out = Ranking("llm_seeds", "seed")
