@@ -9,7 +9,22 @@ config_path = None  # YAML config file, or None for the defaults
 overrides = {}  # {"section.field": value}
 laws = None  # path to laws_de.csv; None: <input folder>/laws_de.csv
 courts = None  # path to court_considerations.csv; None: laws only
-out_dir = None  # artifacts folder; None: the resolver's artifacts folder
+out_dir = None  # artifacts folder; None: the working folder on Kaggle, the artifacts folder locally
+
+# %%
+# Offline install on Kaggle (lexrag is not importable before it): the installer ships in the wheels dataset.
+import glob
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("lexrag") is None:
+    root = os.environ.get("LEXRAG_KAGGLE_INPUT", "/kaggle/input")
+    found = sorted(glob.glob(os.path.join(root, "**", "lexrag_install.py"), recursive=True))
+    assert found, "lexrag is not installed and no lexrag_install.py is among the inputs: attach lexrag-wheels (locally: pip install ./kernel_src)"
+    subprocess.run([sys.executable, found[0], "--input", root, '--no-llm'], check=True)
+    importlib.invalidate_caches()
 
 # %%
 import json
@@ -22,6 +37,6 @@ from lexrag.kaggle.paths import resolve_paths
 cfg = load_config(config_path, overrides)
 paths = resolve_paths(cfg.paths)
 laws = laws or paths.input_file("laws_de.csv")
-out = Path(out_dir) if out_dir else paths.artifacts_dir
+out = Path(out_dir) if out_dir else paths.output_dir
 report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress)
 print(json.dumps({"n_docs": report["n_docs"]}))

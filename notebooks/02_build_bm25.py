@@ -7,18 +7,35 @@
 # %% tags=["parameters"]
 config_path = None  # YAML config file, or None for the defaults
 overrides = {}  # {"section.field": value}
-artifacts_dir = None  # folder holding corpus/; the index goes to <artifacts_dir>/bm25
+artifacts_dir = None  # folder holding corpus/, the index goes beside it; None: the corpus built or attached, output to the working folder (Kaggle) or artifacts folder
+
+# %%
+# Offline install on Kaggle (lexrag is not importable before it): the installer ships in the wheels dataset.
+import glob
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("lexrag") is None:
+    root = os.environ.get("LEXRAG_KAGGLE_INPUT", "/kaggle/input")
+    found = sorted(glob.glob(os.path.join(root, "**", "lexrag_install.py"), recursive=True))
+    assert found, "lexrag is not installed and no lexrag_install.py is among the inputs: attach lexrag-wheels (locally: pip install ./kernel_src)"
+    subprocess.run([sys.executable, found[0], "--input", root, '--no-llm'], check=True)
+    importlib.invalidate_caches()
 
 # %%
 import time
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.kaggle.paths import resolve_paths
 from lexrag.index.build import build_index
+from lexrag.kaggle.paths import resolve_paths
 
 cfg = load_config(config_path, overrides)
-art = Path(artifacts_dir) if artifacts_dir else resolve_paths(cfg.paths).artifacts_dir
+paths = resolve_paths(cfg.paths)
+corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
+out = Path(artifacts_dir) / "bm25" if artifacts_dir else paths.output_dir / "bm25"
 t0 = time.perf_counter()
-index = build_index("bm25", cfg, art / "corpus", art / "bm25")
+index = build_index("bm25", cfg, corpus_dir, out)
 print(f"{index.n_docs} documents, vocabulary {index.params['vocab_size']}, {time.perf_counter() - t0:.1f}s")

@@ -7,18 +7,35 @@
 # %% tags=["parameters"]
 config_path = None  # YAML config file, or None for the defaults
 overrides = {}  # {"section.field": value}
-artifacts_dir = None  # folder holding corpus/; the graph goes to <artifacts_dir>/graph
+artifacts_dir = None  # folder holding corpus/, the graph goes beside it; None: the corpus built or attached, output to the working folder (Kaggle) or artifacts folder
+
+# %%
+# Offline install on Kaggle (lexrag is not importable before it): the installer ships in the wheels dataset.
+import glob
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("lexrag") is None:
+    root = os.environ.get("LEXRAG_KAGGLE_INPUT", "/kaggle/input")
+    found = sorted(glob.glob(os.path.join(root, "**", "lexrag_install.py"), recursive=True))
+    assert found, "lexrag is not installed and no lexrag_install.py is among the inputs: attach lexrag-wheels (locally: pip install ./kernel_src)"
+    subprocess.run([sys.executable, found[0], "--input", root, '--no-llm'], check=True)
+    importlib.invalidate_caches()
 
 # %%
 import time
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.kaggle.paths import resolve_paths
 from lexrag.index.build import build_index
+from lexrag.kaggle.paths import resolve_paths
 
 cfg = load_config(config_path, overrides)
-art = Path(artifacts_dir) if artifacts_dir else resolve_paths(cfg.paths).artifacts_dir
+paths = resolve_paths(cfg.paths)
+corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
+out = Path(artifacts_dir) / "graph" if artifacts_dir else paths.output_dir / "graph"
 t0 = time.perf_counter()
-graph = build_index("graph", cfg, art / "corpus", art / "graph")
+graph = build_index("graph", cfg, corpus_dir, out)
 print(f"{graph.n} nodes, {graph.adj.nnz} edges, communities per level {graph.params['communities']}, {time.perf_counter() - t0:.1f}s")

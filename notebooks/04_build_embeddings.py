@@ -9,24 +9,38 @@
 config_path = None  # YAML config file or preset name
 overrides = {}  # {"section.field": value}, e.g. {"semantic.model": "bge-m3"}
 artifacts_dir = None  # folder holding corpus/; None: the resolver's artifacts folder
-out_dir = None  # where embeddings/ goes; None: <artifacts_dir>/embeddings (Kaggle: the working folder)
+out_dir = None  # where embeddings/ goes; None: beside the corpus of artifacts_dir, else the working folder (Kaggle) or artifacts folder
 resume_from = None  # an earlier (partial) embeddings folder, e.g. an attached output of a previous session
 max_shards = None  # stop after this many new shards (None: all)
 time_budget_s = 0.0  # stop starting new shards after this many seconds (0: no limit)
+
+# %%
+# Offline install on Kaggle (lexrag is not importable before it): the installer ships in the wheels dataset.
+import glob
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("lexrag") is None:
+    root = os.environ.get("LEXRAG_KAGGLE_INPUT", "/kaggle/input")
+    found = sorted(glob.glob(os.path.join(root, "**", "lexrag_install.py"), recursive=True))
+    assert found, "lexrag is not installed and no lexrag_install.py is among the inputs: attach lexrag-wheels (locally: pip install ./kernel_src)"
+    subprocess.run([sys.executable, found[0], "--input", root, '--no-llm'], check=True)
+    importlib.invalidate_caches()
 
 # %%
 import time
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.kaggle.paths import resolve_paths
 from lexrag.index.build import build_index
+from lexrag.kaggle.paths import resolve_paths
 
 cfg = load_config(config_path, overrides)
 paths = resolve_paths(cfg.paths)
-art = Path(artifacts_dir) if artifacts_dir else paths.artifacts_dir
-corpus_dir = art / "corpus" if (art / "corpus").is_dir() else paths.artifact("corpus")
-out = Path(out_dir) if out_dir else (paths.working_dir / "embeddings" if paths.kaggle else art / "embeddings")
+corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
+out = Path(out_dir) if out_dir else (Path(artifacts_dir) / "embeddings" if artifacts_dir else paths.output_dir / "embeddings")
 t0 = time.perf_counter()
 done = build_index("embeddings", cfg, corpus_dir, out, model=paths.model(cfg.semantic.model),
                    max_shards=max_shards, time_budget_s=time_budget_s, resume_from=resume_from)

@@ -15,19 +15,39 @@ ablation = False  # also run with each active stage switched off: ablation.csv a
 llm_cache = None  # an LLM cache folder (e.g. the lexrag-llm-cache dataset): replay it, load no model
 
 # %%
+# Offline install on Kaggle (lexrag is not importable before it): the installer ships in the wheels dataset.
+import glob
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("lexrag") is None:
+    root = os.environ.get("LEXRAG_KAGGLE_INPUT", "/kaggle/input")
+    found = sorted(glob.glob(os.path.join(root, "**", "lexrag_install.py"), recursive=True))
+    assert found, "lexrag is not installed and no lexrag_install.py is among the inputs: attach lexrag-wheels (locally: pip install ./kernel_src)"
+    subprocess.run([sys.executable, found[0], "--input", root], check=True)
+    importlib.invalidate_caches()
+
+# %%
 import json
 from pathlib import Path
 
 from lexrag.config import load_config
+from lexrag.eval.validation import (
+    ablation_table,
+    format_metrics,
+    plot_ablation,
+    validate_run,
+)
 from lexrag.kaggle.paths import resolve_paths
 from lexrag.pipeline import Artifacts
-from lexrag.eval.validation import ablation_table, format_metrics, plot_ablation, validate_run
 
 switches = {f"{stage}.enabled": bool(on) for stage, on in stages.items()}
 replay = {"llm.mode": "replay", "llm.replay_dirs": [str(llm_cache)]} if llm_cache else {}
 cfg = load_config(config_path, {**overrides, **switches, **replay})
 paths = resolve_paths(cfg.paths)
-art = Artifacts.load(artifacts_dir or paths.artifacts_dir, cfg)
+art = Artifacts.load(artifacts_dir, cfg) if artifacts_dir else Artifacts.load(None, cfg, paths=paths)
 metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths)
 print(format_metrics(metrics, title=f"validation on {queries}"))
 print(json.dumps({"timings_s": result.timings, "cost": result.cost_totals(), "model_loads": result.model_loads}, indent=1))

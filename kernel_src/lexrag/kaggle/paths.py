@@ -72,6 +72,18 @@ class Paths:
     working_dir: Path
     kaggle: bool
 
+    @property
+    def output_dir(self) -> Path:
+        """Where builds write: the working folder on Kaggle (inputs are read-only), else the
+        artifacts folder."""
+        return self.working_dir if self.kaggle else self.artifacts_dir
+
+    def built(self, name: str) -> Path:
+        """An artifact to build on: the one this session wrote (``output_dir/name``), else an
+        attached one."""
+        own = self.output_dir / name
+        return own if (own / "params.json").is_file() else self.artifact(name)
+
     def _roots(self) -> list[Path]:
         roots = [self.artifacts_dir]
         if self.kaggle and self.input_dir.parent != self.artifacts_dir and self.input_dir != self.artifacts_dir:

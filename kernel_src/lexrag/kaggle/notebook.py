@@ -1,0 +1,64 @@
+"""The inference notebook's body: answer ``test.csv`` and always leave a valid, scored file.
+
+The notebook's first cell (standard library only, before lexrag is installed) writes a fallback
+``submission.csv`` with every query id; :func:`run_submission` then loads what it can
+(``Artifacts.load(degrade=True)``: only the corpus is required), runs the pipeline with failing
+stages contained per query (``runtime.on_stage_error: skip``) under a budget that counts from the
+notebook's start, and replaces the file only with a validated one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from lexrag.config import load_config
+from lexrag.eval.submission import validate_submission, write_submission
+from lexrag.kaggle.paths import resolve_paths
+from lexrag.pipeline import Artifacts, Budget, run_pipeline
+from lexrag.queries import load_queries
+
+__all__ = ["run_submission"]
+
+log = logging.getLogger(__name__)
+
+
+def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] | None = None, queries: str | Path | None = None,
+                   artifacts_dir: str | Path | None = None, out: str | Path | None = None,
+                   started_at: float | None = None) -> dict:
+    """Answer the queries (``test.csv`` from the competition input by default) into ``out``
+    (``submission.csv`` in the working folder).  Returns a summary: queries, citations written,
+    seconds per stage, stages skipped or failed, parts missing, cost per stage."""
+    cfg = load_config(config, overrides)
+    cfg.runtime = replace(cfg.runtime, on_stage_error="skip")
+    if os.environ.get("CI"):
+        cfg.runtime.progress = False
+    paths = resolve_paths(cfg.paths)
+    queries_file = Path(queries) if queries else paths.input_file("test.csv")
+    out_path = Path(out) if out else paths.working_dir / "submission.csv"
+    qs = load_queries(queries_file, cfg.query.max_chars)
+    budget = Budget.since(cfg.runtime.time_budget_s, started_at, cfg.runtime.reserve_s)
+    t0 = time.perf_counter()
+    art = (Artifacts.load(artifacts_dir, cfg, degrade=True) if artifacts_dir
+           else Artifacts.load(None, cfg, paths=paths, degrade=True))
+    load_s = time.perf_counter() - t0
+    res = run_pipeline(qs, art, cfg, paths=paths, budget=budget)
+    tmp = out_path.with_name(out_path.name + ".candidate")
+    write_submission(tmp, res.predictions, res.query_ids)
+    problems = validate_submission(tmp, [q.query_id for q in qs], art.corpus.citations)
+    if problems:  # never replace a valid fallback with a broken file
+        raise RuntimeError(f"the submission failed validation, the fallback file stays: {problems[:5]}")
+    tmp.replace(out_path)
+    summary = {
+        "submission": str(out_path), "queries": len(qs), "citations": sum(len(v) for v in res.predictions.values()),
+        "empty_rows": sum(1 for v in res.predictions.values() if not v), "load_s": round(load_s, 1),
+        "seconds": {k: round(v, 2) for k, v in res.timings.items()}, "budget_elapsed_s": round(budget.elapsed(), 1),
+        "skipped": {k: len(v) for k, v in res.skipped.items()}, "failed": res.failed, "missing": art.missing,
+        "model_loads": res.model_loads, "cost": res.cost_totals(),
+    }
+    log.info("wrote %s: %d queries, %d citations", out_path, len(qs), summary["citations"])
+    return summary
