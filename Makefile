@@ -1,5 +1,5 @@
 # make demo: build the artifacts from the embedded demo slice, run the validation notebook, print metrics
-# make test: the test suite
+# make test: the test suite (after caching the wheels of the emulated Kaggle runtime)
 # Both create .venv and install requirements.txt plus the package on first use.
 
 VENV ?= .venv
@@ -15,7 +15,7 @@ export IPYTHONDIR := $(JUPYTER_TMP)/ipython
 export HF_HUB_OFFLINE := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test venv notebooks bench quality clean
+.PHONY: demo test venv notebooks bench quality clean kaggle-sim
 
 venv: $(VENV)/.installed
 
@@ -33,7 +33,14 @@ demo: venv
 		-p artifacts_dir $(DEMO_OUT)/artifacts -p out_dir $(DEMO_OUT)
 	$(PY) -m lexrag show-metrics $(DEMO_OUT)/metrics.json
 
-test: venv
+# Python of the emulated Kaggle runtime: 3.12 as on Kaggle, else this Python
+KAGGLE_PY ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12 /usr/local/bin/python3.12) $(PYTHON))
+
+# wheels for the emulated Kaggle runtime (the one step of the tests that uses the package index)
+kaggle-sim: venv
+	$(PY) tests/kaggle_sim.py prepare --python $(KAGGLE_PY) --out .cache/kaggle-sim
+
+test: venv kaggle-sim
 	$(PY) -m pytest -q tests
 
 notebooks: venv

@@ -56,7 +56,9 @@ if not INSTALLED:
     installer = sorted(glob.glob(str(Path(wheels_dir or INPUT) / "**" / "lexrag_install.py"), recursive=True))
     if installer:
         args = [sys.executable, installer[0], "--input", str(INPUT)] + (["--wheels", str(wheels_dir)] if wheels_dir else [])
-        INSTALLED = subprocess.run(args).returncode == 0
+        r = subprocess.run(args, capture_output=True, text=True)
+        print(r.stdout + r.stderr)
+        INSTALLED = r.returncode == 0
         importlib.invalidate_caches()
     else:
         print("no lexrag_install.py among the inputs: attach the lexrag-wheels dataset (the fallback file stays)")

@@ -135,5 +135,5 @@ def test_imports_only_point_down_the_layers():
 
 def test_the_package_reports_through_logging_not_print():
     offenders = [str(p.relative_to(PKG)) for p in PKG.rglob("*.py")
-                 if p.name not in ("cli.py",) and "print(" in p.read_text(encoding="utf-8")]
+                 if p.name not in ("cli.py", "install.py") and "print(" in p.read_text(encoding="utf-8")]
     assert not offenders, offenders
