@@ -15,13 +15,13 @@ numpy arrays and hands it to bm25s for saving and retrieval.  A test checks equa
 from __future__ import annotations
 
 import re
+import tempfile
 from array import array
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 import bm25s
 import numpy as np
-import scipy.sparse as sp
 
 from lexrag.artifacts import ArtifactError, check_params, read_params, write_params
 from lexrag.config import LexicalConfig
@@ -111,75 +111,91 @@ def build_bm25(
     progress: bool = False,
     n_docs_hint: int | None = None,
 ) -> "BM25Index":
-    """Build and save the index over ``texts`` (an iterable of batches of document texts)."""
+    """Build and save the index over ``texts`` (an iterable of batches of document texts).
+
+    Two passes, so that peak memory is the final index plus one chunk: the first tokenizes every
+    document once, writing its token ids to a temporary file and counting document lengths and
+    document frequencies; the second reads the ids back chunk by chunk and writes each (term,
+    doc) score straight into its place in the preallocated CSC arrays (term columns, docs in
+    increasing order inside a column, exactly as bm25s and scipy's counting sort lay them out).
+    """
     cfg = cfg or LexicalConfig()
     analyzer = Analyzer(cfg.stemmer, cfg.min_token_len)
     vocab: dict[str, int] = {}
-    doc_parts: list[np.ndarray] = []
-    term_parts: list[np.ndarray] = []
-    tf_parts: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
+    df = np.zeros(1 << 16, dtype=np.int64)
     n_docs = 0
-    batches: Iterator[Sequence[str]] = iter(texts)
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=n_docs_hint, desc="bm25 index", unit="docs", mininterval=5)
     sub = 10_000  # documents per counting step: bounds the per-step temporaries
-    for big in batches:
-        for start in range(0, len(big), sub):
-            batch = big[start : start + sub]
-            ids_buf = array("i")
-            lens = np.empty(len(batch), dtype=np.int32)
-            for j, text in enumerate(batch):
-                toks = analyzer(text or "")
-                lens[j] = len(toks)
-                ids_buf.extend([vocab.setdefault(t, len(vocab)) for t in toks])
-            ids = np.frombuffer(ids_buf, dtype=np.int32).astype(np.int64)
-            docs = np.repeat(np.arange(n_docs, n_docs + len(batch), dtype=np.int64), lens)
-            # unique (doc, term) pairs with their counts, via one sort of a combined key
-            uniq, tf = np.unique(docs * (1 << 32) + ids, return_counts=True)
-            del ids, docs, ids_buf
-            doc_parts.append((uniq >> 32).astype(np.int32))
-            term_parts.append((uniq & 0xFFFFFFFF).astype(np.int32))
-            tf_parts.append(tf.astype(np.float32))
-            lengths.append(lens)
-            n_docs += len(batch)
-            if bar is not None:
-                bar.update(len(batch))
-    if bar is not None:
-        bar.close()
-    if n_docs == 0:
-        raise ArtifactError("cannot build a BM25 index over an empty corpus")
-    doc_idx = np.concatenate(doc_parts)
-    del doc_parts
-    term_idx = np.concatenate(term_parts)
-    del term_parts
-    scores = np.concatenate(tf_parts)  # term counts, turned into BM25 scores in place below
-    del tf_parts
-    dl = np.concatenate(lengths).astype(np.float32)
-    n_vocab = max(len(vocab), 1)
-    avgdl = float(dl.mean()) if dl.mean() > 0 else 1.0
-    df = np.bincount(term_idx, minlength=n_vocab)
-    idf = _idf(df, n_docs, cfg.method).astype(np.float32)
-    step = 1 << 24  # bounded temporaries
-    for i in range(0, len(scores), step):
-        sl = slice(i, i + step)
-        scores[sl] = _tfc(scores[sl], dl[doc_idx[sl]], avgdl, cfg.k1, cfg.b, cfg.method) * idf[term_idx[sl]]
-    # CSC by term = CSR of the transpose; scipy's counting sort keeps doc order inside each
-    # column (as bm25s does) and needs no argsort array.
-    mat = sp.csr_matrix((scores, (term_idx, doc_idx)), shape=(n_vocab, n_docs), dtype=np.float32)
-    del scores, term_idx, doc_idx
-    data, indices, indptr = mat.data, mat.indices, mat.indptr
-    del mat
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out, prefix=".tokens-") as tmp:
+        tokens = Path(tmp) / "tokens.i32"
+        with open(tokens, "wb") as f:
+            for big in texts:
+                for start in range(0, len(big), sub):
+                    batch = big[start : start + sub]
+                    ids_buf = array("i")
+                    lens = np.empty(len(batch), dtype=np.int32)
+                    for j, text in enumerate(batch):
+                        toks = analyzer(text or "")
+                        lens[j] = len(toks)
+                        ids_buf.extend([vocab.setdefault(t, len(vocab)) for t in toks])
+                    f.write(ids_buf.tobytes())
+                    ids = np.frombuffer(ids_buf, dtype=np.int32).astype(np.int64)
+                    docs = np.repeat(np.arange(len(batch), dtype=np.int64), lens)
+                    terms = np.unique((docs << 32) | ids) & 0xFFFFFFFF
+                    if len(vocab) > len(df):
+                        df = np.concatenate([df, np.zeros(max(len(vocab), 2 * len(df)) - len(df), dtype=np.int64)])
+                    df[: len(vocab)] += np.bincount(terms, minlength=len(vocab))
+                    lengths.append(lens)
+                    n_docs += len(batch)
+                    if bar is not None:
+                        bar.update(len(batch))
+        if bar is not None:
+            bar.close()
+        if n_docs == 0:
+            raise ArtifactError("cannot build a BM25 index over an empty corpus")
+        n_vocab = max(len(vocab), 1)
+        df = df[:n_vocab]
+        dl = np.concatenate(lengths).astype(np.float32)
+        avgdl = float(dl.mean()) if dl.mean() > 0 else 1.0
+        idf = _idf(df, n_docs, cfg.method).astype(np.float32)
+        nnz = int(df.sum())
+        index_dtype = np.int32 if max(nnz, n_docs) < 2**31 else np.int64
+        indptr = np.zeros(n_vocab + 1, dtype=index_dtype)
+        np.cumsum(df, out=indptr[1:])
+        data = np.empty(nnz, dtype=np.float32)
+        indices = np.empty(nnz, dtype=index_dtype)
+        pos = indptr[:-1].astype(np.int64)
+        ids_all = np.memmap(tokens, dtype=np.int32, mode="r") if tokens.stat().st_size else np.empty(0, np.int32)
+        off = doc0 = 0
+        for lens in lengths:
+            n_tok = int(lens.sum())
+            ids = np.asarray(ids_all[off : off + n_tok], dtype=np.int64)
+            off += n_tok
+            docs = np.repeat(np.arange(doc0, doc0 + len(lens), dtype=np.int64), lens)
+            doc0 += len(lens)
+            key, tf = np.unique((ids << 32) | docs, return_counts=True)  # sorted by term, then doc
+            terms, d = key >> 32, key & 0xFFFFFFFF
+            if len(key) == 0:
+                continue
+            first = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
+            run = np.diff(np.r_[first, len(terms)])
+            dest = pos[terms] + (np.arange(len(terms)) - np.repeat(first, run))
+            data[dest] = _tfc(tf.astype(np.float32), dl[d], avgdl, cfg.k1, cfg.b, cfg.method) * idf[terms]
+            indices[dest] = d
+            pos[terms[first]] += run
+        del ids_all
 
     retriever = bm25s.BM25(k1=cfg.k1, b=cfg.b, method=cfg.method)
     retriever.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
     retriever.vocab_dict = vocab
     retriever.nonoccurrence_array = None
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "params.json").unlink(missing_ok=True)
     retriever.save(out, show_progress=False)
     write_params(
