@@ -45,14 +45,14 @@ def _tokenizer(folder: Path):
     return fast
 
 
-def _config(vocab_size: int, **kw):
+def _config(vocab_size: int, hidden: int = 32, layers: int = 2, **kw):
     from transformers import BertConfig
 
-    return BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                      intermediate_size=64, max_position_embeddings=128, **kw)
+    return BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
+                      intermediate_size=2 * hidden, max_position_embeddings=128, **kw)
 
 
-def make_tiny_encoder(folder: str | Path, seed: int = 0) -> Path:
+def make_tiny_encoder(folder: str | Path, seed: int = 0, hidden: int = 32, layers: int = 2) -> Path:
     """A sentence-transformers folder: tiny BERT + mean pooling + normalisation."""
     import torch
     from sentence_transformers import SentenceTransformer
@@ -64,8 +64,8 @@ def make_tiny_encoder(folder: str | Path, seed: int = 0) -> Path:
     hf.mkdir(parents=True, exist_ok=True)
     tok = _tokenizer(hf)
     torch.manual_seed(seed)
-    BertModel(_config(len(tok))).save_pretrained(hf)
-    st = SentenceTransformer(modules=[models.Transformer(str(hf), max_seq_length=64), models.Pooling(32, "mean"), models.Normalize()],
+    BertModel(_config(len(tok), hidden, layers)).save_pretrained(hf)
+    st = SentenceTransformer(modules=[models.Transformer(str(hf), max_seq_length=64), models.Pooling(hidden, "mean"), models.Normalize()],
                              device="cpu")
     st.save(str(folder / "st"))
     return folder / "st"
