@@ -89,7 +89,7 @@ class Artifacts:
         def part(name: str, fn: Callable[[], None]) -> None:
             try:
                 fn()
-            except (LexragError, OSError, ImportError) as e:
+            except Exception as e:  # noqa: BLE001 - degrading: any broken part is left out, logged
                 if not degrade:
                     raise
                 art.missing[name] = f"{type(e).__name__}: {e}".splitlines()[0]

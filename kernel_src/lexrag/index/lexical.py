@@ -83,6 +83,15 @@ class Analyzer:
         return [cache.get(t) or self._stemmer.stemWord(t) for t in toks]
 
 
+def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of a sorted array and how often each occurs (``np.unique`` without its
+    hash path, which numpy >= 2.3 takes for plain ``unique`` and which is several times slower here)."""
+    if len(keys) == 0:
+        return keys, np.empty(0, dtype=np.int64)
+    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return keys[first], np.diff(np.r_[first, len(keys)])
+
+
 def _idf(df: np.ndarray, n_docs: int, method: str) -> np.ndarray:
     # Same formulas as bm25s.scoring (Kamphuis et al. 2020 variants).
     df = df.astype(np.float64)
@@ -148,7 +157,7 @@ def build_bm25(
                     f.write(ids_buf.tobytes())
                     ids = np.frombuffer(ids_buf, dtype=np.int32).astype(np.int64)
                     docs = np.repeat(np.arange(len(batch), dtype=np.int64), lens)
-                    terms = np.unique((docs << 32) | ids) & 0xFFFFFFFF
+                    terms = _runs(np.sort((docs << 32) | ids))[0] & 0xFFFFFFFF
                     if len(vocab) > len(df):
                         df = np.concatenate([df, np.zeros(max(len(vocab), 2 * len(df)) - len(df), dtype=np.int64)])
                     df[: len(vocab)] += np.bincount(terms, minlength=len(vocab))
@@ -180,7 +189,7 @@ def build_bm25(
             off += n_tok
             docs = np.repeat(np.arange(doc0, doc0 + len(lens), dtype=np.int64), lens)
             doc0 += len(lens)
-            key, tf = np.unique((ids << 32) | docs, return_counts=True)  # sorted by term, then doc
+            key, tf = _runs(np.sort((ids << 32) | docs))  # sorted by term, then doc
             terms, d = key >> 32, key & 0xFFFFFFFF
             if len(key) == 0:
                 continue

@@ -113,10 +113,11 @@ def build_embeddings(
                 shutil.copyfile(src / name, out / (name + ".tmp"))
                 os.replace(out / (name + ".tmp"), out / name)
     if devices is None and device == "auto":
-        import torch
+        from lexrag.models import usable_gpus
 
-        if torch.cuda.device_count() > 1:  # Kaggle's 2xT4: encode on both
-            devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+        gpus = usable_gpus()
+        if len(gpus) > 1:  # Kaggle's 2xT4: encode on both
+            devices = [f"cuda:{i}" for i in gpus]
     pool = model.start_multi_process_pool(list(devices)) if devices and len(devices) > 1 else None
     t0 = time.perf_counter()
     done_now = 0
