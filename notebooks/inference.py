@@ -12,6 +12,7 @@ queries = None  # queries CSV; None: test.csv from the competition input
 artifacts_dir = None  # folder with corpus/, bm25/, ...; None: the resolver (attached datasets on Kaggle)
 out_path = None  # None: submission.csv in the working folder
 wheels_dir = None  # folder of wheels for the offline install; None: search the inputs
+competition = "llm-agentic-legal-information-retrieval"  # its test.csv is preferred over any other among the inputs
 
 # %%
 # Standard library only: start the clock, find test.csv, write a fallback submission at once.
@@ -29,7 +30,7 @@ WORKING = Path(os.environ.get("LEXRAG_KAGGLE_WORKING", "/kaggle/working")) if KA
 
 def find(name):  # either input layout: /kaggle/input/<slug>/ or /kaggle/input/competitions/<slug>/
     hits = glob.glob(str(INPUT / "**" / name), recursive=True)
-    return sorted(hits, key=lambda p: ("competitions" not in p, p.count(os.sep), p))
+    return sorted(hits, key=lambda p: (competition not in p, "competitions" not in p, p.count(os.sep), p))
 
 
 test_csv = Path(queries) if queries else next((Path(p) for p in find("test.csv")), None)
