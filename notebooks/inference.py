@@ -37,8 +37,11 @@ test_csv = Path(queries) if queries else next((Path(p) for p in find("test.csv")
 submission = Path(out_path) if out_path else WORKING / "submission.csv"
 query_ids = []
 if test_csv is not None and test_csv.is_file():
-    with open(test_csv, newline="", encoding="utf-8", errors="replace") as f:
-        query_ids = [row["query_id"].strip() for row in csv.DictReader(f)]
+    with open(test_csv, newline="", encoding="utf-8-sig", errors="replace") as f:  # a BOM is tolerated
+        reader = csv.reader(f)
+        header = [h.strip() for h in next(reader, [])]
+        col = header.index("query_id") if "query_id" in header else 0
+        query_ids = [row[col].strip() for row in reader if len(row) > col and row[col].strip()]
     submission.parent.mkdir(parents=True, exist_ok=True)
     with open(submission, "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([["query_id", "predicted_citations"], *[[q, ""] for q in query_ids]])
@@ -86,7 +89,8 @@ if INSTALLED:
 with open(submission, newline="", encoding="utf-8") as f:
     rows = list(csv.reader(f))
 assert rows and rows[0] == ["query_id", "predicted_citations"], f"{submission}: bad header {rows[:1]}"
-assert not query_ids or [r[0] for r in rows[1:]] == query_ids, f"{submission}: the query ids differ from {test_csv}"
+comparable = query_ids and not any("\ufffd" in q for q in query_ids)  # ids that were not UTF-8 are re-decoded by lexrag
+assert not comparable or [r[0] for r in rows[1:]] == query_ids, f"{submission}: the query ids differ from {test_csv}"
 assert all(len(r) == 2 for r in rows), f"{submission}: a row without two fields"
 print(f"OK {submission}: {len(rows) - 1} rows, {sum(1 for r in rows[1:] if r[1])} with citations, "
       f"{time.time() - STARTED_AT:.0f}s since the first cell")

@@ -116,6 +116,8 @@ def test_save_and_run_all_installs_offline_and_writes_a_scored_file(sim, tmp_pat
 def test_without_the_wheels_the_fallback_file_stays(sim, tmp_path, demo_artifacts, demo_queries):
     root = tmp_path / "input"
     _layout(root, "nested", demo_artifacts, demo_queries, None)
+    test_csv = root / "competitions" / SLUG / "test.csv"
+    test_csv.write_bytes(b"\xef\xbb\xbf" + test_csv.read_bytes())  # a byte-order mark must not stop the first cell
     r = _run_notebook(sim, tmp_path, root)
     assert r.returncode == 0, r.stderr[-3000:]
     text = _outputs(tmp_path / "out.ipynb")
@@ -188,3 +190,11 @@ def test_when_the_budget_runs_out_the_essential_stages_still_answer(kaggle_tree,
                                  started_at=time.time() - 3600)
     assert summary["skipped"] == {"graph": 22} and summary["empty_rows"] == 0
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
+
+
+def test_an_llm_replay_without_a_cache_switches_the_llm_off_not_the_run(kaggle_tree, demo_queries, demo_artifacts):
+    from lexrag.kaggle.notebook import run_submission
+
+    summary = run_submission("kaggle", {"llm.mode": "replay"})
+    assert "needs an LLM cache" in summary["missing"]["llm"]
+    assert all(_valid(kaggle_tree, demo_queries, demo_artifacts)) and summary["empty_rows"] == 0

@@ -380,3 +380,25 @@ def test_graph_documents_are_chosen_by_the_german_variant_when_there_is_one():
     q.add_variant("de", Q_DE, "llm:translate@v1")
     q.add_variant("de", "ein zweiter Text", "other")  # the first writer keeps the variant
     assert preference_text(q, ["de", "query"]) == Q_DE and q.variants["de"].origin == "llm:translate@v1"
+
+
+def test_export_refuses_to_overwrite_its_source_and_a_failed_load_is_not_retried(tmp_path):
+    from lexrag.errors import ArtifactError, ModelLoadError
+
+    c = LLMCache(tmp_path / "c")
+    c.put("k", "m", "t", "h", {}, "paid for", 1, 1, 0.0)
+    c.close()
+    with pytest.raises(ArtifactError, match="both source and destination"):
+        export_cache(tmp_path / "c", tmp_path / "c")
+    assert LLMCache(None, readonly=[tmp_path / "c"]).get("k")["output"] == "paid for"
+    calls = []
+
+    def failing():
+        calls.append(1)
+        raise ModelLoadError("CUDA out of memory")
+
+    pool = ModelPool()
+    for _ in range(3):
+        with pytest.raises(ModelLoadError):
+            pool.get("llm", failing)
+    assert len(calls) == 1  # one failed load, not one per query

@@ -158,3 +158,17 @@ def test_multi_process_pool_encodes_the_same_vectors(tmp_path, tiny_encoder, cor
     a = Embeddings(tmp_path / "one", len(corpus)).rows(np.arange(len(corpus)))
     b = Embeddings(tmp_path / "two", len(corpus)).rows(np.arange(len(corpus)))
     np.testing.assert_allclose(a, b, atol=2e-3)
+
+
+def test_a_reranker_that_drops_every_candidate_leaves_the_fused_order(tmp_path, tiny_reranker, corpus):
+    from lexrag.index.build import corpus_id
+    from lexrag.index.lexical import build_bm25
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import Query
+
+    folder = corpus.folder.parent
+    cfg = load_config(None, {"runtime.progress": False, "graph.enabled": False, "rerank.enabled": True,
+                             "rerank.model": str(tiny_reranker), "rerank.device": "cpu", "rerank.tau": 2.0, "count.k": 3})
+    build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), folder / "bm25", cfg.lexical, corpus_id=corpus_id(corpus.folder))
+    res = run_pipeline([Query("q", SENTENCES[5])], Artifacts.load(folder, cfg), cfg)
+    assert len(res.predictions["q"]) == 3 and res.current.hits["q"] == res.fused.hits["q"]

@@ -56,7 +56,8 @@ def resolve_device(device: str = "auto") -> str:
     """``auto`` -> ``cuda`` when a usable GPU exists, else ``cpu``; anything else unchanged."""
     if device != "auto":
         return device
-    return "cuda" if usable_gpus() else "cpu"
+    gpus = usable_gpus()
+    return f"cuda:{gpus[0]}" if gpus else "cpu"
 
 
 def _folder(path: str | Path, what: str, setting: str) -> Path:
@@ -217,15 +218,23 @@ class ModelPool:
         self._models: OrderedDict[str, Any] = OrderedDict()
         self.loads: dict[str, int] = {}
         self.load_seconds: dict[str, float] = {}
+        self.failed: dict[str, Exception] = {}  # a model that failed to load is not tried again
 
     def get(self, key: str, loader: Callable[[], Any]) -> Any:
         if key in self._models:
             self._models.move_to_end(key)
             return self._models[key]
+        if key in self.failed:
+            raise self.failed[key]
         while len(self._models) >= self.resident:
             self.release(next(iter(self._models)))
         t0 = time.perf_counter()
-        model = loader()
+        try:
+            model = loader()
+        except Exception as e:
+            self.failed[key] = e
+            release_memory()
+            raise
         self.load_seconds[key] = self.load_seconds.get(key, 0.0) + time.perf_counter() - t0
         self.loads[key] = self.loads.get(key, 0) + 1
         self._models[key] = model

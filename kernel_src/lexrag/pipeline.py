@@ -28,7 +28,7 @@ from lexrag.index.corpus import Corpus
 from lexrag.index.graph import CitationGraph
 from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
-from lexrag.models import ModelPool, load_causal_lm, load_encoder
+from lexrag.models import ModelPool, load_causal_lm, load_encoder, usable_gpus
 from lexrag.queries import Query, QueryState, Variant
 from lexrag.ranking import Ranking
 from lexrag.stages.base import (
@@ -116,7 +116,7 @@ class Artifacts:
                 with contextlib.suppress(LexragError, OSError):
                     art.model_paths["llm"] = model_path(lc.model)
             else:
-                part("llm", lambda: art._load_llm(cfg, model_path))
+                part("llm", lambda: art._load_llm(cfg, model_path, degrade))
                 if "llm" in art.missing and (art.cache_dirs or lc.replay_dirs):
                     log.warning("no LLM folder: answering the LLM calls from the attached cache only (replay)")
                     art.llm_replay = True
@@ -140,9 +140,13 @@ class Artifacts:
         rr = self._model("reranker", model_path(rc.model), "rerank.model")
         self.loaders["reranker"] = lambda: Reranker(rr, rc.device, rc.max_length, rc.batch_size)
 
-    def _load_llm(self, cfg: Config, model_path) -> None:
+    def _load_llm(self, cfg: Config, model_path, degrade: bool = False) -> None:
         lc = cfg.llm
         lm = self._model("llm", model_path(lc.model), "llm.model")
+        if degrade and lc.device == "auto" and not usable_gpus():
+            self.model_paths.pop("llm", None)
+            raise ArtifactError("no usable GPU (compute capability >= 7.0): a 7B LLM on the CPU would not finish in the "
+                                "budget (set llm.device=cpu to force it)")
         self.loaders["llm"] = lambda: load_causal_lm(lm, lc.quantization, lc.device, lc.compute_dtype)
 
     @property
@@ -220,24 +224,37 @@ def make_context(cfg: Config, art: Artifacts, paths=None, models: ModelPool | No
     models = models or ModelPool(cfg.runtime.resident_models)
     ctx = Context(cfg=cfg, art=art, models=models)
     if cfg.llm.enabled and art.llm_ready:
-        from lexrag.llm.cache import LLMCache
-        from lexrag.llm.client import LLMClient
-
-        readonly = [Path(p) for p in cfg.llm.replay_dirs] or list(art.cache_dirs)
-        own = llm_cache_dir(cfg, paths)
-        if cfg.llm.mode == "replay" or art.llm_replay:
-            if (own / "params.json").is_file() and own not in readonly:
-                readonly.append(own)
-            if not readonly:
-                raise ArtifactError(f"llm.mode=replay needs an LLM cache: none at {own}, none in llm.replay_dirs "
-                                    f"and none among the inputs; run once with llm.mode=live")
-            cache = LLMCache(None, readonly=readonly)
-        else:
-            cache = LLMCache(own, readonly=readonly)
-        get_model = (lambda: ctx.model("llm")) if art.has_model("llm") else None
-        ctx.llm = LLMClient(cfg.llm, cache, get_model, cfg.llm.model_name or Path(cfg.llm.model).name,
-                            replay=cfg.llm.mode == "replay" or art.llm_replay)
+        try:
+            ctx.llm = _llm_client(cfg, art, paths, ctx)
+        except LexragError as e:
+            if cfg.runtime.on_stage_error != "skip":
+                raise
+            art.missing["llm"] = f"{type(e).__name__}: {e}".splitlines()[0]
+            art.loaders.pop("llm", None)
+            art.llm_replay = False
+            log.warning("the LLM cache cannot be used (%s); the LLM stages are switched off", art.missing["llm"])
     return ctx
+
+
+def _llm_client(cfg: Config, art: Artifacts, paths, ctx: Context):
+    """The LLM client over the run's cache (writable in live mode) and the read-only caches."""
+    from lexrag.llm.cache import LLMCache
+    from lexrag.llm.client import LLMClient
+
+    readonly = [Path(p) for p in cfg.llm.replay_dirs] or list(art.cache_dirs)
+    own = llm_cache_dir(cfg, paths)
+    if cfg.llm.mode == "replay" or art.llm_replay:
+        if (own / "params.json").is_file() and own not in readonly:
+            readonly.append(own)
+        if not readonly:
+            raise ArtifactError(f"llm.mode=replay needs an LLM cache: none at {own}, none in llm.replay_dirs "
+                                f"and none among the inputs; run once with llm.mode=live")
+        cache = LLMCache(None, readonly=readonly)
+    else:
+        cache = LLMCache(own, readonly=readonly)
+    get_model = (lambda: ctx.model("llm")) if art.has_model("llm") else None
+    return LLMClient(cfg.llm, cache, get_model, cfg.llm.model_name or Path(cfg.llm.model).name,
+                     replay=cfg.llm.mode == "replay" or art.llm_replay)
 
 
 def _merge(batch: BatchState, stage: Stage, out: Any, n_docs: int) -> None:
@@ -283,7 +300,7 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
                 batch.skipped.setdefault(stage.name, []).extend(chunk.query_ids)
                 continue
             t0 = time.perf_counter()
-            _run_chunk(stage, chunk, ctx, n_docs)
+            _run_chunk(stage, chunk, ctx, n_docs, budget)
             dt = time.perf_counter() - t0
             batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
             for q in chunk.queries:
@@ -291,7 +308,7 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
     return batch
 
 
-def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int) -> None:
+def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budget: "Budget") -> None:
     """Run one stage call.  With ``runtime.on_stage_error: skip`` a failing call is retried one
     query at a time and the queries that still fail lose that stage only (logged, recorded in
     ``failed``); with ``raise`` (the default) the error propagates."""
@@ -306,6 +323,9 @@ def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int) -> No
             _record_failure(stage, chunk, chunk.queries[0].query_id, e)
             return
     for q in chunk.queries:
+        if not stage.essential and budget.exhausted():
+            chunk.skipped.setdefault(stage.name, []).append(q.query_id)
+            continue
         one = chunk.chunk([q])
         try:
             _merge(one, stage, stage.run(one, ctx), n_docs)

@@ -226,7 +226,7 @@ def _faiss_gpu(faiss, use_gpu: str, emb: "Embeddings", kind: str) -> int | None:
     index in fp16 takes at most 40% of that GPU's memory, so a 7B 4-bit LLM still fits beside it."""
     if use_gpu == "cpu" or not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
         if use_gpu == "gpu":
-            raise SemanticError("semantic.faiss_device is gpu, but this faiss has no GPU support (install faiss-gpu-cu12)")
+            raise SemanticError("semantic.faiss_gpu is gpu, but this faiss has no GPU support (install faiss-gpu-cu12)")
         return None
     from lexrag.models import usable_gpus
 

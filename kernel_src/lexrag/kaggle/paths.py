@@ -16,6 +16,7 @@ Kaggle run in the tests).  No other module names a Kaggle path.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from lexrag.config import PathsConfig
 from lexrag.errors import ArtifactError, LexragError
 
 __all__ = ["on_kaggle", "Paths", "resolve_paths", "kaggle_input", "kaggle_working", "MAX_DEPTH", "walk_dirs"]
+
+log = logging.getLogger(__name__)
 
 MAX_DEPTH = 7  # /kaggle/input/models/<owner>/<model>/<framework>/<variation>/<version>/<subfolder>
 
@@ -124,6 +127,8 @@ class Paths:
         if (direct / "params.json").is_file() or not self.kaggle:
             return direct
         found = self.find_artifacts(name)
+        if len(found) > 1:
+            log.warning("%d inputs hold artifact %r (%s); using %s", len(found), name, ", ".join(map(str, found)), found[0])
         if found:
             return found[0]
         have = sorted({a for d in walk_dirs(self.artifacts_dir, MAX_DEPTH - 2) if (d / "params.json").is_file()

@@ -82,7 +82,12 @@ class LLMCache:
         # a cache on read-only media (a Kaggle input) is one finished file: immutable, no locks;
         # a local cache may still have its write-ahead log beside it, which a plain read-only
         # connection reads
-        flags = "mode=ro" if os.access(folder, os.W_OK) else "mode=ro&immutable=1"
+        writable = os.access(folder, os.W_OK)
+        wal = folder / (CACHE_FILE + "-wal")
+        if not writable and wal.is_file() and wal.stat().st_size > 0:
+            raise ArtifactError(f"LLM cache {folder} was not closed cleanly (its write-ahead log is beside it); ship caches "
+                                f"with build_datasets.py --only llm_cache --llm-cache DIR, which writes one finished file")
+        flags = "mode=ro" if writable else "mode=ro&immutable=1"
         try:
             con = sqlite3.connect(f"{path.resolve().as_uri()}?{flags}", uri=True)
             con.execute("SELECT count(*) FROM generations").fetchone()
@@ -132,6 +137,8 @@ def export_cache(src: str | Path, dest: str | Path) -> Path:
     rows ordered by key so that the same entries give the same file content."""
     src, dest = Path(src), Path(dest)
     read_params(src, ARTIFACT)
+    if src.resolve() == dest.resolve():
+        raise ArtifactError(f"export_cache: {src} is both source and destination; export into another folder")
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / CACHE_FILE
     out.unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Sequence
 
@@ -13,6 +14,8 @@ from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
 
 __all__ = ["Reranker", "RerankError", "Rerank"]
+
+log = logging.getLogger(__name__)
 
 
 class RerankError(ModelLoadError):
@@ -66,7 +69,12 @@ class Rerank:
             reranker = reranker or ctx.model("reranker")
             ids = [d for d, _ in hits[: rc.top_n]]
             texts = [t or corpus.citations[d] for d, t in zip(ids, corpus.texts(ids))]
-            out.hits[q.query_id] = reranker.rerank(q.text, ids, texts, rc.tau)
+            kept = reranker.rerank(q.text, ids, texts, rc.tau)
+            if kept:
+                out.hits[q.query_id] = kept
+            else:  # every candidate below tau: an empty answer scores 0, the fused order keeps a chance
+                log.warning("query %r: the reranker scored all %d candidates below tau=%s; the fused order stays",
+                            q.query_id, len(ids), rc.tau)
         return out
 
 
