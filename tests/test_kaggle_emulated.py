@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from kaggle_sim import EXTRA, NETBLOCK, cache_info, make_env
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -137,3 +137,36 @@ def test_the_package_reports_through_logging_not_print():
     offenders = [str(p.relative_to(PKG)) for p in PKG.rglob("*.py")
                  if p.name not in ("cli.py", "install.py") and "print(" in p.read_text(encoding="utf-8")]
     assert not offenders, offenders
+
+
+def test_a_failing_stage_leaves_no_half_written_query_state(demo_artifacts):
+    """With on_stage_error: skip, a call that changed a query and then raised is undone before
+    the retry, so nothing is counted twice and nothing of the failed attempt stays."""
+    from lexrag.queries import Variant
+
+    class Half:
+        name, family, phase, essential, signals = "half", "rewrite", Phase.REWRITE, False, ()
+
+        def enabled(self, cfg, art):
+            return True
+
+        def run(self, batch, ctx):
+            out = {}
+            for q in batch.queries:
+                q.llm_citations.append("Art. 1 OR")
+                q.add_cost("half", llm_calls=1)
+                if q.query_id == "b":
+                    raise RuntimeError("the LLM ran out of memory halfway")
+                out[q.query_id] = [Variant("de", q.text, "half")]
+            return out
+
+    register_stage(Half())
+    try:
+        cfg = load_config(None, {"runtime.progress": False, "runtime.on_stage_error": "skip"})
+        res = run_pipeline(Q, Artifacts.load(demo_artifacts, cfg), cfg)
+    finally:
+        unregister_stage("half")
+    a, b = res.states
+    assert a.llm_citations == ["Art. 1 OR"] and res.costs["a"]["half"]["llm_calls"] == 1  # once, not twice
+    assert b.llm_citations == [] and "llm_calls" not in res.costs["b"].get("half", {}) and "de" not in b.variants
+    assert res.failed == {"half": {"b": "RuntimeError: the LLM ran out of memory halfway"}}

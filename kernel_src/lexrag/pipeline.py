@@ -309,15 +309,18 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
 
 
 def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budget: "Budget") -> None:
-    """Run one stage call.  With ``runtime.on_stage_error: skip`` a failing call is retried one
-    query at a time and the queries that still fail lose that stage only (logged, recorded in
-    ``failed``); with ``raise`` (the default) the error propagates."""
+    """Run one stage call.  With ``runtime.on_stage_error: skip`` a failing call is undone (the
+    query states it touched are restored), retried one query at a time, and the queries that
+    still fail lose that stage only (logged, recorded in ``failed``); with ``raise`` (the
+    default) the error propagates."""
+    snap = _snapshot(chunk.queries)
     try:
         _merge(chunk, stage, stage.run(chunk, ctx), n_docs)
         return
     except Exception as e:  # noqa: BLE001 - the whole point is to contain any stage failure
         if ctx.cfg.runtime.on_stage_error != "skip" or isinstance(e, StageError):
             raise
+        _restore(snap)
         _after_failure(e)
         if len(chunk.queries) == 1:
             _record_failure(stage, chunk, chunk.queries[0].query_id, e)
@@ -327,13 +330,26 @@ def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budge
             chunk.skipped.setdefault(stage.name, []).append(q.query_id)
             continue
         one = chunk.chunk([q])
+        snap = _snapshot([q])
         try:
             _merge(one, stage, stage.run(one, ctx), n_docs)
         except Exception as e:  # noqa: BLE001
             if isinstance(e, StageError):
                 raise
+            _restore(snap)
             _after_failure(e)
             _record_failure(stage, chunk, q.query_id, e)
+
+
+def _snapshot(queries: list[QueryState]) -> list[tuple]:
+    """What a stage may change in a query state (variants, concepts, LLM citations, cost)."""
+    return [(q, dict(q.variants), dict(q.concepts), list(q.llm_citations), {k: dict(v) for k, v in q.cost.items()})
+            for q in queries]
+
+
+def _restore(snap: list[tuple]) -> None:
+    for q, variants, concepts, cits, cost in snap:
+        q.variants, q.concepts, q.llm_citations, q.cost = variants, concepts, cits, cost
 
 
 def _after_failure(e: Exception) -> None:
