@@ -51,7 +51,7 @@ def test_every_template_renders_and_a_missing_variable_is_named():
         msgs = t.render({v: f"<{v}>" for v in t.variables()})
         assert msgs[-1]["role"] == "user" and all("{{" not in m["content"] for m in msgs)
         assert all(f"<{v}>" in "".join(m["content"] for m in msgs) for v in t.variables())
-        assert t.version >= 1 and t.output in ("text", "json")
+        assert t.version >= 1 and t.output in ("text", "json", "yesno")
     with pytest.raises(PromptError, match="template 'concepts' needs variable 'question'"):
         load_template("concepts").render({})
     with pytest.raises(PromptError, match="prompt template 'nope' not found"):
@@ -402,3 +402,49 @@ def test_export_refuses_to_overwrite_its_source_and_a_failed_load_is_not_retried
         with pytest.raises(ModelLoadError):
             pool.get("llm", failing)
     assert len(calls) == 1  # one failed load, not one per query
+
+
+# ---------------------------------------------------------------- verification
+
+
+def test_verifier_probabilities_come_from_yes_no_logits_and_do_not_depend_on_the_batch(tiny_llm):
+    lm = load_causal_lm(tiny_llm, "nf4", "cpu")
+    t = load_template("verify")
+    prompts = [lm.render_chat(t.render({"question": q, "citation": c, "text": x})) for q, c, x in [
+        (Q_EN, "Art. 337 Abs. 1 OR", "Aus wichtigen Gründen kann der Arbeitgeber wie der Arbeitnehmer jederzeit das Arbeitsverhältnis fristlos auflösen."),
+        ("Who pays?", "Art. 1 OR", "Kurz."),
+        (Q_EN + " " + Q_EN, "Art. 8 ZGB", "Beweislast."),
+    ]]
+    together = [p for p, _ in lm.yes_probability(prompts)]
+    shuffled = [p for p, _ in lm.yes_probability([prompts[2], prompts[0], prompts[1]])]
+    alone = [lm.yes_probability([x])[0][0] for x in prompts]
+    assert all(0.0 < p < 1.0 for p in together)
+    assert together == pytest.approx([shuffled[1], shuffled[2], shuffled[0]], abs=2e-3)
+    assert together == pytest.approx(alone, abs=2e-3)
+
+
+def test_verified_order_moves_confirmed_candidates_ahead_and_keeps_the_rest():
+    from lexrag.stages.verify import verified_order
+
+    hits = [(10, 0.9), (11, 0.8), (12, 0.7), (13, 0.6), (14, 0.5)]
+    out = verified_order(hits, [0.2, 0.9, 0.6, 0.1], 0.5)  # the fifth is beyond the depth
+    assert [d for d, _ in out] == [11, 12, 10, 13, 14]
+    scores = [s for _, s in out]
+    assert scores == sorted(scores, reverse=True) and scores[0] == pytest.approx(1.9) and scores[2] < 1.0
+
+
+def test_verification_runs_live_with_the_tiny_model_and_replays_without_it(tmp_path, tiny_llm, demo_artifacts):
+    extra = {"verify.enabled": True, "verify.depth": 4, "verify.threshold": 0.0, "llm.tasks": ["translate"]}
+    live = llm_cfg(tiny_llm, tmp_path / "cache", **extra)
+    art = Artifacts.load(demo_artifacts, live)
+    queries = [Query("a", Q_DE), Query("b", "Wer haftet für einen widerrechtlich zugefügten Schaden?")]
+    res = run_pipeline(queries, art, live)
+    assert res.current.signal == "rerank" and res.costs["a"]["verify"]["llm_calls"] == 4
+    for qid in ("a", "b"):
+        top = res.current.hits[qid][:4]
+        assert all(1.0 <= s <= 2.0 for _, s in top)  # threshold 0: every judged candidate is verified, by P(Yes)
+        assert [s for _, s in top] == sorted((s for _, s in top), reverse=True)
+        assert res.current.hits[qid][4][1] < 1.0 and set(res.predictions[qid]) <= set(art.corpus.citations)
+    replay = llm_cfg(tiny_llm, tmp_path / "cache", **extra, **{"llm.mode": "replay"})
+    res2 = run_pipeline(queries, Artifacts.load(demo_artifacts, replay), replay)
+    assert res2.predictions == res.predictions and res2.current.hits == res.current.hits and res2.model_loads == {}

@@ -150,6 +150,14 @@ class PriorConfig:
 
 
 @dataclass
+class VerifyConfig:
+    enabled: bool = _f(False, "LLM verification of the top candidates by P(Yes) (needs llm.enabled)")
+    depth: int = _f(30, "candidates judged per query, from the top of the reranked (or fused) order")
+    threshold: float = _f(0.5, "candidates with P(Yes) at or above this move ahead, ordered by P(Yes)")
+    max_text_chars: int = _f(1200, "candidate text shown to the verifier, cut at this many characters")
+
+
+@dataclass
 class CountConfig:
     method: str = _f("fixed", "how many citations to emit per query: fixed | elbow")
     k: int = _f(10, "citations emitted per query when method=fixed")
@@ -214,6 +222,7 @@ class Config:
     prior: PriorConfig = field(default_factory=PriorConfig)
     count: CountConfig = field(default_factory=CountConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
@@ -256,6 +265,8 @@ class Config:
         check_variant_names(self.semantic.variants, "semantic.variants")
         check_variant_names(self.graph.preference_variants, "graph.preference_variants")
         check_task_names(self.llm.tasks, "llm.tasks")
+        if not 0.0 <= self.verify.threshold <= 1.0 or self.verify.depth < 1:
+            raise ConfigError("verify.threshold must be in [0, 1] and verify.depth >= 1")
         if self.runtime.on_stage_error not in ("raise", "skip"):
             raise ConfigError(f"runtime.on_stage_error must be raise or skip, got {self.runtime.on_stage_error!r}")
         if self.llm.mode not in ("live", "replay"):

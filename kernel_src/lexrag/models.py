@@ -152,6 +152,38 @@ class CausalLM:
         return res
 
 
+    def yes_probability(self, prompts: list[str]) -> list[tuple[float, int]]:
+        """P(Yes) for chat-rendered Yes/No ``prompts`` from the next-token logits, restricted to
+        the first token of "Yes" and of "No": ``(p, prompt_tokens)`` each, in input order.  One
+        left-padded forward pass; the attention mask keeps the padding out, so a prompt's
+        probability does not depend on the batch it is in (up to float rounding)."""
+        import torch
+
+        tok = self.tokenizer
+        yes, no = self._yes_no_ids()
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        first = next(self.model.parameters()).device
+        enc = {k: v.to(first) for k, v in enc.items()}
+        mask = enc["attention_mask"]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding must not shift the positions
+        with torch.inference_mode():
+            logits = self.model(input_ids=enc["input_ids"], attention_mask=mask, position_ids=positions).logits[:, -1, :].float()
+        pair = torch.stack([logits[:, yes], logits[:, no]], dim=1)
+        p = torch.softmax(pair, dim=1)[:, 0].cpu().tolist()
+        return [(float(x), int(enc["attention_mask"][i].sum())) for i, x in enumerate(p)]
+
+    def _yes_no_ids(self) -> tuple[int, int]:
+        ids = []
+        for word in ("Yes", "No"):
+            toks = self.tokenizer(word, add_special_tokens=False)["input_ids"]
+            if not toks:
+                raise ModelLoadError(f"{self.name}: the tokenizer has no token for {word!r}")
+            ids.append(int(toks[0]))
+        if ids[0] == ids[1]:
+            raise ModelLoadError(f"{self.name}: 'Yes' and 'No' start with the same token; the verifier cannot tell them apart")
+        return ids[0], ids[1]
+
+
 def load_causal_lm(model_path: str | Path, quantization: str = "nf4", device: str = "auto",
                    compute_dtype: str = "float16") -> CausalLM:
     """A causal LM and tokenizer from a local folder: 4-bit NF4 (double quantization, ``compute_dtype``

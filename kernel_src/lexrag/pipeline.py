@@ -404,7 +404,8 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     timings = dict(batch.timings)
     timings["total"] = time.perf_counter() - t_start
     fused = Ranking("fused", "fused", dict(batch.fused))
-    reranked = set(batch.current) - set(batch.skipped.get("rerank", [])) if "rerank" in batch.timings else set()
+    reorder = [s.name for s in stages_for(cfg, art, (Phase.RERANK,)) if s.name in batch.timings]
+    reranked = set(batch.current) - set.intersection(*(set(batch.skipped.get(n, [])) for n in reorder)) if reorder else set()
     current = Ranking("rerank" if reranked else "fused", "rerank" if reranked else "fused", dict(batch.current))
     return RunResult([q.query_id for q in states], predictions, ranked, list(batch.signals.values()), fused, current, timings,
                      degraded, dict(batch.skipped), dict(batch.failed), states, {q.query_id: q.cost for q in states},

@@ -82,6 +82,13 @@ class LLMClient:
             self._generate(template, msgs, keys, labels, todo, settings, out)
         return out  # type: ignore[return-value]
 
+    def yes_probabilities(self, template: Template, values: Sequence[Mapping[str, object]],
+                          labels: Sequence[str] | None = None) -> list[Generation]:
+        """P(Yes) of a ``yesno`` template per ``values`` entry, through the cache like
+        :meth:`generate` (the probability is stored as text, so replay gives the same float);
+        ``Generation.text`` holds it, ``float(g.text)`` reads it."""
+        return self.generate(template, values, labels)
+
     def store(self, template: Template, values: Mapping[str, object], output: str, prompt_tokens: int = 0,
               gen_tokens: int = 0, seconds: float = 0.0) -> str:
         """Record an answer produced elsewhere (another inference engine, a corrected output)
@@ -101,7 +108,10 @@ class LLMClient:
         for start in range(0, len(order), bs):
             chunk = order[start : start + bs]
             t0 = time.perf_counter()
-            res = lm.generate([prompts[i] for i in chunk], settings["max_new_tokens"])
+            if template.output == "yesno":
+                res = [(repr(p), n, 0) for p, n in lm.yes_probability([prompts[i] for i in chunk])]
+            else:
+                res = lm.generate([prompts[i] for i in chunk], settings["max_new_tokens"])
             dt = (time.perf_counter() - t0) / len(chunk)
             for i, (text, n_in, n_out) in zip(chunk, res):
                 key, input_hash = keys[i]

@@ -1,6 +1,6 @@
 """Prompt templates: versioned text files in ``lexrag/llm/prompts/``.
 
-A template file has a header of ``key: value`` lines (``version``, ``output`` = text | json,
+A template file has a header of ``key: value`` lines (``version``, ``output`` = text | json | yesno,
 ``max_new_tokens``; ``#`` lines are comments), then the messages, each introduced by a line
 ``--- system``, ``--- user`` or ``--- assistant``.  Variables are written ``{{name}}``; rendering
 without one of them is a :class:`PromptError` naming the template and the variable, so a prompt
@@ -30,7 +30,7 @@ _ROLE = re.compile(r"^--- (system|user|assistant)\s*$")
 class Template:
     name: str
     version: int
-    output: str  # "text" | "json"
+    output: str  # "text" | "json" | "yesno" (scored by the next-token probability of Yes)
     max_new_tokens: int
     messages: tuple[tuple[str, str], ...]  # (role, text with {{variables}})
     sha256: str
@@ -76,8 +76,8 @@ def _parse(name: str, raw: str) -> Template:
     except ValueError:
         raise PromptError(f"prompt template {name!r}: version and max_new_tokens must be integers") from None
     output = header.get("output", "text")
-    if output not in ("text", "json"):
-        raise PromptError(f"prompt template {name!r}: output must be text or json, got {output!r}")
+    if output not in ("text", "json", "yesno"):
+        raise PromptError(f"prompt template {name!r}: output must be text, json or yesno, got {output!r}")
     msgs = tuple((role, text.strip("\n")) for role, text in messages)
     return Template(name, version, output, max_new, msgs, hashlib.sha256(raw.encode("utf-8")).hexdigest())
 

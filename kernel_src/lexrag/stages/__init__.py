@@ -2,7 +2,7 @@
 
 Importing this package registers the built-in stages in their phases: rewrite (LLM query
 variants) -> content (citation seeds, LLM seeds, BM25, dense) -> seed fusion -> graph and prior
--> fusion -> rerank -> count.
+-> fusion -> rerank -> verify -> count.
 """
 
 from lexrag.stages import (  # noqa: F401
@@ -14,6 +14,7 @@ from lexrag.stages import (  # noqa: F401
     rewrite,
     seeds,
     semantic,
+    verify,  # imported after rerank, so it registers after it: the verifier judges the reranked order
 )
 from lexrag.stages.base import (  # noqa: F401
     RETRIEVAL_PHASES,
