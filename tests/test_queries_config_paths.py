@@ -87,8 +87,7 @@ def test_paths_local_and_kaggle(monkeypatch):
 def test_no_kaggle_paths_outside_the_resolver():
     offenders = [
         p.name for p in (ROOT / "kernel_src" / "lexrag").rglob("*.py")
-        # install.py runs before lexrag is importable (standard library only), so it cannot ask paths.py
-        if p.name not in ("paths.py", "install.py") and "/kaggle" in p.read_text(encoding="utf-8")
+        if p.name != "paths.py" and "/kaggle" in p.read_text(encoding="utf-8")
     ]
     assert offenders == []
 

@@ -147,7 +147,7 @@ def missing_wheels(params: dict, files: Sequence[str]) -> list[str]:
 
 def _fits(tag, nodot: str, plats: set[str]) -> bool:
     """Would CPython ``nodot`` (e.g. ``312``) on one of ``plats`` install a wheel with ``tag``?"""
-    if tag.platform not in plats and not any(tag.platform == p or _manylinux_ok(tag.platform, p) for p in plats):
+    if not any(tag.platform == p or _manylinux_ok(tag.platform, p) for p in plats):
         return False
     interp, abi = tag.interpreter, tag.abi
     if interp.startswith("py3") or interp == "py2.py3":

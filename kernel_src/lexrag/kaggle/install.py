@@ -13,7 +13,10 @@ it with one recursive glob.  Steps, each from the wheels folder with ``pip --no-
 A failed optional step is printed and the others go on: the notebook then runs without that
 stage.  Exit status 0 when lexrag itself installed, 1 otherwise.
 
-    python lexrag_install.py [--wheels DIR] [--input /kaggle/input] [--no-faiss] [--no-llm]
+    python lexrag_install.py --input INPUT_ROOT [--wheels DIR] [--no-faiss] [--no-llm]
+
+The notebook passes Kaggle's input root; the package's path resolver is the one place that
+names Kaggle folders, and this script runs before the package can be imported.
 """
 
 from __future__ import annotations
@@ -54,10 +57,13 @@ def _pip(wheels: Path, *reqs: str) -> tuple[bool, str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--wheels", help="the wheels folder; default: search --input")
-    ap.add_argument("--input", default=os.environ.get("LEXRAG_KAGGLE_INPUT", "/kaggle/input"))
+    ap.add_argument("--input", default=os.environ.get("LEXRAG_KAGGLE_INPUT"),
+                    help="the folder holding the attached inputs (the notebook passes it)")
     ap.add_argument("--no-faiss", action="store_true")
     ap.add_argument("--no-llm", action="store_true")
     args = ap.parse_args(argv)
+    if not args.wheels and not args.input:
+        ap.error("give --input (the inputs root) or --wheels")
     wheels = Path(args.wheels) if args.wheels else find_wheels(args.input)
     if wheels is None:
         print(f"lexrag-install: no lexrag wheel under {args.input}: attach the lexrag-wheels dataset")

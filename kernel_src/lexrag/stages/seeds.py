@@ -21,10 +21,10 @@ def resolve_docs(corpus, texts: list[str], strings: list[str] = (), expand_decis
     for s in strings:
         for c in index.resolve(s, expand_decisions=expand_decisions):
             cits.setdefault(c, None)
-    docs: list[int] = []
+    docs: dict[int, None] = {}
     for c in cits:
-        docs.extend(d for d in corpus.docs_of(c) if d not in docs and d not in exclude)
-    return docs
+        docs.update((d, None) for d in corpus.docs_of(c) if d not in exclude)
+    return list(docs)
 
 
 def _scored(docs: list[int]) -> list[tuple[int, float]]:
@@ -69,8 +69,9 @@ class LLMSeeds:
     def run(self, batch, ctx):
         out = Ranking("llm_seeds", "seed")
         corpus, expand = ctx.art.corpus, ctx.cfg.seeds.expand_decisions
+        question = batch.signals.get("citation_seeds")  # ran before, in this phase
         for q in batch.queries:
-            own = set(resolve_docs(corpus, [q.text], expand_decisions=expand))
+            own = set(question.doc_ids(q.query_id)) if question is not None else set()
             texts = [t for t in (q.variant("de"),) if t]
             docs = resolve_docs(corpus, texts, q.llm_citations, expand_decisions=expand, exclude=own)
             if docs:
