@@ -433,8 +433,38 @@ def test_verified_order_moves_confirmed_candidates_ahead_and_keeps_the_rest():
     assert scores == sorted(scores, reverse=True) and scores[0] == pytest.approx(1.9) and scores[2] < 1.0
 
 
+def test_verified_items_pull_in_their_graph_neighbours_below_themselves():
+    from lexrag.stages.verify import verified_order
+
+    hits = [(10, 0.9), (11, 0.8), (12, 0.7), (13, 0.6), (14, 0.5), (15, 0.4)]
+    # 11 verified (0.9) brings 15 (beyond the depth) and 12 (judged and rejected: stays out);
+    # 10 verified (0.6) brings 14 and 11 (already placed)
+    out = verified_order(hits, [0.6, 0.9, 0.1, 0.2], 0.5, {11: [15, 12], 10: [14, 11]}, weight=0.5)
+    assert [d for d, _ in out] == [11, 10, 15, 14, 12, 13]
+    assert dict(out)[15] == pytest.approx(1.45) and dict(out)[14] == pytest.approx(1.3) and dict(out)[12] < 1.0
+
+
+def test_graph_neighbours_are_siblings_then_co_cited_authorities(tiny_inputs, tmp_path):
+    from lexrag.config import load_config
+    from lexrag.index.build import build_artifacts
+    from lexrag.index.corpus import Corpus
+    from lexrag.index.graph import CitationGraph
+    from lexrag.stages.verify import graph_neighbours
+
+    laws, courts = tiny_inputs
+    cfg = load_config(overrides={"runtime.progress": False})
+    build_artifacts(cfg, laws, tmp_path / "a", courts=courts)
+    corpus = Corpus(tmp_path / "a" / "corpus")
+    g = CitationGraph.load(tmp_path / "a" / "graph", len(corpus))
+    doc = corpus.citations.index("BGE 145 II 32 E. 3.1")
+    nb = [corpus.citations[d] for d in graph_neighbours(g, doc, 3)]
+    assert nb[0] == "BGE 145 II 32 E. 3.2" and "BGE 145 II 32 E. 3.1" not in nb and len(nb) <= 3
+    assert graph_neighbours(g, doc, 0) == []
+
+
 def test_verification_runs_live_with_the_tiny_model_and_replays_without_it(tmp_path, tiny_llm, demo_artifacts):
-    extra = {"verify.enabled": True, "verify.depth": 4, "verify.threshold": 0.0, "llm.tasks": ["translate"]}
+    extra = {"verify.enabled": True, "verify.depth": 4, "verify.threshold": 0.0, "llm.tasks": ["translate"],
+             "verify.expand": False}
     live = llm_cfg(tiny_llm, tmp_path / "cache", **extra)
     art = Artifacts.load(demo_artifacts, live)
     queries = [Query("a", Q_DE), Query("b", "Wer haftet für einen widerrechtlich zugefügten Schaden?")]

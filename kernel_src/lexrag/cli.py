@@ -1,4 +1,4 @@
-"""Command line: ``python -m lexrag {build,run,evaluate,validate-submission,config}``."""
+"""Command line: ``python -m lexrag {build,run,calibrate,evaluate,validate-submission,show-metrics,config}``."""
 
 from __future__ import annotations
 
@@ -42,10 +42,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = run_pipeline(queries, art, cfg)
     write_submission(args.out, result.predictions, result.query_ids)
     n = sum(len(v) for v in result.predictions.values())
-    llm = result.cost_totals().get("rewrite")
-    note = (f"; LLM {int(llm.get('llm_calls', 0))} calls, {int(llm.get('prompt_tokens', 0))} prompt + "
-            f"{int(llm.get('gen_tokens', 0))} generated tokens" if llm else "")
+    totals = result.cost_totals()
+    llm = {k: sum(a.get(k, 0.0) for a in totals.values()) for k in ("llm_calls", "prompt_tokens", "gen_tokens")}
+    note = (f"; LLM {int(llm['llm_calls'])} calls, {int(llm['prompt_tokens'])} prompt + "
+            f"{int(llm['gen_tokens'])} generated tokens" if llm["llm_calls"] else "")
+    if result.dropped:
+        note += f"; dropped for time: {', '.join(result.dropped)}"
     print(f"wrote {args.out}: {len(result.query_ids)} queries, {n} citations, {result.timings['total']:.2f}s{note}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from lexrag.eval.calibrate import calibrate
+    from lexrag.pipeline import Artifacts
+
+    cfg = _config(args)
+    out = Path(args.out) if args.out else Path(args.artifacts) / "calibration"
+    art = Artifacts.load(args.artifacts, cfg)
+    doc = calibrate(cfg, art, args.queries, out)
+    cv = doc.get("grouped_cv")
+    print(f"calibration written to {out}: thresholds {doc['thresholds']} (default {doc['default']}); "
+          f"Macro F1 of the n_cal cut in-sample {doc['macro_f1_in_sample']:.4f}"
+          + (f", grouped CV by course ({cv['folds']} folds) {cv['macro_f1']:.4f}" if cv else
+             " (no course column: no grouped cross-validation)"))
     return 0
 
 
@@ -130,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True)
     cfg_args(r)
     r.set_defaults(func=cmd_run)
+
+    k = sub.add_parser("calibrate", help="fit the adaptive count's score thresholds on a validation file (writes an artifact)")
+    k.add_argument("--artifacts", required=True)
+    k.add_argument("--queries", required=True, help="a CSV with gold_citations (and a course column for grouped CV)")
+    k.add_argument("--out", help="calibration folder to write (default: <artifacts>/calibration, which run reads)")
+    cfg_args(k)
+    k.set_defaults(func=cmd_calibrate)
 
     e = sub.add_parser("evaluate", help="score a submission against a gold CSV (competition Macro F1)")
     e.add_argument("--gold", required=True)

@@ -155,14 +155,32 @@ class VerifyConfig:
     depth: int = _f(30, "candidates judged per query, from the top of the reranked (or fused) order")
     threshold: float = _f(0.5, "candidates with P(Yes) at or above this move ahead, ordered by P(Yes)")
     max_text_chars: int = _f(1200, "candidate text shown to the verifier, cut at this many characters")
+    expand: bool = _f(True, "verified items pull in their graph neighbours (siblings and co-cited authorities; needs the graph)")
+    expand_k: int = _f(3, "graph neighbours pulled in per verified item")
+    expand_weight: float = _f(0.5, "a neighbour scores this fraction of the P(Yes) of the item that brought it (below it)")
+
+
+@dataclass
+class AgentConfig:
+    enabled: bool = _f(False, "agentic reformulation loop: planner -> retrieve -> observer, round by round (needs llm.enabled)")
+    max_rounds: int = _f(10, "planner rounds at most (round 0 observes the question's own ranking)")
+    queries_per_round: int = _f(3, "German keyword queries the planner may write per round")
+    observe_depth: int = _f(20, "top candidates of each retrieved (fused) list the observer judges with the verifier's Yes/No logits")
+    threshold: float = _f(0.5, "the observer keeps a candidate with P(Yes) at or above this")
+    evidence_items: int = _f(8, "kept items shown to the planner (most retained first)")
+    evidence_chars: int = _f(160, "characters of each kept item's text shown to the planner")
 
 
 @dataclass
 class CountConfig:
-    method: str = _f("fixed", "how many citations to emit per query: fixed | elbow")
+    method: str = _f("fixed", "how many citations to emit per query: fixed | elbow | adaptive")
     k: int = _f(10, "citations emitted per query when method=fixed")
-    min_k: int = _f(8, "lower clip of the elbow count (paper: 8)")
-    max_k: int = _f(50, "upper clip of the elbow count (paper: 50)")
+    min_k: int = _f(8, "lower clip of the elbow and adaptive counts (paper: 8)")
+    max_k: int = _f(50, "upper clip of the elbow and adaptive counts (paper: 50)")
+    w_llm: float = _f(0.4, "adaptive: weight of n_LLM, the count the LLM estimated in concept extraction (paper: 0.4)")
+    w_elbow: float = _f(0.3, "adaptive: weight of n_elbow, the elbow of the final score curve (paper: 0.3)")
+    w_cal: float = _f(0.3, "adaptive: weight of n_cal, the count above the calibrated score threshold (paper: 0.3)")
+    calibration: str = _f("", "adaptive: calibration folder written by `lexrag calibrate`; empty: the artifact 'calibration' among the artifacts")
 
 
 @dataclass
@@ -200,6 +218,14 @@ class RuntimeConfig:
         "raise", "raise: a failing stage stops the run | skip: the queries it failed for go on without it (logged, in RunResult.failed)"
     )
     resident_models: int = _f(1, "models kept loaded at once (encoder, reranker, LLM take turns on one GPU when 1)")
+    degrade_order: list = _f(
+        [["agent"], ["verify"], ["rerank"], ["dense", "graph", "prior"], ["rewrite"]],
+        "groups of optional stages dropped, first group first, when the projected time of the rest of the run exceeds the budget left",
+    )
+    stage_estimates_s: dict = _f(
+        {"rewrite": 20.0, "dense": 0.5, "graph": 1.0, "prior": 0.1, "rerank": 4.0, "verify": 20.0, "agent": 120.0},
+        "seconds per query assumed for a stage until it has run on some queries (then its measured rate is used)",
+    )
 
 
 @dataclass
@@ -223,6 +249,7 @@ class Config:
     count: CountConfig = field(default_factory=CountConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     verify: VerifyConfig = field(default_factory=VerifyConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
@@ -230,9 +257,32 @@ class Config:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def _check_runtime_stages(self) -> None:
+        # stage names are checked against the registered stages when a run starts
+        # (lexrag.stages.base.check_degrade_order): stages registered later may be named
+        rc = self.runtime
+        seen: set = set()
+        for i, group in enumerate(rc.degrade_order):
+            if not isinstance(group, list) or not group:
+                raise ConfigError(f"runtime.degrade_order[{i}] must be a non-empty list of stage names, got {group!r}")
+            for name in group:
+                if not isinstance(name, str):
+                    raise ConfigError(f"runtime.degrade_order[{i}]: {name!r} is not a stage name")
+                if name in seen:
+                    raise ConfigError(f"runtime.degrade_order: stage {name!r} appears twice")
+                seen.add(name)
+        for name, v in rc.stage_estimates_s.items():
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
+                raise ConfigError(f"runtime.stage_estimates_s.{name} must be a number >= 0, got {v!r}")
+
     def validate(self) -> "Config":
-        if self.count.method not in ("fixed", "elbow"):
-            raise ConfigError(f"count.method must be 'fixed' or 'elbow', got {self.count.method!r}")
+        if self.count.method not in ("fixed", "elbow", "adaptive"):
+            raise ConfigError(f"count.method must be fixed, elbow or adaptive, got {self.count.method!r}")
+        for name in ("w_llm", "w_elbow", "w_cal"):
+            if not getattr(self.count, name) >= 0.0:
+                raise ConfigError(f"count.{name} must be >= 0, got {getattr(self.count, name)}")
+        if self.count.method == "adaptive" and self.count.w_llm + self.count.w_elbow + self.count.w_cal <= 0:
+            raise ConfigError("count.method=adaptive needs a positive count.w_llm, count.w_elbow or count.w_cal")
         if self.lexical.method not in ("lucene", "robertson", "atire"):
             raise ConfigError(f"lexical.method must be lucene|robertson|atire, got {self.lexical.method!r}")
         for name in ("k", "min_k", "max_k"):
@@ -267,6 +317,15 @@ class Config:
         check_task_names(self.llm.tasks, "llm.tasks")
         if not 0.0 <= self.verify.threshold <= 1.0 or self.verify.depth < 1:
             raise ConfigError("verify.threshold must be in [0, 1] and verify.depth >= 1")
+        if self.verify.expand_k < 0 or not 0.0 <= self.verify.expand_weight < 1.0:
+            raise ConfigError("verify.expand_k must be >= 0 and verify.expand_weight in [0, 1) (below the item that brought it)")
+        ac = self.agent
+        if not 0.0 <= ac.threshold <= 1.0:
+            raise ConfigError(f"agent.threshold must be in [0, 1], got {ac.threshold}")
+        for name in ("max_rounds", "queries_per_round", "observe_depth"):
+            if getattr(ac, name) < 1:
+                raise ConfigError(f"agent.{name} must be >= 1, got {getattr(ac, name)}")
+        self._check_runtime_stages()
         if self.runtime.on_stage_error not in ("raise", "skip"):
             raise ConfigError(f"runtime.on_stage_error must be raise or skip, got {self.runtime.on_stage_error!r}")
         if self.llm.mode not in ("live", "replay"):

@@ -37,6 +37,7 @@ from lexrag.stages.base import (
     Context,
     Phase,
     Stage,
+    check_degrade_order,
     stages_for,
 )
 from lexrag.stages.count import unique_citations
@@ -61,6 +62,7 @@ class Artifacts:
     cache_dirs: list[Path] = field(default_factory=list)  # read-only LLM caches found by the resolver
     llm_replay: bool = False  # LLM answers only from caches (llm.mode replay, or no model folder when degrading)
     missing: dict[str, str] = field(default_factory=dict)  # parts left out when degrading: name -> why
+    calibration: object | None = None  # lexrag.stages.count.Calibration (count.method adaptive)
 
     def has_model(self, name: str) -> bool:
         return name in self.loaders
@@ -106,6 +108,8 @@ class Artifacts:
             part("semantic", lambda: art._load_dense(cfg, locate, model_path, cid))
         if cfg.rerank.enabled:
             part("reranker", lambda: art._load_reranker(cfg, model_path))
+        if cfg.count.method == "adaptive":
+            art._load_calibration(cfg, locate, cid, part)
         if cfg.llm.enabled:
             lc = cfg.llm
             if paths is not None and not lc.replay_dirs:
@@ -121,6 +125,23 @@ class Artifacts:
                     log.warning("no LLM folder: answering the LLM calls from the attached cache only (replay)")
                     art.llm_replay = True
         return art
+
+    def _load_calibration(self, cfg: Config, locate, cid: str, part) -> None:
+        from lexrag.stages.count import Calibration
+
+        if cfg.count.calibration:  # named explicitly: it must be there
+            part("calibration", lambda: setattr(self, "calibration", Calibration.load(cfg.count.calibration, cid)))
+            return
+        try:
+            folder = locate("calibration")
+        except LexragError:
+            folder = None
+        if folder is None or not (Path(folder) / "params.json").is_file():
+            self.missing["calibration"] = "no calibration artifact (run `python -m lexrag calibrate`)"
+            log.warning("count.method=adaptive without a calibration: n_cal is left out of the count "
+                        "(run `python -m lexrag calibrate --queries FILE --artifacts DIR`)")
+            return
+        part("calibration", lambda: setattr(self, "calibration", Calibration.load(folder, cid)))
 
     def _load_dense(self, cfg: Config, locate, model_path, cid: str) -> None:
         from lexrag.index.semantic import DenseIndex, Embeddings, choose_index_kind
@@ -143,6 +164,12 @@ class Artifacts:
     def _load_llm(self, cfg: Config, model_path, degrade: bool = False) -> None:
         lc = cfg.llm
         lm = self._model("llm", model_path(lc.model), "llm.model")
+        from lexrag.llm.scripted import is_scripted, load_scripted
+
+        if is_scripted(lm):  # the scripted stand-in (demo and tests): fixed answers, no weights
+            load_scripted(lm)  # a broken script is an error now, before any query runs
+            self.loaders["llm"] = lambda: load_scripted(lm)
+            return
         if degrade and lc.device == "auto" and not usable_gpus():
             self.model_paths.pop("llm", None)
             raise ArtifactError("no usable GPU (compute capability >= 7.0): a 7B LLM on the CPU would not finish in the "
@@ -170,11 +197,19 @@ def llm_cache_dir(cfg: Config, paths=None) -> Path:
 @dataclass
 class Budget:
     """Wall-clock budget in seconds from ``start`` (``perf_counter`` time), less ``reserve``
-    seconds kept for writing the output; 0 = unlimited."""
+    seconds kept for writing the output; 0 = unlimited.  ``dropped`` holds the optional stages
+    the run has given up on (see :func:`walk`), for the whole run."""
 
     seconds: float = 0.0
     start: float = field(default_factory=time.perf_counter)
     reserve: float = 0.0
+    dropped: dict[str, str] = field(default_factory=dict)  # stage -> why
+
+    def left(self) -> float:
+        """Seconds left before the reserve (infinite when unlimited)."""
+        if self.seconds <= 0:
+            return float("inf")
+        return self.seconds - self.reserve - (time.perf_counter() - self.start)
 
     @classmethod
     def since(cls, seconds: float, started_at: float | None, reserve: float = 0.0) -> "Budget":
@@ -206,6 +241,13 @@ class RunResult:
     costs: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # query -> stage -> amounts
     model_loads: dict[str, int] = field(default_factory=dict)
     model_load_seconds: dict[str, float] = field(default_factory=dict)
+    current_by: dict[str, str] = field(default_factory=dict)  # query id -> stage that made its final order
+    dropped: dict[str, str] = field(default_factory=dict)  # optional stages the budget dropped -> why
+
+    @property
+    def traces(self) -> list[dict]:
+        """The agentic loop's round records of every query, in query order."""
+        return [r for q in self.states for r in q.trace]
 
     def cost_totals(self) -> dict[str, dict[str, float]]:
         """Per stage, every amount summed over queries (LLM calls, tokens, seconds...)."""
@@ -284,28 +326,79 @@ def _merge(batch: BatchState, stage: Stage, out: Any, n_docs: int) -> None:
     target.update(out.hits)
     if phase == Phase.FUSION:
         batch.current.update(out.hits)
+    if phase in (Phase.FUSION, Phase.RERANK):
+        batch.current_by.update({qid: "fused" if phase == Phase.FUSION else stage.name for qid in out.hits})
 
 
-def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase] | None = None) -> BatchState:
+def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase] | None = None,
+         project: bool = True) -> BatchState:
     """Run the enabled stages of ``phases`` (all by default) over ``batch`` in phase order, in
-    chunks of ``runtime.batch_size`` queries, with the time budget applied before each call."""
+    chunks of ``runtime.batch_size`` queries, with the time budget applied before each call.
+
+    Before each call the time the rest of the run needs is projected (per stage: its measured
+    seconds per query once it has run, else ``runtime.stage_estimates_s``, times the queries it
+    has left); while that exceeds the budget left, the next group of ``runtime.degrade_order``
+    is dropped for the rest of the run (agentic loop, verification, reranking, dense and graph,
+    rewrite).  Past the budget every optional stage is skipped; the essential ones (citation
+    seeds, BM25, fusion, count) always run, so every query gets the best answer left.  The
+    queries a stage skipped are recorded in ``batch.skipped``.  ``project=False`` (the agent's
+    retrieval calls) only honours what the run has dropped."""
     cfg = ctx.cfg
     n_docs = len(ctx.art.corpus)
     size = cfg.runtime.batch_size
     live = [q for q in batch.queries if q.text]
-    for stage in stages_for(cfg, ctx.art, tuple(phases) if phases is not None else None):
+    stages = stages_for(cfg, ctx.art, tuple(phases) if phases is not None else None)
+    done: dict[str, int] = {}
+    for i, stage in enumerate(stages):
         for start in range(0, len(live), size):
             chunk = batch.chunk(live[start : start + size])
-            if not stage.essential and budget.exhausted():
-                batch.skipped.setdefault(stage.name, []).extend(chunk.query_ids)
-                continue
+            if not stage.essential:
+                if project:
+                    _degrade(stages[i:], len(live) - start, len(live), done, batch.timings, budget, cfg)
+                if stage.name in budget.dropped or budget.exhausted():
+                    batch.skipped.setdefault(stage.name, []).extend(chunk.query_ids)
+                    continue
             t0 = time.perf_counter()
             _run_chunk(stage, chunk, ctx, n_docs, budget)
             dt = time.perf_counter() - t0
             batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
+            done[stage.name] = done.get(stage.name, 0) + len(chunk.queries)
             for q in chunk.queries:
                 q.add_cost(stage.name, seconds=dt / len(chunk.queries))
     return batch
+
+
+def projected_seconds(stages: list[Stage], first_left: int, n: int, done: dict[str, int], timings: dict[str, float],
+                      estimates: dict[str, float], dropped) -> float:
+    """Seconds the stages still need: the first has ``first_left`` queries to go, the others ``n``;
+    a stage's rate is its measured seconds per query once it has run, else its estimate."""
+    total = 0.0
+    for j, s in enumerate(stages):
+        if s.essential or s.name in dropped:
+            continue
+        rate = timings.get(s.name, 0.0) / done[s.name] if done.get(s.name) else float(estimates.get(s.name, 0.0))
+        total += rate * (first_left if j == 0 else n)
+    return total
+
+
+def _degrade(stages: list[Stage], first_left: int, n: int, done: dict[str, int], timings: dict[str, float],
+             budget: Budget, cfg: Config) -> None:
+    left = budget.left()
+    if left == float("inf"):
+        return
+    rc = cfg.runtime
+    need = projected_seconds(stages, first_left, n, done, timings, rc.stage_estimates_s, budget.dropped)
+    for group in rc.degrade_order:
+        if need <= left:
+            return
+        fresh = [name for name in group if name not in budget.dropped]
+        if not fresh:
+            continue
+        why = f"projected {need:.0f}s for the rest of the run, {max(left, 0):.0f}s left"
+        for name in fresh:
+            budget.dropped[name] = why
+        log.warning("time budget: %s; dropping %s for the remaining queries", why, ", ".join(fresh))
+        need = projected_seconds(stages, first_left, n, done, timings, rc.stage_estimates_s, budget.dropped)
 
 
 def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budget: "Budget") -> None:
@@ -342,14 +435,14 @@ def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budge
 
 
 def _snapshot(queries: list[QueryState]) -> list[tuple]:
-    """What a stage may change in a query state (variants, concepts, LLM citations, cost)."""
-    return [(q, dict(q.variants), dict(q.concepts), list(q.llm_citations), {k: dict(v) for k, v in q.cost.items()})
-            for q in queries]
+    """What a stage may change in a query state (variants, concepts, LLM citations, cost, trace)."""
+    return [(q, dict(q.variants), dict(q.concepts), list(q.llm_citations), {k: dict(v) for k, v in q.cost.items()},
+             list(q.trace)) for q in queries]
 
 
 def _restore(snap: list[tuple]) -> None:
-    for q, variants, concepts, cits, cost in snap:
-        q.variants, q.concepts, q.llm_citations, q.cost = variants, concepts, cits, cost
+    for q, variants, concepts, cits, cost, trace in snap:
+        q.variants, q.concepts, q.llm_citations, q.cost, q.trace = variants, concepts, cits, cost, trace
 
 
 def _after_failure(e: Exception) -> None:
@@ -368,7 +461,7 @@ def _record_failure(stage: Stage, batch: BatchState, query_id: str, e: Exception
 def retrieve(states: list[QueryState], ctx: Context, budget: Budget | None = None) -> dict[str, list[tuple[int, float]]]:
     """The fused ranking for any query texts (content, seed fusion, graph and prior, fusion);
     the agentic loop calls this once per reformulation."""
-    batch = walk(BatchState(list(states)), ctx, budget or Budget(), RETRIEVAL_PHASES)
+    batch = walk(BatchState(list(states)), ctx, budget or ctx.budget or Budget(), RETRIEVAL_PHASES, project=False)
     return {q.query_id: batch.fused.get(q.query_id, []) for q in states}
 
 
@@ -382,6 +475,9 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     own = ctx is None
     ctx = ctx or make_context(cfg, art, paths)
     budget = budget or Budget(cfg.runtime.time_budget_s, t_start, cfg.runtime.reserve_s)
+    check_degrade_order(cfg.runtime.degrade_order)
+    ctx.budget = budget
+    ctx.retrieve = lambda sub: retrieve(sub, ctx, budget)
     states = [QueryState.of(q) for q in queries]
     try:
         batch = walk(BatchState(states), ctx, budget)
@@ -404,9 +500,8 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     timings = dict(batch.timings)
     timings["total"] = time.perf_counter() - t_start
     fused = Ranking("fused", "fused", dict(batch.fused))
-    reorder = [s.name for s in stages_for(cfg, art, (Phase.RERANK,)) if s.name in batch.timings]
-    reranked = set(batch.current) - set.intersection(*(set(batch.skipped.get(n, [])) for n in reorder)) if reorder else set()
-    current = Ranking("rerank" if reranked else "fused", "rerank" if reranked else "fused", dict(batch.current))
+    reordered = any(by != "fused" for by in batch.current_by.values())
+    current = Ranking("rerank" if reordered else "fused", "rerank" if reordered else "fused", dict(batch.current))
     return RunResult([q.query_id for q in states], predictions, ranked, list(batch.signals.values()), fused, current, timings,
                      degraded, dict(batch.skipped), dict(batch.failed), states, {q.query_id: q.cost for q in states},
-                     dict(ctx.models.loads), dict(ctx.models.load_seconds))
+                     dict(ctx.models.loads), dict(ctx.models.load_seconds), dict(batch.current_by), dict(budget.dropped))

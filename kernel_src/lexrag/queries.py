@@ -35,7 +35,7 @@ class QueryState:
     """A query as it moves through the pipeline: the original text plus named variants (each
     with its origin, earlier texts never overwritten), what the LLM extracted (``concepts``),
     citation strings an LLM named (resolved onto the corpus by the seeds stage, never emitted
-    as such), and per-stage cost."""
+    as such), per-stage cost, and the agentic loop's trace (one record per round)."""
 
     query_id: str
     text: str
@@ -43,6 +43,7 @@ class QueryState:
     concepts: dict = field(default_factory=dict)
     llm_citations: list[str] = field(default_factory=list)
     cost: dict[str, dict[str, float]] = field(default_factory=dict)
+    trace: list[dict] = field(default_factory=list)  # one record per agentic-loop round
 
     def __post_init__(self) -> None:
         if self.text and "query" not in self.variants:

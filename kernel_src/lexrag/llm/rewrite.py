@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from lexrag import citations as cit
@@ -30,7 +29,7 @@ from lexrag.llm.prompts import load_template
 from lexrag.queries import QueryState, Variant
 from lexrag.signals import TASK_VARIANTS
 
-__all__ = ["rewrite_queries", "parse_json_object", "CONCEPT_SCHEMA", "strip_citations"]
+__all__ = ["rewrite_queries", "parse_json_object", "json_calls", "question_text", "CONCEPT_SCHEMA", "strip_citations"]
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +107,7 @@ def strip_citations(text: str) -> tuple[str, list[str]]:
 _PREFIX = re.compile(r"^\s*(?:German translation|Translation|Übersetzung|Keywords|Stichwörter)\s*:\s*", re.I)
 
 
-@dataclass
-class _Ctx:
-    client: Any
-    cfg: Any
-
-
-def _question(q: QueryState, cfg) -> str:
+def question_text(q: QueryState, cfg) -> str:
     if len(q.text) > cfg.max_question_chars:
         log.warning("query %r: %d characters; cut to llm.max_question_chars=%d for the LLM prompts",
                     q.query_id, len(q.text), cfg.max_question_chars)
@@ -122,55 +115,59 @@ def _question(q: QueryState, cfg) -> str:
     return q.text
 
 
-def _account(q: QueryState, g) -> None:
-    q.add_cost("rewrite", llm_calls=1, prompt_tokens=g.prompt_tokens, gen_tokens=g.gen_tokens,
+def _account(q: QueryState, g, stage: str = "rewrite") -> None:
+    q.add_cost(stage, llm_calls=1, prompt_tokens=g.prompt_tokens, gen_tokens=g.gen_tokens,
                llm_seconds=g.seconds, cache_hits=int(g.cached))
 
 
-def _json_task(task: str, states: list[QueryState], ctx: _Ctx, schema) -> dict[str, dict]:
-    """Run a JSON template; repair what does not parse; return query id -> parsed object."""
+def json_calls(client, cfg, task: str, states: list[QueryState], values: list[dict], schema,
+               stage: str = "rewrite") -> dict[str, dict]:
+    """Run the JSON template ``task`` once per (state, values) pair; repair what does not parse
+    (``cfg.json_retries`` extra calls of ``repair_json``); return query id -> parsed object.  A
+    query whose answer stays unusable is left out, with a warning and a ``json_failures`` cost:
+    the caller goes on without it."""
     template = load_template(task)
-    gens = ctx.client.generate(template, [{"question": _question(q, ctx.cfg)} for q in states], [q.query_id for q in states])
+    gens = client.generate(template, values, [q.query_id for q in states])
     parsed: dict[str, dict] = {}
     pending: list[tuple[QueryState, str, str]] = []
     for q, g in zip(states, gens):
-        _account(q, g)
+        _account(q, g, stage)
         try:
             parsed[q.query_id] = parse_json_object(g.text, schema)
         except LLMOutputError as e:
             pending.append((q, g.text, str(e)))
     repair = load_template("repair_json")
-    for _ in range(ctx.cfg.json_retries):
+    for _ in range(cfg.json_retries):
         if not pending:
             break
-        values = [{"keys": ", ".join(schema), "error": err, "output": text[:4000]} for _, text, err in pending]
-        gens = ctx.client.generate(repair, values, [q.query_id for q, _, _ in pending])
+        rvalues = [{"keys": ", ".join(schema), "error": err, "output": text[:4000]} for _, text, err in pending]
+        gens = client.generate(repair, rvalues, [q.query_id for q, _, _ in pending])
         still = []
         for (q, _, _), g in zip(pending, gens):
-            _account(q, g)
+            _account(q, g, stage)
             try:
                 parsed[q.query_id] = parse_json_object(g.text, schema)
             except LLMOutputError as e:
                 still.append((q, g.text, str(e)))
         pending = still
     for q, _, err in pending:
-        log.warning("query %r: LLM task %r gave no usable JSON (%s) after %d repair(s); variant skipped",
-                    q.query_id, task, err, ctx.cfg.json_retries)
-        q.add_cost("rewrite", json_failures=1)
+        log.warning("query %r: LLM task %r gave no usable JSON (%s) after %d repair(s); skipped",
+                    q.query_id, task, err, cfg.json_retries)
+        q.add_cost(stage, json_failures=1)
     return parsed
 
 
 def rewrite_queries(states: list[QueryState], client, cfg) -> dict[str, list[Variant]]:
     """Run ``cfg.tasks`` (an :class:`lexrag.config.LLMConfig`) over the query states.  Returns the
     new variants per query id; also fills ``QueryState.concepts`` and ``llm_citations``."""
-    ctx = _Ctx(client, cfg)
     states = [q for q in states if q.text]
     out: dict[str, list[Variant]] = {q.query_id: [] for q in states}
     for task in cfg.tasks:
         name = TASK_VARIANTS[task]
         if task == "concepts":
             template = load_template("concepts")
-            parsed = _json_task("concepts", states, ctx, CONCEPT_SCHEMA)
+            parsed = json_calls(client, cfg, "concepts", states, [{"question": question_text(q, cfg)} for q in states],
+                                CONCEPT_SCHEMA)
             for q in states:
                 obj = parsed.get(q.query_id)
                 if obj is None:
@@ -184,7 +181,7 @@ def rewrite_queries(states: list[QueryState], client, cfg) -> dict[str, list[Var
                     out[q.query_id].append(Variant(name, text, f"llm:{template.id}"))
             continue
         template = load_template(task)
-        gens = client.generate(template, [{"question": _question(q, cfg)} for q in states], [q.query_id for q in states])
+        gens = client.generate(template, [{"question": question_text(q, cfg)} for q in states], [q.query_id for q in states])
         for q, g in zip(states, gens):
             _account(q, g)
             text = _PREFIX.sub("", g.text).strip()

@@ -2,7 +2,7 @@
 
 Importing this package registers the built-in stages in their phases: rewrite (LLM query
 variants) -> content (citation seeds, LLM seeds, BM25, dense) -> seed fusion -> graph and prior
--> fusion -> rerank -> verify -> count.
+-> fusion -> rerank -> verify -> agentic loop -> count.
 """
 
 from lexrag.stages import (  # noqa: F401
@@ -16,6 +16,7 @@ from lexrag.stages import (  # noqa: F401
     semantic,
     verify,  # imported after rerank, so it registers after it: the verifier judges the reranked order
 )
+from lexrag.stages import agent  # noqa: F401,E402  (after verify: round 0 observes the verified order)
 from lexrag.stages.base import (  # noqa: F401
     RETRIEVAL_PHASES,
     BatchState,

@@ -13,7 +13,7 @@ phase              ``run`` returns
 ``SEED_FUSION``    one ``Ranking``: the candidates that seed the graph signals
 ``GRAPH``          ``[Ranking, ...]``: graph and prior signals
 ``FUSION``         one ``Ranking``: all signals fused
-``RERANK``         one ``Ranking``: the reordered candidates (reranker, later the verifier)
+``RERANK``         one ``Ranking``: the reordered candidates (reranker, verifier, agentic loop)
 ``COUNT``          one ``Ranking`` of family ``final``: the emitted documents
 =================  ==========================================================================
 
@@ -46,6 +46,7 @@ __all__ = [
     "unregister_stage",
     "registered_stages",
     "stages_for",
+    "check_degrade_order",
     "RETRIEVAL_PHASES",
 ]
 
@@ -89,6 +90,7 @@ class BatchState:
     seeds: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # seed fusion per query
     fused: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # fusion per query
     current: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # latest order (fused, reranked)
+    current_by: dict[str, str] = field(default_factory=dict)  # query id -> stage that made its current order
     final: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # emitted documents
     skipped: dict[str, list[str]] = field(default_factory=dict)  # stage -> query ids it skipped
     failed: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> query id -> error
@@ -116,6 +118,8 @@ class Context:
     art: Any  # lexrag.pipeline.Artifacts
     models: Any = None  # lexrag.models.ModelPool
     llm: Any = None  # lexrag.llm.client.LLMClient or None
+    budget: Any = None  # lexrag.pipeline.Budget of the run (a stage that loops may stop early when spent)
+    retrieve: Any = None  # query states -> {query id: fused ranking}: the retrieval phases (the agent's call)
 
     def model(self, name: str) -> Any:
         """The loaded model ``name`` (``encoder``, ``reranker``, ``llm``) from the model pool,
@@ -150,6 +154,18 @@ def registered_stages() -> list[Stage]:
     """Every registered stage in phase order (registration order inside a phase)."""
     order = {n: i for i, n in enumerate(_STAGES)}
     return sorted(_STAGES.values(), key=lambda s: (int(s.phase), order[s.name]))
+
+
+def check_degrade_order(order) -> None:
+    """Every name in ``runtime.degrade_order`` is a registered optional stage."""
+    from lexrag.errors import ConfigError
+    from lexrag.signals import _unknown
+
+    optional = {s.name for s in _STAGES.values() if not s.essential}
+    for i, group in enumerate(order):
+        for name in group:
+            if name not in optional:
+                raise ConfigError(f"runtime.degrade_order[{i}]: {_unknown(name, optional, 'optional stage')}")
 
 
 def stages_for(cfg: "Config", art: Any, phases: tuple[Phase, ...] | None = None) -> list[Stage]:

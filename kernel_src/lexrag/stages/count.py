@@ -1,15 +1,29 @@
-"""How many citations to emit per query: a fixed k or the elbow of the score curve (the count stage)."""
+"""How many citations to emit per query (the count stage): a fixed k, the elbow of the score
+curve, or the paper's adaptive count
+
+    |S_q| = clip(w_llm * n_LLM + w_elbow * n_elbow + w_cal * n_cal, min_k, max_k)
+
+with n_LLM the count the LLM estimated in concept extraction (``estimated_citations``), n_elbow
+the elbow of the final score curve and n_cal the number of citations whose score, relative to the
+query's top score, reaches the threshold ``lexrag calibrate`` fitted on a validation file for the
+stage that made the final order (:class:`Calibration`).  A component that is missing for a query
+(no concept extraction, no calibration) is left out and the remaining weights are rescaled, so
+the count stays a weighted mean of what is known."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from lexrag.artifacts import read_params
+from lexrag.errors import ArtifactError
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
 
-__all__ = ["elbow_count", "choose_count", "unique_citations", "Count"]
+__all__ = ["elbow_count", "choose_count", "adaptive_count", "calibrated_count", "unique_citations", "Count", "Calibration"]
 
 
 def elbow_count(scores: Sequence[float], min_k: int = 1, max_k: int | None = None) -> int:
@@ -42,7 +56,53 @@ def choose_count(scores: Sequence[float], method: str, k: int, min_k: int, max_k
         return min(k, len(scores))
     if method == "elbow":
         return elbow_count(scores, min_k=min_k, max_k=max_k)
-    raise ValueError(f"unknown count method {method!r} (fixed | elbow)")
+    raise ValueError(f"unknown count method {method!r} (fixed | elbow | adaptive)")
+
+
+def adaptive_count(n_llm: float | None, n_elbow: float | None, n_cal: float | None, w_llm: float = 0.4,
+                   w_elbow: float = 0.3, w_cal: float = 0.3, min_k: int = 8, max_k: int = 50) -> int:
+    """round(weighted mean of the known counts), clipped to ``[min_k, max_k]``; with every count
+    known and the weights summing to 1 this is the paper's formula.  No known count: ``min_k``."""
+    parts = [(w, float(n)) for w, n in ((w_llm, n_llm), (w_elbow, n_elbow), (w_cal, n_cal)) if n is not None and w > 0]
+    if not parts:
+        return int(min_k)
+    k = sum(w * n for w, n in parts) / sum(w for w, _ in parts)
+    return int(min(max(int(np.floor(k + 0.5)), min_k), max_k))
+
+
+def calibrated_count(scores: Sequence[float], threshold: float) -> int | None:
+    """How many scores reach ``threshold`` times the top score (None when the top score is not
+    positive: nothing to be relative to)."""
+    s = np.asarray(scores, dtype=np.float64)
+    if len(s) == 0 or not s[0] > 0:
+        return None
+    return int(np.count_nonzero(s / s[0] >= threshold - 1e-12))
+
+
+@dataclass
+class Calibration:
+    """Relative score thresholds per stage that made the final order (``fused``, ``rerank``,
+    ``verify``, ``agent``) and a ``default`` for any other; written by ``lexrag calibrate``."""
+
+    thresholds: dict[str, float]
+    default: float
+    doc: dict
+
+    def threshold(self, source: str) -> float:
+        return self.thresholds.get(source, self.default)
+
+    @classmethod
+    def load(cls, folder: str | Path, corpus_id: str | None = None) -> "Calibration":
+        doc = read_params(folder, "calibration")
+        t, d = doc.get("thresholds"), doc.get("default")
+        if not isinstance(t, dict) or not all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in t.values()) \
+                or not isinstance(d, (int, float)) or not 0 <= d <= 1:
+            raise ArtifactError(f"{Path(folder) / 'params.json'}: 'thresholds' must map stages to numbers in [0, 1] and "
+                                f"'default' be one; rerun `python -m lexrag calibrate`")
+        if corpus_id and doc.get("corpus_id") not in (None, corpus_id):
+            raise ArtifactError(f"calibration at {folder} was fitted on another corpus ({doc.get('corpus_id')}, this one is "
+                                f"{corpus_id}); rerun `python -m lexrag calibrate` on these artifacts")
+        return cls({str(k): float(v) for k, v in t.items()}, float(d), doc)
 
 
 def unique_citations(hits, corpus) -> tuple[list[int], list[str], list[float]]:
@@ -69,10 +129,19 @@ class Count:
 
     def run(self, batch, ctx):
         cc = ctx.cfg.count
+        cal = getattr(ctx.art, "calibration", None)
         out = Ranking("final", "final")
         for q in batch.queries:
             docs, _, scores = unique_citations(batch.current.get(q.query_id, []), ctx.art.corpus)
-            k = choose_count(np.asarray(scores), cc.method, cc.k, cc.min_k, cc.max_k)
+            if cc.method == "adaptive":
+                n_llm = q.concepts.get("estimated_citations") if q.concepts else None
+                n_elbow = elbow_count(scores, min_k=1, max_k=cc.max_k) if scores else None
+                source = batch.current_by.get(q.query_id, "fused")
+                n_cal = calibrated_count(scores, cal.threshold(source)) if cal is not None else None
+                k = min(adaptive_count(n_llm, n_elbow, n_cal, cc.w_llm, cc.w_elbow, cc.w_cal, cc.min_k, cc.max_k), len(scores))
+                q.add_cost("count", n_llm=n_llm or 0, n_elbow=n_elbow or 0, n_cal=n_cal or 0, k=k)
+            else:
+                k = choose_count(np.asarray(scores), cc.method, cc.k, cc.min_k, cc.max_k)
             out.hits[q.query_id] = list(zip(docs[:k], scores[:k]))
         return out
 

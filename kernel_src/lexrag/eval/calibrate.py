@@ -1,0 +1,110 @@
+"""``lexrag calibrate``: fit the relative score thresholds of the adaptive count's n_cal.
+
+One pipeline run over a validation file (with gold) gives each query's final order and the stage
+that made it (``fused``, ``rerank``, ``verify``, ``agent``).  For each such stage, the threshold t
+on score / top score that maximises Macro F1 when every query emits the citations reaching t
+(at least one, at most ``count.max_k``) is chosen from a grid; a stage with fewer than
+``MIN_QUERIES`` queries uses the threshold fitted on all queries (``default``).  When the file has
+a ``course`` column, the fit is also cross-validated with folds grouped by course (each course's
+queries scored with the threshold fitted on the other courses) and both numbers are reported:
+questions of one course cite the same statutes, so only the grouped number says what the threshold
+is worth on an unseen area.  The result is an artifact folder (``params.json``, artifact
+``calibration``) that ``run`` reads with ``count.method: adaptive``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from lexrag.artifacts import write_params
+from lexrag.config import Config
+from lexrag.csvio import FileReport, read_csv_rows
+from lexrag.eval.metrics import prf
+from lexrag.index.build import corpus_id
+from lexrag.pipeline import Artifacts, run_pipeline
+from lexrag.queries import load_gold, load_queries
+from lexrag.stages.count import calibrated_count, unique_citations
+
+__all__ = ["calibrate", "fit_threshold", "GRID", "MIN_QUERIES"]
+
+log = logging.getLogger(__name__)
+
+GRID = tuple(round(x, 2) for x in np.arange(0.05, 1.0, 0.025))
+MIN_QUERIES = 5
+
+
+def _f1_at(t: float, curves: list[tuple[list[str], list[float], list[str]]], max_k: int) -> float:
+    if not curves:
+        return 0.0
+    total = 0.0
+    for cits, scores, gold in curves:
+        n = calibrated_count(scores, t)
+        n = min(max(n or 1, 1), max_k)
+        total += prf(gold, cits[:n])[2]
+    return total / len(curves)
+
+
+def fit_threshold(curves: list[tuple[list[str], list[float], list[str]]], max_k: int) -> tuple[float, float]:
+    """The grid threshold with the best Macro F1 over ``curves`` (citations, scores, gold) and that
+    F1; ties go to the lower threshold (more citations)."""
+    best = max(GRID, key=lambda t: (_f1_at(t, curves, max_k), -t))
+    return float(best), _f1_at(best, curves, max_k)
+
+
+def _courses(path: str | Path) -> dict[str, str]:
+    report = FileReport(file=str(path), max_examples=3)
+    rows = list(read_csv_rows(path, ("query_id",), report))
+    if not rows or "course" not in rows[0][1]:
+        return {}
+    return {row["query_id"].strip(): (row.get("course") or "").strip() for _, row in rows}
+
+
+def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: str | Path, paths=None) -> dict:
+    """Fit, report and write the calibration artifact into ``out_dir``; returns its params."""
+    queries = load_queries(queries_path, cfg.query.max_chars)
+    gold = load_gold(queries_path)
+    if not gold:
+        from lexrag.errors import CsvInputError
+
+        raise CsvInputError(f"{queries_path}: no query has gold citations; calibrate needs a validation file")
+    res = run_pipeline(queries, art, cfg, paths=paths)
+    max_k = cfg.count.max_k
+    by_source: dict[str, list] = {}
+    curves: dict[str, tuple] = {}
+    for qid in res.query_ids:
+        if qid not in gold:
+            continue
+        _, cits, scores = unique_citations(res.current.hits.get(qid, []), art.corpus)
+        curves[qid] = (cits, scores, gold[qid])
+        by_source.setdefault(res.current_by.get(qid, "fused"), []).append(qid)
+    default, f1_all = fit_threshold(list(curves.values()), max_k)
+    thresholds, per_source = {}, {}
+    for source, qids in sorted(by_source.items()):
+        if len(qids) >= MIN_QUERIES:
+            t, f1 = fit_threshold([curves[q] for q in qids], max_k)
+        else:
+            t, f1 = default, _f1_at(default, [curves[q] for q in qids], max_k)
+        thresholds[source] = t
+        per_source[source] = {"queries": len(qids), "threshold": t, "macro_f1_in_sample": round(f1, 4)}
+    courses = _courses(queries_path)
+    cv = None
+    groups = sorted({courses.get(q, "") for q in curves}) if courses else []
+    if len(groups) >= 2:
+        scores = []
+        for g in groups:
+            train = [curves[q] for q in curves if courses.get(q, "") != g]
+            test = [curves[q] for q in curves if courses.get(q, "") == g]
+            t, _ = fit_threshold(train, max_k)
+            scores.extend(prf(gold_, cits[: min(max(calibrated_count(sc, t) or 1, 1), max_k)])[2] for cits, sc, gold_ in test)
+        cv = {"folds": len(groups), "grouped_by": "course", "macro_f1": round(float(np.mean(scores)), 4)}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = write_params(out, "calibration", "lexrag calibrate", {"grid": [GRID[0], GRID[-1], len(GRID)], "max_k": max_k},
+                       thresholds=thresholds, default=default, corpus_id=corpus_id(Path(art.corpus.folder)),
+                       fitted_on=str(queries_path), n_queries=len(curves), macro_f1_in_sample=round(f1_all, 4),
+                       per_source=per_source, grouped_cv=cv)
+    log.info("calibration written to %s: %s", out, thresholds)
+    return doc

@@ -1,0 +1,109 @@
+"""A scripted stand-in for the causal LM: fixed answers from a JSON file, no weights.
+
+It exists so that the LLM stages (rewrite, verification, the agentic loop, the adaptive count)
+can be exercised end to end where no GPU and no instruction model are at hand: the demo's
+validation notebook, its ablation rows and tests whose subject is the logic around the model.  It
+is selected by pointing ``llm.model`` at a folder holding ``lexrag_scripted.json``; a real model
+folder (``config.json``) always goes through :func:`lexrag.models.load_causal_lm`.  Its numbers
+measure the pipeline's plumbing under the script, never a model's quality.
+
+The script::
+
+    {"format": "lexrag-scripted-llm/1",
+     "default_output": "",            # generation with no matching rule
+     "default_yes": 0.1,              # P(Yes) with no matching rule
+     "rules": [
+        {"when": ["Translate", "Who is liable"], "output": "Wer haftet ..."},
+        {"when": ["Would a decision", "Source: Art. 97 Abs. 1 OR"], "yes": 0.95},
+        {"when": ["plan searches"], "output": "{...}", "repeat": 50},
+        {"when": ["Translate into German"], "echo": "Translate into German:"}]}
+
+A rule applies when every ``when`` string occurs in the rendered prompt (case-sensitive), first
+rule first; ``yes`` rules answer Yes/No questions, ``output`` rules generations (``repeat``
+repeats the output, which then stops at the token cap like a model that does not stop; ``echo``
+answers with the prompt text after the given marker, e.g. a German question "translated" as
+itself).  Tokens
+are counted as whitespace-separated words.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lexrag.errors import ModelLoadError
+
+__all__ = ["ScriptedLM", "SCRIPT_FILE", "is_scripted", "load_scripted"]
+
+SCRIPT_FILE = "lexrag_scripted.json"
+FORMAT = "lexrag-scripted-llm/1"
+
+
+def is_scripted(folder: str | Path) -> bool:
+    return (Path(folder) / SCRIPT_FILE).is_file()
+
+
+class ScriptedLM:
+    """The interface of :class:`lexrag.models.CausalLM` (render_chat, generate, yes_probability)."""
+
+    quantization = "scripted"
+    device = "cpu"
+
+    def __init__(self, script: dict, name: str):
+        self.name = name
+        self.rules = script.get("rules", [])
+        self.default_output = str(script.get("default_output", ""))
+        self.default_yes = float(script.get("default_yes", 0.1))
+
+    def render_chat(self, messages: list[dict]) -> str:
+        return "\n".join(f"<{m['role']}>\n{m['content']}" for m in messages) + "\n<assistant>\n"
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def _rule(self, prompt: str, key: str) -> dict | None:
+        for r in self.rules:
+            if key in r and all(w in prompt for w in r.get("when", [])):
+                return r
+        return None
+
+    def generate(self, prompts: list[str], max_new_tokens: int) -> list[tuple[str, int, int]]:
+        out = []
+        for p in prompts:
+            r = self._rule(p, "output") or self._rule(p, "echo")
+            if r is None:
+                text = self.default_output
+            elif "echo" in r:
+                text = p.split(r["echo"], 1)[-1].split("\n<assistant>", 1)[0].strip()
+            else:
+                text = " ".join([str(r["output"])] * int(r.get("repeat", 1)))
+            words = text.split(" ")
+            if len(words) > max_new_tokens:
+                text = " ".join(words[:max_new_tokens])
+            out.append((text, self.count_tokens(p), min(len(words), max_new_tokens)))
+        return out
+
+    def yes_probability(self, prompts: list[str]) -> list[tuple[float, int]]:
+        out = []
+        for p in prompts:
+            r = self._rule(p, "yes")
+            out.append((float(r["yes"]) if r is not None else self.default_yes, self.count_tokens(p)))
+        return out
+
+
+def load_scripted(folder: str | Path) -> ScriptedLM:
+    """Read ``folder/lexrag_scripted.json``; a file that is not such a script is a
+    :class:`ModelLoadError` naming the file and what is wrong."""
+    path = Path(folder) / SCRIPT_FILE
+    try:
+        script = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"{path}: not a readable JSON script ({e})") from None
+    if not isinstance(script, dict) or script.get("format") != FORMAT:
+        raise ModelLoadError(f"{path}: not a lexrag scripted-LLM file (needs \"format\": \"{FORMAT}\")")
+    for i, r in enumerate(script.get("rules", [])):
+        if not isinstance(r, dict) or not isinstance(r.get("when", []), list) or sum(k in r for k in ("output", "yes", "echo")) != 1:
+            raise ModelLoadError(f"{path}: rule {i}: needs a list 'when' and exactly one of 'output', 'yes' or 'echo'")
+        if "yes" in r and not (isinstance(r["yes"], (int, float)) and 0.0 <= r["yes"] <= 1.0):
+            raise ModelLoadError(f"{path}: rule {i}: 'yes' must be a probability in [0, 1], got {r['yes']!r}")
+    return ScriptedLM(script, Path(folder).name)
