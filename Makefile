@@ -15,7 +15,7 @@ export IPYTHONDIR := $(JUPYTER_TMP)/ipython
 export HF_HUB_OFFLINE := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test venv notebooks bench quality clean kaggle-sim
+.PHONY: demo demo-llm test venv notebooks bench quality clean kaggle-sim
 
 venv: $(VENV)/.installed
 
@@ -32,6 +32,17 @@ demo: venv
 		-p config_path demo/config.yaml -p queries demo/queries_demo.csv \
 		-p artifacts_dir $(DEMO_OUT)/artifacts -p out_dir $(DEMO_OUT)
 	$(PY) -m lexrag show-metrics $(DEMO_OUT)/metrics.json
+
+# the LLM stages on the demo with the scripted stand-in model (no GPU, no weights): incremental ablation
+demo-llm: venv
+	$(PY) -m lexrag build --laws demo/laws_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml
+	$(PY) -m lexrag -q calibrate --queries demo/queries_demo.csv --artifacts $(DEMO_OUT)/artifacts --config demo/config_llm.yaml \
+		--set llm.cache_dir=$(DEMO_OUT)/llm/cache
+	$(PY) -m papermill -k python3 notebooks/validation.ipynb $(DEMO_OUT)/llm/validation.ipynb \
+		-p config_path demo/config_llm.yaml -p queries demo/queries_demo.csv -p incremental True \
+		-p artifacts_dir $(DEMO_OUT)/artifacts -p out_dir $(DEMO_OUT)/llm \
+		-y '{"overrides": {"llm.cache_dir": "$(DEMO_OUT)/llm/cache"}}'
+	cat $(DEMO_OUT)/llm/incremental.csv
 
 # Python of the emulated Kaggle runtime: 3.12 as on Kaggle, else this Python
 KAGGLE_PY ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12 /usr/local/bin/python3.12) $(PYTHON))

@@ -1,8 +1,9 @@
 # %% [markdown]
 # # lexrag — validation
 # Runs the pipeline over a queries file with gold, writes `metrics.json`, `per_query.csv` and
-# `submission.csv` to the output folder and prints the metrics.  Stage switches turn signals
-# off for ablations.
+# `submission.csv` (and `agent_trace.jsonl`, `variants.jsonl`) to the output folder and prints the
+# metrics.  Stage switches turn signals off for ablations; `incremental` adds the LLM stages one at
+# a time (on a CPU, `demo/config_llm.yaml` runs them with the scripted stand-in model).
 
 # %% tags=["parameters"]
 config_path = None  # YAML config file, or None for the defaults
@@ -12,6 +13,7 @@ artifacts_dir = None  # folder with corpus/ and bm25/; None: the resolver's arti
 out_dir = "validation_out"  # where metrics.json and per_query.csv go
 stages = {}  # stage switches, e.g. {"lexical": False, "seeds": True}
 ablation = False  # also run with each active stage switched off: ablation.csv and ablation.png
+incremental = False  # also add the LLM stages one by one (+LLM rewrite, +verification, +agentic loop, +adaptive count): incremental.csv, incremental.png
 llm_cache = None  # an LLM cache folder (e.g. the lexrag-llm-cache dataset): replay it, load no model
 
 # %%
@@ -39,6 +41,7 @@ from lexrag.config import load_config
 from lexrag.eval.validation import (
     ablation_table,
     format_metrics,
+    incremental_ablation,
     plot_ablation,
     validate_run,
 )
@@ -60,3 +63,14 @@ if ablation:
     plot_ablation(rows, Path(out_dir) / "ablation.png")
     for r in rows:
         print(f"{r['run']:<18} macro_f1 {r['macro_f1']:.4f} ({r['delta_macro_f1']:+.4f})  recall@100 {r['recall@100']:.4f} ({r['delta_recall@100']:+.4f})")
+
+# %%
+if incremental:
+    rows = incremental_ablation(cfg, art, queries, out_dir, paths=paths)
+    plot_ablation(rows, Path(out_dir) / "incremental.png")
+    for r in rows:
+        if "macro_f1" in r:
+            print(f"{r['run']:<20} macro_f1 {r['macro_f1']:.4f} ({r['delta_macro_f1']:+.4f})  recall@100 {r['recall@100']:.4f}  "
+                  f"{r['seconds_per_query']:.3f}s/query  {r['status']}")
+        else:
+            print(f"{r['run']:<20} {r['status']}")

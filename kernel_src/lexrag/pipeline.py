@@ -108,8 +108,7 @@ class Artifacts:
             part("semantic", lambda: art._load_dense(cfg, locate, model_path, cid))
         if cfg.rerank.enabled:
             part("reranker", lambda: art._load_reranker(cfg, model_path))
-        if cfg.count.method == "adaptive":
-            art._load_calibration(cfg, locate, cid, part)
+        art._load_calibration(cfg, locate, cid, part)
         if cfg.llm.enabled:
             lc = cfg.llm
             if paths is not None and not lc.replay_dirs:
@@ -129,6 +128,10 @@ class Artifacts:
     def _load_calibration(self, cfg: Config, locate, cid: str, part) -> None:
         from lexrag.stages.count import Calibration
 
+        """The calibration named by ``count.calibration`` (an error when absent), or the
+        ``calibration`` artifact when there is one (small: loaded whatever the count method, so a
+        run or an ablation can switch to the adaptive count)."""
+        adaptive = cfg.count.method == "adaptive"
         if cfg.count.calibration:  # named explicitly: it must be there
             part("calibration", lambda: setattr(self, "calibration", Calibration.load(cfg.count.calibration, cid)))
             return
@@ -137,11 +140,19 @@ class Artifacts:
         except LexragError:
             folder = None
         if folder is None or not (Path(folder) / "params.json").is_file():
+            if not adaptive:
+                return
             self.missing["calibration"] = "no calibration artifact (run `python -m lexrag calibrate`)"
             log.warning("count.method=adaptive without a calibration: n_cal is left out of the count "
                         "(run `python -m lexrag calibrate --queries FILE --artifacts DIR`)")
             return
-        part("calibration", lambda: setattr(self, "calibration", Calibration.load(folder, cid)))
+        if adaptive:
+            part("calibration", lambda: setattr(self, "calibration", Calibration.load(folder, cid)))
+        else:
+            try:
+                self.calibration = Calibration.load(folder, cid)
+            except LexragError as e:
+                log.warning("calibration at %s not used: %s", folder, e)
 
     def _load_dense(self, cfg: Config, locate, model_path, cid: str) -> None:
         from lexrag.index.semantic import DenseIndex, Embeddings, choose_index_kind
