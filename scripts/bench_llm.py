@@ -1,13 +1,16 @@
 #!/usr/bin/env python
-"""Benchmark (not a test): the LLM rewrite path on this CPU with a random-weight causal LM.
+"""Benchmark (not a test): the LLM stages on this CPU with a random-weight causal LM.
 
   python scripts/bench_llm.py [--hidden 64 --layers 2] [--max-new-tokens 64] [--queries demo/queries_demo.csv]
 
 Builds the demo artifacts (lexical + graph) and a Qwen2-style model with random weights and a
-tokenizer trained on a few sentences (tests/tinymodels.py), then answers the queries three ways:
-without the LLM, with it live (4-bit NF4 on the CPU, every task generating up to
-``--max-new-tokens``), and replayed from the cache the live run filled.  Prints seconds per stage,
-model load seconds, LLM calls and tokens per query, and peak RSS.  Random weights generate
+tokenizer trained on a few sentences (tests/tinymodels.py), then answers the queries four ways:
+without the LLM, with the LLM rewrite live (4-bit NF4 on the CPU, every task generating up to
+``--max-new-tokens``), with every LLM stage live (rewrite, verification of ``--verify-depth``
+candidates, the agentic loop with ``--rounds`` rounds), and replayed from the cache the live runs
+filled.  Prints seconds per stage, model load seconds, LLM calls and tokens per query per LLM
+stage, the tiny tokenizer's characters per token (to convert its token counts into a real
+tokenizer's), and peak RSS.  Random weights generate
 nonsense, so this measures the machinery (prompting, batching, caching, replay), not quality;
 GPU projections in the README state their own basis.
 """
@@ -34,6 +37,9 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--verify-depth", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--observe-depth", type=int, default=10)
     args = ap.parse_args()
 
     import logging
@@ -52,28 +58,41 @@ def main() -> int:
     queries = load_queries(args.queries)
     llm = {"llm.enabled": True, "llm.model": str(model), "llm.device": "cpu", "llm.cache_dir": str(work / "cache"),
            "llm.max_new_tokens": args.max_new_tokens, "llm.batch_size": args.batch_size}
+    full = {**llm, "verify.enabled": True, "verify.depth": args.verify_depth, "agent.enabled": True,
+            "agent.max_rounds": args.rounds, "agent.observe_depth": args.observe_depth, "agent.threshold": 0.0}
     rows = []
-    for name, over in (("no LLM", {}), ("LLM live", llm), ("LLM replay", {**llm, "llm.mode": "replay"})):
+    for name, over in (("no LLM", {}), ("LLM rewrite live", llm), ("all LLM stages live", full),
+                       ("all LLM stages replay", {**full, "llm.mode": "replay"})):
         cfg = load_config(ROOT / "demo" / "config.yaml", {"runtime.progress": False, **over})
         t0 = time.perf_counter()
         res = run_pipeline(queries, Artifacts.load(work / "art", cfg), cfg)
         wall = time.perf_counter() - t0
-        cost = res.cost_totals().get("rewrite", {})
+        totals = res.cost_totals()
         n = len(queries)
+        per_stage = {st: {k: round(totals.get(st, {}).get(k, 0) / n, 1) for k in ("llm_calls", "prompt_tokens", "gen_tokens")}
+                     for st in ("rewrite", "verify", "agent") if st in totals}
+        rounds = [r["round"] for r in res.traces]
         rows.append({"run": name, "queries": n, "wall_s": round(wall, 2),
                      "stage_s": {k: round(v, 3) for k, v in res.timings.items() if k != "total"},
                      "model_load_s": {k: round(v, 2) for k, v in res.model_load_seconds.items()},
-                     "llm_calls_per_query": round(cost.get("llm_calls", 0) / n, 2),
-                     "prompt_tokens_per_query": round(cost.get("prompt_tokens", 0) / n, 1),
-                     "gen_tokens_per_query": round(cost.get("gen_tokens", 0) / n, 1),
+                     "per_query": per_stage, "agent_rounds_per_query": round((len(rounds) - rounds.count(0)) / n, 2),
                      "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)})
         print(json.dumps(rows[-1]), flush=True)
-    print("\n| run | queries | wall s | rewrite s | LLM load s | LLM calls/query | prompt tok/query | generated tok/query |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model)
+    sample = " ".join(open(args.laws, encoding="utf-8").read().splitlines()[1:400])
+    print(f"\ntiny tokenizer: {len(sample) / len(tok(sample)['input_ids']):.2f} characters per token on German law text")
+    print("\n| run | queries | wall s | rewrite s | verify s | agent s | LLM load s | per query: rewrite calls / prompt tok / gen tok "
+          "| verify calls / prompt tok | agent calls / prompt tok / gen tok | agent rounds/query |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['run']} | {r['queries']} | {r['wall_s']} | {r['stage_s'].get('rewrite', 0)} | "
-              f"{r['model_load_s'].get('llm', 0)} | {r['llm_calls_per_query']} | {r['prompt_tokens_per_query']} | "
-              f"{r['gen_tokens_per_query']} |")
+        pq = r["per_query"]
+        cell = lambda st, keys: " / ".join(str(pq.get(st, {}).get(k, 0)) for k in keys) if st in pq else "–"  # noqa: E731
+        print(f"| {r['run']} | {r['queries']} | {r['wall_s']} | {r['stage_s'].get('rewrite', '–')} | {r['stage_s'].get('verify', '–')} | "
+              f"{r['stage_s'].get('agent', '–')} | {r['model_load_s'].get('llm', '–')} | "
+              f"{cell('rewrite', ('llm_calls', 'prompt_tokens', 'gen_tokens'))} | {cell('verify', ('llm_calls', 'prompt_tokens'))} | "
+              f"{cell('agent', ('llm_calls', 'prompt_tokens', 'gen_tokens'))} | {r['agent_rounds_per_query']} |")
     return 0
 
 

@@ -53,6 +53,34 @@ def test_validation_notebook_runs_on_demo(tmp_path, demo_artifacts, demo_queries
 
 
 @pytest.mark.slow
+def test_validation_notebook_adds_the_llm_stages_one_by_one_with_the_scripted_model(tmp_path, demo_artifacts, demo_queries):
+    import csv
+    import shutil
+
+    art = tmp_path / "art"
+    shutil.copytree(demo_artifacts, art)
+    over = {"llm.model": str(ROOT / "demo" / "scripted_llm"), "llm.cache_dir": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-m", "lexrag", "-q", "calibrate", "--queries", str(demo_queries), "--artifacts", str(art),
+                        "--config", str(ROOT / "demo" / "config_llm.yaml")] + [x for k, v in over.items() for x in ("--set", f"{k}={v}")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "validation.ipynb"), str(tmp_path / "o.ipynb"),
+            "-p", "queries", str(demo_queries), "-p", "artifacts_dir", str(art), "-p", "out_dir", str(tmp_path / "val"),
+            "-p", "config_path", str(ROOT / "demo" / "config_llm.yaml"), "-p", "incremental", "True",
+            "-y", json.dumps({"overrides": over})]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {r["run"]: r for r in csv.DictReader(open(tmp_path / "val" / "incremental.csv", encoding="utf-8"))}
+    assert list(rows) == ["retrieval (no LLM)", "+LLM rewrite", "+verification", "+agentic loop", "+adaptive count"]
+    assert all(r["status"] == "ran" and 0.0 <= float(r["macro_f1"]) <= 1.0 for r in rows.values())
+    assert float(rows["+verification"]["delta_macro_f1"]) == pytest.approx(
+        float(rows["+verification"]["macro_f1"]) - float(rows["+LLM rewrite"]["macro_f1"]))
+    trace = [json.loads(line) for line in open(tmp_path / "val" / "agent_trace.jsonl", encoding="utf-8")]
+    assert trace and {t["round"] for t in trace} >= {0, 1} and all("queries" in t and "kept" in t for t in trace)
+    assert (tmp_path / "val" / "incremental.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
 def test_build_and_inference_notebooks(tmp_path, demo_laws, demo_queries):
     art = tmp_path / "art"
     _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1.ipynb", laws=demo_laws, out_dir=art)

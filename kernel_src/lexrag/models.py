@@ -53,11 +53,19 @@ def usable_gpus() -> list[int]:
 
 
 def resolve_device(device: str = "auto") -> str:
-    """``auto`` -> ``cuda`` when a usable GPU exists, else ``cpu``; anything else unchanged."""
-    if device != "auto":
-        return device
-    gpus = usable_gpus()
-    return f"cuda:{gpus[0]}" if gpus else "cpu"
+    """``auto`` -> the first usable GPU, else ``cpu``.  ``cuda:N`` naming a GPU this machine does
+    not have (a preset written for two GPUs on a machine with one) -> the first usable GPU, or
+    ``cpu`` when there is none, with a warning; anything else unchanged."""
+    if device == "auto":
+        gpus = usable_gpus()
+        return f"cuda:{gpus[0]}" if gpus else "cpu"
+    if device.startswith("cuda:") and device[5:].isdigit():
+        gpus = usable_gpus()
+        if int(device[5:]) not in gpus:
+            fallback = f"cuda:{gpus[0]}" if gpus else "cpu"
+            log.warning("device %s is not a usable GPU here (usable: %s); using %s", device, gpus or "none", fallback)
+            return fallback
+    return device
 
 
 def _folder(path: str | Path, what: str, setting: str) -> Path:
@@ -187,7 +195,9 @@ class CausalLM:
 def load_causal_lm(model_path: str | Path, quantization: str = "nf4", device: str = "auto",
                    compute_dtype: str = "float16") -> CausalLM:
     """A causal LM and tokenizer from a local folder: 4-bit NF4 (double quantization, ``compute_dtype``
-    compute) when ``quantization="nf4"``; on GPU spread over all usable GPUs."""
+    compute) when ``quantization="nf4"``.  ``device="cuda:N"`` puts the whole model on GPU N (a 4-bit
+    7B model fits one T4, leaving the other GPU to the encoder, the reranker and the index);
+    ``cuda`` or ``auto`` spread it over all usable GPUs."""
     path = _folder(model_path, "LLM", "llm.model")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -207,7 +217,9 @@ def load_causal_lm(model_path: str | Path, quantization: str = "nf4", device: st
         kw["dtype"] = dtype
     else:
         kw["dtype"] = torch.float16 if device.startswith("cuda") else torch.float32
-    if device.startswith("cuda"):
+    if device.startswith("cuda:"):
+        kw["device_map"] = {"": int(device[5:])}
+    elif device.startswith("cuda"):
         gpus = usable_gpus()
         kw["device_map"] = "auto" if len(gpus) > 1 else {"": gpus[0] if gpus else 0}
     else:

@@ -181,7 +181,7 @@ class Artifacts:
             load_scripted(lm)  # a broken script is an error now, before any query runs
             self.loaders["llm"] = lambda: load_scripted(lm)
             return
-        if degrade and lc.device == "auto" and not usable_gpus():
+        if degrade and lc.device != "cpu" and not usable_gpus():
             self.model_paths.pop("llm", None)
             raise ArtifactError("no usable GPU (compute capability >= 7.0): a 7B LLM on the CPU would not finish in the "
                                 "budget (set llm.device=cpu to force it)")

@@ -57,7 +57,8 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
         "submission": str(out_path), "queries": len(qs), "citations": sum(len(v) for v in res.predictions.values()),
         "empty_rows": sum(1 for v in res.predictions.values() if not v), "load_s": round(load_s, 1),
         "seconds": {k: round(v, 2) for k, v in res.timings.items()}, "budget_elapsed_s": round(budget.elapsed(), 1),
-        "skipped": {k: len(v) for k, v in res.skipped.items()}, "failed": res.failed, "missing": art.missing,
+        "skipped": {k: len(v) for k, v in res.skipped.items()}, "dropped": res.dropped, "failed": res.failed,
+        "missing": art.missing,
         "model_loads": res.model_loads, "cost": res.cost_totals(),
     }
     log.info("wrote %s: %d queries, %d citations", out_path, len(qs), summary["citations"])
