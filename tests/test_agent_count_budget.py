@@ -270,8 +270,11 @@ def test_replay_reproduces_a_full_run_with_verification_and_loop_without_a_model
     live = cfg_for(tiny_llm, tmp_path / "cache", **extra)
     queries = [Query("a", Q1), Query("b", Q2)]
     res = run_pipeline(queries, Artifacts.load(demo_artifacts, live), live)
+    art = Artifacts.load(demo_artifacts, live)
     assert res.model_loads == {"llm": 1} and res.current_by == {"a": "agent", "b": "agent"}
     assert {r["round"] for r in res.traces} >= {0, 1}
+    # random weights write garbage up to the token cap: only corpus strings come out
+    assert all(cits and set(cits) <= set(art.corpus.citations) for cits in res.predictions.values())
 
     import lexrag.models as models
 
