@@ -22,6 +22,22 @@ def _config(args: argparse.Namespace):
     return cfg
 
 
+def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protected: dict | None = None) -> Path:
+    """Refuse an output path that would overwrite an input or write into an artifacts folder."""
+    from lexrag.errors import ConfigError
+
+    p = Path(out).resolve()
+    if p.is_dir():
+        raise ConfigError(f"{what} {out} is a folder; give a file name such as {Path(out) / 'submission.csv'}")
+    for name, path in (inputs or {}).items():
+        if path and Path(path).resolve() == p:
+            raise ConfigError(f"{what} {out} is the {name} file: writing it would overwrite the input; choose another path")
+    for name, folder in (protected or {}).items():
+        if folder and Path(folder).resolve() in p.parents:
+            raise ConfigError(f"{what} {out} lies inside the {name} folder {folder}; write the output elsewhere")
+    return p
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from lexrag.index.build import build_artifacts
 
@@ -37,6 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lexrag.queries import load_queries
 
     cfg = _config(args)
+    _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config}, protected={"--artifacts": args.artifacts})
     art = Artifacts.load(args.artifacts, cfg)
     queries = load_queries(args.queries, cfg.query.max_chars)
     result = run_pipeline(queries, art, cfg)
@@ -56,8 +73,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from lexrag.eval.calibrate import calibrate
     from lexrag.pipeline import Artifacts
 
+    from lexrag.errors import ConfigError
+
     cfg = _config(args)
     out = Path(args.out) if args.out else Path(args.artifacts) / "calibration"
+    params = out / "params.json"
+    if out.resolve() == Path(args.artifacts).resolve() or (params.is_file() and '"calibration"' not in params.read_text(
+            encoding="utf-8", errors="replace")):
+        raise ConfigError(f"--out {out} holds another artifact; the calibration needs its own folder")
     art = Artifacts.load(args.artifacts, cfg)
     doc = calibrate(cfg, art, args.queries, out)
     cv = doc.get("grouped_cv")
@@ -75,6 +98,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from lexrag.queries import load_gold
 
     gold = load_gold(args.gold)
+    if not gold:
+        from lexrag.errors import CsvInputError
+
+        raise CsvInputError(f"{args.gold}: no rows with gold citations (only a header?)")
     pred = read_submission(args.pred)
     missing = [q for q in gold if q not in pred]
     if missing:
@@ -191,3 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     except (LexragError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `lexrag evaluate ... | head`: the reader left; not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

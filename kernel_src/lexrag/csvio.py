@@ -20,11 +20,14 @@ csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 @dataclass
 class FileReport:
     file: str
+    lines: int = 0  # physical lines in the file (header included)
+    lines_lost: int = 0  # physical lines inside records that were dropped as broken (unbalanced quotes)
     rows_read: int = 0
     written: int = 0
     duplicates: int = 0
     malformed: int = 0
     encoding_repaired: int = 0
+    blank: int = 0  # blank lines skipped
     empty_text: int = 0
     examples: list[dict] = field(default_factory=list)
     max_examples: int = 20
@@ -35,9 +38,10 @@ class FileReport:
 
     def summary(self) -> str:
         return (
-            f"{self.file}: {self.rows_read} rows read, {self.written} written, {self.duplicates} duplicates dropped, "
+            f"{self.file}: {self.rows_read} rows read from {self.lines} lines, {self.written} written, "
+            f"{self.duplicates} duplicates dropped, "
             f"{self.malformed} malformed dropped, {self.encoding_repaired} re-decoded from cp1252/latin-1, "
-            f"{self.empty_text} with empty text (kept)"
+            f"{self.empty_text} with empty text (kept)" + (f", {self.lines_lost} lines inside broken records" if self.lines_lost else "")
         )
 
 
@@ -56,29 +60,71 @@ def _redecode(s: str) -> str:
         return raw.decode("latin-1")
 
 
+def _shape(value: str) -> str:
+    """The shape of an id-like value: digits -> 9, letters -> a, runs collapsed
+    (``lexam_0001`` -> ``a_9``, ``Art. 41 OR`` -> ``a. 9 a``)."""
+    s = re.sub(r"[0-9]+", "9", value.strip())
+    return re.sub(r"[^\W\d_]+", "a", s)
+
+
+_LEAD = re.compile(r'^\s*"?([^,"\n]{1,80})"?,')
+
+
+def _row_like_lines(fields: list[str], start: int, shapes: set[str]) -> list[int]:
+    """Physical line numbers of the lines inside a record's fields that begin like a new record:
+    a first value of a shape the well-formed rows' first column has, then the delimiter."""
+    out, line = [], start
+    for f in fields:
+        parts = f.split("\n")
+        for part in parts[1:]:
+            line += 1
+            m = _LEAD.match(part)
+            if m and _shape(m.group(1)) in shapes:
+                out.append(line)
+    return out
+
+
 def read_csv_rows(
-    path: str | Path, required: tuple[str, ...], report: FileReport
+    path: str | Path, required: tuple[str, ...], report: FileReport, strict: bool = True
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield ``(line_number, row)`` for every well-formed row of a CSV with a header.
 
-    Raises :class:`CsvInputError` when the file is missing or lacks a required column; every other
-    problem is counted in ``report`` and the row skipped (or repaired, for encodings).
+    Raises :class:`CsvInputError` when the file is missing or lacks a required column.  A record
+    the CSV parser cannot close (an unmatched quote: it runs on into the following lines) and a
+    record whose fields hold lines that begin like further records (an unmatched quote that
+    happened to close again further down) swallow other rows: with ``strict`` (the default) that
+    is a :class:`CsvInputError` naming the lines, so no row is lost silently; without it the
+    record is dropped and counted with the lines it covered (``lines_lost``).  A row with the
+    wrong number of fields is dropped and counted; text that is not UTF-8 is re-decoded and
+    counted.  ``report.lines`` counts the file's physical lines.
     """
     path = Path(path)
     if not path.is_file():
         raise CsvInputError(f"{path}: file not found")
     with open(path, "rb") as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
-        reader = csv.reader(text)
+        reader = csv.reader(text, strict=True)
         try:
             header = next(reader)
         except StopIteration:
             raise CsvInputError(f"{path}: empty file, expected a header with {', '.join(required)}") from None
+        except csv.Error as e:
+            raise CsvInputError(f"{path}: line 1: the header is not valid CSV ({e})") from None
         header = [h.strip() for h in header]
         missing = [c for c in required if c not in header]
         if missing:
             raise CsvInputError(f"{path}: missing column(s) {', '.join(missing)}; header is {header}")
         pos = {h: i for i, h in enumerate(header)}
+        shapes: set[str] = set()
+
+        def broken(first: int, last: int, reason: str) -> None:
+            report.malformed += 1
+            report.lines_lost += last - first + 1
+            report.note("malformed", first, f"lines {first}-{last}: {reason}")
+            if strict:
+                raise CsvInputError(f"{path}: lines {first}-{last}: {reason}; fix the quoting of line {first} "
+                                    f"(a field that starts with \" must end with \" before the next comma or line end)")
+
         while True:
             line = reader.line_num + 1
             try:
@@ -87,16 +133,30 @@ def read_csv_rows(
                 break
             except csv.Error as e:
                 report.rows_read += 1
-                report.malformed += 1
-                report.note("malformed", line, f"csv error: {e}")
+                broken(line, max(reader.line_num, line), f"one record that the CSV parser cannot close ({e}): "
+                       "probably an unmatched quote, which swallows the rows after it")
+                continue
+            if not fields or fields == [""]:  # a blank line (e.g. trailing newlines): not a row, not an error
+                report.blank += 1
                 continue
             report.rows_read += 1
+            last = reader.line_num
+            if last > line and shapes:
+                rowlike = _row_like_lines(fields, line, shapes)
+                if rowlike:
+                    broken(line, last, f"one record holds {len(rowlike)} line(s) that look like further rows "
+                           f"(line {', '.join(map(str, rowlike[:5]))}{'...' if len(rowlike) > 5 else ''}): "
+                           "probably an unmatched quote")
+                    continue
             if len(fields) != len(header):
                 report.malformed += 1
                 report.note("malformed", line, f"expected {len(header)} fields, got {len(fields)}")
                 continue
+            if last == line and fields[0].strip():
+                shapes.add(_shape(fields[0]))
             if any(_has_surrogates(f) for f in fields):
                 fields = [_redecode(f) if _has_surrogates(f) else f for f in fields]
                 report.encoding_repaired += 1
                 report.note("encoding", line, "not valid UTF-8; decoded as cp1252/latin-1")
             yield line, {h: fields[i] for h, i in pos.items()}
+        report.lines = reader.line_num

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,6 +10,8 @@ from pathlib import Path
 from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
 
 __all__ = ["Query", "QueryState", "Variant", "QueryFileError", "load_queries", "load_gold"]
+
+log = logging.getLogger(__name__)
 
 
 class QueryFileError(CsvInputError):
@@ -76,6 +79,7 @@ def _rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[s
     if report.malformed:
         bad = "; ".join(f"line {e['line']}: {e['reason']}" for e in report.examples if e["kind"] == "malformed")
         raise QueryFileError(f"{path}: {report.malformed} malformed row(s): {bad}")
+    log.info("%s: %d rows from %d lines", path, len(rows), report.lines)
     if report.encoding_repaired:
         lines = ", ".join(str(e["line"]) for e in report.examples if e["kind"] == "encoding")
         warnings.warn(f"{path}: {report.encoding_repaired} row(s) not UTF-8 (lines {lines}); decoded as cp1252/latin-1")

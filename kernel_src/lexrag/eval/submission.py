@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import os
+import tempfile
 from pathlib import Path
 from typing import Collection, Mapping, Sequence
 
@@ -32,21 +34,41 @@ def write_submission(path: str | Path, predictions: Mapping[str, Sequence[str]],
     """One row per query id in ``query_ids`` order (missing -> empty), within the row limits."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(HEADER)
-        for qid in query_ids:
-            w.writerow([qid, _fit(predictions.get(qid, []))])
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # unique: runs may share --out
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(HEADER)
+            for qid in query_ids:
+                w.writerow([qid, _fit(predictions.get(qid, []))])
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
 def read_submission(path: str | Path) -> dict[str, list[str]]:
-    report = FileReport(file=str(path))
+    """``query_id -> citations``.  A row that is not a row (wrong field count, broken quoting), a
+    query id with spaces around it (Kaggle matches ids exactly) and a query id that appears twice
+    are a :class:`CsvInputError` naming the lines: scoring never picks one row silently."""
+    report = FileReport(file=str(path), max_examples=20)
     out: dict[str, list[str]] = {}
-    for _, row in read_csv_rows(path, tuple(HEADER), report):
-        out[row["query_id"].strip()] = [c.strip() for c in row["predicted_citations"].split(";") if c.strip()]
+    first: dict[str, int] = {}
+    problems: list[str] = []
+    for line, row in read_csv_rows(path, tuple(HEADER), report):
+        raw = row["query_id"]
+        qid = raw.strip()
+        if raw != qid:
+            problems.append(f"line {line}: query id {raw!r} has spaces around it")
+        if qid in first:
+            problems.append(f"line {line}: query {qid!r} appears again (first on line {first[qid]})")
+            continue
+        first[qid] = line
+        out[qid] = [c.strip() for c in row["predicted_citations"].split(";") if c.strip()]
+    problems = [f"line {e['line']}: {e['reason']}" for e in report.examples if e["kind"] == "malformed"] + problems
+    if problems:
+        raise CsvInputError(f"{path}: {len(problems)} problem(s): " + "; ".join(problems[:10]))
     return out
 
 
@@ -86,6 +108,8 @@ def validate_submission(
         problems.append(f"{path}: line {ex['line']}: {ex['reason']}")
     for line, row in rows:
         qid, cell = row["query_id"].strip(), row["predicted_citations"]
+        if row["query_id"] != qid:
+            problems.append(f"{path}: line {line}: query id {row['query_id']!r} has spaces around it (Kaggle matches ids exactly)")
         if qid in seen:
             problems.append(f"{path}: line {line}: query {qid!r} appears again (first on line {seen[qid]})")
             continue

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lexrag.artifacts import read_params
 from lexrag.config import Config
+from lexrag.errors import CsvInputError
 from lexrag.index.corpus import Corpus, build_corpus
 from lexrag.index.graph import build_graph
 from lexrag.index.lexical import build_bm25
@@ -53,6 +54,33 @@ def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path
     raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
 
 
+def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None) -> None:
+    """Raise :class:`CsvInputError` naming the first input that cannot be used for a build into ``out``."""
+    import csv
+
+    replaced = [out / name for name in ("corpus", "bm25", "embeddings", "graph", "prior")]
+    for path, what, required in ((laws, "--laws", ("citation", "text")), (courts, "--courts", ("citation", "text")),
+                                 (law_keys, "--law-keys", ()), (train, "--train", ("query_id", "gold_citations"))):
+        if path is None:
+            continue
+        p = Path(path)
+        if not p.is_file():
+            raise CsvInputError(f"{what} {p}: file not found (nothing was built or changed in {out})")
+        for folder in replaced:
+            if folder.resolve() in p.resolve().parents:
+                raise CsvInputError(f"{what} {p} lies inside {folder}, which the build replaces; move it out first")
+        if required:
+            try:
+                with open(p, encoding="utf-8-sig", errors="replace", newline="") as f:
+                    header = [h.strip() for h in next(csv.reader(f), [])]
+            except csv.Error as e:
+                raise CsvInputError(f"{what} {p}: line 1: the header is not valid CSV ({e})") from None
+            missing = [c for c in required if c not in header]
+            if missing:
+                raise CsvInputError(f"{what} {p}: missing column(s) {', '.join(missing)}; header is {header} "
+                                    f"(nothing was built or changed in {out})")
+
+
 def build_artifacts(
     cfg: Config,
     laws: str | Path,
@@ -62,8 +90,13 @@ def build_artifacts(
     train: str | Path | None = None,
 ) -> dict:
     """Build every artifact this config needs under ``out_dir``: ``corpus/``, then ``bm25/``,
-    ``embeddings/`` and ``graph/`` as switched on, and ``prior/`` when a training file is given."""
+    ``embeddings/`` and ``graph/`` as switched on, and ``prior/`` when a training file is given.
+
+    Every input is checked first (it exists, is a file, has the columns it needs, does not lie
+    inside a folder the build replaces), so a wrong path fails in seconds, not after hours; each
+    artifact is built in a staging folder and replaces the old one only when it is complete."""
     out = Path(out_dir)
+    check_build_inputs(out, laws, courts, law_keys, train)
     t0 = time.perf_counter()
     report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
     corpus = Corpus(out / "corpus")

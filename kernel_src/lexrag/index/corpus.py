@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lexrag import citations as cit
-from lexrag.artifacts import ArtifactError, check_params, sha256_file, write_params
+from lexrag.artifacts import ArtifactError, check_params, publishes, sha256_file, write_params
 from lexrag.config import CorpusConfig
 from lexrag.csvio import CsvInputError as CorpusError
 from lexrag.csvio import FileReport, read_csv_rows
@@ -117,10 +117,12 @@ def _key_rows(path: Path, report: FileReport) -> Iterator[tuple[int, dict[str, s
     if not path.is_file():
         raise CorpusError(f"{path}: file not found")
     with open(path, encoding="utf-8-sig") as f:
+        line = 0
         for line, key in enumerate(f, start=1):
             if key.strip():
                 report.rows_read += 1
                 yield line, {"citation": key.strip("\r\n"), "text": ""}
+        report.lines = line
 
 
 def _ingest(
@@ -128,7 +130,7 @@ def _ingest(
     laws_seen: set[str], keys_only: bool = False,
 ) -> FileReport:
     report = FileReport(file=path.name, max_examples=cfg.max_error_examples)
-    rows = _key_rows(path, report) if keys_only else read_csv_rows(path, ("citation", "text"), report)
+    rows = _key_rows(path, report) if keys_only else read_csv_rows(path, ("citation", "text"), report, strict=cfg.strict_quotes)
     if progress:
         from tqdm.auto import tqdm
 
@@ -169,6 +171,7 @@ def _ingest(
     return report
 
 
+@publishes("out_dir")
 def build_corpus(
     out_dir: str | Path,
     laws: str | Path,

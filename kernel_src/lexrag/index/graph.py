@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lexrag import citations as cit
-from lexrag.artifacts import ArtifactError, check_params, write_params
+from lexrag.artifacts import ArtifactError, check_params, publishes, write_params
 
 __all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS"]
 
@@ -137,6 +137,7 @@ class CitationGraph:
         return cls(nodes.column("name").to_pylist(), kind, adj, comm, list(res), doc_node, doc_cited, params)
 
 
+@publishes("out_dir")
 def build_graph(
     corpus,  # lexrag.index.corpus.Corpus
     out_dir: str | Path,

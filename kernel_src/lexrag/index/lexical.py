@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 import bm25s
 import numpy as np
 
-from lexrag.artifacts import ArtifactError, check_params, read_params, write_params
+from lexrag.artifacts import ArtifactError, check_params, publishes, read_params, write_params
 from lexrag.config import LexicalConfig
 
 __all__ = ["GERMAN_STOPWORDS", "Analyzer", "BM25Index", "build_bm25"]
@@ -112,6 +112,7 @@ def _tfc(tf: np.ndarray, dl: np.ndarray, avgdl: float, k1: float, b: float, meth
     raise ValueError(f"unsupported BM25 method {method!r}")
 
 
+@publishes("out_dir")
 def build_bm25(
     texts: Iterable[Sequence[str]],
     out_dir: str | Path,

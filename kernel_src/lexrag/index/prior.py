@@ -19,7 +19,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lexrag.artifacts import read_params, sha256_file, write_params
+from lexrag.artifacts import publishes, read_params, sha256_file, write_params
 from lexrag.citations import scoring_form as norm
 
 __all__ = ["TrainingPrior", "build_prior"]
@@ -87,6 +87,7 @@ class TrainingPrior:
         return cls(gold, source=str(params.get("sources")))
 
 
+@publishes("out_dir")
 def build_prior(train_file: str | Path, out_dir: str | Path) -> TrainingPrior:
     """Build the prior artifact from a training CSV (query_id, query, gold_citations)."""
     from lexrag.queries import load_gold
