@@ -69,7 +69,8 @@ def main() -> int:
         wall = time.perf_counter() - t0
         totals = res.cost_totals()
         n = len(queries)
-        per_stage = {st: {k: round(totals.get(st, {}).get(k, 0) / n, 1) for k in ("llm_calls", "prompt_tokens", "gen_tokens")}
+        per_stage = {st: {k: round(totals.get(st, {}).get(k, 0) / n, 1)
+                          for k in ("llm_calls", "prompt_tokens", "gen_tokens", "cache_hits")}
                      for st in ("rewrite", "verify", "agent") if st in totals}
         rounds = [r["round"] for r in res.traces]
         rows.append({"run": name, "queries": n, "wall_s": round(wall, 2),
@@ -83,16 +84,18 @@ def main() -> int:
     tok = AutoTokenizer.from_pretrained(model)
     sample = " ".join(open(args.laws, encoding="utf-8").read().splitlines()[1:400])
     print(f"\ntiny tokenizer: {len(sample) / len(tok(sample)['input_ids']):.2f} characters per token on German law text")
+    print("\n(calls and tokens: answers generated in this run; answers from the cache count as cache hits)")
     print("\n| run | queries | wall s | rewrite s | verify s | agent s | LLM load s | per query: rewrite calls / prompt tok / gen tok "
-          "| verify calls / prompt tok | agent calls / prompt tok / gen tok | agent rounds/query |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| verify calls / prompt tok | agent calls / prompt tok / gen tok | cache hits/query | agent rounds/query |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         pq = r["per_query"]
         cell = lambda st, keys: " / ".join(str(pq.get(st, {}).get(k, 0)) for k in keys) if st in pq else "–"  # noqa: E731
         print(f"| {r['run']} | {r['queries']} | {r['wall_s']} | {r['stage_s'].get('rewrite', '–')} | {r['stage_s'].get('verify', '–')} | "
               f"{r['stage_s'].get('agent', '–')} | {r['model_load_s'].get('llm', '–')} | "
               f"{cell('rewrite', ('llm_calls', 'prompt_tokens', 'gen_tokens'))} | {cell('verify', ('llm_calls', 'prompt_tokens'))} | "
-              f"{cell('agent', ('llm_calls', 'prompt_tokens', 'gen_tokens'))} | {r['agent_rounds_per_query']} |")
+              f"{cell('agent', ('llm_calls', 'prompt_tokens', 'gen_tokens'))} | "
+              f"{round(sum(v.get('cache_hits', 0) for v in pq.values()), 1)} | {r['agent_rounds_per_query']} |")
     return 0
 
 

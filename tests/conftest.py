@@ -17,6 +17,7 @@ for var, sub in [("JUPYTER_DATA_DIR", "data"), ("JUPYTER_CONFIG_DIR", "config"),
                  ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython")]:
     os.environ.setdefault(var, os.path.join(_jtmp, sub))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("LEXRAG_CACHE_DIR", os.path.join(_jtmp, "lexrag-cache"))  # artifact hash cache
 os.environ.pop("KAGGLE_KERNEL_RUN_TYPE", None)
 
 

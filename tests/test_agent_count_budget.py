@@ -193,9 +193,9 @@ class _S:
 def test_projection_uses_measured_rates_once_a_stage_has_run():
     stages = [_S("rerank"), _S("fusion", True), _S("verify")]
     est = {"rerank": 2.0, "verify": 10.0}
-    assert projected_seconds(stages, 5, 10, {}, {}, est, {}) == 2.0 * 5 + 10.0 * 10
-    assert projected_seconds(stages, 5, 10, {"rerank": 5}, {"rerank": 50.0}, est, {}) == 10.0 * 5 + 100.0
-    assert projected_seconds(stages, 5, 10, {}, {}, est, {"verify": "x"}) == 10.0
+    assert projected_seconds(stages, "rerank", 5, 10, {}, {}, est, {}) == 2.0 * 5 + 10.0 * 10
+    assert projected_seconds(stages, "rerank", 5, 10, {"rerank": 5}, {"rerank": 50.0}, est, {}) == 10.0 * 5 + 100.0
+    assert projected_seconds(stages, "rerank", 5, 10, {}, {}, est, {"verify": "x"}) == 10.0
 
 
 def test_a_short_budget_drops_stages_in_the_stated_order_and_the_submission_stays_valid(tmp_path, demo_artifacts):
@@ -214,12 +214,22 @@ def test_a_short_budget_drops_stages_in_the_stated_order_and_the_submission_stay
     cfg = cfg_for(model, tmp_path / "c", **{"runtime.time_budget_s": 1000.0, "runtime.stage_estimates_s": est})
     res = run_pipeline(queries, art, cfg)
     assert list(res.dropped) == ["agent", "verify"] and "graph" in res.timings
-    # nothing optional fits: everything optional is dropped in order; BM25, seeds, fusion, count still answer
+    # nothing optional fits: every optional stage of this config is dropped, in order (the reranker,
+    # dense and the prior are off here, so they are not listed); BM25, seeds, fusion, count still answer
     est = {name: 1000.0 for name in ("agent", "verify", "rerank", "dense", "graph", "prior", "rewrite")}
     cfg = cfg_for(model, tmp_path / "c", **{"runtime.time_budget_s": 1000.0, "runtime.stage_estimates_s": est})
     res = run_pipeline(queries, art, cfg)
-    assert list(res.dropped) == ["agent", "verify", "rerank", "dense", "graph", "prior", "rewrite"]
+    assert list(res.dropped) == ["agent", "verify", "graph", "rewrite"]
     assert set(res.timings) >= {"bm25", "fusion", "count"} and "rewrite" not in res.timings
+    # a stage outside degrade_order is never dropped, and a stage this config leaves off is never listed
+    zero = {name: 0.0 for name in ("agent", "verify", "rerank", "dense", "graph", "prior", "rewrite")}
+    cfg = cfg_for(model, tmp_path / "c", **{"runtime.time_budget_s": 1000.0,
+                                             "runtime.stage_estimates_s": {**zero, "llm_seeds": 100.0}})
+    res = run_pipeline(queries, art, cfg)
+    assert "llm_seeds" in res.timings and set(res.dropped) <= {"agent", "verify", "graph", "rewrite"}
+    # one estimate set on the command line keeps the others
+    cfg = load_config("kaggle", {"runtime.stage_estimates_s.agent": 60.0})
+    assert cfg.runtime.stage_estimates_s["agent"] == 60.0 and cfg.runtime.stage_estimates_s["verify"] == 20.0
     out = tmp_path / "submission.csv"
     write_submission(out, res.predictions, res.query_ids)
     r = subprocess.run([sys.executable, "-m", "lexrag", "validate-submission", str(out), "--queries", str(DEMO / "queries_demo.csv"),
@@ -234,8 +244,10 @@ def test_a_degrade_order_naming_no_optional_stage_is_a_config_error(tmp_path, de
     cfg = load_config(overrides={"runtime.degrade_order": [["agnet"]]})
     with pytest.raises(ConfigError, match=r"degrade_order\[0\].*did you mean 'agent'"):
         run_pipeline([Query("q", Q1)], Artifacts.load(demo_artifacts, cfg), cfg)
-    with pytest.raises(ConfigError, match="bm25"):
-        run_pipeline([Query("q", Q1)], Artifacts.load(demo_artifacts, cfg), load_config(overrides={"runtime.degrade_order": [["bm25"]]}))
+    with pytest.raises(ConfigError, match="bm25"):  # essential: never dropped; refused before any artifact loads
+        Artifacts.load(demo_artifacts, load_config(overrides={"runtime.degrade_order": [["bm25"]]}))
+    with pytest.raises(ConfigError, match=r"stage_estimates_s: unknown stage 'verfiy' \(did you mean 'verify'\?\)"):
+        Artifacts.load(demo_artifacts, load_config(overrides={"runtime.stage_estimates_s": {"verfiy": 30.0}}))
 
 
 def test_a_stage_raising_for_one_query_leaves_the_others_untouched(tmp_path, demo_artifacts, monkeypatch):
@@ -285,5 +297,47 @@ def test_replay_reproduces_a_full_run_with_verification_and_loop_without_a_model
     replay = cfg_for(tiny_llm, tmp_path / "cache", **extra, **{"llm.mode": "replay"})
     res2 = run_pipeline(queries, Artifacts.load(demo_artifacts, replay), replay)
     assert res2.predictions == res.predictions and res2.current.hits == res.current.hits and res2.model_loads == {}
-    strip = lambda ts: [{k: v for k, v in r.items() if k != "seconds"} for r in ts]  # noqa: E731
+    cost_keys = {"seconds", "prompt_tokens", "gen_tokens", "llm_calls", "cache_hits"}  # replay: every answer a cache hit
+    strip = lambda ts: [{k: v for k, v in r.items() if k not in cost_keys} for r in ts]  # noqa: E731
     assert strip(res2.traces) == strip(res.traces)
+    assert sum(r["llm_calls"] for r in res2.traces) == 0 and sum(r["cache_hits"] for r in res2.traces) > 0
+
+
+def test_calibrate_ignores_blank_gold_and_is_not_blocked_by_a_stale_calibration(tmp_path, demo_artifacts, demo_queries):
+    import shutil
+
+    art_dir = tmp_path / "art"
+    shutil.copytree(demo_artifacts, art_dir)
+    rows = demo_queries.read_text(encoding="utf-8").splitlines()
+    half = tmp_path / "half.csv"  # every other gold cell blank: those rows are not fitted on
+    half.write_text("\n".join([rows[0]] + [r if i % 2 == 0 else r.rsplit(",", 1)[0] + ","
+                                           for i, r in enumerate(rows[1:])]) + "\n", encoding="utf-8")
+    cmd = [sys.executable, "-m", "lexrag", "-q", "calibrate", "--artifacts", str(art_dir), "--set", "count.method=adaptive"]
+    r = subprocess.run(cmd + ["--queries", str(half)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    params = art_dir / "calibration" / "params.json"
+    doc = json.loads(params.read_text())
+    assert doc["n_queries"] == 11
+    doc["corpus_id"] = "another-corpus"  # stale: fitted on another corpus
+    params.write_text(json.dumps(doc))
+    from lexrag.errors import ArtifactError
+
+    with pytest.raises(ArtifactError):  # so `run` refuses it ...
+        Artifacts.load(art_dir, load_config(overrides={"count.method": "adaptive"}))
+    r = subprocess.run(cmd + ["--queries", str(demo_queries)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr  # ... and calibrate replaces it
+    assert json.loads(params.read_text())["n_queries"] == 22
+    blank = tmp_path / "blank.csv"
+    blank.write_text("\n".join([rows[0]] + [r.rsplit(",", 1)[0] + "," for r in rows[1:]]) + "\n", encoding="utf-8")
+    r = subprocess.run(cmd + ["--queries", str(blank)], capture_output=True, text=True)
+    assert r.returncode == 2 and "no query has gold citations" in r.stderr
+
+
+@pytest.mark.parametrize("estimate", ["10" * 200, "-40", "0"])
+def test_a_wild_count_estimate_from_the_llm_cannot_empty_or_crash_the_count(tmp_path, demo_artifacts, estimate):
+    rules = [{"when": ["exactly these keys"], "output": '{"legal_area": "x", "key_concepts": ["a"], "keywords_de": ["b"], '
+                                                   f'"estimated_citations": {estimate}}}'}]
+    cfg = cfg_for(script(tmp_path / "m", rules), tmp_path / "c", **{"llm.tasks": ["concepts"], "count.method": "adaptive",
+                                                                    "verify.enabled": False, "agent.enabled": False})
+    res = run_pipeline([Query("q1", Q1), Query("q2", Q2)], Artifacts.load(demo_artifacts, cfg), cfg)
+    assert all(8 <= len(c) <= 50 for c in res.predictions.values())

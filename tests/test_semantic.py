@@ -81,7 +81,7 @@ def test_missing_or_mismatched_embeddings_are_refused(tmp_path, tiny_encoder, co
     with pytest.raises(ArtifactError, match="another build"):
         build_embeddings(corpus, tiny_encoder, tmp_path / "emb", corpus_id="c", shard_size=7, fields=["text"], device="cpu", max_seq=64)
     np.save(tmp_path / "emb" / "shard_00001.npy", np.zeros((2, 32), np.float16))
-    with pytest.raises(ArtifactError, match="shard_00001.npy has shape"):
+    with pytest.raises(ArtifactError, match=r"shard_00001.npy: 256 bytes, but 448 when artifact .embeddings. was built"):
         Embeddings(tmp_path / "emb", len(corpus))
     with pytest.raises(ModelLoadError, match="encoder model folder not found"):
         load_encoder(tmp_path / "no-model")

@@ -1,6 +1,9 @@
 """Artifact folders: files plus ``params.json`` (artifact, builder, params, version, doc count,
-source hashes).  Loading checks the recorded params against the config and refuses a mismatch
-with a message naming every differing field.  No pickle anywhere.
+source hashes, and the size and sha256 of every file).  Loading checks the recorded params against
+the config and refuses a mismatch with a message naming every differing field, and refuses a file
+that is missing, truncated or replaced, naming it and the command that rebuilds it.  Builders
+write into a staging folder that replaces the artifact only when complete (:func:`staged`).  No
+pickle anywhere.
 """
 
 from __future__ import annotations
@@ -104,29 +107,135 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def write_params(folder: str | Path, artifact: str, builder: str, params: Mapping[str, Any], **extra: Any) -> dict:
-    """Write ``params.json`` last, atomically: a folder without it is an unfinished build."""
+# how to rebuild each artifact, for the messages that refuse a broken one
+REBUILD = {
+    "corpus": "python -m lexrag build --laws LAWS.csv [--courts COURTS.csv] --out ARTIFACTS (or build_datasets.py --only corpus)",
+    "bm25": "python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only bm25)",
+    "graph": "python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only graph)",
+    "prior": "python -m lexrag build ... --train TRAIN.csv --out ARTIFACTS (or build_datasets.py --only prior)",
+    "embeddings": "notebooks/04_build_embeddings (or build_datasets.py --only embeddings) on a GPU",
+    "calibration": "python -m lexrag calibrate --queries FILE --artifacts ARTIFACTS",
+}
+
+
+def rebuild_hint(artifact: str) -> str:
+    return f"rebuild it: {REBUILD.get(artifact, 'rebuild the artifact')}"
+
+
+def _hash_cache_file() -> Path:
+    base = os.environ.get("LEXRAG_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                                                              os.path.join(os.path.expanduser("~"), ".cache"), "lexrag")
+    return Path(base) / "sha256.json"
+
+
+def _load_hash_cache() -> dict:
+    try:
+        return json.loads(_hash_cache_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_hash_cache(cache: dict) -> None:
+    path = _hash_cache_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sha256-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(cache, f)
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: hash again next time
+        pass
+
+
+def file_hash(path: Path, cache: dict) -> str:
+    """sha256 of ``path``, from ``cache`` when its size and mtime are what they were when hashed."""
+    st = path.stat()
+    key = str(path.resolve())
+    hit = cache.get(key)
+    if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+        return hit[2]
+    digest = sha256_file(path)
+    cache[key] = [st.st_size, st.st_mtime_ns, digest]
+    return digest
+
+
+def _files_of(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != PARAMS
+                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+
+
+def write_params(folder: str | Path, artifact: str, builder: str, params: Mapping[str, Any], files: bool = True,
+                 **extra: Any) -> dict:
+    """Write ``params.json`` last, atomically: a folder without it is an unfinished build.  With
+    ``files`` (the default) it records every file's size and sha256, which loading checks."""
     folder = Path(folder)
     doc = {"artifact": artifact, "builder": builder, "version": __version__, "params": dict(params), **extra}
+    if files:
+        cache = _load_hash_cache()
+        doc["files"] = {p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": file_hash(p, cache)}
+                        for p in _files_of(folder)}
+        _save_hash_cache(cache)
     tmp = folder / (PARAMS + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True), encoding="utf-8")
     os.replace(tmp, folder / PARAMS)
     return doc
 
 
-def read_params(folder: str | Path, artifact: str) -> dict:
+def verify_files(folder: Path, doc: dict) -> None:
+    """Refuse an artifact whose files are not the ones its build recorded (missing, another size,
+    other contents), naming the file and the command that rebuilds it.  Contents are hashed once per
+    file version (cached by path, size and mtime), so a 2.47M-document artifact costs a full read
+    only the first time."""
+    files = doc.get("files")
+    if not isinstance(files, dict):
+        return  # built before file hashes were recorded
+    artifact = doc.get("artifact", "?")
+    cache = _load_hash_cache()
+    dirty = False
+    try:
+        for rel, meta in sorted(files.items()):
+            p = folder / rel
+            if not p.is_file():
+                raise ArtifactError(f"{p}: missing from artifact {artifact!r} (it was there when it was built); {rebuild_hint(artifact)}")
+            size = p.stat().st_size
+            if size != meta.get("size"):
+                raise ArtifactError(f"{p}: {size} bytes, but {meta.get('size')} when artifact {artifact!r} was built "
+                                    f"(truncated or replaced); {rebuild_hint(artifact)}")
+            before = len(cache)
+            key = str(p.resolve())
+            old = cache.get(key)
+            digest = file_hash(p, cache)
+            dirty = dirty or len(cache) != before or cache.get(key) != old
+            if digest != meta.get("sha256"):
+                raise ArtifactError(f"{p}: its contents are not the ones artifact {artifact!r} was built with "
+                                    f"(sha256 differs: replaced by another build?); {rebuild_hint(artifact)}")
+    finally:
+        if dirty:
+            _save_hash_cache(cache)
+
+
+def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:
+    """``params.json`` of artifact ``artifact`` in ``folder``; with ``verify`` also every recorded
+    file checked (:func:`verify_files`).  Any problem is an :class:`ArtifactError` that names the
+    file and how to rebuild it."""
     folder = Path(folder)
     path = folder / PARAMS
     if not folder.is_dir():
         raise ArtifactError(f"artifact {artifact!r} not found: {folder} is not a folder (build it with `python -m lexrag build` or build_datasets.py, or attach its Kaggle dataset)")
     if not path.is_file():
-        raise ArtifactError(f"artifact {artifact!r} at {folder} has no {PARAMS}: the build did not finish; rebuild it")
+        raise ArtifactError(f"artifact {artifact!r} at {folder} has no {PARAMS}: the build did not finish; {rebuild_hint(artifact)}")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise ArtifactError(f"{path}: not valid JSON ({e})") from e
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"{path}: not valid JSON ({e}); {rebuild_hint(artifact)}") from e
+    if not isinstance(doc, dict):
+        raise ArtifactError(f"{path}: not a params object (a JSON {type(doc).__name__}); {rebuild_hint(artifact)}")
     if doc.get("artifact") != artifact:
         raise ArtifactError(f"{path}: is artifact {doc.get('artifact')!r}, expected {artifact!r}")
+    if not isinstance(doc.get("params", {}), dict):
+        raise ArtifactError(f"{path}: 'params' is not an object; {rebuild_hint(artifact)}")
+    if verify:
+        verify_files(folder, doc)
     return doc
 
 

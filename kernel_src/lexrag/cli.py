@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -81,13 +82,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if out.resolve() == Path(args.artifacts).resolve() or (params.is_file() and '"calibration"' not in params.read_text(
             encoding="utf-8", errors="replace")):
         raise ConfigError(f"--out {out} holds another artifact; the calibration needs its own folder")
-    art = Artifacts.load(args.artifacts, cfg)
+    load_cfg = copy.deepcopy(cfg)
+    load_cfg.count.method, load_cfg.count.calibration = "fixed", ""  # an old or broken calibration never blocks a new one
+    art = Artifacts.load(args.artifacts, load_cfg)
     doc = calibrate(cfg, art, args.queries, out)
     cv = doc.get("grouped_cv")
+    if cv and cv.get("macro_f1") is not None:
+        tail = f", grouped CV by course ({cv['folds']} folds) {cv['macro_f1']:.4f}"
+    elif cv:
+        tail = " (one course only: no grouped cross-validation)"
+    else:
+        tail = " (no course column: no grouped cross-validation)"
     print(f"calibration written to {out}: thresholds {doc['thresholds']} (default {doc['default']}); "
-          f"Macro F1 of the n_cal cut in-sample {doc['macro_f1_in_sample']:.4f}"
-          + (f", grouped CV by course ({cv['folds']} folds) {cv['macro_f1']:.4f}" if cv else
-             " (no course column: no grouped cross-validation)"))
+          f"Macro F1 of the n_cal cut in-sample {doc['macro_f1_in_sample']:.4f}{tail}")
     return 0
 
 

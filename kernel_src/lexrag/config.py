@@ -323,6 +323,8 @@ class Config:
         ac = self.agent
         if not 0.0 <= ac.threshold <= 1.0:
             raise ConfigError(f"agent.threshold must be in [0, 1], got {ac.threshold}")
+        if ac.evidence_items < 0 or ac.evidence_chars < 0:
+            raise ConfigError("agent.evidence_items and agent.evidence_chars must be >= 0")
         for name in ("max_rounds", "queries_per_round", "observe_depth"):
             if getattr(ac, name) < 1:
                 raise ConfigError(f"agent.{name} must be >= 1, got {getattr(ac, name)}")
@@ -376,6 +378,10 @@ def _merge(obj: Any, data: Mapping[str, Any], prefix: str) -> None:
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{path}: expected a section (mapping), got {value!r}")
             _merge(current, value, f"{path}.")
+        elif hints[key] is dict and isinstance(current, dict) and isinstance(value, Mapping):
+            # a mapping field is updated key by key (fusion.weights, graph.signals, runtime.stage_estimates_s):
+            # setting one weight keeps the others
+            setattr(obj, key, {**current, **_check_type(path, value, dict)})
         else:
             setattr(obj, key, _check_type(path, value, hints[key]))
 

@@ -81,6 +81,7 @@ class Artifacts:
         is not needed).  With ``degrade=True`` (the Kaggle notebook) only the corpus is required:
         any other part that is missing or broken is logged, listed in ``missing``, and its stages
         stay off; a missing LLM folder falls back to replaying an attached cache."""
+        check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)  # before any slow load
         locate = (lambda name: paths.artifact(name)) if paths is not None else (lambda name: Path(folder) / name)
         model_path = (lambda name: paths.model(name)) if paths is not None else Path
         corpus_dir = locate("corpus")
@@ -379,37 +380,45 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
     return batch
 
 
-def projected_seconds(stages: list[Stage], first_left: int, n: int, done: dict[str, int], timings: dict[str, float],
-                      estimates: dict[str, float], dropped) -> float:
-    """Seconds the stages still need: the first has ``first_left`` queries to go, the others ``n``;
-    a stage's rate is its measured seconds per query once it has run, else its estimate."""
+def projected_seconds(stages: list[Stage], current: str, first_left: int, n: int, done: dict[str, int],
+                      timings: dict[str, float], estimates: dict[str, float], dropped) -> float:
+    """Seconds the optional ``stages`` still need: stage ``current`` has ``first_left`` queries to
+    go, the later ones ``n``; a stage's rate is its measured seconds per query once it has run,
+    else its estimate."""
     total = 0.0
-    for j, s in enumerate(stages):
+    for s in stages:
         if s.essential or s.name in dropped:
             continue
         rate = timings.get(s.name, 0.0) / done[s.name] if done.get(s.name) else float(estimates.get(s.name, 0.0))
-        total += rate * (first_left if j == 0 else n)
+        total += rate * (first_left if s.name == current else n)
     return total
 
 
 def _degrade(stages: list[Stage], first_left: int, n: int, done: dict[str, int], timings: dict[str, float],
              budget: Budget, cfg: Config) -> None:
+    """While the projected time of the droppable stages still to run exceeds what is left after
+    the other stages' projection, drop the next group of ``runtime.degrade_order`` that has a
+    stage still to run (``stages[0]`` is the stage about to run, with ``first_left`` queries)."""
     left = budget.left()
-    if left == float("inf"):
+    if left == float("inf") or not stages:
         return
-    rc = cfg.runtime
-    need = projected_seconds(stages, first_left, n, done, timings, rc.stage_estimates_s, budget.dropped)
+    rc, est = cfg.runtime, cfg.runtime.stage_estimates_s
+    droppable = {name for group in rc.degrade_order for name in group}
+    current = stages[0].name
+    fixed = projected_seconds([s for s in stages if s.name not in droppable], current, first_left, n, done, timings, est, {})
+    mine = [s for s in stages if s.name in droppable]
+    ahead = {s.name for s in mine}
     for group in rc.degrade_order:
-        if need <= left:
+        need = projected_seconds(mine, current, first_left, n, done, timings, est, budget.dropped)
+        if need <= left - fixed:
             return
-        fresh = [name for name in group if name not in budget.dropped]
+        fresh = [name for name in group if name in ahead and name not in budget.dropped]
         if not fresh:
             continue
-        why = f"projected {need:.0f}s for the rest of the run, {max(left, 0):.0f}s left"
+        why = f"projected {need + fixed:.0f}s for the rest of the run, {max(left, 0):.0f}s left"
         for name in fresh:
             budget.dropped[name] = why
         log.warning("time budget: %s; dropping %s for the remaining queries", why, ", ".join(fresh))
-        need = projected_seconds(stages, first_left, n, done, timings, rc.stage_estimates_s, budget.dropped)
 
 
 def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budget: "Budget") -> None:
@@ -486,7 +495,7 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     own = ctx is None
     ctx = ctx or make_context(cfg, art, paths)
     budget = budget or Budget(cfg.runtime.time_budget_s, t_start, cfg.runtime.reserve_s)
-    check_degrade_order(cfg.runtime.degrade_order)
+    check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)
     ctx.budget = budget
     ctx.retrieve = lambda sub: retrieve(sub, ctx, budget)
     states = [QueryState.of(q) for q in queries]

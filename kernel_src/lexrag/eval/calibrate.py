@@ -32,7 +32,7 @@ __all__ = ["calibrate", "fit_threshold", "GRID", "MIN_QUERIES"]
 
 log = logging.getLogger(__name__)
 
-GRID = tuple(round(x, 2) for x in np.arange(0.05, 1.0, 0.025))
+GRID = tuple(float(x) for x in np.round(np.arange(0.05, 0.9751, 0.025), 3))  # 0.05, 0.075, ..., 0.975
 MIN_QUERIES = 5
 
 
@@ -64,12 +64,16 @@ def _courses(path: str | Path) -> dict[str, str]:
 
 def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: str | Path, paths=None) -> dict:
     """Fit, report and write the calibration artifact into ``out_dir``; returns its params."""
-    queries = load_queries(queries_path, cfg.query.max_chars)
-    gold = load_gold(queries_path)
-    if not gold:
-        from lexrag.errors import CsvInputError
+    import copy
 
+    from lexrag.errors import CsvInputError
+
+    queries = load_queries(queries_path, cfg.query.max_chars)
+    gold = {q: g for q, g in load_gold(queries_path).items() if g}  # a blank gold cell is no gold, not "cites nothing"
+    if not gold:
         raise CsvInputError(f"{queries_path}: no query has gold citations; calibrate needs a validation file")
+    cfg = copy.deepcopy(cfg)
+    cfg.count.method, cfg.count.calibration = "fixed", ""  # the fit never depends on an earlier calibration
     res = run_pipeline(queries, art, cfg, paths=paths)
     max_k = cfg.count.max_k
     by_source: dict[str, list] = {}
@@ -80,7 +84,12 @@ def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: st
         _, cits, scores = unique_citations(res.current.hits.get(qid, []), art.corpus)
         curves[qid] = (cits, scores, gold[qid])
         by_source.setdefault(res.current_by.get(qid, "fused"), []).append(qid)
+    if not any(scores for _, scores, _ in curves.values()):
+        raise CsvInputError(f"{queries_path}: the pipeline found no candidate for any of the {len(curves)} queries with gold; "
+                            "nothing to calibrate (are these the right artifacts?)")
     default, f1_all = fit_threshold(list(curves.values()), max_k)
+    if f1_all == 0.0:
+        log.warning("calibration: Macro F1 is 0 at every threshold on %s; the thresholds carry no information", queries_path)
     thresholds, per_source = {}, {}
     for source, qids in sorted(by_source.items()):
         if len(qids) >= MIN_QUERIES:
@@ -100,6 +109,8 @@ def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: st
             t, _ = fit_threshold(train, max_k)
             scores.extend(prf(gold_, cits[: min(max(calibrated_count(sc, t) or 1, 1), max_k)])[2] for cits, sc, gold_ in test)
         cv = {"folds": len(groups), "grouped_by": "course", "macro_f1": round(float(np.mean(scores)), 4)}
+    elif courses:
+        cv = {"folds": len(groups), "grouped_by": "course", "macro_f1": None, "note": "one course only: no grouped CV"}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     doc = write_params(out, "calibration", "lexrag calibrate", {"grid": [GRID[0], GRID[-1], len(GRID)], "max_k": max_k},

@@ -66,9 +66,10 @@ class LLMCache:
         if self.folder is not None:
             self.folder.mkdir(parents=True, exist_ok=True)
             if not (self.folder / "params.json").is_file():
-                write_params(self.folder, ARTIFACT, "lexrag.llm.cache.LLMCache", {"format": "sqlite", "table": "generations"})
+                write_params(self.folder, ARTIFACT, "lexrag.llm.cache.LLMCache", {"format": "sqlite", "table": "generations"},
+                             files=False)  # a live cache grows: its files are not fixed
             else:
-                read_params(self.folder, ARTIFACT)
+                read_params(self.folder, ARTIFACT, verify=False)
             self._rw = sqlite3.connect(self.folder / CACHE_FILE, timeout=60.0, isolation_level=None)
             self._rw.execute("PRAGMA journal_mode=WAL")
             self._rw.execute(_SCHEMA)

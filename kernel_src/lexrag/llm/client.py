@@ -19,7 +19,7 @@ from lexrag.errors import ReplayMissError
 from lexrag.llm.cache import LLMCache, cache_key
 from lexrag.llm.prompts import Template
 
-__all__ = ["LLMClient", "Generation"]
+__all__ = ["LLMClient", "Generation", "book"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,16 @@ class Generation:
     gen_tokens: int
     seconds: float  # generation seconds (recorded when it came from the cache)
     cached: bool
+
+
+def book(q, stage: str, g: Generation) -> None:
+    """Book one answer on query state ``q`` under ``stage``: a generated answer as an LLM call with
+    its tokens and seconds, an answer from the cache as a cache hit with its (recorded) tokens kept
+    apart, so that costs count only the work this run did."""
+    if g.cached:
+        q.add_cost(stage, cache_hits=1, cached_prompt_tokens=g.prompt_tokens, cached_gen_tokens=g.gen_tokens)
+    else:
+        q.add_cost(stage, llm_calls=1, prompt_tokens=g.prompt_tokens, gen_tokens=g.gen_tokens, llm_seconds=g.seconds)
 
 
 class LLMClient:

@@ -25,6 +25,7 @@ from typing import Any
 
 from lexrag import citations as cit
 from lexrag.errors import LLMOutputError
+from lexrag.llm.client import book
 from lexrag.llm.prompts import load_template
 from lexrag.queries import QueryState, Variant
 from lexrag.signals import TASK_VARIANTS
@@ -116,8 +117,7 @@ def question_text(q: QueryState, cfg) -> str:
 
 
 def _account(q: QueryState, g, stage: str = "rewrite") -> None:
-    q.add_cost(stage, llm_calls=1, prompt_tokens=g.prompt_tokens, gen_tokens=g.gen_tokens,
-               llm_seconds=g.seconds, cache_hits=int(g.cached))
+    book(q, stage, g)
 
 
 def json_calls(client, cfg, task: str, states: list[QueryState], values: list[dict], schema,

@@ -101,7 +101,8 @@ class Agent:
         mems = {q.query_id: AgentMemory(queries=[q.text]) for q in batch.queries}
         # round 0: the question's own ranking
         t0 = time.perf_counter()
-        observed = {q.query_id: batch.current.get(q.query_id, [])[: ac.observe_depth] for q in batch.queries}
+        observed = {q.query_id: {d: r for r, (d, _) in enumerate(batch.current.get(q.query_id, [])[: ac.observe_depth])}
+                    for q in batch.queries}
         self._observe(0, list(batch.queries), observed, mems, ctx, {q.query_id: [q.text] for q in batch.queries}, t0, {})
         active = [q for q in batch.queries if mems[q.query_id].retention or batch.current.get(q.query_id)]
         for round_no in range(1, ac.max_rounds + 1):
@@ -140,10 +141,12 @@ class Agent:
                 if not fresh:
                     mem.done = True
             ranked = ctx.retrieve(subs) if subs else {}
-            observed = {q.query_id: [] for q in active}
+            observed = {q.query_id: {} for q in active}  # document -> its best rank in any of the round's lists
             for sub in subs:
                 parent = sub.query_id.split("#agent", 1)[0]
-                observed[parent].extend(ranked.get(sub.query_id, [])[: ac.observe_depth])
+                for r, (d, _) in enumerate(ranked.get(sub.query_id, [])[: ac.observe_depth]):
+                    if r < observed[parent].get(d, r + 1):
+                        observed[parent][d] = r
                 for stage_cost in sub.cost.values():
                     by_parent = next(q for q in active if q.query_id == parent)
                     by_parent.add_cost("agent", retrieve_seconds=stage_cost.get("seconds", 0.0))
@@ -166,21 +169,17 @@ class Agent:
 
     @staticmethod
     def _observe(round_no, queries, observed, mems, ctx, written, t0, before) -> dict[str, int]:
-        """Judge what a round retrieved (documents not judged before), keep, and trace the round."""
+        """Judge what a round retrieved (``observed``: query id -> {document: its best rank in the
+        round's lists}; documents judged before are not judged again), keep, and trace the round."""
         ac = ctx.cfg.agent
-        items, seen = [], set()
-        for q in queries:
-            mem = mems[q.query_id]
-            for d, _ in observed.get(q.query_id, []):
-                if d not in mem.judged and (q.query_id, d) not in seen:
-                    seen.add((q.query_id, d))
-                    items.append((q, d))
+        items = [(q, d) for q in queries for d in sorted(observed.get(q.query_id, {}), key=observed[q.query_id].get)
+                 if d not in mems[q.query_id].judged]
         for (q, d), p in zip(items, judge(ctx, items, "agent")):
             mems[q.query_id].judged[d] = p
         new_by_query = {}
         for q in queries:
             mem = mems[q.query_id]
-            ranked = [(d, r) for r, (d, _) in enumerate(observed.get(q.query_id, []))]
+            ranked = sorted(observed.get(q.query_id, {}).items(), key=lambda t: t[1])
             kept_before = set(mem.retention)
             kept, new = mem.keep(round_no, ranked, mem.judged, ac.threshold)
             new_by_query[q.query_id] = new
@@ -192,6 +191,7 @@ class Agent:
                 "prompt_tokens": int(cost.get("prompt_tokens", 0) - prev.get("prompt_tokens", 0)),
                 "gen_tokens": int(cost.get("gen_tokens", 0) - prev.get("gen_tokens", 0)),
                 "llm_calls": int(cost.get("llm_calls", 0) - prev.get("llm_calls", 0)),
+                "cache_hits": int(cost.get("cache_hits", 0) - prev.get("cache_hits", 0)),
                 "seconds": round(time.perf_counter() - t0, 4), "done": mem.done,
             })
         return new_by_query

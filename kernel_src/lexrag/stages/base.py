@@ -156,8 +156,9 @@ def registered_stages() -> list[Stage]:
     return sorted(_STAGES.values(), key=lambda s: (int(s.phase), order[s.name]))
 
 
-def check_degrade_order(order) -> None:
-    """Every name in ``runtime.degrade_order`` is a registered optional stage."""
+def check_degrade_order(order, estimates=None) -> None:
+    """Every name in ``runtime.degrade_order`` is a registered optional stage, and every key of
+    ``runtime.stage_estimates_s`` a registered stage."""
     from lexrag.errors import ConfigError
     from lexrag.signals import _unknown
 
@@ -166,6 +167,9 @@ def check_degrade_order(order) -> None:
         for name in group:
             if name not in optional:
                 raise ConfigError(f"runtime.degrade_order[{i}]: {_unknown(name, optional, 'optional stage')}")
+    for name in estimates or {}:
+        if name not in _STAGES:
+            raise ConfigError(f"runtime.stage_estimates_s: {_unknown(name, _STAGES, 'stage')}")
 
 
 def stages_for(cfg: "Config", art: Any, phases: tuple[Phase, ...] | None = None) -> list[Stage]:

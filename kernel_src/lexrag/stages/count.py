@@ -135,6 +135,10 @@ class Count:
             docs, _, scores = unique_citations(batch.current.get(q.query_id, []), ctx.art.corpus)
             if cc.method == "adaptive":
                 n_llm = q.concepts.get("estimated_citations") if q.concepts else None
+                if not isinstance(n_llm, int) or isinstance(n_llm, bool) or n_llm < 1:
+                    n_llm = None  # no estimate, or not a usable one (0, negative)
+                else:
+                    n_llm = min(n_llm, cc.max_k)  # a wild estimate (10**400) weighs as the upper clip
                 n_elbow = elbow_count(scores, min_k=1, max_k=cc.max_k) if scores else None
                 source = batch.current_by.get(q.query_id, "fused")
                 n_cal = calibrated_count(scores, cal.threshold(source)) if cal is not None else None

@@ -21,6 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
+from lexrag.llm.client import book
 from lexrag.llm.prompts import load_template
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
@@ -53,7 +54,7 @@ def judge(ctx, items: Sequence[tuple[object, int]], stage: str) -> list[float]:
             log.warning("query %r: verifier answer %r is not a probability; scored 0", q.query_id, g.text[:40])
             p = 0.0
         out.append(p)
-        q.add_cost(stage, llm_calls=1, prompt_tokens=g.prompt_tokens, llm_seconds=g.seconds, cache_hits=int(g.cached))
+        book(q, stage, g)
     return out
 
 
