@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Collection, Iterable, Iterator, Union
 
@@ -32,6 +33,7 @@ __all__ = [
     "parse",
     "try_parse",
     "normalize_key",
+    "normalize_text",
     "parent",
     "extract",
     "Extracted",
@@ -41,6 +43,18 @@ __all__ = [
 
 class CitationParseError(LexragError, ValueError):
     """A string is not a law, BGE or docket citation."""
+
+
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
+
+
+def normalize_text(s: str) -> str:
+    """The one text normalisation of queries, corpus text and citations: Unicode NFKC (full-width
+    ``Ａｒｔ． ４１`` -> ``Art. 41``, decomposed umlauts composed, no-break spaces -> spaces) and
+    zero-width characters and soft hyphens removed."""
+    if s.isascii():
+        return s
+    return unicodedata.normalize("NFKC", s).translate(_ZERO_WIDTH)
 
 
 def scoring_form(s: str) -> str:
@@ -145,7 +159,7 @@ def parse(s: str) -> Citation:
 
     Raises :class:`CitationParseError` naming the string when it is none of the three kinds.
     """
-    text = _ws(s)
+    text = _ws(normalize_text(s))
     m = _BGE_RE.match(text)
     if m:
         return BgeCitation(int(m["vol"]), m["part"], int(m["page"]), m["cons"])
@@ -272,6 +286,7 @@ def extract(text: str, codes: Collection[str] | None = None) -> list[Extracted]:
     chains (``BGE 148 IV 356 E. 2.1, 39 E. 2.3.5``) yield each decision.  Results are in text
     order, duplicates kept.
     """
+    text = normalize_text(text)  # positions refer to the normalised text (callers normalise the same way)
     frozen = frozenset(codes) if codes else None
     found = [*_extract_law(text, frozen), *_extract_bge(text), *_extract_docket(text)]
     found.sort(key=lambda e: (e.start, e.end))

@@ -29,6 +29,41 @@ __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_he
 
 
 
+# Valid ranges: every int field is >= 0 and every float field finite and >= 0 unless listed here as
+# (lowest, highest) with None for open (bounds inclusive).
+RANGES: dict[str, tuple[float | None, float | None]] = {
+    "corpus.chunk_rows": (1, None), "lexical.k1": (1e-9, None), "lexical.b": (0, 1), "lexical.top_k": (1, None),
+    "lexical.min_token_len": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
+    "semantic.max_seq": (8, None), "semantic.shard_size": (1, None), "semantic.nlist": (1, None), "semantic.pq_m": (1, None),
+    "semantic.nprobe": (1, None), "semantic.rescore_k": (1, None), "semantic.top_k": (1, None), "rerank.top_n": (1, None),
+    "rerank.tau": (None, None), "rerank.batch_size": (1, None), "rerank.max_length": (8, None), "graph.seed_k": (1, None),
+    "graph.top_k": (1, None), "graph.docs_per_node": (1, None), "graph.hits_max_nodes": (1, None), "prior.top_k": (1, None),
+    "prior.min_count": (1, None), "verify.depth": (1, None), "verify.threshold": (0, 1), "verify.max_text_chars": (1, None),
+    "verify.expand_weight": (0, 0.999), "agent.threshold": (0, 1), "count.max_k": (1, None), "query.max_chars": (1, None),
+    "llm.batch_size": (1, None), "llm.max_new_tokens": (1, None), "llm.max_question_chars": (1, None),
+    "runtime.batch_size": (1, None), "runtime.resident_models": (1, None),
+}
+
+
+def _check_ranges(cfg: Any) -> None:
+    """Every numeric field within its range (:data:`RANGES`), named in the error."""
+    import math
+
+    for sec in dataclasses.fields(cfg):
+        section = getattr(cfg, sec.name)
+        hints = typing.get_type_hints(type(section))
+        for f in dataclasses.fields(section):
+            tp, v, name = hints[f.name], getattr(section, f.name), f"{sec.name}.{f.name}"
+            if tp not in (int, float):
+                continue
+            if tp is float and not math.isfinite(v):
+                raise ConfigError(f"{name} must be a finite number, got {v!r}")
+            lo, hi = RANGES.get(name, (0, None))
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                want = f"between {lo} and {hi}" if lo is not None and hi is not None else (f">= {lo}" if lo is not None else f"<= {hi}")
+                raise ConfigError(f"{name} must be {want}, got {v!r}")
+
+
 def _f(default: Any, help: str, **kw: Any) -> Any:
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)
@@ -277,6 +312,7 @@ class Config:
                 raise ConfigError(f"runtime.stage_estimates_s.{name} must be a number >= 0, got {v!r}")
 
     def validate(self) -> "Config":
+        _check_ranges(self)
         if self.count.method not in ("fixed", "elbow", "adaptive"):
             raise ConfigError(f"count.method must be fixed, elbow or adaptive, got {self.count.method!r}")
         for name in ("w_llm", "w_elbow", "w_cal"):
@@ -311,6 +347,11 @@ class Config:
             check_signal_names(sorted(unknown), "graph.signals")
             raise ConfigError(f"graph.signals: {sorted(unknown)} are not graph signals ({', '.join(GRAPH_SIGNALS)})")
         check_signal_names(self.fusion.weights, "fusion.weights")
+        import math
+
+        for name, w in self.fusion.weights.items():
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+                raise ConfigError(f"fusion.weights.{name} must be a finite number >= 0, got {w!r}")
         check_signal_names(self.fusion.boost_exclude, "fusion.boost_exclude")
         check_variant_names(self.lexical.variants, "lexical.variants")
         check_variant_names(self.semantic.variants, "semantic.variants")
@@ -397,7 +438,14 @@ def parse_overrides(items: list[str] | None) -> dict:
         parts = path.strip().split(".")
         for p in parts[:-1]:
             node = node.setdefault(p, {})
-        node[parts[-1]] = yaml.safe_load(raw)
+        if not all(parts):
+            raise ConfigError(f"override {item!r}: {path!r} is not a section.field path")
+        try:
+            node[parts[-1]] = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            first = str(e).splitlines()[0]
+            raise ConfigError(f"override {item!r}: the value {raw!r} is not valid YAML ({first}); quote strings, "
+                              f"write lists as [a, b]") from None
     return out
 
 

@@ -7,6 +7,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lexrag.citations import normalize_text
 from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
 
 __all__ = ["Query", "QueryState", "Variant", "QueryFileError", "load_queries", "load_gold"]
@@ -99,7 +100,7 @@ def load_queries(path: str | Path, max_chars: int = 20_000) -> list[Query]:
     warning; a query longer than ``max_chars`` is truncated with a warning naming it."""
     out = []
     for line, row in _rows(path, ("query_id", "query")):
-        qid, text = row["query_id"].strip(), row["query"].strip()
+        qid, text = row["query_id"].strip(), normalize_text(row["query"]).strip()
         if not text:
             warnings.warn(f"{path}: line {line}: query {qid!r} is empty; it will get an empty prediction")
         elif len(text) > max_chars:

@@ -24,6 +24,7 @@ import bm25s
 import numpy as np
 
 from lexrag.artifacts import ArtifactError, check_params, publishes, read_params, write_params
+from lexrag.citations import normalize_text
 from lexrag.config import LexicalConfig
 
 __all__ = ["GERMAN_STOPWORDS", "Analyzer", "BM25Index", "build_bm25"]
@@ -67,10 +68,11 @@ class Analyzer:
             "min_token_len": self.min_token_len,
             "stopwords": len(self.stopwords),
             "token_pattern": _TOKEN.pattern,
+            "unicode": "NFKC, zero-width removed",
         }
 
     def __call__(self, text: str) -> list[str]:
-        toks = [t for t in _TOKEN.findall(text.lower()) if len(t) >= self.min_token_len and t not in self.stopwords]
+        toks = [t for t in _TOKEN.findall(normalize_text(text).lower()) if len(t) >= self.min_token_len and t not in self.stopwords]
         if self._stemmer is None:
             return toks
         cache = self._cache

@@ -92,6 +92,7 @@ def parse_json_object(text: str, schema: dict[str, tuple[type, bool]]) -> dict:
 
 def strip_citations(text: str) -> tuple[str, list[str]]:
     """``text`` without the citations in it, and those citations (formatted)."""
+    text = cit.normalize_text(text)
     found = cit.extract(text)
     if not found:
         return text, []
