@@ -24,7 +24,7 @@ from lexrag import __version__
 from lexrag.errors import ArtifactError
 
 __all__ = ["ArtifactError", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
-           "publishes"]
+           "publishes", "staged_set", "reading", "rebuild_hint", "verify_files"]
 
 PARAMS = "params.json"
 log = logging.getLogger(__name__)
@@ -72,13 +72,31 @@ def staged(dest: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    _replace_dir(tmp, dest)
+
+
+def _replace_dir(src: Path, dest: Path) -> None:
+    """Put folder ``src`` where ``dest`` is (the old ``dest`` moved aside, then removed)."""
     old = None
     if dest.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
         os.replace(dest, old / dest.name)
-    os.replace(tmp, dest)
+    os.replace(src, dest)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def staged_set(out: str | Path) -> Iterator[Path]:
+    """Build several artifacts together: yields a staging folder; when the block succeeds, every
+    folder built in it replaces its namesake in ``out`` (the others in ``out`` stay); when it
+    fails, ``out`` is untouched.  So the artifacts of one build are published together, and a
+    corpus is never replaced while the indexes over the old corpus stay."""
+    out = Path(out)
+    with staged(out / ".artifacts") as tmp:
+        yield tmp
+        for built in sorted(p for p in tmp.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            _replace_dir(built, out / built.name)
 
 
 def publishes(arg: str) -> Callable:
@@ -212,6 +230,19 @@ def verify_files(folder: Path, doc: dict) -> None:
     finally:
         if dirty:
             _save_hash_cache(cache)
+
+
+@contextmanager
+def reading(artifact: str, folder: str | Path) -> Iterator[None]:
+    """Turn any failure to read an artifact's files (a truncated parquet, a damaged array, a
+    missing key) into an :class:`ArtifactError` naming the folder and the command that rebuilds it."""
+    try:
+        yield
+    except ArtifactError:
+        raise
+    except (OSError, ValueError, KeyError, IndexError, EOFError, TypeError, AttributeError) as e:
+        first = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+        raise ArtifactError(f"artifact {artifact!r} at {folder} cannot be read ({first}); {rebuild_hint(artifact)}") from e
 
 
 def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:

@@ -12,7 +12,7 @@ import logging
 import time
 from pathlib import Path
 
-from lexrag.artifacts import read_params
+from lexrag.artifacts import ArtifactError, read_params, staged_set
 from lexrag.config import Config
 from lexrag.errors import CsvInputError
 from lexrag.index.corpus import Corpus, build_corpus
@@ -100,17 +100,20 @@ def build_artifacts(
     artifact is built in a staging folder and replaces the old one only when it is complete."""
     out = Path(out_dir)
     check_build_inputs(out, laws, courts, law_keys, train)
-    t0 = time.perf_counter()
-    report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
-    corpus = Corpus(out / "corpus")
-    log.info("corpus: %d documents in %.1fs", len(corpus), time.perf_counter() - t0)
-    for name, on in (("bm25", cfg.lexical.enabled), ("embeddings", cfg.semantic.enabled), ("graph", cfg.graph.enabled)):
-        if on:
-            t = time.perf_counter()
-            result = build_index(name, cfg, out / "corpus", out / name, corpus)
-            note = " (INCOMPLETE: run again to resume)" if result is False else ""
-            log.info("%s: built in %.1fs%s", name, time.perf_counter() - t, note)
-    if train:
-        p = build_prior(train, out / "prior")
-        log.info("prior: %d training queries from %s", len(p), train)
+    with staged_set(out) as stage:
+        t0 = time.perf_counter()
+        report = build_corpus(stage / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
+        corpus = Corpus(stage / "corpus")
+        log.info("corpus: %d documents in %.1fs", len(corpus), time.perf_counter() - t0)
+        for name, on in (("bm25", cfg.lexical.enabled), ("embeddings", cfg.semantic.enabled), ("graph", cfg.graph.enabled)):
+            if on:
+                t = time.perf_counter()
+                result = build_index(name, cfg, stage / "corpus", stage / name, corpus)
+                if result is False:
+                    raise ArtifactError("embeddings: incomplete (a shard or time limit); build them with "
+                                        "notebooks/04_build_embeddings or build_datasets.py --only embeddings, which resume")
+                log.info("%s: built in %.1fs", name, time.perf_counter() - t)
+        if train:
+            p = build_prior(train, stage / "prior")
+            log.info("prior: %d training queries from %s", len(p), train)
     return report

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lexrag import citations as cit
-from lexrag.artifacts import ArtifactError, check_params, publishes, sha256_file, write_params
+from lexrag.artifacts import ArtifactError, check_params, publishes, reading, rebuild_hint, sha256_file, write_params
 from lexrag.config import CorpusConfig
 from lexrag.csvio import CsvInputError as CorpusError
 from lexrag.csvio import FileReport, read_csv_rows
@@ -225,7 +225,8 @@ class Corpus:
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
         self.params = check_params(self.folder, ARTIFACT, {"schema": SCHEMA.names})
-        table = pq.read_table(self.folder / CORPUS_FILE, columns=["doc_id", "citation", "source", "parent"])
+        with reading(ARTIFACT, self.folder):
+            table = pq.read_table(self.folder / CORPUS_FILE, columns=["doc_id", "citation", "source", "parent"])
         n = table.num_rows
         if n != self.params.get("n_docs"):
             raise ArtifactError(f"{self.folder}: params.json says {self.params.get('n_docs')} docs, parquet has {n}")
@@ -258,8 +259,13 @@ class Corpus:
     def texts(self, doc_ids) -> list[str]:
         """Texts of the given documents, read from the memory-mapped text blob."""
         if self._blob is None:
-            self._offsets = np.load(self.folder / OFFSETS_FILE, mmap_mode="r", allow_pickle=False)
-            self._blob = np.memmap(self.folder / TEXTS_FILE, dtype=np.uint8, mode="r") if self._offsets[-1] else np.zeros(0, np.uint8)
+            with reading(ARTIFACT, self.folder):
+                self._offsets = np.load(self.folder / OFFSETS_FILE, mmap_mode="r", allow_pickle=False)
+                self._blob = (np.memmap(self.folder / TEXTS_FILE, dtype=np.uint8, mode="r") if self._offsets[-1]
+                              else np.zeros(0, np.uint8))
+            if int(self._offsets[-1]) != len(self._blob):
+                raise ArtifactError(f"{self.folder / TEXTS_FILE}: {len(self._blob)} bytes, the offsets say {int(self._offsets[-1])}; "
+                                    f"{rebuild_hint(ARTIFACT)}")
             if len(self._offsets) != len(self) + 1:
                 raise ArtifactError(f"{self.folder}: {OFFSETS_FILE} has {len(self._offsets) - 1} entries, the corpus {len(self)}")
         out = []

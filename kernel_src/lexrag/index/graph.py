@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lexrag import citations as cit
-from lexrag.artifacts import ArtifactError, check_params, publishes, write_params
+from lexrag.artifacts import ArtifactError, check_params, publishes, reading, rebuild_hint, write_params
 
 __all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS"]
 
@@ -119,18 +119,22 @@ class CitationGraph:
             raise ArtifactError(
                 f"graph at {folder} was built over corpus {params.get('corpus_id')!r}, the loaded corpus is {corpus_id!r}; rebuild it"
             )
-        nodes = pq.read_table(folder / "nodes.parquet")
-        edges = pq.read_table(folder / "edges.parquet")
-        n = nodes.num_rows
-        res = params["params"]["resolutions"]
-        comm = np.vstack([nodes.column(f"comm_{i}").to_numpy().astype(np.int32) for i in range(len(res))]) if res else np.zeros((0, n), np.int32)
-        adj = sp.csr_matrix(
-            (edges.column("weight").to_numpy().astype(np.float32),
-             (edges.column("src").to_numpy(), edges.column("dst").to_numpy())),
-            shape=(n, n),
-        )
-        doc_node = np.load(folder / "doc_node.npy", allow_pickle=False)
-        doc_cited = np.load(folder / "doc_cited.npy", allow_pickle=False)
+        with reading(ARTIFACT, folder):
+            nodes = pq.read_table(folder / "nodes.parquet")
+            edges = pq.read_table(folder / "edges.parquet")
+            n = nodes.num_rows
+            res = params["params"]["resolutions"]
+            comm = (np.vstack([nodes.column(f"comm_{i}").to_numpy().astype(np.int32) for i in range(len(res))]) if res
+                    else np.zeros((0, n), np.int32))
+            adj = sp.csr_matrix(
+                (edges.column("weight").to_numpy().astype(np.float32),
+                 (edges.column("src").to_numpy(), edges.column("dst").to_numpy())),
+                shape=(n, n),
+            )
+            doc_node = np.load(folder / "doc_node.npy", allow_pickle=False)
+            doc_cited = np.load(folder / "doc_cited.npy", allow_pickle=False)
+            if len(doc_node) and (int(doc_node.min()) < 0 or int(doc_node.max()) >= n):
+                raise ArtifactError(f"{folder / 'doc_node.npy'}: node ids outside 0..{n - 1}; {rebuild_hint(ARTIFACT)}")
         if len(doc_node) != n_docs:
             raise ArtifactError(f"graph at {folder} covers {len(doc_node)} documents, the corpus has {n_docs}; rebuild it")
         kind = np.asarray([KINDS.index(k) for k in nodes.column("kind").to_pylist()], dtype=np.int8)

@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 import bm25s
 import numpy as np
 
-from lexrag.artifacts import ArtifactError, check_params, publishes, read_params, write_params
+from lexrag.artifacts import ArtifactError, check_params, publishes, read_params, reading, rebuild_hint, write_params
 from lexrag.citations import normalize_text
 from lexrag.config import LexicalConfig
 
@@ -249,7 +249,14 @@ class BM25Index:
                 f"BM25 index at {folder} was built over corpus {params.get('corpus_id')!r}, "
                 f"but the loaded corpus is {corpus_id!r}; rebuild the index"
             )
-        retriever = bm25s.BM25.load(folder, mmap=mmap, show_progress=False, verbosity=0)
+        with reading(ARTIFACT, folder):
+            retriever = bm25s.BM25.load(folder, mmap=mmap, show_progress=False, verbosity=0)
+            sc = retriever.scores
+            nnz, vocab = params.get("nnz"), params.get("vocab_size")
+            if (nnz is not None and (len(sc["data"]) != nnz or len(sc["indices"]) != nnz)) or \
+                    (vocab is not None and len(sc["indptr"]) != vocab + 1):
+                raise ArtifactError(f"BM25 index at {folder}: its arrays do not have the sizes recorded at build "
+                                    f"(nnz {nnz}, vocabulary {vocab}); {rebuild_hint(ARTIFACT)}")
         return cls(retriever, Analyzer(cfg.stemmer, cfg.min_token_len), params)
 
     def scores(self, text: str, dedup: bool = True) -> np.ndarray | None:

@@ -19,7 +19,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lexrag.artifacts import publishes, read_params, sha256_file, write_params
+from lexrag.artifacts import publishes, read_params, reading, sha256_file, write_params
 from lexrag.citations import scoring_form as norm
 
 __all__ = ["TrainingPrior", "build_prior"]
@@ -78,7 +78,8 @@ class TrainingPrior:
     @classmethod
     def load(cls, folder: str | Path) -> "TrainingPrior":
         params = read_params(folder, ARTIFACT)
-        t = pq.read_table(Path(folder) / "gold.parquet")
+        with reading(ARTIFACT, folder):
+            t = pq.read_table(Path(folder) / "gold.parquet")
         gold: dict[str, list[str]] = {}
         for q, c in zip(t.column("query_id").to_pylist(), t.column("citation").to_pylist()):
             gold.setdefault(q, [])

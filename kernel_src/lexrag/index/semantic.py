@@ -28,7 +28,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from lexrag.artifacts import ArtifactError, check_params, write_params
+from lexrag.artifacts import ArtifactError, check_params, reading, write_params
 from lexrag.errors import ModelLoadError
 from lexrag.models import load_encoder, model_id
 
@@ -173,8 +173,9 @@ class Embeddings:
         self.dims = int(p["dims"])
         self.n = n_docs
         self.shard_size = int(p["shard_size"])
-        self.shards = [np.load(self.folder / f"shard_{i:05d}.npy", mmap_mode="r", allow_pickle=False)
-                       for i in range(int(self.params["n_shards"]))]
+        with reading(ARTIFACT, self.folder):
+            self.shards = [np.load(self.folder / f"shard_{i:05d}.npy", mmap_mode="r", allow_pickle=False)
+                           for i in range(int(self.params["n_shards"]))]
         for i, s in enumerate(self.shards):
             rows = min(self.shard_size, n_docs - i * self.shard_size)
             if s.shape != (rows, self.dims):
