@@ -93,10 +93,15 @@ def staged_set(out: str | Path) -> Iterator[Path]:
     fails, ``out`` is untouched.  So the artifacts of one build are published together, and a
     corpus is never replaced while the indexes over the old corpus stay."""
     out = Path(out)
-    with staged(out / ".artifacts") as tmp:
+    out.mkdir(parents=True, exist_ok=True)
+    _sweep(out / ".artifacts")
+    tmp = Path(tempfile.mkdtemp(prefix=f"..artifacts.building-{os.getpid()}-", dir=out))
+    try:
         yield tmp
         for built in sorted(p for p in tmp.iterdir() if p.is_dir() and not p.name.startswith(".")):
             _replace_dir(built, out / built.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def publishes(arg: str) -> Callable:

@@ -1,0 +1,452 @@
+"""Faults a user meets, each with the kit's answer: a one-line error naming the file, line or field
+(exit 2, no traceback), or a documented recovery; never silent loss, never a clobbered input or
+artifact.  The README's fault table points here."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lexrag.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "demo"
+QUERIES = "query_id,query,gold_citations\n" \
+          "q1,Wer haftet für einen widerrechtlich zugefügten Schaden?,Art. 41 Abs. 1 OR\n" \
+          "q2,Welche Kündigungsfrist gilt im Arbeitsverhältnis?,Art. 335c Abs. 1 OR\n" \
+          "q3,Wer muss eine behauptete Tatsache beweisen?,Art. 8 ZGB\n" \
+          "q4,Gilt Treu und Glauben?,Art. 2 Abs. 1 ZGB\n"
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    """Run the CLI in process; a traceback (an exception escaping main) fails the test."""
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    return path
+
+
+def tree_state(folder: Path) -> dict[str, tuple[int, int]]:
+    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def arts(tmp_path, demo_artifacts) -> Path:
+    """A private copy of the demo artifacts (tests may damage it)."""
+    out = tmp_path / "art"
+    shutil.copytree(demo_artifacts, out)
+    return out
+
+
+# ---------------------------------------------------------------- 1. unmatched quotes
+
+
+def test_a_stray_quote_in_a_queries_file_is_an_error_naming_the_lines_and_writes_nothing(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", QUERIES.replace("q2,Welche", 'q2,"Welche'))
+    out = tmp_path / "sub.csv"
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", out)
+    assert rc == 2 and "lines 3-" in err and "unmatched quote" in err and not out.exists()
+
+
+def test_a_stray_quote_that_closes_further_down_is_caught_by_the_rows_it_swallowed(tmp_path, arts, capsys):
+    text = QUERIES.replace("q2,Welche", 'q2,"Welche').replace("q3,Wer muss eine behauptete Tatsache beweisen?,", 'q3,Wer muss",')
+    q = write(tmp_path / "q.csv", text)
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path / "s.csv")
+    assert rc == 2 and "look like further rows" in err and "line 4" in err
+
+
+def test_a_stray_quote_in_the_law_file_stops_the_build_and_keeps_the_old_artifacts(tmp_path, arts, capsys):
+    laws = (DEMO / "laws_demo.csv").read_text(encoding="utf-8").splitlines()
+    laws[2] = laws[2].replace(",", ',"', 1)
+    bad = write(tmp_path / "laws.csv", "\n".join(laws[:301]) + "\n")
+    before = tree_state(arts)
+    rc, _, err = cli(capsys, "build", "--laws", bad, "--out", arts)
+    assert rc == 2 and "lines 3-" in err and "laws.csv" in err
+    assert tree_state(arts) == before
+
+
+def test_with_strict_quotes_off_the_broken_record_is_dropped_and_its_lines_counted(tmp_path, capsys):
+    laws = (DEMO / "laws_demo.csv").read_text(encoding="utf-8").splitlines()[:301]
+    laws[100] = 'Art. 9999 OR,"Ein Text ohne schliessendes Anführungszeichen,OR'  # runs into line 102
+    bad = write(tmp_path / "laws.csv", "\n".join(laws) + "\n")
+    rc, _, err = cli(capsys, "build", "--laws", bad, "--out", tmp_path / "a", "--set", "corpus.strict_quotes=false")
+    assert rc == 0, err
+    report = json.loads((tmp_path / "a" / "corpus" / "build_report.json").read_text())["files"][0]
+    assert report["lines"] == 301 and report["malformed"] == 1 and report["lines_lost"] == 2
+    assert report["examples"][0]["reason"].startswith("lines 101-102")
+    # every physical line accounted for: the header, the good rows, the lines of the broken record
+    assert 1 + (report["rows_read"] - report["malformed"]) + report["lines_lost"] == report["lines"]
+
+
+def test_multi_line_queries_and_trailing_blank_lines_are_fine(tmp_path, arts, capsys):
+    text = QUERIES.replace("q4,Gilt Treu und Glauben?", 'q4,"Gilt Treu\nund Glauben, auch hier?"') + "\n\n"
+    q = write(tmp_path / "q.csv", text)
+    out = tmp_path / "s.csv"
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", out)
+    assert rc == 0, err
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 5
+    rc, _, err = cli(capsys, "evaluate", "--gold", q, "--pred", out)
+    assert rc == 0, err
+
+
+def test_the_validator_names_a_submission_row_that_swallows_others(tmp_path, capsys):
+    sub = write(tmp_path / "s.csv", 'query_id,predicted_citations\nq1,"Art. 1 OR\nq2,Art. 2 OR\nq3,Art. 3 OR\n')
+    q = write(tmp_path / "q.csv", QUERIES)
+    rc, out, _ = cli(capsys, "validate-submission", sub, "--queries", q)
+    assert rc == 1 and "lines 2-" in out
+
+
+# ---------------------------------------------------------------- 2. builds never destroy what is there
+
+
+@pytest.mark.parametrize("missing", ["--laws", "--courts", "--train", "--law-keys"])
+def test_a_missing_input_fails_before_the_build_touches_the_output(tmp_path, arts, capsys, missing):
+    args = {"--laws": DEMO / "laws_demo.csv", missing: tmp_path / "nope.csv"}
+    before = tree_state(arts)
+    rc, _, err = cli(capsys, "build", *[x for kv in args.items() for x in kv], "--out", arts)
+    assert rc == 2 and f"{missing} {tmp_path / 'nope.csv'}: file not found" in err
+    assert tree_state(arts) == before
+
+
+def test_a_law_file_without_its_columns_is_refused_before_building(tmp_path, arts, capsys):
+    bad = write(tmp_path / "laws.csv", "paragraph,body\nArt. 1 OR,Text\n")
+    before = tree_state(arts)
+    rc, _, err = cli(capsys, "build", "--laws", bad, "--out", arts)
+    assert rc == 2 and "missing column(s) citation, text" in err and tree_state(arts) == before
+
+
+def test_a_build_failing_half_way_publishes_nothing(tmp_path, arts, monkeypatch):
+    import lexrag.index.build as build
+    from lexrag.config import load_config
+
+    def broken(*a, **k):
+        raise RuntimeError("disk full (simulated)")
+
+    monkeypatch.setattr(build, "build_graph", broken)
+    before = tree_state(arts)
+    with pytest.raises(RuntimeError, match="disk full"):
+        build.build_artifacts(load_config(overrides={"runtime.progress": False}), DEMO / "laws_demo.csv", arts)
+    assert tree_state(arts) == before  # the corpus and BM25 built before the failure were not published alone
+    assert not [p for p in arts.iterdir() if p.name.startswith(".")]  # no staging folder left behind
+
+
+def test_an_input_inside_a_folder_the_build_replaces_is_refused(tmp_path, capsys):
+    laws = write(tmp_path / "a" / "corpus" / "laws.csv", (DEMO / "laws_demo.csv").read_text(encoding="utf-8"))
+    rc, _, err = cli(capsys, "build", "--laws", laws, "--out", tmp_path / "a")
+    assert rc == 2 and "lies inside" in err and laws.is_file()
+
+
+# ---------------------------------------------------------------- 3. outputs never overwrite inputs
+
+
+def test_run_refuses_an_output_that_is_the_queries_file_or_inside_the_artifacts(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", QUERIES)
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", q)
+    assert rc == 2 and "would overwrite the input" in err and q.read_text(encoding="utf-8") == QUERIES
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", arts / "corpus" / "submission.csv")
+    assert rc == 2 and "inside the --artifacts folder" in err
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path)
+    assert rc == 2 and "is a folder" in err
+
+
+def test_calibrate_refuses_to_write_over_another_artifact(tmp_path, arts, capsys):
+    rc, _, err = cli(capsys, "calibrate", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--out", arts / "corpus")
+    assert rc == 2 and "holds another artifact" in err and (arts / "corpus" / "params.json").is_file()
+
+
+def test_concurrent_runs_writing_one_output_do_not_collide(tmp_path):
+    from lexrag.eval.submission import validate_submission, write_submission
+
+    out = tmp_path / "s.csv"
+    ids = [f"q{i}" for i in range(200)]
+    errors = []
+
+    def one(k):
+        try:
+            for _ in range(20):
+                write_submission(out, {q: [f"Art. {k} OR"] for q in ids}, ids)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and validate_submission(out, ids) == []
+    assert not list(tmp_path.glob(".s.csv.*"))  # no temporary file left behind
+
+
+# ---------------------------------------------------------------- 4. artifact identity covers contents
+
+
+def test_a_corpus_table_swapped_for_a_shuffled_build_of_the_same_size_is_refused(tmp_path, arts, capsys):
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(arts / "corpus" / "corpus.parquet")
+    order = np.random.default_rng(0).permutation(t.num_rows)
+    target = (arts / "corpus" / "corpus.parquet").stat().st_size
+    pq.write_table(t.take(order), tmp_path / "shuffled.parquet", compression="zstd")
+    data = (tmp_path / "shuffled.parquet").read_bytes()
+    data = data[:target] if len(data) >= target else data + b"\0" * (target - len(data))  # the same size
+    (arts / "corpus" / "corpus.parquet").write_bytes(data)
+    q = write(tmp_path / "q.csv", QUERIES)
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path / "s.csv")
+    assert rc == 2 and "corpus.parquet: its contents are not the ones" in err and "rebuild it" in err
+
+
+def test_a_file_of_the_same_size_with_other_bytes_is_refused(arts):
+    from lexrag.config import load_config
+    from lexrag.errors import ArtifactError
+    from lexrag.pipeline import Artifacts
+
+    victim = next(p for p in sorted((arts / "bm25").iterdir()) if p.suffix == ".npy")
+    raw = bytearray(victim.read_bytes())
+    raw[-1] ^= 0xFF
+    victim.write_bytes(bytes(raw))
+    with pytest.raises(ArtifactError, match=f"{victim.name}: its contents are not the ones artifact 'bm25'"):
+        Artifacts.load(arts, load_config(overrides={"runtime.progress": False}))
+
+
+def test_file_hashes_are_computed_once_per_file_version(arts, monkeypatch):
+    import lexrag.artifacts as A
+    from lexrag.index.corpus import Corpus
+
+    Corpus(arts / "corpus")  # first load: hashes (or finds them cached from the build)
+    calls = []
+    real = A.sha256_file
+    monkeypatch.setattr(A, "sha256_file", lambda p, *a: calls.append(p) or real(p, *a))
+    Corpus(arts / "corpus")
+    assert calls == []  # unchanged files: from the cache
+    os.utime(arts / "corpus" / "texts.bin")  # touched, same contents: hashed again, accepted
+    Corpus(arts / "corpus")
+    assert [Path(p).name for p in calls] == ["texts.bin"]
+
+
+# ---------------------------------------------------------------- 5. damaged artifacts: an error before any query
+
+
+def _damage_truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+DAMAGE = {
+    "truncated corpus parquet": ("corpus/corpus.parquet", _damage_truncate, "bytes, but"),
+    "truncated texts blob": ("corpus/texts.bin", _damage_truncate, "bytes, but"),
+    "halved BM25 arrays": ("bm25/data.csc.index.npy", _damage_truncate, "bytes, but"),
+    "deleted BM25 vocabulary": ("bm25/vocab.index.json", lambda p: p.unlink(), "missing from artifact 'bm25'"),
+    "truncated graph edges": ("graph/edges.parquet", _damage_truncate, "bytes, but"),
+    "params.json a list": ("graph/params.json", lambda p: p.write_text("[1, 2]"), "not a params object"),
+    "params.json not JSON": ("bm25/params.json", lambda p: p.write_text("{oops"), "not valid JSON"),
+    "params.json missing": ("corpus/params.json", lambda p: p.unlink(), "the build did not finish"),
+    "params.json of another artifact": ("graph/params.json", lambda p: p.write_text(json.dumps({"artifact": "bm25"})),
+                                        "is artifact 'bm25', expected 'graph'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_a_damaged_artifact_is_an_error_naming_the_file_before_any_query_runs(tmp_path, arts, capsys, case):
+    rel, damage, message = DAMAGE[case]
+    target = arts / rel
+    if not target.exists():
+        pytest.skip(f"{rel} not in this build")
+    damage(target)
+    q = write(tmp_path / "q.csv", QUERIES)
+    out = tmp_path / "s.csv"
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", out)
+    assert rc == 2 and message in err and not out.exists()
+    assert "Traceback" not in err
+
+
+def test_damage_is_caught_even_in_an_artifact_that_recorded_no_file_hashes(tmp_path, arts, capsys):
+    """Artifacts built before hashes were recorded: the loaders still refuse unreadable files."""
+    for name in ("graph",):  # (the corpus's table hash is part of its identity: the indexes would refuse it)
+        p = arts / name / "params.json"
+        doc = json.loads(p.read_text())
+        doc.pop("files", None)
+        p.write_text(json.dumps(doc))
+    _damage_truncate(arts / "graph" / "edges.parquet")
+    rc, _, err = cli(capsys, "run", "--queries", write(tmp_path / "q.csv", QUERIES), "--artifacts", arts, "--out", tmp_path / "s.csv")
+    assert rc == 2 and "artifact 'graph'" in err and "cannot be read" in err and "rebuild it" in err
+
+
+# ---------------------------------------------------------------- 6. config ranges
+
+
+CONFIG_CASES = {
+    "query.max_chars=0": "query.max_chars must be >= 1",
+    "lexical.top_k=-5": "lexical.top_k must be >= 1",
+    "fusion.depth=0": "fusion.depth must be >= 1",
+    "graph.seed_k=-1": "graph.seed_k must be >= 1",
+    "fusion.default_weight=.nan": "fusion.default_weight must be a finite number",
+    "count.k=[5": "is not valid YAML",
+    "lexical.b=2": "lexical.b must be between 0 and 1",
+    "verify.threshold=1.5": "verify.threshold must be between 0 and 1",
+    "llm.batch_size=0": "llm.batch_size must be >= 1",
+    "fusion.weights.bm25_de=-1": "fusion.weights.bm25_de must be a finite number >= 0",
+    "runtime.time_budget_s=-1": "runtime.time_budget_s must be >= 0",
+    "agent.max_rounds=0": "agent.max_rounds must be >= 1",
+    "count.min_k=60": "count.min_k must be <= count.max_k",
+    "lexical.top_kk=5": "unknown config key 'lexical.top_kk'",
+    "lexical=5": "expected a section",
+    "count.k": "is not of the form section.field=value",
+    "count.method=best": "count.method must be fixed, elbow or adaptive",
+    "fusion.weights={bm25_qurey: 1}": "did you mean 'bm25_query'",
+    "runtime.degrade_order=[[agnet]]": "did you mean 'agent'",
+}
+
+
+@pytest.mark.parametrize("override", sorted(CONFIG_CASES))
+def test_a_bad_config_value_is_one_line_naming_the_field(tmp_path, arts, capsys, override):
+    rc, _, err = cli(capsys, "run", "--queries", write(tmp_path / "q.csv", QUERIES), "--artifacts", arts,
+                     "--out", tmp_path / "s.csv", "--set", override)
+    assert rc == 2 and CONFIG_CASES[override] in err and len(err.strip().splitlines()) == 1, err
+
+
+# ---------------------------------------------------------------- 7. Unicode
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Ｗｅｒ haftet nach Ａｒｔ． ４１ ＯＲ?", "Art. 41 OR"),
+    ("Wer haftet nach Art.\u200b41 OR?", "Art. 41 OR"),
+    ("Wer haftet nach Art.\u00a041\u00a0Abs.\u00a01\u00a0OR?", "Art. 41 Abs. 1 OR"),
+    ("Wer haftet nach Art. 4\u00ad1 OR?", "Art. 41 OR"),
+])
+def test_citations_hidden_by_unicode_variants_are_found(text, expected):
+    from lexrag import citations as cit
+
+    assert [e.citation.format() for e in cit.extract(text)] == [expected]
+
+
+def test_decomposed_umlauts_and_full_width_letters_match_the_corpus(tmp_path, capsys):
+    import unicodedata
+
+    laws = write(tmp_path / "laws.csv", "citation,text,title\n"
+                 f"Art. 1 OR,\"{unicodedata.normalize('NFD', 'Die Kündigung des Mietverhältnisses bedarf der Schriftform.')}\",OR\n"
+                 "Art. 2 OR,Der Kaufvertrag verpflichtet den Verkäufer.,OR\n")
+    rc, _, err = cli(capsys, "build", "--laws", laws, "--out", tmp_path / "a")
+    assert rc == 0, err
+    from lexrag.config import load_config
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import Query
+
+    cfg = load_config(overrides={"runtime.progress": False, "count.k": 1, "graph.enabled": False})
+    art = Artifacts.load(tmp_path / "a", cfg)
+    for q in ("Kündigung Mietverhältnis", unicodedata.normalize("NFD", "Kündigung Mietverhältnis"), "Ｋündigung"):
+        assert run_pipeline([Query("q", q)], art, cfg).predictions["q"] == ["Art. 1 OR"], q
+
+
+def test_a_queries_file_in_decomposed_unicode_loads_normalised(tmp_path):
+    import unicodedata
+
+    from lexrag.queries import load_queries
+
+    q = write(tmp_path / "q.csv", unicodedata.normalize("NFD", "query_id,query\nq1,Kündigung nach Art.\u200b337 OR\n"))
+    assert load_queries(q)[0].text == "Kündigung nach Art.337 OR"
+
+
+# ---------------------------------------------------------------- 8. evaluate and the validator
+
+
+def _sub(tmp_path, body: str) -> Path:
+    return write(tmp_path / "s.csv", "query_id,predicted_citations\n" + body)
+
+
+def test_evaluate_refuses_duplicate_rows_naming_both_lines(tmp_path, capsys):
+    gold = write(tmp_path / "g.csv", QUERIES)
+    rc, _, err = cli(capsys, "evaluate", "--gold", gold, "--pred", _sub(tmp_path, "q1,Art. 41 Abs. 1 OR\nq1,Art. 1 OR\n"))
+    assert rc == 2 and "line 3: query 'q1' appears again (first on line 2)" in err
+
+
+def test_evaluate_refuses_a_malformed_row_naming_it(tmp_path, capsys):
+    gold = write(tmp_path / "g.csv", QUERIES)
+    rc, _, err = cli(capsys, "evaluate", "--gold", gold, "--pred", _sub(tmp_path, "q1,Art. 41 Abs. 1 OR,extra\nq2,\n"))
+    assert rc == 2 and "line 2: expected 2 fields, got 3" in err
+
+
+def test_evaluate_refuses_a_header_only_gold_file(tmp_path, capsys):
+    gold = write(tmp_path / "g.csv", "query_id,query,gold_citations\n")
+    rc, _, err = cli(capsys, "evaluate", "--gold", gold, "--pred", _sub(tmp_path, "q1,\n"))
+    assert rc == 2 and "no rows with gold citations" in err
+
+
+def test_padded_query_ids_are_named(tmp_path, capsys):
+    gold = write(tmp_path / "g.csv", QUERIES)
+    sub = _sub(tmp_path, " q1,Art. 41 Abs. 1 OR\nq2,\nq3,\nq4,\n")
+    rc, _, err = cli(capsys, "evaluate", "--gold", gold, "--pred", sub)
+    assert rc == 2 and "has spaces around it" in err
+    rc, out, _ = cli(capsys, "validate-submission", sub, "--queries", gold)
+    assert rc == 1 and "' q1' has spaces around it" in out
+
+
+def test_trailing_blank_lines_in_a_submission_are_accepted(tmp_path, capsys):
+    gold = write(tmp_path / "g.csv", QUERIES)
+    sub = _sub(tmp_path, "q1,Art. 41 Abs. 1 OR\nq2,\nq3,\nq4,\n\n\n")
+    assert cli(capsys, "validate-submission", sub, "--queries", gold)[0] == 0
+    assert cli(capsys, "evaluate", "--gold", gold, "--pred", sub)[0] == 0
+
+
+def test_evaluate_piped_into_head_ends_quietly(tmp_path):
+    gold = write(tmp_path / "g.csv", QUERIES)
+    sub = _sub(tmp_path, "q1,Art. 41 Abs. 1 OR\nq2,\nq3,\nq4,\n")
+    r = subprocess.run(f"{sys.executable} -m lexrag evaluate --gold {gold} --pred {sub} | head -1", shell=True,
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr
+
+
+# ---------------------------------------------------------------- 9. killed builds
+
+
+def _synthetic_courts(path: Path, n: int) -> Path:
+    from lexrag.synthetic import write_court_csv
+
+    return write_court_csv(path, n, seed=3)
+
+
+def _artifact_hashes(folder: Path) -> dict:
+    out = {}
+    for name in ("corpus", "bm25", "graph"):
+        doc = json.loads((folder / name / "params.json").read_text())
+        out[name] = {k: v["sha256"] for k, v in doc["files"].items() if k != "build_report.json"}
+    return out
+
+
+@pytest.mark.slow
+def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_identical(tmp_path):
+    import signal
+    import time
+
+    courts = _synthetic_courts(tmp_path / "courts.csv", 15_000)
+    laws = DEMO / "laws_demo.csv"
+    cmd = [sys.executable, "-m", "lexrag", "-q", "build", "--laws", str(laws), "--courts", str(courts),
+           "--set", "runtime.progress=false"]
+    ref = tmp_path / "ref"
+    t0 = time.perf_counter()
+    assert subprocess.run(cmd + ["--out", str(ref)], capture_output=True).returncode == 0
+    full = time.perf_counter() - t0
+    target = tmp_path / "out"
+    shutil.copytree(ref, target)  # artifacts already there, then a rebuild that is killed
+    (target / "marker.txt").write_text("kept")
+    before = tree_state(target)
+    for frac in (0.2, 0.5, 0.8):
+        p = subprocess.Popen(cmd + ["--out", str(target)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(full * frac)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        assert {k: v for k, v in tree_state(target).items() if not k.startswith(".")} == before, frac
+    assert subprocess.run(cmd + ["--out", str(target)], capture_output=True).returncode == 0
+    assert _artifact_hashes(target) == _artifact_hashes(ref)
+    assert not [p for p in target.iterdir() if p.name.startswith(".")]  # the killed builds' staging folders are gone
