@@ -450,3 +450,43 @@ def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_i
     assert subprocess.run(cmd + ["--out", str(target)], capture_output=True).returncode == 0
     assert _artifact_hashes(target) == _artifact_hashes(ref)
     assert not [p for p in target.iterdir() if p.name.startswith(".")]  # the killed builds' staging folders are gone
+
+
+@pytest.mark.slow
+def test_an_embeddings_build_killed_mid_way_resumes_to_the_same_shards(tmp_path, demo_artifacts):
+    import signal
+    import time
+
+    from tinymodels import make_tiny_encoder
+
+    enc = make_tiny_encoder(tmp_path / "enc")
+    script = tmp_path / "emb.py"
+    script.write_text(
+        "import sys\n"
+        "from lexrag.index.corpus import Corpus\n"
+        "from lexrag.index.semantic import build_embeddings\n"
+        f"c = Corpus({str(demo_artifacts / 'corpus')!r})\n"
+        f"ok = build_embeddings(c, {str(enc)!r}, sys.argv[1], corpus_id='demo', shard_size=400, fields=['text'], "
+        "device='cpu', max_seq=32, batch_size=64)\n"
+        "sys.exit(0 if ok else 3)\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    t0 = time.perf_counter()
+    assert subprocess.run([sys.executable, str(script), str(tmp_path / "ref")], env=env, capture_output=True).returncode == 0
+    full = time.perf_counter() - t0
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, str(script), str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(full * 0.6)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert not (out / "params.json").exists()  # a killed build is never mistaken for a finished one
+    from lexrag.errors import ArtifactError
+    from lexrag.index.semantic import Embeddings
+
+    with pytest.raises(ArtifactError, match="did not finish"):
+        Embeddings(out, 8480)
+    done = len(list(out.glob("shard_*[0-9].npy")))
+    assert subprocess.run([sys.executable, str(script), str(out)], env=env, capture_output=True).returncode == 0
+    ref = json.loads((tmp_path / "ref" / "params.json").read_text())["files"]
+    got = json.loads((out / "params.json").read_text())["files"]
+    shards = {k: v for k, v in ref.items() if k.startswith("shard_")}
+    assert len(shards) == 22 and {k: got[k] for k in shards} == shards, f"{done} shards were done before the kill"
