@@ -80,8 +80,11 @@ if INSTALLED:
         summary = run_submission(config_path, overrides, test_csv if test_csv and test_csv.is_file() else None,
                                  artifacts_dir, submission, STARTED_AT)
         print(json.dumps(summary, indent=1, default=str))
-    except Exception:
-        traceback.print_exc()
+    except Exception as e:
+        if any(c.__name__ == "LexragError" for c in type(e).__mro__):  # a user error: one line names it
+            print(f"error: {e}")
+        else:
+            traceback.print_exc()
         print("the run failed; the best file so far stays")
 
 # %%

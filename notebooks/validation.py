@@ -48,12 +48,17 @@ from lexrag.eval.validation import (
 from lexrag.kaggle.paths import resolve_paths
 from lexrag.pipeline import Artifacts
 
+from lexrag.errors import LexragError
+
 switches = {f"{stage}.enabled": bool(on) for stage, on in stages.items()}
 replay = {"llm.mode": "replay", "llm.replay_dirs": [str(llm_cache)]} if llm_cache else {}
-cfg = load_config(config_path, {**overrides, **switches, **replay})
-paths = resolve_paths(cfg.paths)
-art = Artifacts.load(artifacts_dir, cfg) if artifacts_dir else Artifacts.load(None, cfg, paths=paths)
-metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths)
+try:
+    cfg = load_config(config_path, {**overrides, **switches, **replay})
+    paths = resolve_paths(cfg.paths)
+    art = Artifacts.load(artifacts_dir, cfg) if artifacts_dir else Artifacts.load(None, cfg, paths=paths)
+    metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths)
+except LexragError as e:  # a user error: one line that names the file, line or field, and the run stops
+    raise SystemExit(f"error: {e}") from None
 print(format_metrics(metrics, title=f"validation on {queries}"))
 print(json.dumps({"timings_s": result.timings, "cost": result.cost_totals(), "model_loads": result.model_loads}, indent=1))
 
