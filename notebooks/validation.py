@@ -13,7 +13,7 @@ artifacts_dir = None  # folder with corpus/ and bm25/; None: the resolver's arti
 out_dir = "validation_out"  # where metrics.json and per_query.csv go
 stages = {}  # stage switches, e.g. {"lexical": False, "seeds": True}
 ablation = False  # also run with each active stage switched off: ablation.csv and ablation.png
-incremental = False  # also add the LLM stages one by one (+LLM rewrite, +verification, +agentic loop, +adaptive count): incremental.csv, incremental.png
+incremental = False  # also add the stages one by one (BM25, +seeds, +semantic, +graph, +prior, +reranker, +LLM rewrite, +verification, +agentic loop, +adaptive count): incremental.csv, incremental.png
 llm_cache = None  # an LLM cache folder (e.g. the lexrag-llm-cache dataset): replay it, load no model
 
 # %%
@@ -75,7 +75,8 @@ if incremental:
     plot_ablation(rows, Path(out_dir) / "incremental.png")
     for r in rows:
         if "macro_f1" in r:
-            print(f"{r['run']:<20} macro_f1 {r['macro_f1']:.4f} ({r['delta_macro_f1']:+.4f})  recall@100 {r['recall@100']:.4f}  "
-                  f"{r['seconds_per_query']:.3f}s/query  {r['status']}")
+            print(f"{r['run']:<20} macro_f1 {r['macro_f1']:.4f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "
+                  f"({r['delta_macro_f1']:+.4f}, p={r['p_value']:.3f})  recall@100 {r['recall@100']:.4f}  "
+                  f"{r['seconds_per_query']:.3f}s/query")
         else:
             print(f"{r['run']:<20} {r['status']}")

@@ -42,7 +42,7 @@ from lexrag.stages.base import (
 )
 from lexrag.stages.count import unique_citations
 
-__all__ = ["Artifacts", "RunResult", "Budget", "run_pipeline", "retrieve", "make_context", "walk"]
+__all__ = ["Artifacts", "RunResult", "Budget", "SignalCache", "run_pipeline", "retrieve", "make_context", "walk"]
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +272,72 @@ class RunResult:
         return out
 
 
+class SignalCache:
+    """Signals computed once and reused by later runs in the same process (ablation rows, tuning
+    grid points, cross-validation folds).
+
+    A content or graph stage's output for one query is stored under a key made of the stage, the
+    config sections it reads (its ``reads`` attribute, else every section of its phase), the loaded artifacts it can see (an ablation that removes one gets
+    another key), the query's texts (question, variants, LLM citations) and, for the graph phase,
+    its seed candidates and the prior; a later run whose key matches takes the stored rankings
+    instead of running the stage.  ``computed`` counts (stage, query) computations, ``reused``
+    the reuses."""
+
+    SECTIONS = {Phase.CONTENT: ("lexical", "semantic", "seeds", "query", "llm"),
+                Phase.GRAPH: ("lexical", "graph", "prior", "seeds")}
+
+    def __init__(self) -> None:
+        self.store: dict[tuple, list[tuple[str, str, list]]] = {}
+        self.computed: dict[tuple[str, str], int] = {}
+        self.reused = 0
+        self.texts: dict[tuple, Any] = {}  # per-text results of a retriever (one query variant's BM25 or dense hits)
+        self.text_computed: dict[tuple[str, str], int] = {}
+
+    def text_key(self, kind: str, section: Any, index: Any, text: str) -> tuple:
+        """Key of one retriever call: ``kind`` (bm25, dense), its config section, the index object, the text."""
+        import json
+
+        return kind, json.dumps(section.__dict__, sort_keys=True, default=str), id(index), text
+
+    def get_text(self, key: tuple):
+        hit = self.texts.get(key)
+        if hit is not None:
+            self.reused += 1
+        return hit
+
+    def put_text(self, key: tuple, value: Any) -> None:
+        self.texts[key] = value
+        self.text_computed[(key[0], key[3])] = self.text_computed.get((key[0], key[3]), 0) + 1
+
+    @classmethod
+    def applies(cls, stage: Stage) -> bool:
+        return stage.phase in cls.SECTIONS
+
+    def key(self, stage: Stage, q: QueryState, batch: BatchState, ctx: Context) -> tuple:
+        import hashlib
+        import json
+
+        cfg, art = ctx.cfg, ctx.art
+        sections = getattr(stage, "reads", None) or self.SECTIONS[stage.phase]
+        conf = json.dumps({sec: getattr(cfg, sec).__dict__ for sec in sections}, sort_keys=True, default=str)
+        parts = [stage.name, hashlib.sha256(conf.encode()).hexdigest(),
+                 tuple(id(x) for x in (art.bm25, art.dense, art.graph, art.prior, art.corpus)),
+                 q.query_id, q.text, tuple(sorted((v.name, v.text) for v in q.variants.values())), tuple(q.llm_citations)]
+        if stage.phase == Phase.GRAPH:
+            parts.append(tuple(batch.seeds.get(q.query_id, ())[: cfg.graph.seed_k]))
+        return tuple(parts)
+
+    def get(self, key: tuple):
+        hit = self.store.get(key)
+        if hit is not None:
+            self.reused += 1
+        return hit
+
+    def put(self, key: tuple, stage: str, query_id: str, rankings: list[tuple[str, str, list]]) -> None:
+        self.store[key] = rankings
+        self.computed[(stage, query_id)] = self.computed.get((stage, query_id), 0) + 1
+
+
 def make_context(cfg: Config, art: Artifacts, paths=None, models: ModelPool | None = None) -> Context:
     """The context of a run: config, artifacts, a model pool and (when the LLM is on) its client
     over the cache."""
@@ -370,8 +436,24 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
                 if stage.name in budget.dropped or budget.exhausted():
                     batch.skipped.setdefault(stage.name, []).extend(chunk.query_ids)
                     continue
+            memo = ctx.signal_cache if ctx.signal_cache is not None and SignalCache.applies(stage) else None
+            keys: dict[str, tuple] = {}
+            if memo is not None:
+                keys = {q.query_id: memo.key(stage, q, chunk, ctx) for q in chunk.queries}
+                todo = []
+                for q in chunk.queries:
+                    hit = memo.get(keys[q.query_id])
+                    if hit is None:
+                        todo.append(q)
+                        continue
+                    for signal, family, hits in hit:
+                        batch.signals.setdefault(signal, Ranking(signal, family)).hits[q.query_id] = list(hits)
+                if not todo:
+                    continue
+                chunk = batch.chunk(todo)
             t0 = time.perf_counter()
-            _run_chunk(stage, chunk, ctx, n_docs, budget)
+            _run_chunk(stage, chunk, ctx, n_docs, budget,
+                       (lambda out, c=chunk, k=keys, m=memo, st=stage: _remember(m, st, c, k, out)) if memo is not None else None)
             dt = time.perf_counter() - t0
             batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
             done[stage.name] = done.get(stage.name, 0) + len(chunk.queries)
@@ -421,14 +503,24 @@ def _degrade(stages: list[Stage], first_left: int, n: int, done: dict[str, int],
         log.warning("time budget: %s; dropping %s for the remaining queries", why, ", ".join(fresh))
 
 
-def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budget: "Budget") -> None:
+def _remember(memo: "SignalCache", stage: Stage, chunk: BatchState, keys: dict[str, tuple], out) -> None:
+    """Store what a content or graph stage returned, per query of the call."""
+    for qid in {qid for r in out for qid in r.hits}:
+        if qid in keys:
+            memo.put(keys[qid], stage.name, qid, [(r.signal, r.family, list(r.hits[qid])) for r in out if qid in r.hits])
+
+
+def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budget: "Budget", on_output=None) -> None:
     """Run one stage call.  With ``runtime.on_stage_error: skip`` a failing call is undone (the
     query states it touched are restored), retried one query at a time, and the queries that
     still fail lose that stage only (logged, recorded in ``failed``); with ``raise`` (the
     default) the error propagates."""
     snap = _snapshot(chunk.queries)
     try:
-        _merge(chunk, stage, stage.run(chunk, ctx), n_docs)
+        out = stage.run(chunk, ctx)
+        _merge(chunk, stage, out, n_docs)
+        if on_output is not None:
+            on_output(out)
         return
     except Exception as e:  # noqa: BLE001 - the whole point is to contain any stage failure
         if ctx.cfg.runtime.on_stage_error != "skip" or isinstance(e, StageError):
@@ -445,7 +537,10 @@ def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budge
         one = chunk.chunk([q])
         snap = _snapshot([q])
         try:
-            _merge(one, stage, stage.run(one, ctx), n_docs)
+            out = stage.run(one, ctx)
+            _merge(one, stage, out, n_docs)
+            if on_output is not None:
+                on_output(out)
         except Exception as e:  # noqa: BLE001
             if isinstance(e, StageError):
                 raise
@@ -486,7 +581,7 @@ def retrieve(states: list[QueryState], ctx: Context, budget: Budget | None = Non
 
 
 def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: Config, paths=None,
-                 ctx: Context | None = None, budget: Budget | None = None) -> RunResult:
+                 ctx: Context | None = None, budget: Budget | None = None, cache: SignalCache | None = None) -> RunResult:
     """Answer ``queries``: every phase over all queries, then the count cut.  Queries with an
     empty text get an empty prediction.  ``budget`` defaults to ``runtime.time_budget_s`` from
     now; past it the non-essential stages are skipped for the remaining chunks and the queries
@@ -498,6 +593,8 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)
     ctx.budget = budget
     ctx.retrieve = lambda sub: retrieve(sub, ctx, budget)
+    if cache is not None:
+        ctx.signal_cache = cache
     states = [QueryState.of(q) for q in queries]
     try:
         batch = walk(BatchState(states), ctx, budget)

@@ -119,6 +119,7 @@ class Context:
     models: Any = None  # lexrag.models.ModelPool
     llm: Any = None  # lexrag.llm.client.LLMClient or None
     budget: Any = None  # lexrag.pipeline.Budget of the run (a stage that loops may stop early when spent)
+    signal_cache: Any = None  # lexrag.pipeline.SignalCache shared by runs that may reuse signals (ablations, tuning)
     retrieve: Any = None  # query states -> {query id: fused ranking}: the retrieval phases (the agent's call)
 
     def model(self, name: str) -> Any:

@@ -27,6 +27,7 @@ class GraphSignals:
     """PPR, HITS, bibliographic coupling, co-citation, community members and siblings."""
 
     name = "graph"
+    reads = ("graph", "lexical")  # config sections its output depends on (the signal cache keys on them)
     family = "graph"
     phase = Phase.GRAPH
     essential = False
@@ -79,6 +80,7 @@ class PriorSignals:
     """Citations co-cited in training gold with the seed candidates, and frequently cited ones."""
 
     name = "prior"
+    reads = ("prior", "graph")
     family = "graph"
     phase = Phase.GRAPH
     essential = False

@@ -11,6 +11,7 @@ __all__ = ["BM25Variants"]
 
 class BM25Variants:
     name = "bm25"
+    reads = ("lexical",)  # config sections its output depends on (the signal cache keys on them)
     family = "lexical"
     phase = Phase.CONTENT
     essential = True
@@ -20,14 +21,20 @@ class BM25Variants:
         return cfg.lexical.enabled and art.bm25 is not None
 
     def run(self, batch, ctx):
-        lc = ctx.cfg.lexical
+        lc, cache = ctx.cfg.lexical, ctx.signal_cache
         out: dict[str, Ranking] = {}
         for q in batch.queries:
             for v in lc.variants:
                 text = q.variant(v)
                 if not text:
                     continue
-                ids, scores = ctx.art.bm25.search(text, lc.top_k, dedup=lc.query_dedup)
+                key = cache.text_key("bm25", lc, ctx.art.bm25, text) if cache is not None else None
+                hit = cache.get_text(key) if key is not None else None
+                if hit is None:  # each distinct text searched once per signal cache (ablations, tuning)
+                    hit = ctx.art.bm25.search(text, lc.top_k, dedup=lc.query_dedup)
+                    if key is not None:
+                        cache.put_text(key, hit)
+                ids, scores = hit
                 out.setdefault(v, Ranking(f"bm25_{v}", "lexical")).add(q.query_id, ids, scores)
         return list(out.values())
 

@@ -35,6 +35,7 @@ class CitationSeeds:
     """Citations named in the question as written, in order of mention."""
 
     name = "citation_seeds"
+    reads = ("seeds",)  # config sections its output depends on (the signal cache keys on them)
     family = "seed"
     phase = Phase.CONTENT
     essential = True
@@ -58,6 +59,7 @@ class LLMSeeds:
     an unknown citation resolves to nothing."""
 
     name = "llm_seeds"
+    reads = ("seeds",)
     family = "seed"
     phase = Phase.CONTENT
     essential = False

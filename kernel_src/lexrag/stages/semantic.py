@@ -14,6 +14,7 @@ __all__ = ["DenseVariants"]
 
 class DenseVariants:
     name = "dense"
+    reads = ("semantic",)  # config sections its output depends on (the signal cache keys on them)
     family = "semantic"
     phase = Phase.CONTENT
     essential = False
@@ -23,16 +24,24 @@ class DenseVariants:
         return cfg.semantic.enabled and art.dense is not None
 
     def run(self, batch, ctx):
-        sc = ctx.cfg.semantic
+        sc, cache = ctx.cfg.semantic, ctx.signal_cache
         pairs = [(q.query_id, v, q.variant(v)) for q in batch.queries for v in sc.variants if q.variant(v)]
         if not pairs:
             return []
-        encoder = ctx.model("encoder")
-        vecs = encoder.encode([t for _, _, t in pairs], normalize_embeddings=True, convert_to_numpy=True,
-                              show_progress_bar=False)
-        ids, scores = ctx.art.dense.search(vecs, sc.top_k)
+        keys = [cache.text_key("dense", sc, ctx.art.dense, t) if cache is not None else None for _, _, t in pairs]
+        found = [cache.get_text(k) if k is not None else None for k in keys]
+        todo = sorted({t for (_, _, t), f in zip(pairs, found) if f is None})  # each distinct text encoded once
+        if todo:
+            encoder = ctx.model("encoder")
+            vecs = encoder.encode(todo, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+            ids, scores = ctx.art.dense.search(vecs, sc.top_k)
+            fresh = {t: (i, s) for t, i, s in zip(todo, ids, scores)}
+            for k, (_, _, t) in zip(keys, pairs):
+                if k is not None and k not in cache.texts:
+                    cache.put_text(k, fresh[t])
+            found = [f if f is not None else fresh[t] for f, (_, _, t) in zip(found, pairs)]
         out: dict[str, Ranking] = {}
-        for (qid, v, _), i, s in zip(pairs, ids, scores):
+        for (qid, v, _), (i, s) in zip(pairs, found):
             keep = i >= 0
             out.setdefault(v, Ranking(f"dense_{v}", "semantic")).add(qid, i[keep], s[keep])
         return list(out.values())
