@@ -98,6 +98,24 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from lexrag.eval.tune import parse_grid, tune
+    from lexrag.pipeline import Artifacts
+
+    cfg = _config(args)
+    grid = parse_grid(args.grid)
+    if args.out:
+        _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config}, protected={"--artifacts": args.artifacts})
+    art = Artifacts.load(args.artifacts, cfg)
+    res = tune(cfg, art, args.queries, grid, args.out)
+    for row in sorted(res["per_point"], key=lambda r: -r["macro_f1"])[:10]:
+        print(f"  {row['macro_f1']:.4f}  {row['point']}")
+    print(f"best {res['best']}: Macro F1 in-sample {res['macro_f1_in_sample']:.4f}, cross-validated "
+          f"(grouped by {res['grouped_by']}, {res['folds']} folds) {res['macro_f1_grouped_cv']:.4f}; "
+          f"{res['signals_computed']} signals computed, {res['reused']} reused" + (f"; tuned config: {args.out}" if args.out else ""))
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from lexrag.eval.metrics import evaluate
     from lexrag.eval.submission import read_submission
@@ -190,6 +208,15 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--out", help="calibration folder to write (default: <artifacts>/calibration, which run reads)")
     cfg_args(k)
     k.set_defaults(func=cmd_calibrate)
+
+    t = sub.add_parser("tune", help="grid over config fields, scored by cross-validation grouped by course")
+    t.add_argument("--artifacts", required=True)
+    t.add_argument("--queries", required=True, help="a CSV with gold_citations (and a course column for grouped CV)")
+    t.add_argument("--grid", action="append", required=True, metavar="SECTION.FIELD=V1,V2,...",
+                   help="values to try for one field (repeatable), e.g. fusion.weights.bm25_de=1,2,4 or count.k=3,5,10")
+    t.add_argument("--out", help="write the tuned config (YAML, every field) here")
+    cfg_args(t)
+    t.set_defaults(func=cmd_tune)
 
     e = sub.add_parser("evaluate", help="score a submission against a gold CSV (competition Macro F1)")
     e.add_argument("--gold", required=True)

@@ -24,7 +24,7 @@ from lexrag.signals import (
     check_variant_names,
 )
 
-__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets"]
+__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides"]
 
 
 
@@ -486,6 +486,18 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
                 nested = _deep_update(nested, {k: v})
         _merge(cfg, nested, "")
     return cfg.validate()
+
+
+def with_overrides(cfg: Config, overrides: Mapping[str, Any]) -> Config:
+    """A copy of ``cfg`` with dotted ``overrides`` applied and validated (grid points, ablations)."""
+    import copy
+
+    out = copy.deepcopy(cfg)
+    nested: dict = {}
+    for k, v in overrides.items():
+        nested = _deep_update(nested, parse_overrides([f"{k}={yaml.safe_dump(v, default_flow_style=True).strip()}"]))
+    _merge(out, nested, "")
+    return out.validate()
 
 
 def _deep_update(a: dict, b: Mapping) -> dict:
