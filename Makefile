@@ -32,6 +32,7 @@ demo: venv
 		-p config_path demo/config.yaml -p queries demo/queries_demo.csv \
 		-p artifacts_dir $(DEMO_OUT)/artifacts -p out_dir $(DEMO_OUT)
 	$(PY) -m lexrag show-metrics $(DEMO_OUT)/metrics.json
+	$(PY) -m lexrag check-scores $(DEMO_OUT)/metrics.json --expected demo/expected.yaml
 
 # the LLM stages on the demo with the scripted stand-in model (no GPU, no weights): incremental ablation
 demo-llm: venv

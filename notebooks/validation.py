@@ -80,3 +80,9 @@ if incremental:
                   f"{r['seconds_per_query']:.3f}s/query")
         else:
             print(f"{r['run']:<20} {r['status']}")
+
+# %%
+# One self-contained report of everything above: tables and plots, nothing fetched.
+from lexrag.eval.report import write_report
+
+print("report:", write_report(out_dir, title=f"lexrag validation: {queries}"))

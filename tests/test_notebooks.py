@@ -50,6 +50,12 @@ def test_validation_notebook_runs_on_demo(tmp_path, demo_artifacts, demo_queries
     # without BM25 only the questions that name their provisions are answered
     assert float(rows["without lexical"]["recall@100"]) < float(rows["full"]["recall@100"])
     assert (tmp_path / "val" / "ablation.png").stat().st_size > 1000
+    # the demo's expected scores hold (make test runs the checker on the demo)
+    r = subprocess.run([sys.executable, "-m", "lexrag", "check-scores", str(tmp_path / "val" / "metrics.json"),
+                        "--expected", str(ROOT / "demo" / "expected.yaml")], capture_output=True, text=True)
+    assert r.returncode == 0 and "FAIL" not in r.stdout, r.stdout
+    report = (tmp_path / "val" / "report.html").read_text(encoding="utf-8")
+    assert report.count("<img") >= 2 and "Leave-one-stage-out" in report and "Recall by citation kind" in report
 
 
 @pytest.mark.slow
@@ -83,6 +89,9 @@ def test_validation_notebook_adds_the_llm_stages_one_by_one_with_the_scripted_mo
     trace = [json.loads(line) for line in open(tmp_path / "val" / "agent_trace.jsonl", encoding="utf-8")]
     assert trace and {t["round"] for t in trace} >= {0, 1} and all("queries" in t and "kept" in t for t in trace)
     assert (tmp_path / "val" / "incremental.png").stat().st_size > 1000
+    report = (tmp_path / "val" / "report.html").read_text(encoding="utf-8")
+    assert report.count("<img") >= 3  # ablation bars, per-query heatmap, signal contribution
+    assert "Incremental ablation" in report and "data:image/png;base64," in report and "http" not in report.split("<body>")[1]
 
 
 @pytest.mark.slow

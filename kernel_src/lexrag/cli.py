@@ -116,6 +116,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_scores(args: argparse.Namespace) -> int:
+    from lexrag.eval.expect import check_expected, format_checks
+
+    rows = check_expected(args.metrics, args.expected)
+    print(format_checks(rows))
+    return 1 if any(r["status"] == "FAIL" for r in rows) else 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from lexrag.eval.metrics import evaluate
     from lexrag.eval.submission import read_submission
@@ -217,6 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", help="write the tuned config (YAML, every field) here")
     cfg_args(t)
     t.set_defaults(func=cmd_tune)
+
+    x = sub.add_parser("check-scores", help="compare a metrics.json with expected scores (OK / OKish / FAIL per row)")
+    x.add_argument("metrics", help="metrics.json of a validation run")
+    x.add_argument("--expected", required=True, help="YAML of expected metrics with tolerances (e.g. demo/expected.yaml)")
+    x.set_defaults(func=cmd_check_scores)
 
     e = sub.add_parser("evaluate", help="score a submission against a gold CSV (competition Macro F1)")
     e.add_argument("--gold", required=True)

@@ -39,7 +39,8 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "rerank.tau": (None, None), "rerank.batch_size": (1, None), "rerank.max_length": (8, None), "graph.seed_k": (1, None),
     "graph.top_k": (1, None), "graph.docs_per_node": (1, None), "graph.hits_max_nodes": (1, None), "prior.top_k": (1, None),
     "prior.min_count": (1, None), "verify.depth": (1, None), "verify.threshold": (0, 1), "verify.max_text_chars": (1, None),
-    "verify.expand_weight": (0, 0.999), "agent.threshold": (0, 1), "count.max_k": (1, None), "query.max_chars": (1, None),
+    "verify.expand_weight": (0, 0.999), "agent.threshold": (0, 1), "count.k": (1, None), "count.max_k": (1, None),
+    "query.max_chars": (1, None),
     "llm.batch_size": (1, None), "llm.max_new_tokens": (1, None), "llm.max_question_chars": (1, None),
     "runtime.batch_size": (1, None), "runtime.resident_models": (1, None),
 }

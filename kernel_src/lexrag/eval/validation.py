@@ -58,7 +58,9 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     cost per stage: LLM calls, prompt and generated tokens, seconds), ``per_query.csv`` and
     ``variants.jsonl`` (each query's variants with their origin, LLM concepts and citations) and
     ``agent_trace.jsonl`` (one record per agentic-loop round: queries written, items kept, tokens,
-    seconds; empty when the loop is off)."""
+    seconds; empty when the loop is off), ``signal_analysis.json`` (gold found per signal family and
+    only by it, recall per citation kind, Macro F1 per course) and ``signals.parquet`` (every
+    signal's ranking per query: the run file)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     queries = load_queries(queries_path, cfg.query.max_chars)
@@ -87,7 +89,33 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
             f.write(json.dumps({"query_id": q.query_id, "variants": {k: {"text": v.text, "origin": v.origin} for k, v in q.variants.items()},
                                 "concepts": q.concepts, "llm_citations": q.llm_citations}, ensure_ascii=False) + "\n")
     (out / "metrics.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    from lexrag.eval.cv import read_groups
+    from lexrag.eval.report import signal_analysis
+
+    analysis = signal_analysis(result, gold, artifacts.corpus, read_groups(queries_path))
+    write_run_file(out / "signals.parquet", result, artifacts.corpus)
+    (out / "signal_analysis.json").write_text(json.dumps(analysis, indent=2, ensure_ascii=False), encoding="utf-8")
     return metrics, result
+
+
+def write_run_file(path: str | Path, result: RunResult, corpus) -> Path:
+    """Every signal's ranking per query (and the fused, current and final orders) as one parquet
+    table: query_id, signal, family, rank (1-based), doc_id, citation, score."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols: dict[str, list] = {k: [] for k in ("query_id", "signal", "family", "rank", "doc_id", "citation", "score")}
+    for r in [*result.signals, result.fused, result.current]:
+        for qid, hits in r.hits.items():
+            for rank, (d, sc) in enumerate(hits, start=1):
+                for k, v in zip(cols, (qid, r.signal, r.family, rank, int(d), corpus.citations[d], float(sc))):
+                    cols[k].append(v)
+    for qid, cits in result.predictions.items():
+        for rank, c in enumerate(cits, start=1):
+            for k, v in zip(cols, (qid, "final", "final", rank, -1, c, 0.0)):
+                cols[k].append(v)
+    pq.write_table(pa.table(cols), path, compression="zstd")
+    return Path(path)
 
 
 def ablation_table(cfg: Config, artifacts: Artifacts, queries_path: str | Path, out_dir: str | Path) -> list[dict]:
@@ -247,6 +275,6 @@ def plot_ablation(rows: list[dict], path: str | Path, title: str = "ablation") -
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
-    return Path(path)
+    return Path(path) if isinstance(path, (str, Path)) else path

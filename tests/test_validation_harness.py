@@ -1,0 +1,119 @@
+"""The validation harness: grouped folds, signals computed once, stages that are off contribute
+nothing, the tuning command, the expected-score checker and the report."""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lexrag.config import load_config
+from lexrag.eval.cv import grouped_folds
+from lexrag.pipeline import Artifacts, SignalCache, run_pipeline
+from lexrag.queries import load_queries
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "demo"
+
+
+def test_folds_never_split_a_course():
+    qids = [f"q{i}" for i in range(100)]
+    groups = {q: f"course{i % 7}" for i, q in enumerate(qids)}
+    folds = grouped_folds(qids, groups)
+    assert len(folds) == 7 and sorted(q for f in folds for q in f) == sorted(qids)
+    for f in folds:
+        assert len({groups[q] for q in f}) == 1  # leave-one-course-out
+    many = {q: f"c{i % 50}" for i, q in enumerate(qids)}
+    folds = grouped_folds(qids, many, max_folds=10)
+    assert len(folds) == 10
+    seen = {}
+    for i, f in enumerate(folds):
+        for q in f:
+            assert seen.setdefault(many[q], i) == i  # a course sits in one fold only
+
+
+def test_without_a_course_column_folds_are_by_query_with_a_warning(caplog):
+    with caplog.at_level("WARNING"):
+        folds = grouped_folds([f"q{i}" for i in range(12)], {})
+    assert len(folds) == 5 and "overstates" in caplog.text
+
+
+def _with_courses(tmp_path, demo_queries) -> Path:
+    rows = demo_queries.read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "dev.csv"
+    path.write_text("\n".join([rows[0] + ",course"] + [f"{r},{'c%d' % (i % 3)}" for i, r in enumerate(rows[1:])]) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def test_no_signal_is_computed_twice_across_ablation_rows_and_grid_points(tmp_path, demo_artifacts, demo_queries, monkeypatch):
+    from lexrag.eval.tune import tune
+    from lexrag.eval.validation import ablation_table, incremental_ablation
+    from lexrag.index.lexical import BM25Index
+
+    searched = collections.Counter()
+    real = BM25Index.search
+    monkeypatch.setattr(BM25Index, "search", lambda self, text, k, dedup=True: searched.update([text]) or real(self, text, k, dedup))
+    cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False})
+    art = Artifacts.load(demo_artifacts, cfg)
+    cache = SignalCache()
+    incremental_ablation(cfg, art, demo_queries, tmp_path / "inc", cache=cache)
+    ablation_table(cfg, art, demo_queries, tmp_path / "abl")
+    assert searched and max(searched.values()) == 2  # once for the incremental rows, once for the leave-one-out rows
+    searched.clear()
+    res = tune(cfg, art, _with_courses(tmp_path, demo_queries), {"count.k": [1, 3, 5], "fusion.weights.bm25_query": [1.0, 2.0]})
+    assert res["points"] == 6 and max(searched.values()) == 1  # six grid points, each text searched once
+    graph_calls = [k for k, v in cache.computed.items() if k[0] == "graph" and v > 1]
+    assert not graph_calls
+
+
+def test_a_stage_switched_off_contributes_nothing(demo_artifacts, demo_queries):
+    import dataclasses
+
+    queries = load_queries(demo_queries)
+    cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False})
+    art = Artifacts.load(demo_artifacts, cfg)
+    off = load_config(DEMO / "config.yaml", {"runtime.progress": False, "graph.enabled": False})
+    a = run_pipeline(queries, art, off)
+    b = run_pipeline(queries, dataclasses.replace(art, graph=None), off)
+    assert not [s for s in a.signals if s.family == "graph"] and a.fused.hits == b.fused.hits
+    # lexical off: the graph stage may not pick documents by BM25 either (the leak): the same as without the index
+    nolex = load_config(DEMO / "config.yaml", {"runtime.progress": False, "lexical.enabled": False})
+    c = run_pipeline(queries, art, nolex)
+    d = run_pipeline(queries, dataclasses.replace(art, bm25=None), nolex)
+    assert not [s for s in c.signals if s.family == "lexical"] and c.fused.hits == d.fused.hits
+
+
+def test_tune_reports_in_sample_and_grouped_cv_and_writes_a_config_that_loads(tmp_path, demo_artifacts, demo_queries, capsys):
+    from lexrag.cli import main
+
+    dev = _with_courses(tmp_path, demo_queries)
+    out = tmp_path / "tuned.yaml"
+    rc = main(["tune", "--queries", str(dev), "--artifacts", str(demo_artifacts), "--config", str(DEMO / "config.yaml"),
+               "--grid", "count.k=1,2,5", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0 and "in-sample" in text and "grouped by course, 3 folds" in text
+    tuned = load_config(out)
+    assert tuned.count.k in (1, 2, 5) and "grouped CV by course (3 folds)" in out.read_text().splitlines()[1]
+    assert main(["tune", "--queries", str(dev), "--artifacts", str(demo_artifacts), "--grid", "count.k=0,5"]) == 2  # k=0 refused
+
+
+def test_the_score_checker_passes_the_demo_and_fails_a_regression(tmp_path):
+    from lexrag.eval.expect import check_expected
+
+    good = {"macro_f1": 0.357, "precision": 0.227, "recall": 0.909, "recall@10": 0.932, "recall@100": 0.955, "n_queries": 22}
+    assert {r["status"] for r in check_expected(good, DEMO / "expected.yaml")} == {"OK"}
+    better = {**good, "macro_f1": 0.5}
+    assert {r["status"] for r in check_expected(better, DEMO / "expected.yaml")} == {"OK"}  # direction: higher
+    worse = {**good, "macro_f1": 0.343, "recall@100": 0.80}
+    status = {r["metric"]: r["status"] for r in check_expected(worse, DEMO / "expected.yaml")}
+    assert status["macro_f1"] == "OKish" and status["recall@100"] == "FAIL"
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"metrics": worse}))
+    r = subprocess.run([sys.executable, "-m", "lexrag", "check-scores", str(metrics), "--expected", str(DEMO / "expected.yaml")],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "FAIL" in r.stdout
