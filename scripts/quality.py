@@ -2,18 +2,20 @@
 """Quality of the pipeline on the real data in ../shared/data (a script, not a test).
 
 Builds the artifacts from laws_de.csv (plus court considerations when given), runs the
-pipeline over each query file and prints Macro F1, precision, recall and Recall@100 per
-configuration.  The citation count k of the fixed cut is chosen by 5-fold cross-validation on
-lexam_dev.csv (the tuning set); val.csv and train_dev.csv are only ever scored.
+pipeline over each query file and prints Macro F1 (with a 95% bootstrap interval over queries),
+precision, recall and Recall@100 per configuration.  On the tuning set (lexam_dev.csv) two
+numbers stand side by side: in-sample (k picked on all its queries; the prior leave-one-query-out)
+and grouped cross-validation by course (each course's questions scored with the k picked on the
+other courses, and with a prior fitted on the other courses only).  The k is then the median of
+the folds' picks on train_dev.csv and val.csv, which are only ever scored.
 
-  python scripts/quality.py --data ../shared/data [--courts FILE] [--json out.json]
+  python scripts/quality.py --data ../shared/data [--courts FILE] [--artifacts DIR] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import tempfile
 import time
@@ -22,7 +24,10 @@ from pathlib import Path
 
 import yaml
 from lexrag.config import load_config
-from lexrag.eval.metrics import evaluate
+from lexrag.eval.cv import grouped_folds, read_groups
+from lexrag.eval.metrics import evaluate, per_query_table
+from lexrag.eval.stats import bootstrap_ci
+from lexrag.index.prior import TrainingPrior
 from lexrag.index.build import build_artifacts
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
@@ -32,21 +37,6 @@ KS = list(range(1, 31))
 
 def cut(ranked: dict[str, list[str]], k: int) -> dict[str, list[str]]:
     return {q: r[:k] for q, r in ranked.items()}
-
-
-def cv_choose_k(gold: dict, ranked: dict, folds: int = 5, seed: int = 0) -> tuple[float, list[int]]:
-    """Mean held-out Macro F1 of the fixed cut whose k is chosen on the other folds."""
-    qids = sorted(gold)
-    random.Random(seed).shuffle(qids)
-    parts = [qids[i::folds] for i in range(folds)]
-    scores, chosen = [], []
-    for i in range(folds):
-        train = {q: gold[q] for j, p in enumerate(parts) if j != i for q in p}
-        test = {q: gold[q] for q in parts[i]}
-        best = max(KS, key=lambda k: evaluate(train, cut(ranked, k), ks=(100,))["macro_f1"])
-        chosen.append(best)
-        scores.append(evaluate(test, cut(ranked, best), ks=(100,))["macro_f1"] * len(test))
-    return sum(scores) / len(qids), chosen
 
 
 def main() -> int:
@@ -114,23 +104,58 @@ def main() -> int:
                 el[q.query_id] = res.ranked[q.query_id][: elbow_count([s for _, s in hits], vcfg.count.min_k, vcfg.count.max_k)]
             results[(name, qfile, "elbow [8,50]")] = {**evaluate(gold, el, res.ranked, ks=(100,)), "s_per_query": dt}
 
-    # k by cross-validation on the tuning set; the median chosen k is then applied elsewhere
-    for name in variants:
+    # k by cross-validation grouped by course on the tuning set; the prior of a fold knows only its
+    # training courses; the median chosen k is then applied elsewhere
+    import dataclasses
+
+    tune_file = data / args.tune_on
+    groups = read_groups(tune_file)
+    for name, over in variants.items():
         gold, ranked = ranked_by[(name, args.tune_on)]
-        cv_f1, chosen = cv_choose_k(gold, ranked)
+        qids = [q for q in gold if gold[q]]
+        folds = grouped_folds(qids, groups)
+        best_all = max(KS, key=lambda k: evaluate({q: gold[q] for q in qids}, cut(ranked, k), ks=(100,))["macro_f1"])
+        m_in = evaluate({q: gold[q] for q in qids}, cut(ranked, best_all), ranked, ks=(100,))
+        results[(name, args.tune_on, f"in-sample k={best_all}")] = {**m_in, "ci": bootstrap_ci(
+            [r["f1"] for r in per_query_table({q: gold[q] for q in qids}, cut(ranked, best_all))])}
+        vcfg = load_config(args.config, {"runtime.progress": False, "count.method": "fixed", "count.k": 300, **over})
+        art = Artifacts.load(art_dir, vcfg)
+        qs = {q.query_id: q for q in load_queries(tune_file, vcfg.query.max_chars)}
+        held_pred, held_ranked, chosen = {}, {}, []
+        for fold in folds:
+            test = set(fold)
+            train_gold = {q: gold[q] for q in qids if q not in test}
+            k = max(KS, key=lambda kk: evaluate(train_gold, cut(ranked, kk), ks=(100,))["macro_f1"])
+            chosen.append(k)
+            fold_ranked = ranked
+            if vcfg.prior.enabled and art.prior is not None:  # a prior that never saw the held-out course
+                fart = dataclasses.replace(art, prior=TrainingPrior(train_gold))
+                fold_ranked = run_pipeline([qs[q] for q in fold], fart, vcfg).ranked
+            for q in fold:
+                held_ranked[q] = fold_ranked[q]
+                held_pred[q] = fold_ranked[q][:k]
+        hg = {q: gold[q] for q in qids}
+        m_cv = evaluate(hg, held_pred, held_ranked, ks=(100,))
+        ci = bootstrap_ci([r["f1"] for r in per_query_table(hg, held_pred)])
+        results[(name, args.tune_on, f"grouped CV by course ({len(folds)} folds), k median {sorted(chosen)[len(chosen) // 2]}")] = \
+            {**m_cv, "ci": ci}
         k_star = sorted(chosen)[len(chosen) // 2]
-        results[(name, args.tune_on, f"CV-chosen k (folds: {chosen})")] = {"macro_f1": cv_f1}
         for qfile in args.queries:
             if qfile == args.tune_on:
                 continue
             g, r = ranked_by[(name, qfile)]
-            results[(name, qfile, f"fixed k={k_star} (CV on {args.tune_on})")] = evaluate(g, cut(r, k_star), r, ks=(100,))
+            g = {q: v for q, v in g.items() if v}
+            results[(name, qfile, f"fixed k={k_star} (grouped CV on {args.tune_on})")] = {
+                **evaluate(g, cut(r, k_star), r, ks=(100,)), "ci": bootstrap_ci([x["f1"] for x in per_query_table(g, cut(r, k_star))])}
 
-    print("| signals | queries | count | Macro F1 | precision | recall | Recall@100 |")
+    print("| signals | queries | count | Macro F1 [95% CI] | precision | recall | Recall@100 |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for (name, qfile, count), m in results.items():
-        cells = [f"{m[k]:.3f}" if k in m else "" for k in ("macro_f1", "precision", "recall", "recall@100")]
-        print(f"| {name} | {qfile} | {count} | " + " | ".join(cells) + " |")
+        if "ci" not in m:
+            continue
+        f1 = f"{m['macro_f1']:.3f} [{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]"
+        cells = [f"{m[k]:.3f}" if k in m else "" for k in ("precision", "recall", "recall@100")]
+        print(f"| {name} | {qfile} | {count} | {f1} | " + " | ".join(cells) + " |")
     if args.json:
         Path(args.json).write_text(json.dumps({" / ".join(k): v for k, v in results.items()}, indent=2))
     return 0
