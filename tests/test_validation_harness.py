@@ -117,3 +117,20 @@ def test_the_score_checker_passes_the_demo_and_fails_a_regression(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lexrag", "check-scores", str(metrics), "--expected", str(DEMO / "expected.yaml")],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "FAIL" in r.stdout
+
+
+def test_statute_detection_reads_abbreviations_and_names_from_the_corpus(demo_artifacts, demo_queries):
+    from lexrag.index.corpus import Corpus
+    from lexrag.stages.statutes import detector_for
+
+    corpus = Corpus(demo_artifacts / "corpus")
+    det = detector_for(corpus)
+    assert det.detect("Gilt nach dem Obligationenrecht und Art. 8 ZGB auch die StPO?") == ["OR", "ZGB"]  # no StPO text here
+    assert det.detect("Wie lange dauert die Kündigungsfrist?") == []
+    assert det.detect("Zivilgesetzbuch, Strafgesetzbuch, OR, SchKG", max_codes=2) == ["ZGB", "StGB"]
+    cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "statutes.enabled": True})
+    res = run_pipeline(load_queries(demo_queries), Artifacts.load(demo_artifacts, cfg), cfg)
+    sig = next(s for s in res.signals if s.signal == "bm25_statute")
+    q17 = sig.hits["demo_17"]  # "... self-defence under Art. 15 StGB": only StGB paragraphs
+    assert q17 and all(corpus.citations[d].endswith(" StGB") for d, _ in q17)
+    assert "demo_05" not in sig.hits  # names no statute: no signal

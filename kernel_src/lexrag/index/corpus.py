@@ -256,6 +256,11 @@ class Corpus:
             self._docs_by_citation = d
         return self._docs_by_citation.get(citation, [])
 
+    def column(self, name: str) -> list:
+        """One column of the corpus table for every document (e.g. ``title``), read on demand."""
+        with reading(ARTIFACT, self.folder):
+            return pq.read_table(self.folder / CORPUS_FILE, columns=[name]).column(name).to_pylist()
+
     def texts(self, doc_ids) -> list[str]:
         """Texts of the given documents, read from the memory-mapped text blob."""
         if self._blob is None:

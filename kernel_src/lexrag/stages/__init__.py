@@ -17,6 +17,7 @@ from lexrag.stages import (  # noqa: F401
     verify,  # imported after rerank, so it registers after it: the verifier judges the reranked order
 )
 from lexrag.stages import agent  # noqa: F401,E402  (after verify: round 0 observes the verified order)
+from lexrag.stages import statutes  # noqa: F401,E402  (a content signal: BM25 within the statutes a question names)
 from lexrag.stages.base import (  # noqa: F401
     RETRIEVAL_PHASES,
     BatchState,

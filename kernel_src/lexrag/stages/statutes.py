@@ -1,0 +1,137 @@
+"""Statute detection: which law codes a question is about, as a soft signal.
+
+A question that names its statute (an abbreviation such as ``OR`` or ``StPO``, or a statute's
+name such as "Strafprozessordnung" taken from the law titles of the corpus) gets the signal
+``bm25_statute``: the BM25 ranking of the question restricted to the paragraphs of the detected
+codes (at most ``statutes.max_codes``, in the order the question names them).  It is fused like any
+other signal, so it boosts those codes' paragraphs without filtering anything out.  Detection
+uses only the corpus (codes and titles), never training gold, so it applies unchanged to a legal
+area it has never seen.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from lexrag import citations as cit
+from lexrag.ranking import Ranking
+from lexrag.stages.base import Phase, register_stage
+from lexrag.stages.graph import preference_text
+
+__all__ = ["StatuteDetector", "Statutes", "detector_for"]
+
+_NAME = re.compile(r"\b[A-ZÄÖÜ][a-zäöüß]{3,}(?:gesetzbuch|gesetz|recht|ordnung|buch|vertrag|konvention|abkommen|verfassung)\b")
+_PAREN = re.compile(r"\(([^()]*)\)")
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+@dataclass
+class StatuteDetector:
+    codes: list[str]  # per document: its law code ("" for court documents)
+    abbreviations: frozenset[str]  # codes written with letters (OR, ZGB, StPO, BankG...)
+    names: dict[str, str]  # statute name word (lower case) -> code, names that point to one code only
+
+    @classmethod
+    def from_corpus(cls, corpus, titles: list[str] | None = None) -> "StatuteDetector":
+        codes: list[str] = []
+        for c in corpus.citations:
+            p = cit.try_parse(c)
+            codes.append(p.code if p is not None and p.kind == "law" else "")
+        abbreviations = frozenset(c for c in set(codes) if len(c) >= 2 and re.fullmatch(r"[A-Za-zÄÖÜäöü]+", c)
+                                  and any(ch.isupper() for ch in c))
+        # a statute's name word points to the code whose title is shortest among the titles holding
+        # it ("Schweizerische Strafprozessordnung", not "Verordnung über ... der Strafprozessordnung")
+        # (a name in the title's parentheses, "(Zivilprozessordnung, ZPO)", is the statute's own name)
+        owners: dict[str, dict[str, int]] = {}
+        for code, title in set(zip(codes, titles or [])):
+            if code and title:
+                n = len(re.sub(r"vom \d+\. \w+ \d{4}", "", title).split())
+                inside = " ".join(_PAREN.findall(title))
+                for w in set(_NAME.findall(title)):
+                    best = owners.setdefault(w.lower(), {})
+                    best[code] = min(best.get(code, n), 0 if w in inside else n)
+        present = set(codes)
+        names = {w: c for w, c in KNOWN_NAMES.items() if c in present}
+        for w, by_code in owners.items():
+            ranked = sorted(by_code.items(), key=lambda t: (t[1], t[0]))
+            if ranked[0][1] <= 6 and (len(ranked) == 1 or ranked[1][1] > ranked[0][1]):
+                names[w] = ranked[0][0]
+        return cls(codes, abbreviations, names)
+
+    def detect(self, text: str, max_codes: int = 3) -> list[str]:
+        """Codes the text names, in the order it names them."""
+        found: list[str] = []
+        for w in _WORD.findall(cit.normalize_text(text)):
+            code = w if w in self.abbreviations else self.names.get(w.lower())
+            if code and code not in found:
+                found.append(code)
+                if len(found) >= max_codes:
+                    break
+        return found
+
+    def mask(self, codes: list[str]) -> np.ndarray:
+        want = set(codes)
+        return np.fromiter((c in want for c in self.codes), dtype=bool, count=len(self.codes))
+
+
+# Names of the major federal acts whose law text (and so title) a local corpus may lack: the
+# statute names every Swiss lawyer uses, mapped to their official abbreviations (used only when
+# the corpus holds that code).
+KNOWN_NAMES = {
+    "strafprozessordnung": "StPO", "bundesverfassung": "BV", "mehrwertsteuergesetz": "MWSTG",
+    "jugendstrafprozessordnung": "JStPO", "verwaltungsverfahrensgesetz": "VwVG", "datenschutzgesetz": "DSG",
+    "kartellgesetz": "KG", "urheberrechtsgesetz": "URG", "markenschutzgesetz": "MSchG", "patentgesetz": "PatG",
+    "versicherungsvertragsgesetz": "VVG", "strassenverkehrsgesetz": "SVG", "betäubungsmittelgesetz": "BetmG",
+    "asylgesetz": "AsylG", "bankengesetz": "BankG", "finanzmarktaufsichtsgesetz": "FINMAG",
+    "finanzdienstleistungsgesetz": "FIDLEG", "verwaltungsgerichtsgesetz": "VGG", "bundesgerichtsgesetz": "BGG",
+    "menschenrechtskonvention": "EMRK", "zivilprozessordnung": "ZPO", "strafgesetzbuch": "StGB",
+    "zivilgesetzbuch": "ZGB", "obligationenrecht": "OR", "fusionsgesetz": "FusG", "arbeitsgesetz": "ArG",
+}
+
+_DETECTORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def detector_for(corpus) -> StatuteDetector:
+    """One detector per loaded corpus (titles read once from the corpus table)."""
+    det = _DETECTORS.get(corpus)
+    if det is None:
+        det = StatuteDetector.from_corpus(corpus, corpus.column("title"))
+        _DETECTORS[corpus] = det
+    return det
+
+
+class Statutes:
+    name = "statutes"
+    reads = ("statutes", "lexical")  # config sections its output depends on (the signal cache keys on them)
+    family = "lexical"
+    phase = Phase.CONTENT
+    essential = False
+    signals = ("bm25_statute",)
+
+    def enabled(self, cfg, art) -> bool:
+        return cfg.statutes.enabled and cfg.lexical.enabled and art.bm25 is not None
+
+    def run(self, batch, ctx):
+        sc, lc, art = ctx.cfg.statutes, ctx.cfg.lexical, ctx.art
+        det = detector_for(art.corpus)
+        out = Ranking("bm25_statute", "lexical")
+        for q in batch.queries:
+            codes = det.detect(" ".join(v.text for v in q.variants.values()), sc.max_codes)
+            if not codes:
+                continue
+            scores = art.bm25.scores(preference_text(q, ctx.cfg.graph.preference_variants), lc.query_dedup)
+            if scores is None:
+                continue
+            keep = np.flatnonzero(det.mask(codes) & (scores > 0))
+            if len(keep) == 0:
+                continue
+            top = keep[np.lexsort((keep, -scores[keep]))][: sc.top_k]
+            out.add(q.query_id, top, scores[top])
+        return [out]
+
+
+register_stage(Statutes())
