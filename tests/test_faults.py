@@ -490,3 +490,40 @@ def test_an_embeddings_build_killed_mid_way_resumes_to_the_same_shards(tmp_path,
     got = json.loads((out / "params.json").read_text())["files"]
     shards = {k: v for k, v in ref.items() if k.startswith("shard_")}
     assert len(shards) == 22 and {k: got[k] for k in shards} == shards, f"{done} shards were done before the kill"
+
+
+def test_publishing_a_build_set_is_all_or_nothing(tmp_path, arts, monkeypatch):
+    import lexrag.artifacts as A
+    from lexrag.config import load_config
+    from lexrag.index.build import build_artifacts
+
+    laws = write(tmp_path / "laws.csv", "\n".join((DEMO / "laws_demo.csv").read_text(encoding="utf-8").splitlines()[:2001]) + "\n")
+    before = tree_state(arts)
+    real = os.replace
+
+    def failing(src, dst):
+        if Path(dst).name == "graph" and ".building-" in str(src):
+            raise PermissionError(f"[Errno 13] Permission denied: {dst!r} (simulated)")
+        return real(src, dst)
+
+    monkeypatch.setattr(A.os, "replace", failing)
+    with pytest.raises(PermissionError):
+        build_artifacts(load_config(overrides={"runtime.progress": False}), laws, arts)
+    assert tree_state(arts) == before  # corpus and BM25 were moved back: the old set stays whole
+    assert not [p for p in arts.iterdir() if p.name.startswith(".")]
+
+
+def test_a_fresh_build_is_not_hashed_again_on_its_first_load(tmp_path, monkeypatch):
+    import lexrag.artifacts as A
+    from lexrag.config import load_config
+    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline import Artifacts
+
+    laws = write(tmp_path / "laws.csv", "\n".join((DEMO / "laws_demo.csv").read_text(encoding="utf-8").splitlines()[:501]) + "\n")
+    cfg = load_config(overrides={"runtime.progress": False})
+    build_artifacts(cfg, laws, tmp_path / "a")
+    calls = []
+    real = A.sha256_file
+    monkeypatch.setattr(A, "sha256_file", lambda p, *a: calls.append(p) or real(p, *a))
+    Artifacts.load(tmp_path / "a", cfg)
+    assert calls == []  # the hashes taken while building survive the rename that published it

@@ -134,3 +134,22 @@ def test_statute_detection_reads_abbreviations_and_names_from_the_corpus(demo_ar
     q17 = sig.hits["demo_17"]  # "... self-defence under Art. 15 StGB": only StGB paragraphs
     assert q17 and all(corpus.citations[d].endswith(" StGB") for d, _ in q17)
     assert "demo_05" not in sig.hits  # names no statute: no signal
+
+
+def test_statistics_edge_cases_and_grid_values_with_commas():
+    from lexrag.eval.stats import bootstrap_ci, paired_p_value
+    from lexrag.eval.tune import parse_grid
+
+    assert paired_p_value([0.0] * 20, [1.0] * 20) > 0  # Monte Carlo: never exactly 0
+    assert paired_p_value([0.0] * 10, [1.0] * 10) == pytest.approx(2 / 1024)  # exact for few queries
+    assert paired_p_value([0.3], [0.3]) == 1.0 and bootstrap_ci([0.3]) == (0.3, 0.3)
+    grid = parse_grid(["lexical.variants=[query],[query,de]", "count.k=3,5"])
+    assert grid == {"lexical.variants": [["query"], ["query", "de"]], "count.k": [3, 5]}
+
+
+def test_queries_without_a_course_are_their_own_group(caplog):
+    qids = [f"q{i}" for i in range(6)]
+    groups = {"q0": "a", "q1": "a", "q2": "b", "q3": "", "q4": "", "q5": "b"}
+    with caplog.at_level("WARNING"):
+        folds = grouped_folds(qids, groups)
+    assert sorted(map(sorted, folds)) == [["q0", "q1"], ["q2", "q5"], ["q3"], ["q4"]] and "no course" in caplog.text

@@ -8,6 +8,7 @@ pickle anywhere.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -41,8 +42,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _sweep(dest: Path) -> None:
-    """Remove staging folders of ``dest`` left by builds that were killed (their process is gone)."""
-    for leftover in dest.parent.glob(f".{dest.name}.building-*"):
+    """Remove staging and set-aside folders of ``dest`` left by builds that were killed (their
+    process is gone)."""
+    for leftover in [*dest.parent.glob(f".{dest.name}.building-*"), *dest.parent.glob(f".{dest.name}.old-*")]:
         try:
             pid = int(leftover.name.rsplit("-", 2)[-2])
         except (ValueError, IndexError):
@@ -75,22 +77,48 @@ def staged(dest: str | Path) -> Iterator[Path]:
     _replace_dir(tmp, dest)
 
 
+def _aside(dest: Path) -> Path:
+    """Move ``dest`` beside itself under a hidden name (a rename in the same folder) and return it."""
+    old = dest.with_name(f".{dest.name}.old-{os.getpid()}-{os.urandom(4).hex()}")
+    os.replace(dest, old)
+    return old
+
+
 def _replace_dir(src: Path, dest: Path) -> None:
-    """Put folder ``src`` where ``dest`` is (the old ``dest`` moved aside, then removed)."""
-    old = None
-    if dest.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
-        os.replace(dest, old / dest.name)
-    os.replace(src, dest)
-    if old is not None:
+    """Put folder ``src`` where ``dest`` is (the old ``dest`` renamed aside, then removed)."""
+    _replace_many([(src, dest)])
+
+
+def _replace_many(pairs: list[tuple[Path, Path]]) -> None:
+    """Publish several folders as one step: every old folder is renamed aside first, then every new
+    one moved in; when any rename fails, the ones done are undone and the old folders restored, so
+    the destination holds either the whole old set or the whole new one."""
+    moved_aside: list[tuple[Path, Path]] = []
+    moved_in: list[tuple[Path, Path]] = []
+    try:
+        for _, dest in pairs:
+            if dest.exists():
+                moved_aside.append((dest, _aside(dest)))
+        for src, dest in pairs:
+            os.replace(src, dest)
+            moved_in.append((src, dest))
+    except BaseException:
+        for src, dest in reversed(moved_in):
+            with contextlib.suppress(OSError):
+                os.replace(dest, src)
+        for dest, old in reversed(moved_aside):
+            with contextlib.suppress(OSError):
+                os.replace(old, dest)
+        raise
+    for _, old in moved_aside:
         shutil.rmtree(old, ignore_errors=True)
 
 
 @contextmanager
 def staged_set(out: str | Path) -> Iterator[Path]:
     """Build several artifacts together: yields a staging folder; when the block succeeds, every
-    folder built in it replaces its namesake in ``out`` (the others in ``out`` stay); when it
-    fails, ``out`` is untouched.  So the artifacts of one build are published together, and a
+    folder built in it replaces its namesake in ``out`` as one step (the others in ``out`` stay);
+    when it fails, ``out`` is untouched.  So the artifacts of one build are published together, and a
     corpus is never replaced while the indexes over the old corpus stay."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -98,8 +126,8 @@ def staged_set(out: str | Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f"..artifacts.building-{os.getpid()}-", dir=out))
     try:
         yield tmp
-        for built in sorted(p for p in tmp.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            _replace_dir(built, out / built.name)
+        built = sorted(p for p in tmp.iterdir() if p.is_dir() and not p.name.startswith("."))
+        _replace_many([(b, out / b.name) for b in built])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -173,7 +201,7 @@ def _save_hash_cache(cache: dict) -> None:
 def file_hash(path: Path, cache: dict) -> str:
     """sha256 of ``path``, from ``cache`` when its size and mtime are what they were when hashed."""
     st = path.stat()
-    key = str(path.resolve())
+    key = f"{st.st_dev}:{st.st_ino}"  # survives the rename that publishes a build
     hit = cache.get(key)
     if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
         return hit[2]
@@ -225,7 +253,8 @@ def verify_files(folder: Path, doc: dict) -> None:
                 raise ArtifactError(f"{p}: {size} bytes, but {meta.get('size')} when artifact {artifact!r} was built "
                                     f"(truncated or replaced); {rebuild_hint(artifact)}")
             before = len(cache)
-            key = str(p.resolve())
+            st = p.stat()
+            key = f"{st.st_dev}:{st.st_ino}"
             old = cache.get(key)
             digest = file_hash(p, cache)
             dirty = dirty or len(cache) != before or cache.get(key) != old

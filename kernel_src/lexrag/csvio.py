@@ -67,20 +67,28 @@ def _shape(value: str) -> str:
     return re.sub(r"[^\W\d_]+", "a", s)
 
 
-_LEAD = re.compile(r'^\s*"?([^,"\n]{1,80})"?,')
-
-
-def _row_like_lines(fields: list[str], start: int, shapes: set[str]) -> list[int]:
-    """Physical line numbers of the lines inside a record's fields that begin like a new record:
-    a first value of a shape the well-formed rows' first column has, then the delimiter."""
+def _row_like_lines(fields: list[str], start: int, shapes: set[str], n_fields: int) -> list[int]:
+    """Physical line numbers of the lines inside a record's fields that read as a whole further
+    record: exactly ``n_fields`` CSV fields (the field's last line: 2 to ``n_fields``, cut where the
+    stray quote closed), the first of a shape the well-formed rows' first column has (a
+    distinctive shape: not digits alone) and none of them empty.  Such a line is what
+    an unmatched quote leaves when it closes again further down; a line of prose that merely starts
+    with a number or a citation and a comma does not read as a whole row."""
     out, line = [], start
     for f in fields:
-        parts = f.split("\n")
-        for part in parts[1:]:
+        parts = f.split("\n")[1:]
+        for i, part in enumerate(parts):
             line += 1
-            m = _LEAD.match(part)
-            if m and _shape(m.group(1)) in shapes:
-                out.append(line)
+            try:
+                cells = next(csv.reader([part]))
+            except (csv.Error, StopIteration):
+                continue
+            # the field's last line is cut where the stray quote closed: it may hold fewer fields
+            whole = len(cells) == n_fields if i < len(parts) - 1 else 2 <= len(cells) <= n_fields
+            if whole and all(c.strip() for c in cells):
+                shape = _shape(cells[0])
+                if shape in shapes and shape != "9":
+                    out.append(line)
     return out
 
 
@@ -142,7 +150,7 @@ def read_csv_rows(
             report.rows_read += 1
             last = reader.line_num
             if last > line and shapes:
-                rowlike = _row_like_lines(fields, line, shapes)
+                rowlike = _row_like_lines(fields, line, shapes, len(header))
                 if rowlike:
                     broken(line, last, f"one record holds {len(rowlike)} line(s) that look like further rows "
                            f"(line {', '.join(map(str, rowlike[:5]))}{'...' if len(rowlike) > 5 else ''}): "

@@ -291,12 +291,14 @@ class SignalCache:
         self.computed: dict[tuple[str, str], int] = {}
         self.reused = 0
         self.texts: dict[tuple, Any] = {}  # per-text results of a retriever (one query variant's BM25 or dense hits)
+        self._alive: dict[int, Any] = {}
         self.text_computed: dict[tuple[str, str], int] = {}
 
     def text_key(self, kind: str, section: Any, index: Any, text: str) -> tuple:
         """Key of one retriever call: ``kind`` (bm25, dense), its config section, the index object, the text."""
         import json
 
+        self._alive[id(index)] = index
         return kind, json.dumps(section.__dict__, sort_keys=True, default=str), id(index), text
 
     def get_text(self, key: tuple):
@@ -318,6 +320,8 @@ class SignalCache:
         import json
 
         cfg, art = ctx.cfg, ctx.art
+        for obj in (art.bm25, art.dense, art.graph, art.prior, art.corpus):
+            self._alive[id(obj)] = obj  # keyed by id(): keep the object, so no later object can take its id
         sections = getattr(stage, "reads", None) or self.SECTIONS[stage.phase]
         conf = json.dumps({sec: getattr(cfg, sec).__dict__ for sec in sections}, sort_keys=True, default=str)
         parts = [stage.name, hashlib.sha256(conf.encode()).hexdigest(),

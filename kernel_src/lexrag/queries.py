@@ -111,8 +111,17 @@ def load_queries(path: str | Path, max_chars: int = 20_000) -> list[Query]:
 
 
 def load_gold(path: str | Path) -> dict[str, list[str]]:
-    """``query_id -> gold citations`` (``;``-separated in the file, blanks dropped)."""
-    return {
-        row["query_id"].strip(): [c.strip() for c in row["gold_citations"].split(";") if c.strip()]
-        for _, row in _rows(path, ("query_id", "gold_citations"))
-    }
+    """``query_id -> gold citations`` (``;``-separated in the file, blanks dropped).  A row whose
+    gold cell is empty has no gold: it is left out (with a warning naming its lines), so every
+    score, fit and fold counts the same queries."""
+    out, blank = {}, []
+    for line, row in _rows(path, ("query_id", "gold_citations")):
+        cits = [c.strip() for c in row["gold_citations"].split(";") if c.strip()]
+        if cits:
+            out[row["query_id"].strip()] = cits
+        else:
+            blank.append(line)
+    if blank:
+        warnings.warn(f"{path}: {len(blank)} row(s) without gold citations (lines {', '.join(map(str, blank[:10]))}"
+                      f"{'...' if len(blank) > 10 else ''}) are not scored")
+    return out

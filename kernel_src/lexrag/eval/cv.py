@@ -41,8 +41,11 @@ def grouped_folds(query_ids: Sequence[str], groups: dict[str, str], max_folds: i
         k = min(5, len(order))
         return [order[i::k] for i in range(k)] if k else []
     by_group: dict[str, list[str]] = {}
+    unlabelled = [q for q in qids if not groups.get(q, "")]
+    if unlabelled:
+        log.warning("%d queries have no course: each is its own group", len(unlabelled))
     for q in qids:
-        by_group.setdefault(groups.get(q, ""), []).append(q)
+        by_group.setdefault(groups.get(q, "") or f"(no course) {q}", []).append(q)
     names = sorted(by_group)
     if len(names) <= max_folds:
         return [by_group[g] for g in names]

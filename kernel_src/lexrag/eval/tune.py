@@ -32,6 +32,21 @@ __all__ = ["parse_grid", "tune"]
 log = logging.getLogger(__name__)
 
 
+def _split_top(raw: str) -> list[str]:
+    """Split on the commas that are not inside [...] or {...}."""
+    parts, depth, cur = [], 0, ""
+    for ch in raw:
+        depth += ch in "[{"
+        depth -= ch in "]}"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return parts
+
+
 def parse_grid(items: Sequence[str]) -> dict[str, list]:
     """``["fusion.rrf_k=30,60", "count.k=3,5"]`` -> ``{"fusion.rrf_k": [30, 60], "count.k": [3, 5]}``."""
     from lexrag.errors import ConfigError
@@ -41,8 +56,8 @@ def parse_grid(items: Sequence[str]) -> dict[str, list]:
         if "=" not in item:
             raise ConfigError(f"--grid {item!r} is not of the form section.field=v1,v2,...")
         path, raw = item.split("=", 1)
-        try:
-            values = [yaml.safe_load(v) for v in raw.split(",") if v.strip()]
+        try:  # commas inside brackets belong to a value: lexical.variants=[query],[query,de]
+            values = [yaml.safe_load(v) for v in _split_top(raw) if v.strip()]
         except yaml.YAMLError as e:
             raise ConfigError(f"--grid {item!r}: a value is not valid YAML ({str(e).splitlines()[0]})") from None
         if not values:
