@@ -153,3 +153,25 @@ def test_queries_without_a_course_are_their_own_group(caplog):
     with caplog.at_level("WARNING"):
         folds = grouped_folds(qids, groups)
     assert sorted(map(sorted, folds)) == [["q0", "q1"], ["q2", "q5"], ["q3"], ["q4"]] and "no course" in caplog.text
+
+
+def test_article_ranking_scores_articles_from_their_paragraphs(demo_artifacts, demo_queries):
+    import numpy as np
+
+    from lexrag.index.corpus import Corpus
+    from lexrag.stages.statutes import _ArticleIndex, article_scores
+
+    corpus = Corpus(demo_artifacts / "corpus")
+    index = _ArticleIndex(corpus)
+    scores = np.zeros(len(corpus))
+    p1, p2 = corpus.citations.index("Art. 41 Abs. 1 OR"), corpus.citations.index("Art. 41 Abs. 2 OR")
+    solo = corpus.citations.index("Art. 8 ZGB")
+    scores[p1], scores[p2], scores[solo] = 2.0, 1.0, 2.2
+    a = article_scores(index, scores, 0.3)
+    assert a[index.article[p1]] == pytest.approx(2.3) and a[index.article[solo]] == pytest.approx(2.2)
+    cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "articles.enabled": True, "articles.top_articles": 3})
+    res = run_pipeline(load_queries(demo_queries), Artifacts.load(demo_artifacts, cfg), cfg)
+    sig = next(s for s in res.signals if s.signal == "bm25_article")
+    for qid, hits in sig.hits.items():  # whole articles, at most three of them, each article's paragraphs together
+        arts = [corpus.parents[d] for d, _ in hits]
+        assert len(set(arts)) <= 3 and arts == sorted(arts, key=arts.index)

@@ -32,7 +32,8 @@ __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_he
 # Valid ranges: every int field is >= 0 and every float field finite and >= 0 unless listed here as
 # (lowest, highest) with None for open (bounds inclusive).
 RANGES: dict[str, tuple[float | None, float | None]] = {
-    "corpus.chunk_rows": (1, None), "statutes.max_codes": (1, None), "statutes.top_k": (1, None), "lexical.k1": (1e-9, None), "lexical.b": (0, 1), "lexical.top_k": (1, None),
+    "corpus.chunk_rows": (1, None), "statutes.max_codes": (1, None), "statutes.top_k": (1, None),
+    "articles.top_articles": (1, None), "articles.top_k": (1, None), "lexical.k1": (1e-9, None), "lexical.b": (0, 1), "lexical.top_k": (1, None),
     "lexical.min_token_len": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
     "semantic.max_seq": (8, None), "semantic.shard_size": (1, None), "semantic.nlist": (1, None), "semantic.pq_m": (1, None),
     "semantic.nprobe": (1, None), "semantic.rescore_k": (1, None), "semantic.top_k": (1, None), "rerank.top_n": (1, None),
@@ -103,6 +104,14 @@ class StatutesConfig:
     enabled: bool = _f(False, "statute detection: BM25 restricted to the law codes the question names (abbreviations, statute names from the law titles) as the bm25_statute signal")
     max_codes: int = _f(3, "codes taken from a question at most, in the order it names them")
     top_k: int = _f(100, "documents kept in the bm25_statute signal")
+
+
+@dataclass
+class ArticlesConfig:
+    enabled: bool = _f(False, "article-level ranking: articles scored from their paragraphs' BM25, the paragraphs of the best articles as the bm25_article signal")
+    sum_weight: float = _f(0.3, "an article scores its best paragraph plus this times its other paragraphs' scores")
+    top_articles: int = _f(30, "articles whose paragraphs are emitted")
+    top_k: int = _f(100, "documents kept in the bm25_article signal")
 
 
 @dataclass
@@ -288,6 +297,7 @@ class Config:
     rerank: RerankConfig = field(default_factory=RerankConfig)
     seeds: SeedConfig = field(default_factory=SeedConfig)
     statutes: StatutesConfig = field(default_factory=StatutesConfig)
+    articles: ArticlesConfig = field(default_factory=ArticlesConfig)
     fusion: FusionConfig = field(default_factory=FusionConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
     prior: PriorConfig = field(default_factory=PriorConfig)

@@ -1,4 +1,6 @@
-"""Statute detection: which law codes a question is about, as a soft signal.
+"""Statute-level signals: the law codes a question names, and articles ranked as units.
+
+Statute detection:
 
 A question that names its statute (an abbreviation such as ``OR`` or ``StPO``, or a statute's
 name such as "Strafprozessordnung" taken from the law titles of the corpus) gets the signal
@@ -7,6 +9,10 @@ codes (at most ``statutes.max_codes``, in the order the question names them).  I
 other signal, so it boosts those codes' paragraphs without filtering anything out.  Detection
 uses only the corpus (codes and titles), never training gold, so it applies unchanged to a legal
 area it has never seen.
+
+Article-level ranking (:class:`Articles`): exam answers cite articles and paragraphs; an article
+is scored from its paragraphs (the best one plus a share of the rest) and the paragraphs of the
+best articles form the ``bm25_article`` signal.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
 from lexrag.stages.graph import preference_text
 
-__all__ = ["StatuteDetector", "Statutes", "detector_for"]
+__all__ = ["StatuteDetector", "Statutes", "detector_for", "Articles", "article_scores"]
 
 _NAME = re.compile(r"\b[A-ZÄÖÜ][a-zäöüß]{3,}(?:gesetzbuch|gesetz|recht|ordnung|buch|vertrag|konvention|abkommen|verfassung)\b")
 _PAREN = re.compile(r"\(([^()]*)\)")
@@ -135,3 +141,68 @@ class Statutes:
 
 
 register_stage(Statutes())
+
+
+class _ArticleIndex:
+    """Per document its article (the corpus ``parent`` of a law paragraph) as an integer id."""
+
+    def __init__(self, corpus):
+        ids: dict[str, int] = {}
+        self.article = np.fromiter((ids.setdefault(p, len(ids)) if s == "law" else -1
+                                    for p, s in zip(corpus.parents, corpus.sources)), dtype=np.int64, count=len(corpus))
+        self.n = len(ids)
+
+
+_ARTICLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def article_scores(index: _ArticleIndex, scores: np.ndarray, sum_weight: float) -> np.ndarray:
+    """An article's score from its paragraphs: the best paragraph plus ``sum_weight`` times the others."""
+    law = index.article >= 0
+    best = np.zeros(index.n)
+    total = np.zeros(index.n)
+    np.maximum.at(best, index.article[law], scores[law])
+    np.add.at(total, index.article[law], scores[law])
+    return best + sum_weight * (total - best)
+
+
+class Articles:
+    """Article-level ranking: paragraphs scored by BM25, articles scored from their paragraphs, the
+    paragraphs of the best articles emitted (best article first; inside it, by paragraph score), so
+    a strong article brings its key-only paragraphs too."""
+
+    name = "articles"
+    reads = ("articles", "lexical")
+    family = "lexical"
+    phase = Phase.CONTENT
+    essential = False
+    signals = ("bm25_article",)
+
+    def enabled(self, cfg, art) -> bool:
+        return cfg.articles.enabled and cfg.lexical.enabled and art.bm25 is not None
+
+    def run(self, batch, ctx):
+        ac, lc, art = ctx.cfg.articles, ctx.cfg.lexical, ctx.art
+        index = _ARTICLES.get(art.corpus)
+        if index is None:
+            index = _ARTICLES.setdefault(art.corpus, _ArticleIndex(art.corpus))
+        out = Ranking("bm25_article", "lexical")
+        for q in batch.queries:
+            scores = art.bm25.scores(preference_text(q, ctx.cfg.graph.preference_variants), lc.query_dedup)
+            if scores is None:
+                continue
+            a = article_scores(index, scores, ac.sum_weight)
+            top = np.flatnonzero(a > 0)
+            top = top[np.lexsort((top, -a[top]))][: ac.top_articles]
+            if len(top) == 0:
+                continue
+            rank = np.full(index.n, -1, dtype=np.int64)
+            rank[top] = np.arange(len(top))
+            docs = np.flatnonzero((index.article >= 0) & (rank[np.maximum(index.article, 0)] >= 0))
+            docs = docs[np.lexsort((docs, -scores[docs], rank[index.article[docs]]))][: ac.top_k]
+            n = len(docs)
+            out.add(q.query_id, docs, np.linspace(1.0, 1.0 / n, n))  # the order is the signal
+        return [out]
+
+
+register_stage(Articles())
