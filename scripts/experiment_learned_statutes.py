@@ -3,11 +3,11 @@
 questions of the training courses (tf-idf centroids of the questions citing each code), fold by
 fold with folds grouped by course, added after the explicitly named codes in the statute stage.
 
-  python scripts/experiment_learned_statutes.py [N_CODES] (needs ARTIFACTS at /tmp/datasets: see README)
+  python scripts/experiment_learned_statutes.py [N_CODES [ARTIFACTS]]   (ARTIFACTS default /tmp/datasets, built as in the README)
 
 Prints how often a predicted code is a gold code, then Macro F1 and Recall@100 at k = 3 and 5."""
 import collections, math, sys, warnings
-import numpy as np
+
 warnings.simplefilter("ignore")
 from lexrag import citations as cit
 from lexrag.config import load_config
