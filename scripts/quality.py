@@ -128,8 +128,10 @@ def main() -> int:
             k = max(KS, key=lambda kk: evaluate(train_gold, cut(ranked, kk), ks=(100,))["macro_f1"])
             chosen.append(k)
             fold_ranked = ranked
-            if vcfg.prior.enabled and art.prior is not None:  # a prior that never saw the held-out course
-                fart = dataclasses.replace(art, prior=TrainingPrior(train_gold))
+            uses_prior = vcfg.prior.enabled or (vcfg.statutes.enabled and vcfg.statutes.learned)
+            if uses_prior and art.prior is not None:  # a prior (and statute model) that never saw the held-out course
+                fart = dataclasses.replace(art, prior=TrainingPrior(train_gold, questions={
+                    q: qs[q].text for q in train_gold if q in qs}))
                 fold_ranked = run_pipeline([qs[q] for q in fold], fart, vcfg).ranked
             for q in fold:
                 held_ranked[q] = fold_ranked[q]

@@ -175,3 +175,22 @@ def test_article_ranking_scores_articles_from_their_paragraphs(demo_artifacts, d
     for qid, hits in sig.hits.items():  # whole articles, at most three of them, each article's paragraphs together
         arts = [corpus.parents[d] for d, _ in hits]
         assert len(set(arts)) <= 3 and arts == sorted(arts, key=arts.index)
+
+
+def test_the_learned_statute_model_predicts_codes_from_training_questions_and_ships_with_the_prior(tmp_path):
+    from lexrag.index.prior import TrainingPrior, build_prior
+
+    train = tmp_path / "train.csv"
+    train.write_text("query_id,query,gold_citations\n"
+                     "t1,Kündigung des Mietvertrags durch den Vermieter,Art. 271 OR\n"
+                     "t2,Mietzins und Kündigung der Wohnung,Art. 269 OR\n"
+                     "t3,Scheidung der Ehe nach Getrenntleben,Art. 114 ZGB\n"
+                     "t4,Unterhalt nach der Scheidung der Ehegatten,Art. 125 ZGB\n", encoding="utf-8")
+    prior = build_prior(train, tmp_path / "prior")
+    loaded = TrainingPrior.load(tmp_path / "prior")
+    assert loaded.questions == prior.questions and len(loaded.questions) == 4
+    assert loaded.codes_for("Kann der Vermieter die Wohnung kündigen?", 1) == ["OR"]
+    assert loaded.codes_for("Wann ist eine Scheidung möglich?", 1) == ["ZGB"]
+    assert TrainingPrior({"t1": ["Art. 271 OR"]}).codes_for("Kündigung") == []  # no questions: no model
+    cfg = load_config(DEMO / "config.yaml", {"statutes.enabled": True, "statutes.learned": True})
+    assert cfg.statutes.learned_codes == 2

@@ -97,8 +97,11 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     for fold in folds:
         test = set(fold)
         fold_art, scores = art, in_sample
-        if cfg.prior.enabled and art.prior is not None:  # the prior may only know the training courses
-            fold_art = dataclasses.replace(art, prior=TrainingPrior({q: g for q, g in gold.items() if q not in test}))
+        uses_prior = cfg.prior.enabled or (cfg.statutes.enabled and cfg.statutes.learned)
+        if uses_prior and art.prior is not None:  # the prior (and statute model) may only know the training courses
+            texts = {q.query_id: q.text for q in queries}
+            fold_art = dataclasses.replace(art, prior=TrainingPrior({q: g for q, g in gold.items() if q not in test},
+                                                                    questions={q: texts[q] for q in gold if q not in test}))
             scores = [_scores(c, fold_art, queries, gold, cache, paths) for c in configs]
         train_means = [np.mean([v for q, v in s.items() if q not in test]) for s in scores]
         pick = int(np.argmax(train_means))

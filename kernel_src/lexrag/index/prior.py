@@ -7,7 +7,12 @@ citations that appear in many training gold sets (procedural boilerplate such as
 
 When a query of the training file itself is scored, its own gold set is subtracted from every
 count first (leave-one-query-out), so the prior never sees the answer it is scored on.
-Artifact: ``gold.parquet`` (query_id, citation) plus ``params.json`` with the source file hash.
+The training questions (``questions.parquet``) also feed a statute model (:meth:`TrainingPrior.codes_for`):
+tf-idf centroids of the questions citing each law code, which predicts the codes an unseen
+question is about (used by the statute stage with ``statutes.learned``).
+
+Artifact: ``gold.parquet`` (query_id, citation), ``questions.parquet`` (query_id, query) and
+``params.json`` with the source file hash.
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ ARTIFACT = "prior"
 
 
 class TrainingPrior:
-    def __init__(self, gold: dict[str, Sequence[str]], source: str = ""):
+    def __init__(self, gold: dict[str, Sequence[str]], source: str = "", questions: dict[str, str] | None = None):
         self.gold = {q: sorted({norm(c) for c in cs if norm(c)}) for q, cs in gold.items()}
         self.source = source
+        self.questions = {q: t for q, t in (questions or {}).items() if q in self.gold}
+        self._model = None
         self.freq: Counter = Counter()
         self.pair: dict[str, Counter] = {}
         for cs in self.gold.values():
@@ -75,6 +82,45 @@ class TrainingPrior:
                 out.append((c, k / max(n, 1)))
         return sorted(out, key=lambda t: (-t[1], t[0]))[:top_k]
 
+    def codes_for(self, text: str, k: int = 2, query_id: str | None = None) -> list[str]:
+        """The ``k`` law codes whose training questions are most like ``text`` (cosine of tf-idf
+        vectors against each code's centroid); the query's own training question, when it is one,
+        is left out.  Empty without training questions."""
+        import math
+
+        from lexrag.citations import try_parse
+        from lexrag.index.lexical import Analyzer
+
+        if not self.questions:
+            return []
+        if self._model is None:
+            an = Analyzer()
+            toks = {q: Counter(an(t)) for q, t in self.questions.items()}
+            df = Counter(t for c in toks.values() for t in c)
+            n = len(toks)
+            idf = {t: math.log((n + 1) / (c + 1)) + 1 for t, c in df.items()}
+            cent: dict[str, Counter] = {}
+            members: dict[str, list[str]] = {}
+            for q, c in toks.items():
+                codes = {p.code for p in map(try_parse, self.gold.get(q, ())) if p is not None and p.kind == "law"}
+                for code in codes:
+                    cent.setdefault(code, Counter()).update({t: f * idf[t] for t, f in c.items()})
+                    members.setdefault(code, []).append(q)
+            self._model = (an, idf, cent, members, toks)
+        an, idf, cent, members, toks = self._model
+        vq = {t: f * idf.get(t, 0.0) for t, f in Counter(an(text)).items()}
+        nq = math.sqrt(sum(v * v for v in vq.values())) or 1.0
+        own = toks.get(query_id) if query_id in self.questions else None
+        sims = []
+        for code, vec in cent.items():
+            if own is not None and members[code] == [query_id]:
+                continue  # a code only this question cites: it would be its own answer
+            v = vec if own is None or query_id not in members[code] else vec - Counter({t: f * idf[t] for t, f in own.items()})
+            norm_c = math.sqrt(sum(x * x for x in v.values())) or 1.0
+            sims.append((sum(vq[t] * v.get(t, 0.0) for t in vq) / (norm_c * nq), code))
+        sims.sort(key=lambda t: (-t[0], t[1]))
+        return [c for sim, c in sims[:k] if sim > 0]
+
     @classmethod
     def load(cls, folder: str | Path) -> "TrainingPrior":
         params = read_params(folder, ARTIFACT)
@@ -85,20 +131,27 @@ class TrainingPrior:
             gold.setdefault(q, [])
             if c:
                 gold[q].append(c)
-        return cls(gold, source=str(params.get("sources")))
+        questions = {}
+        if (Path(folder) / "questions.parquet").is_file():  # absent in priors built before the statute model
+            with reading(ARTIFACT, folder):
+                qt = pq.read_table(Path(folder) / "questions.parquet")
+            questions = dict(zip(qt.column("query_id").to_pylist(), qt.column("query").to_pylist()))
+        return cls(gold, source=str(params.get("sources")), questions=questions)
 
 
 @publishes("out_dir")
 def build_prior(train_file: str | Path, out_dir: str | Path) -> TrainingPrior:
     """Build the prior artifact from a training CSV (query_id, query, gold_citations)."""
-    from lexrag.queries import load_gold
+    from lexrag.queries import load_gold, load_queries
 
     gold = load_gold(train_file)
+    questions = {q.query_id: q.text for q in load_queries(train_file) if q.query_id in gold}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "params.json").unlink(missing_ok=True)
     rows = [(q, c) for q, cs in gold.items() for c in (cs or [""])]
     pq.write_table(pa.table({"query_id": [r[0] for r in rows], "citation": [r[1] for r in rows]}), out / "gold.parquet")
+    pq.write_table(pa.table({"query_id": list(questions), "query": list(questions.values())}), out / "questions.parquet")
     write_params(out, ARTIFACT, "lexrag.index.prior.build_prior", {}, n_queries=len(gold),
                  sources={Path(train_file).name: sha256_file(train_file)})
-    return TrainingPrior(gold, source=Path(train_file).name)
+    return TrainingPrior(gold, source=Path(train_file).name, questions=questions)

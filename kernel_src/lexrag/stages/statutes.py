@@ -112,7 +112,7 @@ def detector_for(corpus) -> StatuteDetector:
 
 class Statutes:
     name = "statutes"
-    reads = ("statutes", "lexical")  # config sections its output depends on (the signal cache keys on them)
+    reads = ("statutes", "lexical", "prior")  # config sections its output depends on (the signal cache keys on them)
     family = "lexical"
     phase = Phase.CONTENT
     essential = False
@@ -126,7 +126,12 @@ class Statutes:
         det = detector_for(art.corpus)
         out = Ranking("bm25_statute", "lexical")
         for q in batch.queries:
-            codes = det.detect(" ".join(v.text for v in q.variants.values()), sc.max_codes)
+            text = " ".join(v.text for v in q.variants.values())
+            codes = det.detect(text, sc.max_codes)
+            if sc.learned and art.prior is not None and len(codes) < sc.max_codes:
+                for c in art.prior.codes_for(text, sc.learned_codes, q.query_id):
+                    if c not in codes and len(codes) < sc.max_codes:
+                        codes.append(c)
             if not codes:
                 continue
             scores = art.bm25.scores(preference_text(q, ctx.cfg.graph.preference_variants), lc.query_dedup)
