@@ -194,3 +194,16 @@ def test_the_learned_statute_model_predicts_codes_from_training_questions_and_sh
     assert TrainingPrior({"t1": ["Art. 271 OR"]}).codes_for("Kündigung") == []  # no questions: no model
     cfg = load_config(DEMO / "config.yaml", {"statutes.enabled": True, "statutes.learned": True})
     assert cfg.statutes.learned_codes == 2
+
+
+def test_feedback_expands_the_question_with_the_words_of_its_top_documents(demo_artifacts, demo_queries):
+    from lexrag.stages.feedback import expansion_terms
+
+    cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "feedback.enabled": True})
+    art = Artifacts.load(demo_artifacts, cfg)
+    q = "Wer haftet für Schaden?"
+    ids, _ = art.bm25.search(q, 5)
+    terms = expansion_terms(art.bm25, art.corpus.texts(ids.tolist()), set(art.bm25.analyzer(q)), 10)
+    assert terms and len(terms) <= 10 and not set(terms) & set(art.bm25.analyzer(q))
+    res = run_pipeline(load_queries(demo_queries), art, cfg)
+    assert next(s for s in res.signals if s.signal == "bm25_prf").hits  # the signal reaches fusion

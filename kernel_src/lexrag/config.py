@@ -33,7 +33,8 @@ __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_he
 # (lowest, highest) with None for open (bounds inclusive).
 RANGES: dict[str, tuple[float | None, float | None]] = {
     "corpus.chunk_rows": (1, None), "statutes.max_codes": (1, None), "statutes.top_k": (1, None),
-    "articles.top_articles": (1, None), "articles.top_k": (1, None), "lexical.k1": (1e-9, None), "lexical.b": (0, 1), "lexical.top_k": (1, None),
+    "articles.top_articles": (1, None), "articles.top_k": (1, None), "feedback.docs": (1, None), "feedback.terms": (1, None),
+    "feedback.term_weight": (1, None), "lexical.k1": (1e-9, None), "lexical.b": (0, 1), "lexical.top_k": (1, None),
     "lexical.min_token_len": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
     "semantic.max_seq": (8, None), "semantic.shard_size": (1, None), "semantic.nlist": (1, None), "semantic.pq_m": (1, None),
     "semantic.nprobe": (1, None), "semantic.rescore_k": (1, None), "semantic.top_k": (1, None), "rerank.top_n": (1, None),
@@ -114,6 +115,14 @@ class ArticlesConfig:
     sum_weight: float = _f(0.3, "an article scores its best paragraph plus this times its other paragraphs' scores")
     top_articles: int = _f(30, "articles whose paragraphs are emitted")
     top_k: int = _f(100, "documents kept in the bm25_article signal")
+
+
+@dataclass
+class FeedbackConfig:
+    enabled: bool = _f(False, "pseudo-relevance feedback: the question expanded with the terms that weigh most in its top BM25 documents, as the bm25_prf signal")
+    docs: int = _f(10, "top documents the expansion terms come from")
+    terms: int = _f(15, "expansion terms added")
+    term_weight: int = _f(1, "times each expansion term is repeated in the expanded query (its weight against the question's terms)")
 
 
 @dataclass
@@ -300,6 +309,7 @@ class Config:
     seeds: SeedConfig = field(default_factory=SeedConfig)
     statutes: StatutesConfig = field(default_factory=StatutesConfig)
     articles: ArticlesConfig = field(default_factory=ArticlesConfig)
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
     fusion: FusionConfig = field(default_factory=FusionConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
     prior: PriorConfig = field(default_factory=PriorConfig)

@@ -18,6 +18,7 @@ from lexrag.stages import (  # noqa: F401
 )
 from lexrag.stages import agent  # noqa: F401,E402  (after verify: round 0 observes the verified order)
 from lexrag.stages import statutes  # noqa: F401,E402  (a content signal: BM25 within the statutes a question names)
+from lexrag.stages import feedback  # noqa: F401,E402  (a content signal: BM25 of the question expanded by feedback)
 from lexrag.stages.base import (  # noqa: F401
     RETRIEVAL_PHASES,
     BatchState,

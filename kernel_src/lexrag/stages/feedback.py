@@ -1,0 +1,70 @@
+"""Pseudo-relevance feedback (RM3-style) for long narrative questions: the ``bm25_prf`` signal.
+
+The question's German text (or the question) is searched with BM25; from the texts of the top
+``feedback.docs`` documents the terms that weigh most there (term frequency in those documents times
+the term's IDF in the corpus, words of the question excluded) are added to the question, and the
+expanded text is searched again.  Exam questions are case stories whose legal vocabulary is thin;
+the statute text found first supplies it.  Off by default: it is kept where grouped CV says it helps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+
+from lexrag.ranking import Ranking
+from lexrag.stages.base import Phase, register_stage
+from lexrag.stages.graph import preference_text
+
+__all__ = ["Feedback", "expansion_terms"]
+
+
+def expansion_terms(index, texts: list[str], question_tokens: set[str], n_terms: int) -> list[str]:
+    """The ``n_terms`` analyzed terms weighing most in ``texts`` (tf x idf), question terms left out."""
+    vocab = index.retriever.vocab_dict
+    indptr = np.asarray(index.retriever.scores["indptr"])
+    n_docs = max(int(index.retriever.scores.get("num_docs", 1)), 1)
+    tf: Counter = Counter()
+    for t in texts:
+        tf.update(index.analyzer(t))
+    weights = {}
+    for term, f in tf.items():
+        if term in question_tokens or term not in vocab:
+            continue
+        j = vocab[term]
+        df = int(indptr[j + 1] - indptr[j]) if j + 1 < len(indptr) else 0
+        weights[term] = f * math.log(1 + n_docs / (1 + df))
+    return [t for t, _ in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:n_terms]]
+
+
+class Feedback:
+    name = "feedback"
+    reads = ("feedback", "lexical")  # config sections its output depends on (the signal cache keys on them)
+    family = "lexical"
+    phase = Phase.CONTENT
+    essential = False
+    signals = ("bm25_prf",)
+
+    def enabled(self, cfg, art) -> bool:
+        return cfg.feedback.enabled and cfg.lexical.enabled and art.bm25 is not None
+
+    def run(self, batch, ctx):
+        fc, lc, art = ctx.cfg.feedback, ctx.cfg.lexical, ctx.art
+        out = Ranking("bm25_prf", "lexical")
+        for q in batch.queries:
+            text = preference_text(q, ctx.cfg.graph.preference_variants)
+            ids, _ = art.bm25.search(text, fc.docs, dedup=lc.query_dedup)
+            if len(ids) == 0:
+                continue
+            terms = expansion_terms(art.bm25, art.corpus.texts(ids.tolist()), set(art.bm25.analyzer(text)), fc.terms)
+            if not terms:
+                continue
+            expanded = text + (" " + " ".join(terms)) * fc.term_weight
+            docs, scores = art.bm25.search(expanded, lc.top_k, dedup=False)
+            out.add(q.query_id, docs, scores)
+        return [out]
+
+
+register_stage(Feedback())
