@@ -94,6 +94,7 @@ class LexicalConfig:
         "corpus columns joined into each BM25 document (the citation brings the code abbreviation, the title the law's name)",
     )
     query_dedup: bool = _f(True, "count each query term once")
+    max_query_terms: int = _f(0, "keep only this many distinct query terms, the rarest in the corpus (0: all; for long case stories)")
     variants: list = _f(
         ["query", "de", "hyde", "sparse", "concepts"],
         f"query variants searched, one signal bm25_<variant> each, when the query has that variant ({', '.join(VARIANTS)})",

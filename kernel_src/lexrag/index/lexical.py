@@ -259,24 +259,31 @@ class BM25Index:
                                     f"(nnz {nnz}, vocabulary {vocab}); {rebuild_hint(ARTIFACT)}")
         return cls(retriever, Analyzer(cfg.stemmer, cfg.min_token_len), params)
 
-    def scores(self, text: str, dedup: bool = True) -> np.ndarray | None:
+    def scores(self, text: str, dedup: bool = True, max_terms: int = 0) -> np.ndarray | None:
         """BM25 score of every document for ``text`` (None when no query term is indexed).
         ``dedup`` counts each query term once, so a long query that repeats a word does not
-        drown its other terms.  The last result is kept: the graph stage asks again."""
-        key = (text, dedup)
+        drown its other terms; ``max_terms`` (0: all) keeps only that many distinct terms, the
+        rarest in the corpus (a long case story keeps its legal vocabulary, not its narrative).
+        The last result is kept: the graph stage asks again."""
+        key = (text, dedup, max_terms)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         vocab = self.retriever.vocab_dict
         ids = [vocab[t] for t in self.analyzer(text) if t in vocab]
         if dedup:
             ids = list(dict.fromkeys(ids))
+        if max_terms and len(set(ids)) > max_terms:
+            indptr = np.asarray(self.retriever.scores["indptr"])
+            df = {j: int(indptr[j + 1] - indptr[j]) for j in set(ids)}
+            keep = set(sorted(df, key=lambda j: (df[j], j))[:max_terms])
+            ids = [j for j in ids if j in keep]
         scores = self.retriever.get_scores_from_ids(ids) if ids else None
         self._last = (key, scores)
         return scores
 
-    def search(self, text: str, k: int, dedup: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, text: str, k: int, dedup: bool = True, max_terms: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` documents with a positive score, best first."""
-        scores = self.scores(text, dedup)
+        scores = self.scores(text, dedup, max_terms)
         if scores is None or k <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         k = min(k, len(scores))

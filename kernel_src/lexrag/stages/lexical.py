@@ -31,7 +31,7 @@ class BM25Variants:
                 key = cache.text_key("bm25", lc, ctx.art.bm25, text) if cache is not None else None
                 hit = cache.get_text(key) if key is not None else None
                 if hit is None:  # each distinct text searched once per signal cache (ablations, tuning)
-                    hit = ctx.art.bm25.search(text, lc.top_k, dedup=lc.query_dedup)
+                    hit = ctx.art.bm25.search(text, lc.top_k, dedup=lc.query_dedup, max_terms=lc.max_query_terms)
                     if key is not None:
                         cache.put_text(key, hit)
                 ids, scores = hit
