@@ -57,7 +57,8 @@ def test_no_signal_is_computed_twice_across_ablation_rows_and_grid_points(tmp_pa
 
     searched = collections.Counter()
     real = BM25Index.search
-    monkeypatch.setattr(BM25Index, "search", lambda self, text, k, dedup=True: searched.update([text]) or real(self, text, k, dedup))
+    monkeypatch.setattr(BM25Index, "search", lambda self, text, k, dedup=True, max_terms=0:
+                        searched.update([text]) or real(self, text, k, dedup, max_terms))
     cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False})
     art = Artifacts.load(demo_artifacts, cfg)
     cache = SignalCache()
