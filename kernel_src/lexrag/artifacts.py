@@ -252,12 +252,10 @@ def verify_files(folder: Path, doc: dict) -> None:
             if size != meta.get("size"):
                 raise ArtifactError(f"{p}: {size} bytes, but {meta.get('size')} when artifact {artifact!r} was built "
                                     f"(truncated or replaced); {rebuild_hint(artifact)}")
-            before = len(cache)
             st = p.stat()
-            key = f"{st.st_dev}:{st.st_ino}"
-            old = cache.get(key)
+            old = cache.get(f"{st.st_dev}:{st.st_ino}")
             digest = file_hash(p, cache)
-            dirty = dirty or len(cache) != before or cache.get(key) != old
+            dirty = dirty or cache.get(f"{st.st_dev}:{st.st_ino}") != old
             if digest != meta.get("sha256"):
                 raise ArtifactError(f"{p}: its contents are not the ones artifact {artifact!r} was built with "
                                     f"(sha256 differs: replaced by another build?); {rebuild_hint(artifact)}")

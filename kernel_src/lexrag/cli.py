@@ -71,6 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    from lexrag.errors import LexragError
     from lexrag.eval.calibrate import calibrate
     from lexrag.pipeline import Artifacts
 
@@ -78,9 +79,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     out = Path(args.out) if args.out else Path(args.artifacts) / "calibration"
-    params = out / "params.json"
-    if out.resolve() == Path(args.artifacts).resolve() or (params.is_file() and '"calibration"' not in params.read_text(
-            encoding="utf-8", errors="replace")):
+    from lexrag.artifacts import read_params
+
+    other = None
+    if (out / "params.json").is_file():
+        try:
+            read_params(out, "calibration", verify=False)
+        except LexragError as e:
+            other = e
+    if out.resolve() == Path(args.artifacts).resolve() or other is not None:
         raise ConfigError(f"--out {out} holds another artifact; the calibration needs its own folder")
     load_cfg = copy.deepcopy(cfg)
     load_cfg.count.method, load_cfg.count.calibration = "fixed", ""  # an old or broken calibration never blocks a new one

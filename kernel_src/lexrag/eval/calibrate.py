@@ -21,7 +21,7 @@ import numpy as np
 
 from lexrag.artifacts import write_params
 from lexrag.config import Config
-from lexrag.csvio import FileReport, read_csv_rows
+from lexrag.eval.cv import grouped_folds, read_groups
 from lexrag.eval.metrics import prf
 from lexrag.index.build import corpus_id
 from lexrag.pipeline import Artifacts, run_pipeline
@@ -52,14 +52,6 @@ def fit_threshold(curves: list[tuple[list[str], list[float], list[str]]], max_k:
     F1; ties go to the lower threshold (more citations)."""
     best = max(GRID, key=lambda t: (_f1_at(t, curves, max_k), -t))
     return float(best), _f1_at(best, curves, max_k)
-
-
-def _courses(path: str | Path) -> dict[str, str]:
-    report = FileReport(file=str(path), max_examples=3)
-    rows = list(read_csv_rows(path, ("query_id",), report))
-    if not rows or "course" not in rows[0][1]:
-        return {}
-    return {row["query_id"].strip(): (row.get("course") or "").strip() for _, row in rows}
 
 
 def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: str | Path, paths=None) -> dict:
@@ -98,19 +90,19 @@ def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: st
             t, f1 = default, _f1_at(default, [curves[q] for q in qids], max_k)
         thresholds[source] = t
         per_source[source] = {"queries": len(qids), "threshold": t, "macro_f1_in_sample": round(f1, 4)}
-    courses = _courses(queries_path)
+    courses = read_groups(queries_path)
     cv = None
-    groups = sorted({courses.get(q, "") for q in curves}) if courses else []
-    if len(groups) >= 2:
+    if courses and len({courses.get(q, "") for q in curves}) >= 2:
+        folds = grouped_folds(list(curves), courses)
         scores = []
-        for g in groups:
-            train = [curves[q] for q in curves if courses.get(q, "") != g]
-            test = [curves[q] for q in curves if courses.get(q, "") == g]
-            t, _ = fit_threshold(train, max_k)
-            scores.extend(prf(gold_, cits[: min(max(calibrated_count(sc, t) or 1, 1), max_k)])[2] for cits, sc, gold_ in test)
-        cv = {"folds": len(groups), "grouped_by": "course", "macro_f1": round(float(np.mean(scores)), 4)}
+        for fold in folds:
+            test = set(fold)
+            t, _ = fit_threshold([curves[q] for q in curves if q not in test], max_k)
+            scores.extend(prf(g, cits[: min(max(calibrated_count(sc, t) or 1, 1), max_k)])[2]
+                          for cits, sc, g in (curves[q] for q in fold))
+        cv = {"folds": len(folds), "grouped_by": "course", "macro_f1": round(float(np.mean(scores)), 4)}
     elif courses:
-        cv = {"folds": len(groups), "grouped_by": "course", "macro_f1": None, "note": "one course only: no grouped CV"}
+        cv = {"folds": 1, "grouped_by": "course", "macro_f1": None, "note": "one course only: no grouped CV"}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     doc = write_params(out, "calibration", "lexrag calibrate", {"grid": [GRID[0], GRID[-1], len(GRID)], "max_k": max_k},

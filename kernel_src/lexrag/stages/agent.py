@@ -142,14 +142,13 @@ class Agent:
                     mem.done = True
             ranked = ctx.retrieve(subs) if subs else {}
             observed = {q.query_id: {} for q in active}  # document -> its best rank in any of the round's lists
+            by_id = {q.query_id: q for q in active}
             for sub in subs:
                 parent = sub.query_id.split("#agent", 1)[0]
                 for r, (d, _) in enumerate(ranked.get(sub.query_id, [])[: ac.observe_depth]):
                     if r < observed[parent].get(d, r + 1):
                         observed[parent][d] = r
-                for stage_cost in sub.cost.values():
-                    by_parent = next(q for q in active if q.query_id == parent)
-                    by_parent.add_cost("agent", retrieve_seconds=stage_cost.get("seconds", 0.0))
+                by_id[parent].add_cost("agent", retrieve_seconds=sum(c.get("seconds", 0.0) for c in sub.cost.values()))
             new = self._observe(round_no, active, observed, mems, ctx, written, t0, before)
             active = [q for q in active if not mems[q.query_id].done and new.get(q.query_id, 0) > 0]
         out = Ranking("agent", "rerank")

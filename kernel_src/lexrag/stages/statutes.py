@@ -40,6 +40,8 @@ class StatuteDetector:
     codes: list[str]  # per document: its law code ("" for court documents)
     abbreviations: frozenset[str]  # codes written with letters (OR, ZGB, StPO, BankG...)
     names: dict[str, str]  # statute name word (lower case) -> code, names that point to one code only
+    _code_ids: np.ndarray | None = None
+    _code_index: dict | None = None
 
     @classmethod
     def from_corpus(cls, corpus, titles: list[str] | None = None) -> "StatuteDetector":
@@ -80,8 +82,12 @@ class StatuteDetector:
         return found
 
     def mask(self, codes: list[str]) -> np.ndarray:
-        want = set(codes)
-        return np.fromiter((c in want for c in self.codes), dtype=bool, count=len(self.codes))
+        """Documents of ``codes`` (one vectorised lookup: this runs per query over every document)."""
+        if self._code_ids is None:
+            self._code_index = {c: i for i, c in enumerate(sorted(set(self.codes)))}
+            self._code_ids = np.fromiter((self._code_index[c] for c in self.codes), dtype=np.int32, count=len(self.codes))
+        want = [self._code_index[c] for c in codes if c in self._code_index]
+        return np.isin(self._code_ids, want)
 
 
 # Names of the major federal acts whose law text (and so title) a local corpus may lack: the
