@@ -123,3 +123,21 @@ def test_index_resolves_only_to_corpus_strings():
     assert idx.resolve("BGE 145 II 32", expand_decisions=True) == ["BGE 145 II 32 E. 3.1", "BGE 145 II 32 E. 3.2"]
     assert idx.resolve_text("nach Art. 221 StPO und Art. 999 StPO") == ["Art. 221 Abs. 1 StPO", "Art. 221 Abs. 2 StPO"]
     assert "Art. 222  StPO" in idx and "Art. 223 StPO" not in idx
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Art. 8 und 9 ZGB", ["Art. 8 ZGB", "Art. 9 ZGB"]),
+    ("(Art. 484, 562 ZGB) den Betrag", ["Art. 484 ZGB", "Art. 562 ZGB"]),
+    ("Art. 754 und 757 Abs. 1 OR verstossen", ["Art. 754 OR", "Art. 757 Abs. 1 OR"]),
+    ("Art. 42 und Art. 44 OR sowie", ["Art. 42 OR", "Art. 44 OR"]),
+    ("Art. 154 Abs. 1 und Art. 155 lit. g IPRG", ["Art. 154 Abs. 1 IPRG", "Art. 155 IPRG"]),
+    ("Art. 1 und 2 sowie Art. 3 OR", ["Art. 1 OR", "Art. 2 OR", "Art. 3 OR"]),
+    ("Art. 8 ZGB und Art. 9 ZGB", ["Art. 8 ZGB", "Art. 9 ZGB"]),
+    ("der Masseneinwanderungsartikel, Art. 121 a BV?", ["Art. 121a BV"]),
+    ("Art. 959 Abs. 1 und 2 ZGB", ["Art. 959 Abs. 1 ZGB", "Art. 959 Abs. 2 ZGB"]),
+    ("nach Art. 5, 2016 hat er", []),  # a number after a comma is no article without a code
+    ("Art. 754-761 OR", []),  # a range is not expanded
+    ("Art. 42 OR, 2019 entschieden; Art. 8 ZGB", ["Art. 42 OR", "Art. 8 ZGB"]),
+])
+def test_article_lists_share_the_code_written_after_them(text, expected):
+    assert [e.citation.format() for e in extract(text)] == expected

@@ -53,12 +53,11 @@ def _with_courses(tmp_path, demo_queries) -> Path:
 def test_no_signal_is_computed_twice_across_ablation_rows_and_grid_points(tmp_path, demo_artifacts, demo_queries, monkeypatch):
     from lexrag.eval.tune import tune
     from lexrag.eval.validation import ablation_table, incremental_ablation
-    from lexrag.index.lexical import BM25Index
+    from lexrag.stages.lexical import BM25Variants
 
     searched = collections.Counter()
-    real = BM25Index.search
-    monkeypatch.setattr(BM25Index, "search", lambda self, text, k, dedup=True, max_terms=0:
-                        searched.update([text]) or real(self, text, k, dedup, max_terms))
+    real = BM25Variants.search
+    monkeypatch.setattr(BM25Variants, "search", staticmethod(lambda art, lc, text: searched.update([text]) or real(art, lc, text)))
     cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False})
     art = Artifacts.load(demo_artifacts, cfg)
     cache = SignalCache()
@@ -106,11 +105,11 @@ def test_tune_reports_in_sample_and_grouped_cv_and_writes_a_config_that_loads(tm
 def test_the_score_checker_passes_the_demo_and_fails_a_regression(tmp_path):
     from lexrag.eval.expect import check_expected
 
-    good = {"macro_f1": 0.357, "precision": 0.227, "recall": 0.909, "recall@10": 0.932, "recall@100": 0.955, "n_queries": 22}
+    good = {"macro_f1": 0.344, "precision": 0.218, "recall": 0.886, "recall@10": 0.932, "recall@100": 0.955, "n_queries": 22}
     assert {r["status"] for r in check_expected(good, DEMO / "expected.yaml")} == {"OK"}
     better = {**good, "macro_f1": 0.5}
     assert {r["status"] for r in check_expected(better, DEMO / "expected.yaml")} == {"OK"}  # direction: higher
-    worse = {**good, "macro_f1": 0.343, "recall@100": 0.80}
+    worse = {**good, "macro_f1": 0.330, "recall@100": 0.80}
     status = {r["metric"]: r["status"] for r in check_expected(worse, DEMO / "expected.yaml")}
     assert status["macro_f1"] == "OKish" and status["recall@100"] == "FAIL"
     metrics = tmp_path / "metrics.json"

@@ -201,7 +201,12 @@ class Extracted:
     end: int
 
 
-_ART_ANCHOR = re.compile(r"\b(?:Art(?:ikel|icle)?\.?|art\.)\s*(?P<art>\d+[a-z]*)\b(?![/.]\d)")
+# "Art. 121 a BV": a letter suffix written apart counts when a paragraph or a code follows
+_ART_ANCHOR = re.compile(
+    r"\b(?:Art(?:ikel|icle)?\.?|art\.)\s*(?P<art>\d+(?:[a-z]+|\s[a-z](?=\s+(?:Abs\.|Absatz|[A-ZÄÖÜ])))?)\b(?![/.]\d)")
+_LIST_SEP = r"\s*(?:,|;|und|sowie|bzw\.|oder|and|or|et|e)\s*"
+_NEXT_NUM = re.compile(_LIST_SEP + r"(?P<art>\d+[a-z]*)\b(?![/.\-–]\d)")  # "Art. 8 und 9 ZGB" (not a range "754-761")
+_NEXT_ANCHOR = re.compile(_LIST_SEP + r"(?=(?:Art(?:ikel|icle)?\.?|art\.)\s*\d)")  # "Art. 42 und Art. 44 OR"
 _QUAL_RE = re.compile(
     r"""\s*,?\s*(?:
       (?P<abs>(?:Abs\.|Absatz|al\.|para\.?|paragraph|cpv\.)\s*
@@ -238,24 +243,37 @@ def _code_regex(codes: frozenset[str]) -> re.Pattern[str]:
 _GENERIC_CODE_RE = re.compile(rf"\s*(?P<code>{_GENERIC_CODE})(?![\w\-+])")
 
 
+def _qualifiers(text: str, pos: int) -> tuple[list[str], int]:
+    """Paragraph numbers of the qualifiers (``Abs. 1 und 2``, ``lit. a``, ``Ziff. 3``) from ``pos`` on."""
+    paragraphs: list[str] = []
+    while True:
+        q = _QUAL_RE.match(text, pos)
+        if not q or q.end() == pos:
+            return paragraphs, pos
+        if q["absnums"]:
+            paragraphs.extend(_SPLIT_NUMS.findall(q["absnums"]))
+        pos = q.end()
+
+
 def _extract_law(text: str, codes: frozenset[str] | None) -> Iterator[Extracted]:
+    """Law citations; an article list shares the code written after its last member ("Art. 8 und
+    9 ZGB", "Art. 484, 562 ZGB", "Art. 42 und Art. 44 OR")."""
     code_re = _code_regex(codes) if codes else _GENERIC_CODE_RE
+    pending: list[tuple[str, list[str], int]] = []  # earlier members of a list still waiting for its code
     for m in _ART_ANCHOR.finditer(text):
-        pos = m.end()
-        paragraphs: list[str] = []
-        while True:
-            q = _QUAL_RE.match(text, pos)
-            if not q or q.end() == pos:
-                break
-            if q["absnums"]:
-                paragraphs.extend(_SPLIT_NUMS.findall(q["absnums"]))
-            pos = q.end()
+        paragraphs, pos = _qualifiers(text, m.end())
+        group = [(m["art"].replace(" ", ""), paragraphs, m.start())]
+        while n := _NEXT_NUM.match(text, pos):
+            paragraphs, pos = _qualifiers(text, n.end())
+            group.append((n["art"], paragraphs, m.start()))
         c = code_re.match(text, pos)
         if not c:
+            pending = pending + group if _NEXT_ANCHOR.match(text, pos) else []
             continue
-        code = c["code"]
-        for par in paragraphs or [None]:
-            yield Extracted(LawCitation(m["art"], code, par), m.start(), c.end())
+        for art, pars, start in pending + group:
+            for par in pars or [None]:
+                yield Extracted(LawCitation(art, c["code"], par), start, c.end())
+        pending = []
 
 
 def _extract_bge(text: str) -> Iterator[Extracted]:

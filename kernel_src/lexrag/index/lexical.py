@@ -283,7 +283,11 @@ class BM25Index:
 
     def search(self, text: str, k: int, dedup: bool = True, max_terms: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` documents with a positive score, best first."""
-        scores = self.scores(text, dedup, max_terms)
+        return self.top(self.scores(text, dedup, max_terms), k)
+
+    @staticmethod
+    def top(scores: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best documents of a score vector with a positive score, best first (ties by doc_id)."""
         if scores is None or k <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         k = min(k, len(scores))

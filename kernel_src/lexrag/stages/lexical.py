@@ -5,6 +5,7 @@ from __future__ import annotations
 from lexrag.ranking import Ranking
 from lexrag.signals import VARIANTS
 from lexrag.stages.base import Phase, register_stage
+from lexrag.stages.statutes import detector_for
 
 __all__ = ["BM25Variants"]
 
@@ -31,12 +32,23 @@ class BM25Variants:
                 key = cache.text_key("bm25", lc, ctx.art.bm25, text) if cache is not None else None
                 hit = cache.get_text(key) if key is not None else None
                 if hit is None:  # each distinct text searched once per signal cache (ablations, tuning)
-                    hit = ctx.art.bm25.search(text, lc.top_k, dedup=lc.query_dedup, max_terms=lc.max_query_terms)
+                    hit = self.search(ctx.art, lc, text)
                     if key is not None:
                         cache.put_text(key, hit)
                 ids, scores = hit
                 out.setdefault(v, Ranking(f"bm25_{v}", "lexical")).add(q.query_id, ids, scores)
         return list(out.values())
+
+    @staticmethod
+    def search(art, lc, text: str):
+        """Top ``lc.top_k`` BM25 hits of ``text``, reshaped by law code when the statute vote or the
+        SR-number weight is set (see :meth:`StatuteDetector.rescore`)."""
+        if not lc.code_vote and lc.numbered_code_weight == 1.0:
+            return art.bm25.search(text, lc.top_k, dedup=lc.query_dedup, max_terms=lc.max_query_terms)
+        scores = art.bm25.scores(text, lc.query_dedup, lc.max_query_terms)
+        if scores is not None:
+            scores = detector_for(art.corpus).rescore(scores, lc.code_vote, lc.code_vote_depth, lc.numbered_code_weight)
+        return art.bm25.top(scores, lc.top_k)
 
 
 register_stage(BM25Variants())
