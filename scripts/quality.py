@@ -1,13 +1,16 @@
 #!/usr/bin/env python
 """Quality of the pipeline on the real data in ../shared/data (a script, not a test).
 
-Builds the artifacts from laws_de.csv (plus court considerations when given), runs the
-pipeline over each query file and prints Macro F1 (with a 95% bootstrap interval over queries),
-precision, recall and Recall@100 per configuration.  On the tuning set (lexam_dev.csv) two
-numbers stand side by side: in-sample (k picked on all its queries; the prior leave-one-query-out)
-and grouped cross-validation by course (each course's questions scored with the k picked on the
-other courses, and with a prior fitted on the other courses only).  The k is then the median of
-the folds' picks on train_dev.csv and val.csv, which are only ever scored.
+Builds the artifacts from laws_de.csv (plus court considerations when given), runs the pipeline
+over each query file and prints Macro F1 (with a 95% bootstrap interval over queries), precision,
+recall and Recall@100 for: the core (BM25 + the citations a question names), each retrieval
+addition alone on top of it, what the defaults keep, and everything together.  Counts: k = 3,
+k = 5, the k picked by grouped cross-validation and a per-query count from the score curve (the
+relative-score threshold of ``lexrag calibrate``).  On the tuning set (lexam_dev.csv) every number
+is grouped cross-validation by course: each course's questions are ranked with a training prior
+(and learned statute model) fitted on the other courses only and cut with the k or threshold
+picked on the other courses.  The median picks are then applied to train_dev.csv and val.csv,
+which are only ever scored.  Last, fold by fold: does the score curve or the fixed k win?
 
   python scripts/quality.py --data ../shared/data [--courts FILE] [--artifacts DIR] [--json out.json]
 """
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import yaml
 from lexrag.config import load_config
+from lexrag.eval.calibrate import fit_threshold
 from lexrag.eval.cv import grouped_folds, read_groups
 from lexrag.eval.metrics import evaluate, per_query_table
 from lexrag.eval.stats import bootstrap_ci
@@ -31,12 +35,42 @@ from lexrag.index.prior import TrainingPrior
 from lexrag.index.build import build_artifacts
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
+from lexrag.stages.count import calibrated_count, unique_citations
 
 KS = list(range(1, 31))
 
 
 def cut(ranked: dict[str, list[str]], k: int) -> dict[str, list[str]]:
     return {q: r[:k] for q, r in ranked.items()}
+
+
+def _row(gold: dict, pred: dict, ranked: dict) -> dict:
+    """Macro F1 with its 95% bootstrap interval, precision, recall and Recall@100 over ``gold``."""
+    m = evaluate(gold, {q: pred.get(q, []) for q in gold}, ranked, ks=(100,))
+    return {**m, "ci": bootstrap_ci([r["f1"] for r in per_query_table(gold, {q: pred.get(q, []) for q in gold})])}
+
+
+def summary_table(results: dict, names: list[str], tune_on: str, queries: list[str]) -> str:
+    """One line per configuration: the numbers the README table shows."""
+    others = [f for f in queries if f != tune_on]
+    head = (["lexam F1@3", "F1@5", "F1 CV k", "F1 curve", "R@100"] if tune_on in queries else []) + \
+        [x for f in others for x in (f"{Path(f).stem} F1@3", "F1 curve", "R@100")]
+    lines = ["", "| signals | " + " | ".join(head) + " |", "| --- |" + " --- |" * len(head)]
+    for name in names:
+        rows = {(f, c): m for (n, f, c), m in results.items() if n == name}
+        cells = []
+        if tune_on in queries:
+            tune = {c.split(": ", 1)[1]: m for (f, c), m in rows.items() if f == tune_on}
+            pick = next(m for c, m in tune.items() if c.startswith("k picked"))
+            curve = next(m for c, m in tune.items() if c.startswith("score-curve"))
+            cells += [f"{tune['k=3']['macro_f1']:.3f}", f"{tune['k=5']['macro_f1']:.3f}", f"{pick['macro_f1']:.3f}",
+                      f"{curve['macro_f1']:.3f}", f"{pick['recall@100']:.3f}"]
+        for f in others:
+            k3 = rows[(f, "k=3")]
+            curve = next(m for (ff, c), m in rows.items() if ff == f and c.startswith("score curve"))
+            cells += [f"{k3['macro_f1']:.3f}", f"{curve['macro_f1']:.3f}", f"{k3['recall@100']:.3f}"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -68,15 +102,29 @@ def main() -> int:
                         train=data / args.train if args.train else None)
         print(f"built artifacts in {time.perf_counter() - t0:.1f}s -> {art_dir}", file=sys.stderr)
 
+    # the core before issue 12 (BM25 + the citations the question names), each addition alone on
+    # top of it, what the defaults keep, and everything together
     base = {"graph.enabled": False, "prior.enabled": False}
+    core = {**base, "lexical.code_vote": 0.0, "lexical.numbered_code_weight": 1.0}
     variants = {
-        "bm25 only": {**base, "seeds.enabled": False},
-        "bm25 + citation seeds": base,
-        "+ graph": {**base, "graph.enabled": True},
+        "bm25 only": {**core, "seeds.enabled": False},
+        "core: bm25 + citation seeds": core,
+        "+ statute vote": {**core, "lexical.code_vote": 1.0, "lexical.numbered_code_weight": 0.5},
+        "+ named statutes": {**core, "statutes.enabled": True},
+        "+ article ranking": {**core, "articles.enabled": True},
+        "+ feedback (PRF)": {**core, "feedback.enabled": True},
+        "+ graph": {**core, "graph.enabled": True},
     }
+    everything = {"statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True, "graph.enabled": True}
     if args.train:
-        variants["+ prior"] = {**base, "prior.enabled": True}
-        variants["+ graph + prior"] = {"graph.enabled": True, "prior.enabled": True}
+        variants["+ learned statutes"] = {**core, "statutes.enabled": True, "statutes.learned": True}
+        variants["+ prior"] = {**core, "prior.enabled": True}
+        everything.update({"statutes.learned": True, "prior.enabled": True})
+    variants["kept (the defaults)"] = base
+    if args.train:  # the retrieval stages of the kaggle preset (which also has dense, rerank and LLM stages)
+        variants["kaggle retrieval"] = {"graph.enabled": True, "prior.enabled": True, "statutes.enabled": True,
+                                        "statutes.learned": True, "feedback.enabled": True}
+    variants["all together"] = {**base, **everything}
     for v in args.variants or []:
         name, _, over = v.partition(":")
         variants[name] = {**base, **{k: yaml.safe_load(x) for k, x in (o.split("=", 1) for o in over.split(";") if o)}}
@@ -84,82 +132,92 @@ def main() -> int:
         variants = {k: v for k, v in variants.items() if k in args.only}
     results: dict = {}
     ranked_by: dict = {}
+    curves_by: dict = {}
+    max_k = KS[-1]
     for name, over in variants.items():
         vcfg = load_config(args.config, {"runtime.progress": False, "count.method": "fixed", "count.k": 300, **over})
         art = Artifacts.load(art_dir, vcfg)
         for qfile in args.queries:
             qs = load_queries(data / qfile, vcfg.query.max_chars)
-            gold = load_gold(data / qfile)
+            gold = {q: g for q, g in load_gold(data / qfile).items() if g}
             t0 = time.perf_counter()
             res = run_pipeline(qs, art, vcfg)
             dt = (time.perf_counter() - t0) / max(len(qs), 1)
             ranked_by[(name, qfile)] = (gold, res.ranked)
-            for k in (5, 10):
-                m = evaluate(gold, cut(res.ranked, k), res.ranked, ks=(100,))
-                results[(name, qfile, f"fixed k={k}")] = {**m, "s_per_query": dt}
-            from lexrag.stages.count import elbow_count
-            el = {}
-            for q in qs:
-                hits = res.current.hits.get(q.query_id, [])
-                el[q.query_id] = res.ranked[q.query_id][: elbow_count([s for _, s in hits], vcfg.count.min_k, vcfg.count.max_k)]
-            results[(name, qfile, "elbow [8,50]")] = {**evaluate(gold, el, res.ranked, ks=(100,)), "s_per_query": dt}
+            curves_by[(name, qfile)] = {q: unique_citations(res.current.hits.get(q, []), art.corpus)[1:] for q in gold}
+            if qfile != args.tune_on:  # the tuning file's rows come from the held-out rankings below
+                for k in (3, 5):
+                    results[(name, qfile, f"k={k}")] = _row(gold, cut(res.ranked, k), res.ranked) | {"s_per_query": dt}
 
-    # k by cross-validation grouped by course on the tuning set; the prior of a fold knows only its
-    # training courses; the median chosen k is then applied elsewhere
+    # grouped cross-validation by course on the tuning set: each course's questions get the k (and,
+    # separately, the score-curve threshold) picked on the other courses, and a prior fitted on the
+    # other courses only; the median pick is then applied to the other files, which are only scored
     import dataclasses
 
     tune_file = data / args.tune_on
     groups = read_groups(tune_file)
+    by_fold: dict = {}
     for name, over in variants.items():
         gold, ranked = ranked_by[(name, args.tune_on)]
-        qids = [q for q in gold if gold[q]]
+        qids = list(gold)
         folds = grouped_folds(qids, groups)
-        best_all = max(KS, key=lambda k: evaluate({q: gold[q] for q in qids}, cut(ranked, k), ks=(100,))["macro_f1"])
-        m_in = evaluate({q: gold[q] for q in qids}, cut(ranked, best_all), ranked, ks=(100,))
-        results[(name, args.tune_on, f"in-sample k={best_all}")] = {**m_in, "ci": bootstrap_ci(
-            [r["f1"] for r in per_query_table({q: gold[q] for q in qids}, cut(ranked, best_all))])}
         vcfg = load_config(args.config, {"runtime.progress": False, "count.method": "fixed", "count.k": 300, **over})
         art = Artifacts.load(art_dir, vcfg)
         qs = {q.query_id: q for q in load_queries(tune_file, vcfg.query.max_chars)}
-        held_pred, held_ranked, chosen = {}, {}, []
+        held_pred, held_curve, held_ranked, ks, ts, wins = {}, {}, {}, [], [], [0, 0, 0]
         for fold in folds:
             test = set(fold)
             train_gold = {q: gold[q] for q in qids if q not in test}
             k = max(KS, key=lambda kk: evaluate(train_gold, cut(ranked, kk), ks=(100,))["macro_f1"])
-            chosen.append(k)
-            fold_ranked = ranked
+            curves = curves_by[(name, args.tune_on)]
+            t, _ = fit_threshold([(*curves[q], train_gold[q]) for q in train_gold], max_k)
+            ks.append(k)
+            ts.append(t)
+            fold_ranked, fold_curves = ranked, curves
             uses_prior = vcfg.prior.enabled or (vcfg.statutes.enabled and vcfg.statutes.learned)
             if uses_prior and art.prior is not None:  # a prior (and statute model) that never saw the held-out course
                 fart = dataclasses.replace(art, prior=TrainingPrior(train_gold, questions={
                     q: qs[q].text for q in train_gold if q in qs}))
-                fold_ranked = run_pipeline([qs[q] for q in fold], fart, vcfg).ranked
+                fres = run_pipeline([qs[q] for q in fold], fart, vcfg)
+                fold_ranked = fres.ranked
+                fold_curves = {q: unique_citations(fres.current.hits.get(q, []), art.corpus)[1:] for q in fold}
             for q in fold:
                 held_ranked[q] = fold_ranked[q]
                 held_pred[q] = fold_ranked[q][:k]
-        hg = {q: gold[q] for q in qids}
-        m_cv = evaluate(hg, held_pred, held_ranked, ks=(100,))
-        ci = bootstrap_ci([r["f1"] for r in per_query_table(hg, held_pred)])
-        results[(name, args.tune_on, f"grouped CV by course ({len(folds)} folds), k median {sorted(chosen)[len(chosen) // 2]}")] = \
-            {**m_cv, "ci": ci}
-        k_star = sorted(chosen)[len(chosen) // 2]
+                cits, scores = fold_curves[q]
+                held_curve[q] = cits[: min(max(calibrated_count(scores, t) or 1, 1), max_k)]
+            fk = evaluate({q: gold[q] for q in fold}, {q: held_pred[q] for q in fold})["macro_f1"]
+            fc = evaluate({q: gold[q] for q in fold}, {q: held_curve[q] for q in fold})["macro_f1"]
+            wins[0 if fc > fk + 1e-12 else 1 if fk > fc + 1e-12 else 2] += 1
+        k_star, t_star = sorted(ks)[len(ks) // 2], sorted(ts)[len(ts) // 2]
+        cv = f"grouped CV ({len(folds)} folds)"
+        for k in (3, 5):
+            results[(name, args.tune_on, f"{cv}: k={k}")] = _row(gold, cut(held_ranked, k), held_ranked)
+        results[(name, args.tune_on, f"{cv}: k picked per fold (median {k_star})")] = _row(gold, held_pred, held_ranked)
+        results[(name, args.tune_on, f"{cv}: score-curve count, t per fold (median {t_star})")] = _row(gold, held_curve, held_ranked)
+        by_fold[name] = {"curve_wins": wins[0], "k_wins": wins[1], "ties": wins[2], "folds": len(folds)}
         for qfile in args.queries:
             if qfile == args.tune_on:
                 continue
             g, r = ranked_by[(name, qfile)]
-            g = {q: v for q, v in g.items() if v}
-            results[(name, qfile, f"fixed k={k_star} (grouped CV on {args.tune_on})")] = {
-                **evaluate(g, cut(r, k_star), r, ks=(100,)), "ci": bootstrap_ci([x["f1"] for x in per_query_table(g, cut(r, k_star))])}
+            results[(name, qfile, f"k={k_star} (CV on {args.tune_on})")] = _row(g, cut(r, k_star), r)
+            curves = curves_by[(name, qfile)]
+            curve = {q: curves[q][0][: min(max(calibrated_count(curves[q][1], t_star) or 1, 1), max_k)] for q in g}
+            results[(name, qfile, f"score curve t={t_star} (CV on {args.tune_on})")] = _row(g, curve, r)
 
     print("| signals | queries | count | Macro F1 [95% CI] | precision | recall | Recall@100 |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for (name, qfile, count), m in results.items():
-        if "ci" not in m:
-            continue
         f1 = f"{m['macro_f1']:.3f} [{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]"
-        cells = [f"{m[k]:.3f}" if k in m else "" for k in ("precision", "recall", "recall@100")]
+        cells = [f"{m[k]:.3f}" for k in ("precision", "recall", "recall@100")]
         print(f"| {name} | {qfile} | {count} | {f1} | " + " | ".join(cells) + " |")
+    print(summary_table(results, list(variants), args.tune_on, args.queries))
+    print(f"\ncount by fold on {args.tune_on} (held-out Macro F1 of each course: score curve vs fixed k, both picked on the other courses)")
+    for name, w in by_fold.items():
+        print(f"  {name}: curve better in {w['curve_wins']}, k better in {w['k_wins']}, equal in {w['ties']} of {w['folds']} folds")
     if args.json:
-        Path(args.json).write_text(json.dumps({" / ".join(k): v for k, v in results.items()}, indent=2))
+        Path(args.json).write_text(json.dumps({"rows": {" / ".join(k): v for k, v in results.items()}, "count_by_fold": by_fold},
+                                              indent=2))
     return 0
 
 
