@@ -55,3 +55,29 @@ def test_the_lexical_stage_applies_the_vote_and_the_weight_is_range_checked(demo
     assert a != b and codes[:first_other] == [top_code] * first_other and first_other >= 3
     with pytest.raises(ConfigError, match="numbered_code_weight"):
         load_config(None, {"lexical.numbered_code_weight": 1.5})
+
+
+def test_the_popular_signal_weighs_question_hits_by_court_citations(tmp_path, tiny_inputs):
+    import math
+
+    from lexrag.index.build import build_artifacts
+
+    laws, courts = tiny_inputs
+    cfg = load_config(None, {"runtime.progress": False, "graph.seed_k": 3})
+    build_artifacts(cfg, laws, tmp_path / "art", courts=courts)
+    q = [QueryState("q", "Die Beschwerde ist innert 30 Tagen einzureichen. Gilt Treu und Glauben? Wer trägt die Beweislast?")]
+    art = Artifacts.load(tmp_path / "art", cfg)
+    assert "popular" not in {s.signal for s in run_pipeline(q, art, cfg).signals}  # off by default
+    on = load_config(None, {"runtime.progress": False, "graph.seed_k": 3, "graph.signals": {"popular": True}})
+    res = run_pipeline(q, Artifacts.load(tmp_path / "art", on), on)
+    got = [(art.corpus.citations[d], s) for d, s in next(r for r in res.signals if r.signal == "popular").hits["q"]]
+    # independent expectation: BM25 score x log(1 + times the court cites the article or decision)
+    bm25 = art.bm25.scores(q[0].text)
+    cited = {"Art. 100 BGG": 1, "Art. 2 ZGB": 1, "Art. 8 ZGB": 1, "BGE 145 II 32": 1}  # from TINY_COURTS
+    from lexrag.citations import parent
+    want = sorted(((c, float(bm25[i]) * math.log1p(cited[parent(c)])) for i, c in enumerate(art.corpus.citations)
+                   if bm25[i] > 0 and parent(c) in cited), key=lambda t: -t[1])
+    assert len(got) >= 3 and [c for c, _ in got] == [c for c, _ in want] and got[0][1] == pytest.approx(want[0][1], rel=1e-5)
+    assert "5A_800/2019 E. 2." not in dict(got)  # matched, but no decision cites it
+    assert not any(c.endswith(" OR") for c, _ in got)  # never cited by the court
+    assert "popular" in on.fusion.boost_exclude  # it restates BM25 hits: no cross-signal boost

@@ -147,7 +147,7 @@ class FusionConfig:
     default_weight: float = _f(1.0, "weight of a signal missing from weights")
     depth: int = _f(300, "fused candidates kept per query")
     boost: float = _f(5.0, "score factor for documents found by a content family and the graph family (paper: 5.0)")
-    boost_exclude: list = _f(["siblings"], "signals that do not count towards the cross-signal boost")
+    boost_exclude: list = _f(["siblings", "popular"], "signals that do not count towards the cross-signal boost (both restate content hits)")
 
 
 @dataclass
@@ -201,8 +201,9 @@ class GraphConfig:
         "parents whose other documents the siblings signal emits: decisions; add 'law' for other paragraphs of an article",
     )
     signals: dict = _f(
-        {name: True for name in GRAPH_SIGNALS},
-        "graph signals switched on",
+        {name: name != "popular" for name in GRAPH_SIGNALS},
+        "graph signals switched on (popular -- the question's BM25 hits weighted by how often the court cites them -- is off: "
+        "110 court considerations cannot measure it here)",
     )
     preference_variants: list = _f(
         ["de", "query"],

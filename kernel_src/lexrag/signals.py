@@ -38,7 +38,7 @@ VARIANTS = (
     "concepts",  # German search keywords from concept extraction
 )
 
-GRAPH_SIGNALS = ("ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings")
+GRAPH_SIGNALS = ("ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings", "popular")
 PRIOR_SIGNALS = ("prior_cocited", "prior_frequent")
 
 _REGISTRY: dict[str, str] = {"citation_seeds": "seed", "llm_seeds": "seed"}
