@@ -138,6 +138,12 @@ def test_index_resolves_only_to_corpus_strings():
     ("nach Art. 5, 2016 hat er", []),  # a number after a comma is no article without a code
     ("Art. 754-761 OR", []),  # a range is not expanded
     ("Art. 42 OR, 2019 entschieden; Art. 8 ZGB", ["Art. 42 OR", "Art. 8 ZGB"]),
+    ("Art. 6 Ziff. 1 und 3 lit. c EMRK", ["Art. 6 EMRK"]),  # numbers after Ziff./Satz are not articles
+    ("Art. 5 Satz 1 und 2 OR", ["Art. 5 OR"]),
+    ("Art. 8 Abs. 1 Satz 2 und 3 ZGB", ["Art. 8 Abs. 1 ZGB"]),
+    ("Art. 6 Ziff. 1 und Art. 8 EMRK", ["Art. 6 EMRK", "Art. 8 EMRK"]),
+    ("Art. 42 und Art. 3/4 des Vertrags. Später Art. 9 OR.", ["Art. 9 OR"]),  # a broken list joins nothing later
+    ("Art. 1" + " " * 5000 + "Abs. 2 OR", ["Art. 1 Abs. 2 OR"]),  # long blank runs (linear since the qualifier fix)
 ])
 def test_article_lists_share_the_code_written_after_them(text, expected):
     assert [e.citation.format() for e in extract(text)] == expected

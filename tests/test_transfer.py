@@ -22,8 +22,8 @@ def test_the_statute_vote_damps_codes_the_best_hits_do_not_agree_on():
     codes = ["OR", "OR", "OR", "ZGB", "831.131", "", "ZGB"]
     det = _detector(codes)
     scores = np.array([5.0, 4.0, 1.0, 3.0, 2.5, 2.2, 0.0], dtype=np.float32)
-    out = det.rescore(scores, vote=1.0, depth=5, numbered_weight=1.0)
-    # the top 5 scores: OR 5+4, ZGB 3, 831.131 2.5 vote; the court document 5 does not
+    out = det.rescore(scores, vote=1.0, depth=4, numbered_weight=1.0)
+    # the 4 best law paragraphs vote: OR 5+4, ZGB 3, 831.131 2.5 (the court document 5 never votes)
     assert out[0] == 5.0 and out[2] == 1.0  # the agreed code keeps its scores
     assert out[3] == pytest.approx(3.0 * (1 + 3 / 9) / 2)  # a code with a third of the vote loses a third
     assert out[4] == pytest.approx(2.5 * (1 + 2.5 / 9) / 2)
@@ -36,6 +36,10 @@ def test_the_statute_vote_damps_codes_the_best_hits_do_not_agree_on():
     assert damped[4] == pytest.approx(1.25) and damped[0] == 5.0
     assert det.rescore(scores, vote=0.0, depth=4, numbered_weight=0.0)[4] == 0
     assert np.array_equal(det.rescore(np.zeros(7, np.float32), 1.0, 4, 1.0), np.zeros(7))  # nothing found, nothing voted
+    # the depth counts law paragraphs: court hits above them do not crowd the vote out
+    court_first = np.array([1.0, 0.5, 0.0, 0.8, 0.0, 9.0, 0.0], dtype=np.float32)
+    voted = det.rescore(court_first, vote=1.0, depth=1, numbered_weight=1.0)  # OR's 1.0 is the best law hit
+    assert voted[0] == 1.0 and voted[3] == pytest.approx(0.4) and voted[5] == 9.0  # ZGB holds no vote: halved
 
 
 def test_the_lexical_stage_applies_the_vote_and_the_weight_is_range_checked(demo_artifacts):

@@ -207,14 +207,15 @@ _ART_ANCHOR = re.compile(
 _LIST_SEP = r"\s*(?:,|;|und|sowie|bzw\.|oder|and|or|et|e)\s*"
 _NEXT_NUM = re.compile(_LIST_SEP + r"(?P<art>\d+[a-z]*)\b(?![/.\-–]\d)")  # "Art. 8 und 9 ZGB" (not a range "754-761")
 _NEXT_ANCHOR = re.compile(_LIST_SEP + r"(?=(?:Art(?:ikel|icle)?\.?|art\.)\s*\d)")  # "Art. 42 und Art. 44 OR"
-_QUAL_RE = re.compile(
-    r"""\s*,?\s*(?:
+_NUM_LIST = r"(?:\s*(?:,|und|and|u\.|bzw\.|et|e|or|oder)\s*\d+[a-z]*(?![\d.]))*"  # "1 und 2", "1, 3"
+_QUAL_RE = re.compile(  # "\s*(?:,\s*)?" rather than "\s*,?\s*": no quadratic backtracking over long blank runs
+    r"""\s*(?:,\s*)?(?:
       (?P<abs>(?:Abs\.|Absatz|al\.|para\.?|paragraph|cpv\.)\s*
-          (?P<absnums>\d+[a-z]*(?:\s*(?:,|und|and|u\.|bzw\.|et|e|or|oder)\s*\d+[a-z]*(?![\d.]))*))
+          (?P<absnums>\d+[a-z]*""" + _NUM_LIST + r"""))
     | (?P<lit>(?:lit\.|let\.|Bst\.|litera|letter)\s*[a-z]\)?
           (?:\s*(?:,|und|and|u\.|bzw\.|or|oder)\s*[a-z]\)?(?![\w]))*)
-    | (?P<ziff>(?:Ziff\.|Ziffer|ch\.|no\.|Nr\.)\s*\d+[a-z]*)
-    | (?P<satz>(?:Satz|sentence|phrase)\s*\d+)
+    | (?P<ziff>(?:Ziff\.|Ziffer|ch\.|no\.|Nr\.)\s*\d+[a-z]*""" + _NUM_LIST + r""")
+    | (?P<satz>(?:Satz|sentence|phrase)\s*\d+""" + _NUM_LIST + r""")
     | (?P<ff>ff?\.)
     )""",
     re.X,
@@ -260,7 +261,10 @@ def _extract_law(text: str, codes: frozenset[str] | None) -> Iterator[Extracted]
     9 ZGB", "Art. 484, 562 ZGB", "Art. 42 und Art. 44 OR")."""
     code_re = _code_regex(codes) if codes else _GENERIC_CODE_RE
     pending: list[tuple[str, list[str], int]] = []  # earlier members of a list still waiting for its code
+    expected = -1  # where the list's next "Art." must start for the pending members to join it
     for m in _ART_ANCHOR.finditer(text):
+        if m.start() != expected:
+            pending = []
         paragraphs, pos = _qualifiers(text, m.end())
         group = [(m["art"].replace(" ", ""), paragraphs, m.start())]
         while n := _NEXT_NUM.match(text, pos):
@@ -268,7 +272,8 @@ def _extract_law(text: str, codes: frozenset[str] | None) -> Iterator[Extracted]
             group.append((n["art"], paragraphs, m.start()))
         c = code_re.match(text, pos)
         if not c:
-            pending = pending + group if _NEXT_ANCHOR.match(text, pos) else []
+            nxt = _NEXT_ANCHOR.match(text, pos)
+            pending, expected = (pending + group, nxt.end()) if nxt else ([], -1)
             continue
         for art, pars, start in pending + group:
             for par in pars or [None]:

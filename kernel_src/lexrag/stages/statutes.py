@@ -118,9 +118,10 @@ class StatuteDetector:
         out = np.asarray(scores, dtype=np.float32)
         factor = np.ones(len(self._code_index), dtype=np.float32)
         if vote > 0 and depth > 0:
+            law_scores = np.where(self._voting[ids], out, 0)  # the best law paragraphs vote, however many court hits rank above
             k = min(depth, len(out))
-            top = np.argpartition(-out, k - 1)[:k]
-            top = top[(out[top] > 0) & self._voting[ids[top]]]  # law paragraphs only
+            top = np.argpartition(-law_scores, k - 1)[:k]
+            top = top[law_scores[top] > 0]
             if len(top):
                 v = np.zeros(len(factor), dtype=np.float64)
                 np.add.at(v, ids[top], out[top].astype(np.float64))
