@@ -12,8 +12,9 @@ measures Macro F1@3 and Recall@100 of the BM25 ranking alone (no seeds, no fusio
 4. where the gold citations rank in the default ranking with the vote, by kind (not a key,
    a key without text, ranks 1-3, 4-10, 11-100, 101-300, below 300).
 
-None of it fits anything to gold, so no cross-validation is needed: each number is a fixed rule
-applied to every query.
+Each row is a fixed rule applied to every query, and nothing is fitted per query.  The rows are
+still scored on gold: choosing among them is tuning on these files, which is why the defaults
+were fixed before this grid was run and the grid is reported, not searched.
 
   python scripts/experiment_lexical.py --artifacts ARTIFACTS [--data ../shared/data]
 """
