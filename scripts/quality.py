@@ -35,7 +35,7 @@ from lexrag.index.prior import TrainingPrior
 from lexrag.index.build import build_artifacts
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
-from lexrag.stages.count import calibrated_count, unique_citations
+from lexrag.stages.count import curve_cut, unique_citations
 
 KS = list(range(1, 31))
 
@@ -185,7 +185,7 @@ def main() -> int:
                 held_ranked[q] = fold_ranked[q]
                 held_pred[q] = fold_ranked[q][:k]
                 cits, scores = fold_curves[q]
-                held_curve[q] = cits[: min(max(calibrated_count(scores, t) or 1, 1), max_k)]
+                held_curve[q] = curve_cut(cits, scores, t, max_k)
             fk = evaluate({q: gold[q] for q in fold}, {q: held_pred[q] for q in fold})["macro_f1"]
             fc = evaluate({q: gold[q] for q in fold}, {q: held_curve[q] for q in fold})["macro_f1"]
             wins[0 if fc > fk + 1e-12 else 1 if fk > fc + 1e-12 else 2] += 1
@@ -202,7 +202,7 @@ def main() -> int:
             g, r = ranked_by[(name, qfile)]
             results[(name, qfile, f"k={k_star} (CV on {args.tune_on})")] = _row(g, cut(r, k_star), r)
             curves = curves_by[(name, qfile)]
-            curve = {q: curves[q][0][: min(max(calibrated_count(curves[q][1], t_star) or 1, 1), max_k)] for q in g}
+            curve = {q: curve_cut(*curves[q], t_star, max_k) for q in g}
             results[(name, qfile, f"score curve t={t_star} (CV on {args.tune_on})")] = _row(g, curve, r)
 
     print("| signals | queries | count | Macro F1 [95% CI] | precision | recall | Recall@100 |")

@@ -85,3 +85,13 @@ def test_the_popular_signal_weighs_question_hits_by_court_citations(tmp_path, ti
     assert "5A_800/2019 E. 2." not in dict(got)  # matched, but no decision cites it
     assert not any(c.endswith(" OR") for c, _ in got)  # never cited by the court
     assert "popular" in on.fusion.boost_exclude  # it restates BM25 hits: no cross-signal boost
+
+
+def test_the_score_curve_cut_emits_at_least_one_and_at_most_max_k():
+    from lexrag.stages.count import curve_cut
+
+    cits, scores = ["a", "b", "c", "d"], [2.0, 1.9, 1.0, 0.2]
+    assert curve_cut(cits, scores, 0.9, 10) == ["a", "b"]  # 1.9 / 2.0 reaches 0.9, 1.0 / 2.0 does not
+    assert curve_cut(cits, scores, 0.05, 3) == ["a", "b", "c"]  # capped at max_k
+    assert curve_cut(cits, [0.0, 0.0, 0.0, 0.0], 0.9, 10) == ["a"]  # no positive top score: still one
+    assert curve_cut([], [], 0.9, 10) == []

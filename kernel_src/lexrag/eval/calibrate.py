@@ -26,7 +26,7 @@ from lexrag.eval.metrics import prf
 from lexrag.index.build import corpus_id
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
-from lexrag.stages.count import calibrated_count, unique_citations
+from lexrag.stages.count import curve_cut, unique_citations
 
 __all__ = ["calibrate", "fit_threshold", "GRID", "MIN_QUERIES"]
 
@@ -41,9 +41,7 @@ def _f1_at(t: float, curves: list[tuple[list[str], list[float], list[str]]], max
         return 0.0
     total = 0.0
     for cits, scores, gold in curves:
-        n = calibrated_count(scores, t)
-        n = min(max(n or 1, 1), max_k)
-        total += prf(gold, cits[:n])[2]
+        total += prf(gold, curve_cut(cits, scores, t, max_k))[2]
     return total / len(curves)
 
 
@@ -98,7 +96,7 @@ def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: st
         for fold in folds:
             test = set(fold)
             t, _ = fit_threshold([curves[q] for q in curves if q not in test], max_k)
-            scores.extend(prf(g, cits[: min(max(calibrated_count(sc, t) or 1, 1), max_k)])[2]
+            scores.extend(prf(g, curve_cut(cits, sc, t, max_k))[2]
                           for cits, sc, g in (curves[q] for q in fold))
         cv = {"folds": len(folds), "grouped_by": "course", "macro_f1": round(float(np.mean(scores)), 4)}
     elif courses:

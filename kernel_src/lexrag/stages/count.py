@@ -23,7 +23,7 @@ from lexrag.errors import ArtifactError
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
 
-__all__ = ["elbow_count", "choose_count", "adaptive_count", "calibrated_count", "unique_citations", "Count", "Calibration"]
+__all__ = ["elbow_count", "choose_count", "adaptive_count", "calibrated_count", "curve_cut", "unique_citations", "Count", "Calibration"]
 
 
 def elbow_count(scores: Sequence[float], min_k: int = 1, max_k: int | None = None) -> int:
@@ -77,6 +77,13 @@ def calibrated_count(scores: Sequence[float], threshold: float) -> int | None:
     if len(s) == 0 or not s[0] > 0:
         return None
     return int(np.count_nonzero(s / s[0] >= threshold - 1e-12))
+
+
+def curve_cut(citations: Sequence[str], scores: Sequence[float], threshold: float, max_k: int) -> list[str]:
+    """The citations a score-curve threshold emits: those reaching ``threshold`` times the top
+    score, at least one and at most ``max_k`` (what ``calibrate`` fits and evaluates)."""
+    n = calibrated_count(scores, threshold)
+    return list(citations[: min(max(n or 1, 1), max_k)])
 
 
 @dataclass
