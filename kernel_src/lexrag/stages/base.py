@@ -48,6 +48,7 @@ __all__ = [
     "stages_for",
     "check_degrade_order",
     "RETRIEVAL_PHASES",
+    "OptionalBM25Stage",
 ]
 
 
@@ -75,6 +76,19 @@ class Stage(Protocol):
     def enabled(self, cfg: "Config", art: Any) -> bool: ...
 
     def run(self, batch: "BatchState", ctx: "Context") -> Any: ...
+
+
+class OptionalBM25Stage:
+    """Shared by the optional content stages that search the BM25 index again (statutes, articles,
+    feedback): lexical family, content phase, not essential, and on when the config section named
+    like the stage is enabled, the lexical stage is on and a BM25 index is loaded."""
+
+    family = "lexical"
+    phase = Phase.CONTENT
+    essential = False
+
+    def enabled(self, cfg: "Config", art: Any) -> bool:
+        return getattr(cfg, self.name).enabled and cfg.lexical.enabled and art.bm25 is not None
 
 
 @dataclass

@@ -4,7 +4,8 @@ The question's German text (or the question) is searched with BM25; from the tex
 ``feedback.docs`` documents the terms that weigh most there (term frequency in those documents times
 the term's IDF in the corpus, words of the question excluded) are added to the question, and the
 expanded text is searched again.  Exam questions are case stories whose legal vocabulary is thin;
-the statute text found first supplies it.  Off by default: it is kept where grouped CV says it helps.
+the statute text found first supplies it.  Off by default; the kaggle preset turns it on with the
+statute stages, where grouped CV says they help together.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections import Counter
 import numpy as np
 
 from lexrag.ranking import Ranking
-from lexrag.stages.base import Phase, register_stage
+from lexrag.stages.base import OptionalBM25Stage, register_stage
 from lexrag.stages.graph import preference_text
 
 __all__ = ["Feedback", "expansion_terms"]
@@ -39,16 +40,10 @@ def expansion_terms(index, texts: list[str], question_tokens: set[str], n_terms:
     return [t for t, _ in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:n_terms]]
 
 
-class Feedback:
+class Feedback(OptionalBM25Stage):
     name = "feedback"
     reads = ("feedback", "lexical")  # config sections its output depends on (the signal cache keys on them)
-    family = "lexical"
-    phase = Phase.CONTENT
-    essential = False
     signals = ("bm25_prf",)
-
-    def enabled(self, cfg, art) -> bool:
-        return cfg.feedback.enabled and cfg.lexical.enabled and art.bm25 is not None
 
     def run(self, batch, ctx):
         fc, lc, art = ctx.cfg.feedback, ctx.cfg.lexical, ctx.art

@@ -6,9 +6,12 @@ A question that names its statute (an abbreviation such as ``OR`` or ``StPO``, o
 name such as "Strafprozessordnung" taken from the law titles of the corpus) gets the signal
 ``bm25_statute``: the BM25 ranking of the question restricted to the paragraphs of the detected
 codes (at most ``statutes.max_codes``, in the order the question names them).  It is fused like any
-other signal, so it boosts those codes' paragraphs without filtering anything out.  Detection
-uses only the corpus (codes and titles), never training gold, so it applies unchanged to a legal
-area it has never seen.
+other signal, so it boosts those codes' paragraphs without filtering anything out.  Named codes
+come from the corpus alone (codes and titles); with ``statutes.learned`` the codes a tf-idf model
+of the training questions predicts are added after them (the prior artifact holds the questions).
+
+Statute vote (:meth:`StatuteDetector.rescore`, used by the lexical stage): the codes the question's
+best BM25 hits agree on, with no named statute and no training gold.
 
 Article-level ranking (:class:`Articles`): exam answers cite articles and paragraphs; an article
 is scored from its paragraphs (the best one plus a share of the rest) and the paragraphs of the
@@ -25,7 +28,7 @@ import numpy as np
 
 from lexrag import citations as cit
 from lexrag.ranking import Ranking
-from lexrag.stages.base import Phase, register_stage
+from lexrag.stages.base import OptionalBM25Stage, register_stage
 from lexrag.stages.graph import preference_text
 
 __all__ = ["StatuteDetector", "Statutes", "detector_for", "Articles", "article_scores"]
@@ -158,16 +161,10 @@ def detector_for(corpus) -> StatuteDetector:
     return det
 
 
-class Statutes:
+class Statutes(OptionalBM25Stage):
     name = "statutes"
     reads = ("statutes", "lexical", "prior")  # config sections its output depends on (the signal cache keys on them)
-    family = "lexical"
-    phase = Phase.CONTENT
-    essential = False
     signals = ("bm25_statute",)
-
-    def enabled(self, cfg, art) -> bool:
-        return cfg.statutes.enabled and cfg.lexical.enabled and art.bm25 is not None
 
     def run(self, batch, ctx):
         sc, lc, art = ctx.cfg.statutes, ctx.cfg.lexical, ctx.art
@@ -219,26 +216,18 @@ def article_scores(index: _ArticleIndex, scores: np.ndarray, sum_weight: float) 
     return best + sum_weight * (total - best)
 
 
-class Articles:
+class Articles(OptionalBM25Stage):
     """Article-level ranking: paragraphs scored by BM25, articles scored from their paragraphs, the
     paragraphs of the best articles emitted (best article first; inside it, by paragraph score), so
     a strong article brings its key-only paragraphs too."""
 
     name = "articles"
     reads = ("articles", "lexical")
-    family = "lexical"
-    phase = Phase.CONTENT
-    essential = False
     signals = ("bm25_article",)
-
-    def enabled(self, cfg, art) -> bool:
-        return cfg.articles.enabled and cfg.lexical.enabled and art.bm25 is not None
 
     def run(self, batch, ctx):
         ac, lc, art = ctx.cfg.articles, ctx.cfg.lexical, ctx.art
-        index = _ARTICLES.get(art.corpus)
-        if index is None:
-            index = _ARTICLES.setdefault(art.corpus, _ArticleIndex(art.corpus))
+        index = _ARTICLES.get(art.corpus) or _ARTICLES.setdefault(art.corpus, _ArticleIndex(art.corpus))
         out = Ranking("bm25_article", "lexical")
         for q in batch.queries:
             scores = art.bm25.scores(preference_text(q, ctx.cfg.graph.preference_variants), lc.query_dedup)
