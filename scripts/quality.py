@@ -73,6 +73,64 @@ def summary_table(results: dict, names: list[str], tune_on: str, queries: list[s
     return "\n".join(lines)
 
 
+PREDICTORS = ("named", "learned", "named + learned", "vote")
+
+
+def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, config: str | None) -> dict:
+    """Statute detection, fold by fold: precision and recall of the law codes each predictor gives
+    a question against the codes of its gold citations (``eval.metrics.code_prediction``).  On the
+    tuning file each course is a fold and the learned model is fitted on the other courses; the
+    other files use the model of the whole tuning file.  Predictors: the codes the question names,
+    the learned model's, both as the statute stage combines them (``statutes.max_codes``), and the
+    one code the statute vote favours."""
+    from lexrag.eval.metrics import code_prediction
+    from lexrag.stages.statutes import detector_for, statute_codes
+
+    cfg = load_config(config, {"runtime.progress": False, "statutes.enabled": True, "statutes.learned": True})
+    art = Artifacts.load(art_dir, cfg)
+    det = detector_for(art.corpus)
+    sc, lc = cfg.statutes, cfg.lexical
+
+    def predict(queries, prior, own: bool) -> dict:
+        out: dict = {p: {} for p in PREDICTORS}
+        for q in queries:
+            qid = q.query_id if own else None
+            learned = prior.codes_for(q.text, sc.learned_codes, qid) if prior is not None else []
+            scores = art.bm25.scores(q.text, lc.query_dedup)
+            out["named"][q.query_id] = det.detect(q.text, sc.max_codes)
+            out["learned"][q.query_id] = learned
+            out["named + learned"][q.query_id] = statute_codes(det, q.text, sc, prior, qid)
+            out["vote"][q.query_id] = det.voted(scores, lc.code_vote_depth, 1) if scores is not None else []
+        return out
+
+    numbers: dict = {}
+    tune_file = data / tune_on
+    gold = {q: g for q, g in load_gold(tune_file).items() if g}
+    qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
+    groups = read_groups(tune_file)
+    pooled: dict = {p: {} for p in PREDICTORS}
+    for fold in grouped_folds(list(gold), groups):
+        train_gold = {q: gold[q] for q in gold if q not in set(fold)}
+        prior = TrainingPrior(train_gold, questions={q: qs[q].text for q in train_gold if q in qs})
+        pred = predict([qs[q] for q in fold if q in qs], prior, own=False)
+        fg = {q: gold[q] for q in fold}
+        numbers[f"{tune_on} / {groups[fold[0]]}"] = {p: code_prediction(fg, pred[p]) for p in PREDICTORS}
+        for p in PREDICTORS:
+            pooled[p].update(pred[p])
+    numbers[f"{tune_on} / all courses (held out)"] = {p: code_prediction(gold, pooled[p]) for p in PREDICTORS}
+    for f in others:
+        g = {q: x for q, x in load_gold(data / f).items() if x}
+        pred = predict([q for q in load_queries(data / f, cfg.query.max_chars) if q.query_id in g], art.prior, own=False)
+        numbers[f] = {p: code_prediction(g, pred[p]) for p in PREDICTORS}
+    head = "| fold | questions | " + " | ".join(f"{p} P / R" for p in PREDICTORS) + " | codes/question (named + learned) |"
+    lines = ["", f"statute detection by fold (law codes of each question's gold; learned model fitted without the fold's course)",
+             head, "| --- |" + " --- |" * (len(PREDICTORS) + 2)]
+    for name, m in numbers.items():
+        cells = [f"{m[p]['precision']:.2f} / {m[p]['recall']:.2f}" for p in PREDICTORS]
+        lines.append(f"| {name} | {m['named']['n']} | " + " | ".join(cells) + f" | {m['named + learned']['per_query']:.2f} |")
+    return {"numbers": numbers, "table": "\n".join(lines)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="../shared/data")
@@ -205,6 +263,8 @@ def main() -> int:
             curve = {q: curve_cut(*curves[q], t_star, max_k) for q in g}
             results[(name, qfile, f"score curve t={t_star} (CV on {args.tune_on})")] = _row(g, curve, r)
 
+    codes_by_fold = code_report(data, args.tune_on, [f for f in args.queries if f != args.tune_on], art_dir, args.config)
+
     print("| signals | queries | count | Macro F1 [95% CI] | precision | recall | Recall@100 |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for (name, qfile, count), m in results.items():
@@ -215,9 +275,10 @@ def main() -> int:
     print(f"\ncount by fold on {args.tune_on} (held-out Macro F1 of each course: score curve vs fixed k, both picked on the other courses)")
     for name, w in by_fold.items():
         print(f"  {name}: curve better in {w['curve_wins']}, k better in {w['k_wins']}, equal in {w['ties']} of {w['folds']} folds")
+    print(codes_by_fold["table"])
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": {" / ".join(k): v for k, v in results.items()}, "count_by_fold": by_fold},
-                                              indent=2))
+        Path(args.json).write_text(json.dumps({"rows": {" / ".join(k): v for k, v in results.items()}, "count_by_fold": by_fold,
+                                               "codes": codes_by_fold["numbers"]}, indent=2))
     return 0
 
 

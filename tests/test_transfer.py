@@ -95,3 +95,41 @@ def test_the_score_curve_cut_emits_at_least_one_and_at_most_max_k():
     assert curve_cut(cits, scores, 0.05, 3) == ["a", "b", "c"]  # capped at max_k
     assert curve_cut(cits, [0.0, 0.0, 0.0, 0.0], 0.9, 10) == ["a"]  # no positive top score: still one
     assert curve_cut([], [], 0.9, 10) == []
+
+
+def test_the_vote_reports_the_code_the_best_law_hits_agree_on():
+    codes = ["OR", "OR", "ZGB", "", "ZGB"]
+    det = _detector(codes)
+    scores = np.array([2.0, 2.0, 3.0, 9.0, 0.5], dtype=np.float32)
+    assert det.voted(scores, depth=4, k=1) == ["OR"]  # OR 4.0 beats ZGB 3.5; the court hit never votes
+    assert det.voted(scores, depth=1, k=2) == ["ZGB"]  # only the best law hit votes; a code without votes is not listed
+    assert det.voted(np.zeros(5, np.float32), depth=4, k=2) == []
+
+
+def test_statute_codes_puts_named_codes_before_the_learned_ones_and_caps_them():
+    from lexrag.index.prior import TrainingPrior
+    from lexrag.stages.statutes import statute_codes
+
+    det = StatuteDetector(["OR", "ZGB", "StGB"], frozenset({"OR", "ZGB", "StGB"}), {"strafgesetzbuch": "StGB"})
+    prior = TrainingPrior({"t1": ["Art. 271 OR"], "t2": ["Art. 114 ZGB"]},
+                          questions={"t1": "Kündigung der Mietwohnung durch den Vermieter", "t2": "Scheidung der Ehe auf Klage"})
+    sc = load_config(None, {"statutes.enabled": True, "statutes.learned": True, "statutes.max_codes": 2}).statutes
+    text = "Nach dem Strafgesetzbuch: darf der Vermieter die Mietwohnung kündigen?"
+    assert statute_codes(det, text, sc, prior) == ["StGB", "OR"]  # named first, then the model's best guess
+    assert statute_codes(det, text, sc, None) == ["StGB"]  # no prior: named codes only
+    plain = load_config(None, {"statutes.max_codes": 2}).statutes  # learned off
+    assert statute_codes(det, text, plain, prior) == ["StGB"]
+    one = load_config(None, {"statutes.learned": True, "statutes.max_codes": 1}).statutes
+    assert statute_codes(det, text, one, prior) == ["StGB"]  # the cap holds
+
+
+def test_code_prediction_scores_codes_against_the_codes_of_the_gold_citations():
+    from lexrag.citations import law_codes
+    from lexrag.eval.metrics import code_prediction
+
+    assert law_codes(["Art. 8 ZGB", "Art. 1 Abs. 2 OR", "BGE 145 II 32 E. 3.1", "Art. 9 ZGB", "nonsense"]) == ["ZGB", "OR"]
+    gold = {"a": ["Art. 8 ZGB", "Art. 1 Abs. 2 OR"], "b": ["Art. 41 OR"], "c": ["BGE 145 II 32 E. 3.1"]}
+    m = code_prediction(gold, {"a": ["ZGB", "StGB", "ZGB"], "b": [], "c": ["OR"]})
+    # c cites no law and is not scored; a: 1 of 2 predicted right, half its codes; b: nothing predicted
+    assert m == {"precision": 0.5, "recall": 0.25, "per_query": 1.0, "n": 2}
+    assert code_prediction({"c": ["BGE 145 II 32 E. 3.1"]}, {})["n"] == 0

@@ -25,6 +25,7 @@ from typing import Collection, Iterable, Iterator, Union
 from lexrag.errors import LexragError
 
 __all__ = [
+    "law_codes",
     "LawCitation",
     "BgeCitation",
     "DocketCitation",
@@ -177,6 +178,17 @@ def try_parse(s: str) -> Citation | None:
         return parse(s)
     except CitationParseError:
         return None
+
+
+def law_codes(citations: Iterable[str]) -> list[str]:
+    """The law codes ``citations`` cite, each once, in order ("Art. 8 ZGB", "Art. 1 Abs. 2 OR" ->
+    ZGB, OR); court citations and strings that do not parse are skipped."""
+    out: list[str] = []
+    for s in citations:
+        c = try_parse(s)
+        if c is not None and c.kind == "law" and c.code not in out:
+            out.append(c.code)
+    return out
 
 
 def normalize_key(s: str) -> str:

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 from lexrag.citations import scoring_form
 
-__all__ = ["norm", "prf", "recall_at_k", "ndcg_at_k", "ap_at_k", "evaluate", "per_query_table"]
+__all__ = ["norm", "prf", "recall_at_k", "ndcg_at_k", "ap_at_k", "evaluate", "per_query_table", "code_prediction"]
 
 
 norm = scoring_form
@@ -106,3 +106,24 @@ def evaluate(
     out = {("macro_f1" if k == "f1" else k): sum(r[k] for r in rows) / len(rows) for k in keys}
     out["n_queries"] = len(rows)
     return out
+
+
+def code_prediction(gold: Mapping[str, Sequence[str]], predicted: Mapping[str, Sequence[str]]) -> dict:
+    """How well predicted law codes match the codes of the gold citations, over the queries whose
+    gold cites a law: ``precision`` = predicted codes that are gold codes / predicted codes (all
+    queries pooled, so a query with no prediction costs nothing), ``recall`` = mean over queries of
+    the share of their gold codes predicted, ``per_query`` = codes predicted per query, ``n`` =
+    queries scored.  Gold is citation strings; predictions are codes ("OR")."""
+    from lexrag.citations import law_codes
+
+    hits = n_pred = n = 0
+    rec = 0.0
+    for q, g in gold.items():
+        codes = set(law_codes(g))
+        if not codes:
+            continue
+        pred = list(dict.fromkeys(predicted.get(q, ())))
+        tp = len(codes.intersection(pred))
+        hits, n_pred, n, rec = hits + tp, n_pred + len(pred), n + 1, rec + tp / len(codes)
+    return {"precision": hits / n_pred if n_pred else 0.0, "recall": rec / n if n else 0.0,
+            "per_query": n_pred / n if n else 0.0, "n": n}

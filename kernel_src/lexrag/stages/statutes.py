@@ -31,7 +31,7 @@ from lexrag.ranking import Ranking
 from lexrag.stages.base import OptionalBM25Stage, register_stage
 from lexrag.stages.graph import preference_text
 
-__all__ = ["StatuteDetector", "Statutes", "detector_for", "Articles", "article_scores"]
+__all__ = ["StatuteDetector", "Statutes", "detector_for", "statute_codes", "Articles", "article_scores"]
 
 _NAME = re.compile(r"\b[A-ZÄÖÜ][a-zäöüß]{3,}(?:gesetzbuch|gesetz|recht|ordnung|buch|vertrag|konvention|abkommen|verfassung)\b")
 _PAREN = re.compile(r"\(([^()]*)\)")
@@ -121,18 +121,47 @@ class StatuteDetector:
         out = np.asarray(scores, dtype=np.float32)
         factor = np.ones(len(self._code_index), dtype=np.float32)
         if vote > 0 and depth > 0:
-            law_scores = np.where(self._voting[ids], out, 0)  # the best law paragraphs vote, however many court hits rank above
-            k = min(depth, len(out))
-            top = np.argpartition(-law_scores, k - 1)[:k]
-            top = top[law_scores[top] > 0]
-            if len(top):
-                v = np.zeros(len(factor), dtype=np.float64)
-                np.add.at(v, ids[top], out[top].astype(np.float64))
+            v = self._votes(out, depth)
+            if v.max() > 0:
                 law = self._voting
                 factor[law] = (1 + vote * v[law] / v.max()) / (1 + vote)
         if numbered_weight != 1.0:
             factor[self._numbered] *= np.float32(numbered_weight)
         return out * factor[ids]
+
+
+    def _votes(self, scores: np.ndarray, depth: int) -> np.ndarray:
+        """Per code id the summed scores of the best ``depth`` law paragraphs (court documents
+        neither vote nor take a place among the voters, however many rank above them)."""
+        ids = self._ids()
+        law_scores = np.where(self._voting[ids], scores, 0)
+        k = min(depth, len(scores))
+        top = np.argpartition(-law_scores, k - 1)[:k]
+        top = top[law_scores[top] > 0]
+        v = np.zeros(len(self._code_index), dtype=np.float64)
+        np.add.at(v, ids[top], np.asarray(scores, dtype=np.float64)[top])
+        return v
+
+    def voted(self, scores: np.ndarray, depth: int, k: int) -> list[str]:
+        """The ``k`` codes the best ``depth`` law paragraphs vote for most (the statute vote's
+        choice, reported beside the named and learned codes by ``scripts/quality.py``)."""
+        v = self._votes(np.asarray(scores, dtype=np.float32), depth)
+        self._ids()
+        names = sorted(self._code_index, key=self._code_index.__getitem__)
+        order = np.lexsort((np.arange(len(v)), -v))[:k]
+        return [names[i] for i in order if v[i] > 0]
+
+
+def statute_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str | None = None) -> list[str]:
+    """The codes the statute stage restricts BM25 to: those ``text`` names (at most
+    ``sc.max_codes``, in the order it names them), then, with ``sc.learned`` and a prior, up to
+    ``sc.learned_codes`` the statute model of the training questions predicts."""
+    codes = det.detect(text, sc.max_codes)
+    if sc.learned and prior is not None and len(codes) < sc.max_codes:
+        for c in prior.codes_for(text, sc.learned_codes, query_id):
+            if c not in codes and len(codes) < sc.max_codes:
+                codes.append(c)
+    return codes
 
 
 # Names of the major federal acts whose law text (and so title) a local corpus may lack: the
@@ -172,11 +201,7 @@ class Statutes(OptionalBM25Stage):
         out = Ranking("bm25_statute", "lexical")
         for q in batch.queries:
             text = " ".join(v.text for v in q.variants.values())
-            codes = det.detect(text, sc.max_codes)
-            if sc.learned and art.prior is not None and len(codes) < sc.max_codes:
-                for c in art.prior.codes_for(text, sc.learned_codes, q.query_id):
-                    if c not in codes and len(codes) < sc.max_codes:
-                        codes.append(c)
+            codes = statute_codes(det, text, sc, art.prior, q.query_id)
             if not codes:
                 continue
             scores = art.bm25.scores(preference_text(q, ctx.cfg.graph.preference_variants), lc.query_dedup)
