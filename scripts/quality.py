@@ -10,7 +10,8 @@ relative-score threshold of ``lexrag calibrate``).  On the tuning set (lexam_dev
 is grouped cross-validation by course: each course's questions are ranked with a training prior
 (and learned statute model) fitted on the other courses only and cut with the k or threshold
 picked on the other courses.  The median picks are then applied to train_dev.csv and val.csv,
-which are only ever scored.  Last, fold by fold: does the score curve or the fixed k win?
+which are only ever scored.  Then, fold by fold: does the score curve or the fixed k win?  Last,
+statute detection fold by fold: precision and recall of the law codes each predictor gives.
 
   python scripts/quality.py --data ../shared/data [--courts FILE] [--artifacts DIR] [--json out.json]
 """
@@ -35,9 +36,15 @@ from lexrag.index.prior import TrainingPrior
 from lexrag.index.build import build_artifacts
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
-from lexrag.stages.count import curve_cut, unique_citations
+from lexrag.stages.count import curve_cut, unique_citations, with_whole_articles
 
 KS = list(range(1, 31))
+
+
+def final_curve(res, art, cfg, q: str) -> tuple[list[str], list[float]]:
+    """A query's final citation order and scores, as the count stage cuts them (with whole
+    articles inserted where ``count.whole_articles`` asks for them)."""
+    return with_whole_articles(*unique_citations(res.current.hits.get(q, []), art.corpus)[1:], cfg.count.whole_articles)
 
 
 def cut(ranked: dict[str, list[str]], k: int) -> dict[str, list[str]]:
@@ -172,8 +179,10 @@ def main() -> int:
         "+ article ranking": {**core, "articles.enabled": True},
         "+ feedback (PRF)": {**core, "feedback.enabled": True},
         "+ graph": {**core, "graph.enabled": True},
+        "+ whole articles": {**core, "count.whole_articles": 2},
     }
-    everything = {"statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True, "graph.enabled": True}
+    everything = {"statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True, "graph.enabled": True,
+                  "count.whole_articles": 2}
     if args.train:
         variants["+ learned statutes"] = {**core, "statutes.enabled": True, "statutes.learned": True}
         variants["+ prior"] = {**core, "prior.enabled": True}
@@ -182,6 +191,7 @@ def main() -> int:
     if args.train:  # the retrieval stages of the kaggle preset (which also has dense, rerank and LLM stages)
         variants["kaggle retrieval"] = {"graph.enabled": True, "prior.enabled": True, "statutes.enabled": True,
                                         "statutes.learned": True, "feedback.enabled": True}
+        variants["kaggle retrieval + whole articles"] = {**variants["kaggle retrieval"], "count.whole_articles": 2}
     variants["all together"] = {**base, **everything}
     for v in args.variants or []:
         name, _, over = v.partition(":")
@@ -202,7 +212,7 @@ def main() -> int:
             res = run_pipeline(qs, art, vcfg)
             dt = (time.perf_counter() - t0) / max(len(qs), 1)
             ranked_by[(name, qfile)] = (gold, res.ranked)
-            curves_by[(name, qfile)] = {q: unique_citations(res.current.hits.get(q, []), art.corpus)[1:] for q in gold}
+            curves_by[(name, qfile)] = {q: final_curve(res, art, vcfg, q) for q in gold}
             if qfile != args.tune_on:  # the tuning file's rows come from the held-out rankings below
                 for k in (3, 5):
                     results[(name, qfile, f"k={k}")] = _row(gold, cut(res.ranked, k), res.ranked) | {"s_per_query": dt}
@@ -238,7 +248,7 @@ def main() -> int:
                     q: qs[q].text for q in train_gold if q in qs}))
                 fres = run_pipeline([qs[q] for q in fold], fart, vcfg)
                 fold_ranked = fres.ranked
-                fold_curves = {q: unique_citations(fres.current.hits.get(q, []), art.corpus)[1:] for q in fold}
+                fold_curves = {q: final_curve(fres, art, vcfg, q) for q in fold}
             for q in fold:
                 held_ranked[q] = fold_ranked[q]
                 held_pred[q] = fold_ranked[q][:k]

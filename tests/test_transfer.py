@@ -133,3 +133,31 @@ def test_code_prediction_scores_codes_against_the_codes_of_the_gold_citations():
     # c cites no law and is not scored; a: 1 of 2 predicted right, half its codes; b: nothing predicted
     assert m == {"precision": 0.5, "recall": 0.25, "per_query": 1.0, "n": 2}
     assert code_prediction({"c": ["BGE 145 II 32 E. 3.1"]}, {})["n"] == 0
+
+
+def test_whole_articles_follow_their_nth_paragraph_and_take_a_slot_of_the_count(demo_artifacts):
+    from lexrag.stages.count import with_whole_articles
+
+    cits = ["Art. 41 Abs. 1 OR", "Art. 8 ZGB", "Art. 41 Abs. 2 OR", "BGE 145 II 32 E. 3.1", "Art. 2 Abs. 1 lit. a ZGB",
+            "Art. 41 Abs. 3 OR", "Art. 2 Abs. 2 ZGB"]
+    scores = [7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0]
+    out, s = with_whole_articles(cits, scores, 2)
+    assert out == ["Art. 41 Abs. 1 OR", "Art. 8 ZGB", "Art. 41 Abs. 2 OR", "Art. 41 OR", "BGE 145 II 32 E. 3.1",
+                   "Art. 2 Abs. 1 lit. a ZGB", "Art. 41 Abs. 3 OR", "Art. 2 Abs. 2 ZGB", "Art. 2 ZGB"]
+    assert s == [7.0, 6.0, 5.0, 5.0, 4.0, 3.0, 2.0, 1.0, 1.0]  # the article takes its paragraph's score: still sorted
+    assert with_whole_articles(cits, scores, 1)[0][:2] == ["Art. 41 Abs. 1 OR", "Art. 41 OR"]
+    assert with_whole_articles(cits, scores, 0) == (cits, scores)  # off
+    already = ["Art. 41 Abs. 1 OR", "Art. 41 OR", "Art. 41 Abs. 2 OR"]  # an article string in the order stays put
+    assert with_whole_articles(already, [3.0, 2.0, 1.0], 1)[0] == already
+    # in the pipeline: the emitted list keeps its length, the article takes the last slot's place
+    cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "count.method": "fixed", "count.k": 5})
+    on = load_config(DEMO / "config.yaml", {"runtime.progress": False, "count.method": "fixed", "count.k": 5, "count.whole_articles": 1})
+    qs = load_queries(DEMO / "queries_demo.csv")[:3]
+    art = Artifacts.load(demo_artifacts, cfg)
+    plain, whole = run_pipeline(qs, art, cfg), run_pipeline(qs, art, on)
+    for q in plain.query_ids:
+        expect = with_whole_articles(plain.ranked[q], range(len(plain.ranked[q]), 0, -1), 1)[0]
+        assert whole.ranked[q] == expect and whole.predictions[q] == expect[:5]
+        assert any(" Abs. " not in c and c not in plain.ranked[q] for c in whole.predictions[q])
+    with pytest.raises(ConfigError, match="whole_articles"):
+        load_config(None, {"count.whole_articles": -1})

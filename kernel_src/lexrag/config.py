@@ -41,7 +41,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "rerank.tau": (None, None), "rerank.batch_size": (1, None), "rerank.max_length": (8, None), "graph.seed_k": (1, None),
     "graph.top_k": (1, None), "graph.docs_per_node": (1, None), "graph.hits_max_nodes": (1, None), "prior.top_k": (1, None),
     "prior.min_count": (1, None), "verify.depth": (1, None), "verify.threshold": (0, 1), "verify.max_text_chars": (1, None),
-    "verify.expand_weight": (0, 0.999), "agent.threshold": (0, 1), "count.k": (1, None), "count.max_k": (1, None),
+    "verify.expand_weight": (0, 0.999), "agent.threshold": (0, 1), "count.k": (1, None), "count.max_k": (1, None), "count.whole_articles": (0, None),
     "query.max_chars": (1, None),
     "llm.batch_size": (1, None), "llm.max_new_tokens": (1, None), "llm.max_question_chars": (1, None),
     "runtime.batch_size": (1, None), "runtime.resident_models": (1, None),
@@ -250,6 +250,8 @@ class CountConfig:
     w_elbow: float = _f(0.3, "adaptive: weight of n_elbow, the elbow of the final score curve (paper: 0.3)")
     w_cal: float = _f(0.3, "adaptive: weight of n_cal, the count above the calibrated score threshold (paper: 0.3)")
     calibration: str = _f("", "adaptive: calibration folder written by `lexrag calibrate`; empty: the artifact 'calibration' among the artifacts")
+    whole_articles: int = _f(0, "also emit a law article as a whole ('Art. 41 OR') right after the n-th of its paragraphs in the final order, "
+                                "taking a slot of the count (exam answers and the competition's train.csv cite whole articles, val.csv never); 0: off")
 
 
 @dataclass

@@ -40,7 +40,7 @@ from lexrag.stages.base import (
     check_degrade_order,
     stages_for,
 )
-from lexrag.stages.count import unique_citations
+from lexrag.stages.count import unique_citations, with_whole_articles
 
 __all__ = ["Artifacts", "RunResult", "Budget", "SignalCache", "run_pipeline", "retrieve", "make_context", "walk"]
 
@@ -614,10 +614,13 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     predictions: dict[str, list[str]] = {}
     ranked: dict[str, list[str]] = {}
     corpus = art.corpus
+    whole = cfg.count.whole_articles
     for q in states:
-        _, cits, _ = unique_citations(batch.current.get(q.query_id, []), corpus)
-        ranked[q.query_id] = cits
-        predictions[q.query_id] = [corpus.citations[d] for d, _ in batch.final.get(q.query_id, [])]
+        _, cits, scores = unique_citations(batch.current.get(q.query_id, []), corpus)
+        ranked[q.query_id] = with_whole_articles(cits, scores, whole)[0]
+        final = batch.final.get(q.query_id, [])
+        emitted = [corpus.citations[d] for d, _ in final]
+        predictions[q.query_id] = with_whole_articles(emitted, [s for _, s in final], whole)[0][: len(emitted)]
     timings = dict(batch.timings)
     timings["total"] = time.perf_counter() - t_start
     fused = Ranking("fused", "fused", dict(batch.fused))

@@ -1,0 +1,78 @@
+#!/usr/bin/env python
+"""Experiment (a script, not a test): how much would knowing a question's statutes be worth?
+
+Runs the kaggle preset's retrieval (named + learned statutes, prior, graph, feedback) over
+lexam_dev.csv with grouped cross-validation by course (the prior and the statute model of each
+course fitted on the other courses), once with the codes the statute stage predicts and once with
+the codes of the question's own gold citations (an oracle no real run has), each at the default
+fusion weight of the ``bm25_statute`` signal and at a stronger one with a deeper signal.  The gap
+between the two is what better statute detection could still bring; ``scripts/quality.py``
+reports how often the predicted codes are right.
+
+  python scripts/experiment_statutes.py --artifacts ARTIFACTS [--data ../shared/data]   (8 min 22 s here, beside another job)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import warnings
+from pathlib import Path
+
+from lexrag.citations import law_codes
+from lexrag.config import load_config
+from lexrag.eval.cv import grouped_folds, read_groups
+from lexrag.eval.metrics import evaluate
+from lexrag.index.prior import TrainingPrior
+from lexrag.pipeline import Artifacts, run_pipeline
+from lexrag.queries import load_gold, load_queries
+import lexrag.stages.statutes as statutes
+
+KAGGLE_RETRIEVAL = {"graph.enabled": True, "prior.enabled": True, "statutes.enabled": True, "statutes.learned": True,
+                    "feedback.enabled": True}
+
+
+def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) -> tuple[dict, dict]:
+    cfg = load_config(None, {"runtime.progress": False, "count.method": "fixed", "count.k": 300, **KAGGLE_RETRIEVAL, **over})
+    art = Artifacts.load(art_dir, cfg)
+    gold = {q: g for q, g in load_gold(tune_file).items() if g}
+    qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
+    groups = read_groups(tune_file)
+    ranked: dict = {}
+    real = statutes.statute_codes
+    try:
+        for fold in grouped_folds(list(gold), groups):
+            train = {q: gold[q] for q in gold if q not in set(fold)}
+            fart = dataclasses.replace(art, prior=TrainingPrior(train, questions={q: qs[q].text for q in train}))
+            for q in fold:  # one query at a time, so the oracle knows whose gold to read
+                if oracle:
+                    statutes.statute_codes = lambda det, text, sc, prior=None, query_id=None, _q=q: law_codes(gold[_q])[: sc.max_codes]
+                ranked[q] = run_pipeline([qs[q]], fart, cfg).ranked[q]
+    finally:
+        statutes.statute_codes = real
+    return gold, ranked
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (see the README)")
+    args = ap.parse_args()
+    warnings.simplefilter("ignore", UserWarning)
+    weights = load_config(None).fusion.weights
+    strong = {"fusion.weights": {**weights, "bm25_statute": 4.0}, "statutes.top_k": 300}
+    print("| statute codes | bm25_statute weight, depth | F1@3 | F1@5 | Recall@100 |")
+    print("| --- | --- | --- | --- | --- |")
+    for oracle in (False, True):
+        for label, over in (("1 (default), 100", {}), ("4, 300", strong)):
+            # the oracle may name every gold code; the real stage keeps its default cap of 3
+            over = {**over, "statutes.max_codes": 10} if oracle else over
+            gold, ranked = held_out_rankings(Path(args.artifacts), Path(args.data) / "lexam_dev.csv", over, oracle)
+            m = {k: evaluate(gold, {q: r[:k] for q, r in ranked.items()}, ranked, ks=(100,)) for k in (3, 5)}
+            name = "gold codes (oracle)" if oracle else "predicted (named + learned)"
+            print(f"| {name} | {label} | {m[3]['macro_f1']:.3f} | {m[5]['macro_f1']:.3f} | {m[3]['recall@100']:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
