@@ -227,6 +227,11 @@ def test_a_short_budget_drops_stages_in_the_stated_order_and_the_submission_stay
                                              "runtime.stage_estimates_s": {**zero, "llm_seeds": 100.0}})
     res = run_pipeline(queries, art, cfg)
     assert "llm_seeds" in res.timings and set(res.dropped) <= {"agent", "verify", "graph", "rewrite"}
+    # the extra BM25 passes of the kaggle preset are dropped last, after the LLM query rewrite
+    over = {"statutes.enabled": True, "feedback.enabled": True, "runtime.time_budget_s": 1000.0,
+            "runtime.stage_estimates_s": {name: 1000.0 for name in ("graph", "rewrite", "statutes", "feedback")}}
+    res = run_pipeline(queries, art, cfg_for(model, tmp_path / "c", **over))
+    assert list(res.dropped)[-3:] == ["rewrite", "statutes", "feedback"] and "bm25" in res.timings
     # one estimate set on the command line keeps the others
     cfg = load_config("kaggle", {"runtime.stage_estimates_s.agent": 60.0})
     assert cfg.runtime.stage_estimates_s["agent"] == 60.0 and cfg.runtime.stage_estimates_s["verify"] == 20.0

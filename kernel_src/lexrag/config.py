@@ -290,11 +290,13 @@ class RuntimeConfig:
     )
     resident_models: int = _f(1, "models kept loaded at once (encoder, reranker, LLM take turns on one GPU when 1)")
     degrade_order: list = _f(
-        [["agent"], ["verify"], ["rerank"], ["dense", "graph", "prior"], ["rewrite"]],
-        "groups of optional stages dropped, first group first, when the projected time of the rest of the run exceeds the budget left",
+        [["agent"], ["verify"], ["rerank"], ["dense", "graph", "prior"], ["rewrite"], ["statutes", "feedback", "articles"]],
+        "groups of optional stages dropped, first group first, when the projected time of the rest of the run exceeds the budget left "
+        "(the extra BM25 passes last: one BM25 query each, the cheapest to keep)",
     )
     stage_estimates_s: dict = _f(
-        {"rewrite": 20.0, "dense": 0.5, "graph": 1.0, "prior": 0.1, "rerank": 4.0, "verify": 20.0, "agent": 120.0},
+        {"rewrite": 20.0, "dense": 0.5, "graph": 1.0, "prior": 0.1, "rerank": 4.0, "verify": 20.0, "agent": 120.0,
+         "statutes": 0.1, "feedback": 0.1, "articles": 0.1},
         "seconds per query assumed for a stage until it has run on some queries (then its measured rate is used)",
     )
 
