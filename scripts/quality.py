@@ -41,10 +41,11 @@ from lexrag.stages.count import curve_cut, unique_citations, with_whole_articles
 KS = list(range(1, 31))
 
 
-def final_curve(res, art, cfg, q: str) -> tuple[list[str], list[float]]:
-    """A query's final citation order and scores, as the count stage cuts them (with whole
-    articles inserted where ``count.whole_articles`` asks for them)."""
-    return with_whole_articles(*unique_citations(res.current.hits.get(q, []), art.corpus)[1:], cfg.count.whole_articles)
+def emit_curve(citations: list[str], scores: list[float], threshold: float, max_k: int, cfg) -> list[str]:
+    """What the pipeline emits with a score-curve count: the cut on the fused order, then whole
+    articles inserted (``count.whole_articles``) inside the same number of slots."""
+    out = curve_cut(citations, scores, threshold, max_k)
+    return with_whole_articles(out, scores[: len(out)], cfg.count.whole_articles)[0][: len(out)]
 
 
 def cut(ranked: dict[str, list[str]], k: int) -> dict[str, list[str]]:
@@ -87,7 +88,7 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
     """Statute detection, fold by fold: precision and recall of the law codes each predictor gives
     a question against the codes of its gold citations (``eval.metrics.code_prediction``).  On the
     tuning file each course is a fold and the learned model is fitted on the other courses; the
-    other files use the model of the whole tuning file.  Predictors: the codes the question names,
+    other files use the model of the prior artifact (built from --train).  Predictors: the codes the question names,
     the learned model's, both as the statute stage combines them (``statutes.max_codes``), and the
     one code the statute vote favours."""
     from lexrag.eval.metrics import code_prediction
@@ -116,12 +117,14 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
     qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
     groups = read_groups(tune_file)
     pooled: dict = {p: {} for p in PREDICTORS}
-    for fold in grouped_folds(list(gold), groups):
+    for i, fold in enumerate(grouped_folds(list(gold), groups), 1):
         train_gold = {q: gold[q] for q in gold if q not in set(fold)}
         prior = TrainingPrior(train_gold, questions={q: qs[q].text for q in train_gold if q in qs})
         pred = predict([qs[q] for q in fold if q in qs], prior, own=False)
         fg = {q: gold[q] for q in fold}
-        numbers[f"{tune_on} / {groups[fold[0]]}"] = {p: code_prediction(fg, pred[p]) for p in PREDICTORS}
+        courses = sorted({groups[q] for q in fold if q in groups})  # folds may merge courses; no course column: numbered
+        label = " + ".join(courses) if courses else f"fold {i}"
+        numbers[f"{tune_on} / {label}"] = {p: code_prediction(fg, pred[p]) for p in PREDICTORS}
         for p in PREDICTORS:
             pooled[p].update(pred[p])
     numbers[f"{tune_on} / all courses (held out)"] = {p: code_prediction(gold, pooled[p]) for p in PREDICTORS}
@@ -212,7 +215,7 @@ def main() -> int:
             res = run_pipeline(qs, art, vcfg)
             dt = (time.perf_counter() - t0) / max(len(qs), 1)
             ranked_by[(name, qfile)] = (gold, res.ranked)
-            curves_by[(name, qfile)] = {q: final_curve(res, art, vcfg, q) for q in gold}
+            curves_by[(name, qfile)] = {q: unique_citations(res.current.hits.get(q, []), art.corpus)[1:] for q in gold}
             if qfile != args.tune_on:  # the tuning file's rows come from the held-out rankings below
                 for k in (3, 5):
                     results[(name, qfile, f"k={k}")] = _row(gold, cut(res.ranked, k), res.ranked) | {"s_per_query": dt}
@@ -248,12 +251,12 @@ def main() -> int:
                     q: qs[q].text for q in train_gold if q in qs}))
                 fres = run_pipeline([qs[q] for q in fold], fart, vcfg)
                 fold_ranked = fres.ranked
-                fold_curves = {q: final_curve(fres, art, vcfg, q) for q in fold}
+                fold_curves = {q: unique_citations(fres.current.hits.get(q, []), art.corpus)[1:] for q in fold}
             for q in fold:
                 held_ranked[q] = fold_ranked[q]
                 held_pred[q] = fold_ranked[q][:k]
                 cits, scores = fold_curves[q]
-                held_curve[q] = curve_cut(cits, scores, t, max_k)
+                held_curve[q] = emit_curve(cits, scores, t, max_k, vcfg)
             fk = evaluate({q: gold[q] for q in fold}, {q: held_pred[q] for q in fold})["macro_f1"]
             fc = evaluate({q: gold[q] for q in fold}, {q: held_curve[q] for q in fold})["macro_f1"]
             wins[0 if fc > fk + 1e-12 else 1 if fk > fc + 1e-12 else 2] += 1
@@ -270,7 +273,7 @@ def main() -> int:
             g, r = ranked_by[(name, qfile)]
             results[(name, qfile, f"k={k_star} (CV on {args.tune_on})")] = _row(g, cut(r, k_star), r)
             curves = curves_by[(name, qfile)]
-            curve = {q: curve_cut(*curves[q], t_star, max_k) for q in g}
+            curve = {q: emit_curve(*curves[q], t_star, max_k, vcfg) for q in g}
             results[(name, qfile, f"score curve t={t_star} (CV on {args.tune_on})")] = _row(g, curve, r)
 
     codes_by_fold = code_report(data, args.tune_on, [f for f in args.queries if f != args.tune_on], art_dir, args.config)

@@ -149,6 +149,13 @@ def test_whole_articles_follow_their_nth_paragraph_and_take_a_slot_of_the_count(
     assert with_whole_articles(cits, scores, 0) == (cits, scores)  # off
     already = ["Art. 41 Abs. 1 OR", "Art. 41 OR", "Art. 41 Abs. 2 OR"]  # an article string in the order stays put
     assert with_whole_articles(already, [3.0, 2.0, 1.0], 1)[0] == already
+    # one further down moves up to the insertion point, so the cut list is a prefix of the full one
+    later = ["Art. 41 Abs. 1 OR", "Art. 41 Abs. 2 OR", "Art. 8 ZGB", "Art. 41 OR"]
+    full = with_whole_articles(later, [4.0, 3.0, 2.0, 1.0], 2)
+    assert full == (["Art. 41 Abs. 1 OR", "Art. 41 Abs. 2 OR", "Art. 41 OR", "Art. 8 ZGB"], [4.0, 3.0, 3.0, 2.0])
+    for k in range(len(later) + 1):
+        cut = with_whole_articles(later[:k], [4.0, 3.0, 2.0, 1.0][:k], 2)[0]
+        assert cut == full[0][: len(cut)]
     # in the pipeline: the emitted list keeps its length, the article takes the last slot's place
     cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "count.method": "fixed", "count.k": 5})
     on = load_config(DEMO / "config.yaml", {"runtime.progress": False, "count.method": "fixed", "count.k": 5, "count.whole_articles": 1})

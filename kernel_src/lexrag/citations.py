@@ -11,7 +11,9 @@ Three kinds occur in the competition corpus and gold:
 *lookup key* (``Citation.key()``) is a normalised form used only to match strings from queries,
 court text or an LLM onto corpus strings: ``lit.``/``Ziff.``/``Satz`` qualifiers are dropped and a
 trailing dot of a consideration is ignored.  Output strings always come from
-:class:`CitationIndex`, i.e. from the corpus itself, never from ``format``.
+:class:`CitationIndex`, i.e. from the corpus itself, never from ``format`` — with one opt-in
+exception: ``count.whole_articles`` adds a law article's ``parent`` string ("Art. 41 OR") after
+its paragraphs (``stages.count.with_whole_articles``).
 """
 
 from __future__ import annotations

@@ -251,7 +251,7 @@ class CountConfig:
     w_cal: float = _f(0.3, "adaptive: weight of n_cal, the count above the calibrated score threshold (paper: 0.3)")
     calibration: str = _f("", "adaptive: calibration folder written by `lexrag calibrate`; empty: the artifact 'calibration' among the artifacts")
     whole_articles: int = _f(0, "also emit a law article as a whole ('Art. 41 OR') right after the n-th of its paragraphs in the final order, "
-                                "taking a slot of the count (exam answers and the competition's train.csv cite whole articles, val.csv never); 0: off")
+                                "taking a slot of the count (exam answers and the competition's train.csv cite whole articles that are no corpus key; val.csv's gold is all corpus keys); 0: off")
 
 
 @dataclass

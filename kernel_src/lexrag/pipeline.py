@@ -420,8 +420,8 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
     Before each call the time the rest of the run needs is projected (per stage: its measured
     seconds per query once it has run, else ``runtime.stage_estimates_s``, times the queries it
     has left); while that exceeds the budget left, the next group of ``runtime.degrade_order``
-    is dropped for the rest of the run (agentic loop, verification, reranking, dense and graph,
-    rewrite).  Past the budget every optional stage is skipped; the essential ones (citation
+    is dropped for the rest of the run (agentic loop, verification, reranking, dense, graph and
+    prior, rewrite, the extra BM25 passes).  Past the budget every optional stage is skipped; the essential ones (citation
     seeds, BM25, fusion, count) always run, so every query gets the best answer left.  The
     queries a stage skipped are recorded in ``batch.skipped``.  ``project=False`` (the agent's
     retrieval calls) only honours what the run has dropped."""

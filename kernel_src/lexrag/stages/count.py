@@ -116,25 +116,32 @@ def with_whole_articles(citations: Sequence[str], scores: Sequence[float], after
     """The citation order with each law article also cited as a whole ("Art. 41 OR") right after
     the ``after``-th of its paragraphs ("Art. 41 Abs. 1 OR", "Art. 41 Abs. 2 OR"), with that
     paragraph's score; ``after`` 0 changes nothing.  Exam answers and the competition's training
-    gold cite whole articles (28% of their law citations) where a consideration cites paragraphs.
-    An article string already in the order stays where it first appears."""
+    gold cite whole articles where a consideration cites paragraphs.  An article string that
+    comes earlier in the order stays where it is; one that comes later moves up to the insertion
+    point.  Each output position depends only on the input up to it, so the result for the
+    first k citations is a prefix of the result for all of them (the emitted list and the full
+    ranking agree).  The inserted strings are the paragraphs' ``citations.parent``: the one place
+    where an output string is formatted rather than taken from the corpus."""
     from lexrag.citations import parent
 
     cits, out_scores = list(citations), list(scores)
     if after <= 0:
         return cits, out_scores
-    present = set(cits)
+    emitted: set[str] = set()
     seen: dict[str, int] = {}
     out: list[tuple[str, float]] = []
     for c, s in zip(cits, out_scores):
+        if c in emitted:  # an article string already inserted above
+            continue
         out.append((c, s))
+        emitted.add(c)
         whole = parent(c) if c.startswith("Art") else c
-        if whole == c or whole in present:
+        if whole == c or whole in emitted:
             continue
         seen[whole] = seen.get(whole, 0) + 1
         if seen[whole] == after:
             out.append((whole, s))
-            present.add(whole)
+            emitted.add(whole)
     return [c for c, _ in out], [s for _, s in out]
 
 
