@@ -15,15 +15,13 @@ reports how often the predicted codes are right.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import warnings
 from pathlib import Path
 
 from lexrag.citations import law_codes
 from lexrag.config import load_config
-from lexrag.eval.cv import grouped_folds, read_groups
+from lexrag.eval.cv import grouped_folds, held_out_artifacts, read_groups
 from lexrag.eval.metrics import evaluate
-from lexrag.index.prior import TrainingPrior
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
 import lexrag.stages.statutes as statutes
@@ -42,8 +40,7 @@ def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) 
     real = statutes.statute_codes
     try:
         for fold in grouped_folds(list(gold), groups):
-            train = {q: gold[q] for q in gold if q not in set(fold)}
-            fart = dataclasses.replace(art, prior=TrainingPrior(train, questions={q: qs[q].text for q in train}))
+            fart = held_out_artifacts(art, cfg, gold, {q: x.text for q, x in qs.items()}, set(fold))
             for q in fold:  # one query at a time, so the oracle knows whose gold to read
                 if oracle:
                     statutes.statute_codes = lambda det, text, sc, prior=None, query_id=None, _q=q: law_codes(gold[_q])[: sc.max_codes]

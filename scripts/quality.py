@@ -29,10 +29,9 @@ from pathlib import Path
 import yaml
 from lexrag.config import load_config
 from lexrag.eval.calibrate import fit_threshold
-from lexrag.eval.cv import grouped_folds, read_groups
+from lexrag.eval.cv import grouped_folds, held_out_artifacts, read_groups
 from lexrag.eval.metrics import evaluate, per_query_table
 from lexrag.eval.stats import bootstrap_ci
-from lexrag.index.prior import TrainingPrior
 from lexrag.index.build import build_artifacts
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
@@ -104,7 +103,7 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
         for q in queries:
             qid = q.query_id if own else None
             learned = prior.codes_for(q.text, sc.learned_codes, qid) if prior is not None else []
-            scores = art.bm25.scores(q.text, lc.query_dedup)
+            scores = art.bm25.scores(q.text, lc.query_dedup, lc.max_query_terms)  # as the lexical stage scores it
             out["named"][q.query_id] = det.detect(q.text, sc.max_codes)
             out["learned"][q.query_id] = learned
             out["named + learned"][q.query_id] = statute_codes(det, q.text, sc, prior, qid)
@@ -117,9 +116,9 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
     qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
     groups = read_groups(tune_file)
     pooled: dict = {p: {} for p in PREDICTORS}
+    texts = {q: x.text for q, x in qs.items()}
     for i, fold in enumerate(grouped_folds(list(gold), groups), 1):
-        train_gold = {q: gold[q] for q in gold if q not in set(fold)}
-        prior = TrainingPrior(train_gold, questions={q: qs[q].text for q in train_gold if q in qs})
+        prior = held_out_artifacts(art, cfg, gold, texts, set(fold)).prior
         pred = predict([qs[q] for q in fold if q in qs], prior, own=False)
         fg = {q: gold[q] for q in fold}
         courses = sorted({groups[q] for q in fold if q in groups})  # folds may merge courses; no course column: numbered
@@ -133,7 +132,7 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
         pred = predict([q for q in load_queries(data / f, cfg.query.max_chars) if q.query_id in g], art.prior, own=False)
         numbers[f] = {p: code_prediction(g, pred[p]) for p in PREDICTORS}
     head = "| fold | questions | " + " | ".join(f"{p} P / R" for p in PREDICTORS) + " | codes/question (named + learned) |"
-    lines = ["", f"statute detection by fold (law codes of each question's gold; learned model fitted without the fold's course)",
+    lines = ["", "statute detection by fold (law codes of each question's gold; learned model fitted without the fold's course)",
              head, "| --- |" + " --- |" * (len(PREDICTORS) + 2)]
     for name, m in numbers.items():
         cells = [f"{m[p]['precision']:.2f} / {m[p]['recall']:.2f}" for p in PREDICTORS]
@@ -223,7 +222,6 @@ def main() -> int:
     # grouped cross-validation by course on the tuning set: each course's questions get the k (and,
     # separately, the score-curve threshold) picked on the other courses, and a prior fitted on the
     # other courses only; the median pick is then applied to the other files, which are only scored
-    import dataclasses
 
     tune_file = data / args.tune_on
     groups = read_groups(tune_file)
@@ -235,6 +233,7 @@ def main() -> int:
         vcfg = load_config(args.config, {"runtime.progress": False, "count.method": "fixed", "count.k": 300, **over})
         art = Artifacts.load(art_dir, vcfg)
         qs = {q.query_id: q for q in load_queries(tune_file, vcfg.query.max_chars)}
+        texts = {q: x.text for q, x in qs.items()}
         held_pred, held_curve, held_ranked, ks, ts, wins = {}, {}, {}, [], [], [0, 0, 0]
         for fold in folds:
             test = set(fold)
@@ -245,10 +244,8 @@ def main() -> int:
             ks.append(k)
             ts.append(t)
             fold_ranked, fold_curves = ranked, curves
-            uses_prior = vcfg.prior.enabled or (vcfg.statutes.enabled and vcfg.statutes.learned)
-            if uses_prior and art.prior is not None:  # a prior (and statute model) that never saw the held-out course
-                fart = dataclasses.replace(art, prior=TrainingPrior(train_gold, questions={
-                    q: qs[q].text for q in train_gold if q in qs}))
+            fart = held_out_artifacts(art, vcfg, gold, texts, test)  # a prior that never saw the held-out course
+            if fart is not art:
                 fres = run_pipeline([qs[q] for q in fold], fart, vcfg)
                 fold_ranked = fres.ranked
                 fold_curves = {q: unique_citations(fres.current.hits.get(q, []), art.corpus)[1:] for q in fold}

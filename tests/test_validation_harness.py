@@ -194,6 +194,16 @@ def test_the_learned_statute_model_predicts_codes_from_training_questions_and_sh
     assert TrainingPrior({"t1": ["Art. 271 OR"]}).codes_for("Kündigung") == []  # no questions: no model
     cfg = load_config(DEMO / "config.yaml", {"statutes.enabled": True, "statutes.learned": True})
     assert cfg.statutes.learned_codes == 2
+    # a fold's prior and statute model know only the other folds' gold and questions
+    from lexrag.eval.cv import held_out_artifacts
+
+    art = Artifacts(corpus=None, bm25=None, prior=loaded)
+    texts = dict(loaded.questions)
+    fold = held_out_artifacts(art, cfg, loaded.gold, texts, {"t3", "t4"})
+    assert set(fold.prior.gold) == {"t1", "t2"} and set(fold.prior.questions) == {"t1", "t2"}
+    assert fold.prior.codes_for("Wann ist eine Scheidung möglich?", 1) != ["ZGB"]  # ZGB was only in the held-out fold
+    assert loaded.codes_for("Wann ist eine Scheidung möglich?", 1) == ["ZGB"]  # the artifacts' own prior is untouched
+    assert held_out_artifacts(art, load_config(DEMO / "config.yaml"), loaded.gold, texts, {"t3"}) is art  # no prior read
 
 
 def test_feedback_expands_the_question_with_the_words_of_its_top_documents(demo_artifacts, demo_queries):

@@ -330,6 +330,11 @@ class Config:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
 
+    def uses_prior(self) -> bool:
+        """The prior artifact is read: by the prior signals, or by the learned statute model (the
+        training questions it holds)."""
+        return self.prior.enabled or (self.statutes.enabled and self.statutes.learned)
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 

@@ -103,7 +103,7 @@ class Artifacts:
         if cfg.graph.enabled:
             part("graph", lambda: setattr(art, "graph", CitationGraph.load(locate("graph"), len(corpus), corpus_id=cid,
                                                                             resolutions=cfg.graph.resolutions)))
-        if cfg.prior.enabled or (cfg.statutes.enabled and cfg.statutes.learned):  # the statute model reads its questions
+        if cfg.uses_prior():
             part("prior", lambda: setattr(art, "prior", TrainingPrior.load(locate("prior"))))
         if cfg.semantic.enabled:
             part("semantic", lambda: art._load_dense(cfg, locate, model_path, cid))

@@ -9,6 +9,7 @@ Here a course is never split: with up to ``max_folds`` courses every course is a
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Sequence
 
 from lexrag.csvio import FileReport, read_csv_rows
 
-__all__ = ["read_groups", "grouped_folds"]
+__all__ = ["read_groups", "grouped_folds", "held_out_artifacts"]
 
 log = logging.getLogger(__name__)
 
@@ -53,3 +54,15 @@ def grouped_folds(query_ids: Sequence[str], groups: dict[str, str], max_folds: i
     for g in sorted(names, key=lambda g: (-len(by_group[g]), g)):  # largest first into the smallest fold
         min(folds, key=len).extend(by_group[g])
     return folds
+
+
+def held_out_artifacts(art, cfg, gold: dict[str, Sequence[str]], texts: dict[str, str], held_out: set[str]):
+    """``art`` with its training prior (and the statute model it holds) refitted on the gold of
+    the queries outside ``held_out``, so a fold is ranked by what only the other courses taught;
+    ``art`` itself when ``cfg`` reads no prior or none is loaded.  ``texts``: query id -> question."""
+    if not cfg.uses_prior() or art.prior is None:
+        return art
+    from lexrag.index.prior import TrainingPrior
+
+    train = {q: g for q, g in gold.items() if q not in held_out}
+    return dataclasses.replace(art, prior=TrainingPrior(train, questions={q: texts[q] for q in train if q in texts}))

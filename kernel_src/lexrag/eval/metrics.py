@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-from lexrag.citations import scoring_form
+from lexrag.citations import law_codes, scoring_form
 
 __all__ = ["norm", "prf", "recall_at_k", "ndcg_at_k", "ap_at_k", "evaluate", "per_query_table", "code_prediction"]
 
@@ -114,8 +114,6 @@ def code_prediction(gold: Mapping[str, Sequence[str]], predicted: Mapping[str, S
     queries pooled, so a query with no prediction costs nothing), ``recall`` = mean over queries of
     the share of their gold codes predicted, ``per_query`` = codes predicted per query, ``n`` =
     queries scored.  Gold is citation strings; predictions are codes ("OR")."""
-    from lexrag.citations import law_codes
-
     hits = n_pred = n = 0
     rec = 0.0
     for q, g in gold.items():

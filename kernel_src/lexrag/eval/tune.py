@@ -12,7 +12,6 @@ only.  The tuned config (the best point on all queries, every field written out)
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 from pathlib import Path
@@ -22,7 +21,7 @@ import numpy as np
 import yaml
 
 from lexrag.config import Config, with_overrides
-from lexrag.eval.cv import grouped_folds, read_groups
+from lexrag.eval.cv import grouped_folds, held_out_artifacts, read_groups
 from lexrag.eval.metrics import per_query_table
 from lexrag.pipeline import Artifacts, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
@@ -76,7 +75,6 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     """Search ``grid``; returns and (with ``out``) writes the result: the best point, its in-sample
     and grouped-CV Macro F1, the per-fold picks, and the tuned config."""
     from lexrag.errors import CsvInputError
-    from lexrag.index.prior import TrainingPrior
 
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = {q: g for q, g in load_gold(queries_path).items() if g}
@@ -96,13 +94,9 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     picks = []
     for fold in folds:
         test = set(fold)
-        fold_art, scores = art, in_sample
-        uses_prior = cfg.prior.enabled or (cfg.statutes.enabled and cfg.statutes.learned)
-        if uses_prior and art.prior is not None:  # the prior (and statute model) may only know the training courses
-            texts = {q.query_id: q.text for q in queries}
-            fold_art = dataclasses.replace(art, prior=TrainingPrior({q: g for q, g in gold.items() if q not in test},
-                                                                    questions={q: texts[q] for q in gold if q not in test}))
-            scores = [_scores(c, fold_art, queries, gold, cache, paths) for c in configs]
+        # the prior (and statute model) may only know the training courses
+        fold_art = held_out_artifacts(art, cfg, gold, {q.query_id: q.text for q in queries}, test)
+        scores = in_sample if fold_art is art else [_scores(c, fold_art, queries, gold, cache, paths) for c in configs]
         train_means = [np.mean([v for q, v in s.items() if q not in test]) for s in scores]
         pick = int(np.argmax(train_means))
         picks.append({"held_out": sorted({groups.get(q, q) for q in fold})[:3], "queries": len(fold), "point": points[pick]})

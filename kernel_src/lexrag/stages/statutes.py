@@ -48,6 +48,7 @@ class StatuteDetector:
     _code_index: dict | None = None
     _numbered: np.ndarray | None = None  # per code id: keyed by an SR number
     _voting: np.ndarray | None = None  # per code id: a law code (court documents have none)
+    _names: list[str] | None = None  # code id -> code
 
     @classmethod
     def from_corpus(cls, corpus, titles: list[str] | None = None) -> "StatuteDetector":
@@ -92,9 +93,9 @@ class StatuteDetector:
         if self._code_ids is None:
             self._code_index = {c: i for i, c in enumerate(sorted(set(self.codes)))}
             self._code_ids = np.fromiter((self._code_index[c] for c in self.codes), dtype=np.int32, count=len(self.codes))
-            names = sorted(self._code_index, key=self._code_index.__getitem__)
-            self._numbered = np.array([bool(_SR_NUMBER.fullmatch(c)) for c in names], dtype=bool)
-            self._voting = np.array([c != "" for c in names], dtype=bool)
+            self._names = sorted(self._code_index, key=self._code_index.__getitem__)
+            self._numbered = np.array([bool(_SR_NUMBER.fullmatch(c)) for c in self._names], dtype=bool)
+            self._voting = np.array([c != "" for c in self._names], dtype=bool)
         return self._code_ids
 
     def mask(self, codes: list[str]) -> np.ndarray:
@@ -129,7 +130,6 @@ class StatuteDetector:
             factor[self._numbered] *= np.float32(numbered_weight)
         return out * factor[ids]
 
-
     def _votes(self, scores: np.ndarray, depth: int) -> np.ndarray:
         """Per code id the summed scores of the best ``depth`` law paragraphs (court documents
         neither vote nor take a place among the voters, however many rank above them)."""
@@ -146,10 +146,8 @@ class StatuteDetector:
         """The ``k`` codes the best ``depth`` law paragraphs vote for most (the statute vote's
         choice, reported beside the named and learned codes by ``scripts/quality.py``)."""
         v = self._votes(np.asarray(scores, dtype=np.float32), depth)
-        self._ids()
-        names = sorted(self._code_index, key=self._code_index.__getitem__)
         order = np.lexsort((np.arange(len(v)), -v))[:k]
-        return [names[i] for i in order if v[i] > 0]
+        return [self._names[i] for i in order if v[i] > 0]
 
 
 def statute_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str | None = None) -> list[str]:
