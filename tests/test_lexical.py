@@ -86,3 +86,72 @@ def test_load_refuses_other_config_or_corpus(tmp_path):
 def test_empty_corpus_is_refused(tmp_path):
     with pytest.raises(ArtifactError, match="empty corpus"):
         build_bm25([], tmp_path / "x")
+
+
+# Compounds and their parts, so that the corpus' own counts split them (min_count 1 below).
+COMPOUND_DOCS = [
+    "Der Mietvertrag endet mit der Kündigung durch den Vermieter.",
+    "Die Miete ist nach dem Vertrag am Ende jedes Monats zu bezahlen.",
+    "Ein Vertrag kommt durch übereinstimmende Willensäusserung zustande.",
+    "Der Arbeitsvertrag verpflichtet den Arbeitnehmer zur Arbeit.",
+    "Die Kündigungsfrist beträgt einen Monat; die Frist beginnt mit der Kündigung.",
+    "Die Arbeit wird im Betrieb geleistet.",
+]
+
+
+def test_decompounder_splits_by_corpus_counts(tmp_path):
+    from lexrag.index.decompound import Decompounder
+
+    counts = {"miete": 40, "vertrag": 90, "arbeit": 50, "kündigung": 30, "frist": 60, "kauf": 20,
+              "kaufvertrag": 5000, "haftpflicht": 12, "versicherung": 70, "versicherungsvertrag": 8}
+    d = Decompounder(counts, min_part=4, min_count=5)
+    assert d.split("mietvertrag") == ("miet", "vertrag")  # modifier without its final -e
+    assert d.split("arbeitsvertrag") == ("arbeit", "vertrag")  # linking s
+    assert d.split("kündigungsfrist") == ("kündigung", "frist")
+    assert d.split("haftpflichtversicherungsvertrag") == ("haftpflicht", "versicherung", "vertrag")  # the head (a word of the corpus) split again
+    assert d.split("kaufvertrag") == ()  # used more often whole than its parts
+    assert d.split("vertrag") == () and d.split("2019abcd2020") == ()  # too short; not a word
+    assert Decompounder(counts, min_count=100).split("mietvertrag") == ()  # parts too rare
+    path = d.save(tmp_path)
+    again = Decompounder.load(tmp_path)
+    assert again.params() == d.params() and again.split("mietvertrag") == ("miet", "vertrag")
+    path.write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(ArtifactError, match="decompound.json: not a decompounding lexicon"):
+        Decompounder.load(tmp_path)
+    path.unlink()
+    with pytest.raises(ArtifactError, match="decompound.json: missing"):
+        Decompounder.load(tmp_path)
+
+
+def test_decompounded_index_matches_bm25s_and_finds_parts(tmp_path):
+    cfg = LexicalConfig(decompound_min_count=1)
+    idx = build_bm25([COMPOUND_DOCS[:2], COMPOUND_DOCS[2:]], tmp_path / "dc", cfg)
+    a = idx.analyzer
+    assert a("Mietvertrag") == ["mietvertrag", "miet", "vertrag"]  # the compound stays, its parts follow
+    assert a("Kündigungsfrist")[1:] == a("Kündigung Frist")
+    # the streamed build scores exactly as bm25s over the analyzer's token lists
+    ref = bm25s.BM25(k1=cfg.k1, b=cfg.b, method=cfg.method)
+    ref.index([a(d) for d in COMPOUND_DOCS], show_progress=False)
+    for q in ["Vertrag Kündigung", "Frist Arbeit", "Mietvertrag Miete"]:
+        toks = [t for t in a(q) if t in ref.vocab_dict]
+        np.testing.assert_allclose(idx.retriever.get_scores([idx.retriever.vocab_dict[t] for t in toks]),
+                                   ref.get_scores(toks), rtol=1e-5)
+    # a question about the "Vertrag" finds the lease and the employment contract; without
+    # decompounding only the paragraphs that have the word alone
+    assert set(idx.search("Vertrag", k=10)[0]) == {0, 1, 2, 3}
+    plain = build_bm25([COMPOUND_DOCS], tmp_path / "plain", LexicalConfig(decompound=False))
+    assert set(plain.search("Vertrag", k=10)[0]) == {1, 2}
+    # the loaded index splits queries with the counts it was built with
+    loaded = BM25Index.load(tmp_path / "dc", cfg)
+    assert loaded.analyzer("Arbeitsvertrag") == a("Arbeitsvertrag")
+    np.testing.assert_allclose(loaded.scores("Vertrag"), idx.scores("Vertrag"))
+
+
+def test_load_refuses_index_built_without_decompounding(tmp_path):
+    build_bm25([DOCS], tmp_path / "plain", LexicalConfig(decompound=False))
+    with pytest.raises(ArtifactError, match=r"decompound: artifact has None, config wants \{'min_part': 4, 'min_count': 5\}"):
+        BM25Index.load(tmp_path / "plain", LexicalConfig())
+    build_bm25([DOCS], tmp_path / "dc", LexicalConfig())
+    (tmp_path / "dc" / "decompound.json").unlink()
+    with pytest.raises(ArtifactError, match="decompound.json"):
+        BM25Index.load(tmp_path / "dc", LexicalConfig())

@@ -35,7 +35,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "corpus.chunk_rows": (1, None), "statutes.max_codes": (1, None), "statutes.top_k": (1, None),
     "articles.top_articles": (1, None), "articles.top_k": (1, None), "feedback.docs": (1, None), "feedback.terms": (1, None),
     "feedback.term_weight": (1, None), "lexical.k1": (1e-9, None), "lexical.b": (0, 1), "lexical.top_k": (1, None),
-    "lexical.min_token_len": (1, None), "lexical.numbered_code_weight": (0, 1), "lexical.code_vote_depth": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
+    "lexical.min_token_len": (1, None), "lexical.decompound_min_part": (2, None), "lexical.decompound_min_count": (1, None), "lexical.numbered_code_weight": (0, 1), "lexical.code_vote_depth": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
     "semantic.max_seq": (8, None), "semantic.shard_size": (1, None), "semantic.nlist": (1, None), "semantic.pq_m": (1, None),
     "semantic.nprobe": (1, None), "semantic.rescore_k": (1, None), "semantic.top_k": (1, None), "rerank.top_n": (1, None),
     "rerank.tau": (None, None), "rerank.batch_size": (1, None), "rerank.max_length": (8, None), "graph.seed_k": (1, None),
@@ -88,6 +88,9 @@ class LexicalConfig:
     method: str = _f("lucene", "BM25 variant (bm25s method): lucene | robertson | atire")
     stemmer: str = _f("german", "Snowball stemmer language (PyStemmer); empty string: no stemming")
     min_token_len: int = _f(2, "tokens shorter than this are dropped (paper: drop 1-char tokens)")
+    decompound: bool = _f(True, "index and search German compounds also by their parts (Mietvertrag: miet, vertrag), split by the corpus' own word counts (lexrag.index.decompound)")
+    decompound_min_part: int = _f(4, "letters a compound part has at least")
+    decompound_min_count: int = _f(5, "times a compound part occurs in the corpus at least")
     top_k: int = _f(100, "documents kept per BM25 signal")
     fields: list = _f(
         ["citation", "title", "text"],

@@ -26,6 +26,8 @@ import numpy as np
 from lexrag.artifacts import ArtifactError, check_params, publishes, read_params, reading, rebuild_hint, write_params
 from lexrag.citations import normalize_text
 from lexrag.config import LexicalConfig
+from lexrag.index.decompound import FILE as DECOMPOUND_FILE
+from lexrag.index.decompound import Decompounder
 
 __all__ = ["GERMAN_STOPWORDS", "Analyzer", "BM25Index", "build_bm25"]
 
@@ -48,13 +50,17 @@ _TOKEN = re.compile(r"[^\W_]+")
 
 
 class Analyzer:
-    """Text -> list of stemmed tokens.  Stems are cached per surface form (the hot path)."""
+    """Text -> list of stemmed tokens.  With a :class:`~lexrag.index.decompound.Decompounder`, a
+    compound is followed by the stems of its parts.  Expansions are cached per surface form (the
+    hot path)."""
 
-    def __init__(self, stemmer: str = "german", min_token_len: int = 2, stopwords: Iterable[str] = GERMAN_STOPWORDS):
+    def __init__(self, stemmer: str = "german", min_token_len: int = 2, stopwords: Iterable[str] = GERMAN_STOPWORDS,
+                 decompounder: Decompounder | None = None):
         self.language = stemmer
         self.min_token_len = min_token_len
         self.stopwords = frozenset(stopwords)
-        self._cache: dict[str, str] = {}
+        self.decompounder = decompounder
+        self._cache: dict[str, tuple[str, ...]] = {}
         if stemmer:
             import Stemmer  # PyStemmer; a hard dependency of the lexical stage
 
@@ -69,20 +75,32 @@ class Analyzer:
             "stopwords": len(self.stopwords),
             "token_pattern": _TOKEN.pattern,
             "unicode": "NFKC, zero-width removed",
+            "decompound": self.decompounder.params() if self.decompounder is not None else None,
         }
 
+    def surface(self, text: str) -> list[str]:
+        """The lowercase words of ``text`` long enough to keep, stopwords included."""
+        return [t for t in _TOKEN.findall(normalize_text(text).lower()) if len(t) >= self.min_token_len]
+
+    def expand(self, word: str) -> tuple[str, ...]:
+        """What one surface word puts in the index: nothing for a stopword, else its stem, then the
+        stems of its compound parts (stopwords among them dropped)."""
+        got = self._cache.get(word)
+        if got is None:
+            if word in self.stopwords:
+                got = ()
+            else:
+                words = [word]
+                if self.decompounder is not None:
+                    words += [p for p in self.decompounder.split(word) if p not in self.stopwords]
+                got = tuple(self._stemmer.stemWords(words)) if self._stemmer is not None else tuple(words)
+            if len(self._cache) > 2_000_000:
+                self._cache.clear()
+            self._cache[word] = got
+        return got
+
     def __call__(self, text: str) -> list[str]:
-        toks = [t for t in _TOKEN.findall(normalize_text(text).lower()) if len(t) >= self.min_token_len and t not in self.stopwords]
-        if self._stemmer is None:
-            return toks
-        cache = self._cache
-        new = [t for t in set(toks) if t not in cache]
-        if new:
-            for t, s in zip(new, self._stemmer.stemWords(new)):
-                cache[t] = s
-            if len(cache) > 2_000_000:
-                cache.clear()
-        return [cache.get(t) or self._stemmer.stemWord(t) for t in toks]
+        return [s for t in self.surface(text) for s in self.expand(t)]
 
 
 def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -125,17 +143,20 @@ def build_bm25(
 ) -> "BM25Index":
     """Build and save the index over ``texts`` (an iterable of batches of document texts).
 
-    Two passes, so that peak memory is the final index plus one chunk: the first tokenizes every
-    document once, writing its token ids to a temporary file and counting document lengths and
-    document frequencies; the second reads the ids back chunk by chunk and writes each (term,
-    doc) score straight into its place in the preallocated CSC arrays (term columns, docs in
-    increasing order inside a column, exactly as bm25s and scipy's counting sort lay them out).
+    Three passes, so that peak memory is the final index plus one chunk: the first splits every
+    document into its surface words once, writing their ids to a temporary file and counting each
+    word; then every surface word is analyzed once (stopword, stem, compound parts split with the
+    counts of the whole corpus); the second pass reads the ids back chunk by chunk, expands them
+    to index terms and counts document lengths and document frequencies; the third expands them
+    again and writes each (term, doc) score straight into its place in the preallocated CSC arrays
+    (term columns, docs in increasing order inside a column, exactly as bm25s and scipy's counting
+    sort lay them out).
     """
     cfg = cfg or LexicalConfig()
-    analyzer = Analyzer(cfg.stemmer, cfg.min_token_len)
-    vocab: dict[str, int] = {}
-    lengths: list[np.ndarray] = []
-    df = np.zeros(1 << 16, dtype=np.int64)
+    words = Analyzer(cfg.stemmer, cfg.min_token_len)  # surface words only (pass 1)
+    surface: dict[str, int] = {}
+    seen = np.zeros(1 << 16, dtype=np.int64)  # occurrences of each surface word
+    chunks: list[np.ndarray] = []  # surface words per document, one array per chunk
     n_docs = 0
     bar = None
     if progress:
@@ -154,17 +175,14 @@ def build_bm25(
                     ids_buf = array("i")
                     lens = np.empty(len(batch), dtype=np.int32)
                     for j, text in enumerate(batch):
-                        toks = analyzer(text or "")
+                        toks = words.surface(text or "")
                         lens[j] = len(toks)
-                        ids_buf.extend([vocab.setdefault(t, len(vocab)) for t in toks])
+                        ids_buf.extend([surface.setdefault(t, len(surface)) for t in toks])
                     f.write(ids_buf.tobytes())
-                    ids = np.frombuffer(ids_buf, dtype=np.int32).astype(np.int64)
-                    docs = np.repeat(np.arange(len(batch), dtype=np.int64), lens)
-                    terms = _runs(np.sort((docs << 32) | ids))[0] & 0xFFFFFFFF
-                    if len(vocab) > len(df):
-                        df = np.concatenate([df, np.zeros(max(len(vocab), 2 * len(df)) - len(df), dtype=np.int64)])
-                    df[: len(vocab)] += np.bincount(terms, minlength=len(vocab))
-                    lengths.append(lens)
+                    if len(surface) > len(seen):
+                        seen = np.concatenate([seen, np.zeros(max(len(surface), 2 * len(seen)) - len(seen), dtype=np.int64)])
+                    seen[: len(surface)] += np.bincount(np.frombuffer(ids_buf, dtype=np.int32), minlength=len(surface))
+                    chunks.append(lens)
                     n_docs += len(batch)
                     if bar is not None:
                         bar.update(len(batch))
@@ -172,8 +190,44 @@ def build_bm25(
             bar.close()
         if n_docs == 0:
             raise ArtifactError("cannot build a BM25 index over an empty corpus")
+
+        # every surface word -> its index terms, as CSR arrays (offsets into targets)
+        forms = list(surface)
+        decompounder = None
+        if cfg.decompound:
+            decompounder = Decompounder({w: int(seen[i]) for i, w in enumerate(forms) if seen[i] >= cfg.decompound_min_count},
+                                        cfg.decompound_min_part, cfg.decompound_min_count)
+        analyzer = Analyzer(cfg.stemmer, cfg.min_token_len, decompounder=decompounder)
+        del seen, surface
+        vocab: dict[str, int] = {}
+        offsets = np.zeros(len(forms) + 1, dtype=np.int64)
+        targets = array("i")
+        for i, w in enumerate(forms):
+            targets.extend([vocab.setdefault(t, len(vocab)) for t in analyzer.expand(w)])
+            offsets[i + 1] = len(targets)
+        del forms
+        term_of = np.frombuffer(targets, dtype=np.int32).astype(np.int64) if len(targets) else np.empty(0, np.int64)
+        ids_all = np.memmap(tokens, dtype=np.int32, mode="r") if tokens.stat().st_size else np.empty(0, np.int32)
+
+        def expanded():
+            """(index terms, their documents inside the chunk, document lengths) chunk by chunk."""
+            off = 0
+            for lens in chunks:
+                n_tok = int(lens.sum())
+                ids = np.asarray(ids_all[off : off + n_tok], dtype=np.int64)
+                off += n_tok
+                per = offsets[ids + 1] - offsets[ids]
+                first = np.repeat(offsets[ids] - (np.cumsum(per) - per), per)
+                terms = term_of[first + np.arange(int(per.sum()), dtype=np.int64)]
+                docs = np.repeat(np.repeat(np.arange(len(lens), dtype=np.int64), lens), per)
+                yield terms, docs, np.bincount(docs, minlength=len(lens)).astype(np.int32)
+
         n_vocab = max(len(vocab), 1)
-        df = df[:n_vocab]
+        df = np.zeros(n_vocab, dtype=np.int64)
+        lengths = []
+        for terms, docs, lens in expanded():
+            df += np.bincount(_runs(np.sort((docs << 32) | terms))[0] & 0xFFFFFFFF, minlength=n_vocab)
+            lengths.append(lens)
         dl = np.concatenate(lengths).astype(np.float32)
         avgdl = float(dl.mean()) if dl.mean() > 0 else 1.0
         idf = _idf(df, n_docs, cfg.method).astype(np.float32)
@@ -184,13 +238,9 @@ def build_bm25(
         data = np.empty(nnz, dtype=np.float32)
         indices = np.empty(nnz, dtype=index_dtype)
         pos = indptr[:-1].astype(np.int64)
-        ids_all = np.memmap(tokens, dtype=np.int32, mode="r") if tokens.stat().st_size else np.empty(0, np.int32)
-        off = doc0 = 0
-        for lens in lengths:
-            n_tok = int(lens.sum())
-            ids = np.asarray(ids_all[off : off + n_tok], dtype=np.int64)
-            off += n_tok
-            docs = np.repeat(np.arange(doc0, doc0 + len(lens), dtype=np.int64), lens)
+        doc0 = 0
+        for (ids, docs, _), lens in zip(expanded(), lengths):
+            docs = docs + doc0
             doc0 += len(lens)
             key, tf = _runs(np.sort((ids << 32) | docs))  # sorted by term, then doc
             terms, d = key >> 32, key & 0xFFFFFFFF
@@ -210,6 +260,9 @@ def build_bm25(
     retriever.nonoccurrence_array = None
     (out / "params.json").unlink(missing_ok=True)
     retriever.save(out, show_progress=False)
+    (out / DECOMPOUND_FILE).unlink(missing_ok=True)
+    if decompounder is not None:
+        decompounder.save(out)
     write_params(
         out,
         ARTIFACT,
@@ -237,7 +290,9 @@ class BM25Index:
     @staticmethod
     def expected_params(cfg: LexicalConfig) -> dict:
         analyzer = Analyzer(cfg.stemmer, cfg.min_token_len)
-        return {"k1": cfg.k1, "b": cfg.b, "method": cfg.method, "fields": list(cfg.fields), **analyzer.params()}
+        decompound = {"min_part": cfg.decompound_min_part, "min_count": cfg.decompound_min_count} if cfg.decompound else None
+        return {"k1": cfg.k1, "b": cfg.b, "method": cfg.method, "fields": list(cfg.fields), **analyzer.params(),
+                "decompound": decompound}
 
     @classmethod
     def load(cls, folder: str | Path, cfg: LexicalConfig | None = None, corpus_id: str | None = None, mmap: bool = False) -> "BM25Index":
@@ -257,7 +312,8 @@ class BM25Index:
                     (vocab is not None and len(sc["indptr"]) != vocab + 1):
                 raise ArtifactError(f"BM25 index at {folder}: its arrays do not have the sizes recorded at build "
                                     f"(nnz {nnz}, vocabulary {vocab}); {rebuild_hint(ARTIFACT)}")
-        return cls(retriever, Analyzer(cfg.stemmer, cfg.min_token_len), params)
+            decompounder = Decompounder.load(folder) if cfg.decompound else None
+        return cls(retriever, Analyzer(cfg.stemmer, cfg.min_token_len, decompounder=decompounder), params)
 
     def scores(self, text: str, dedup: bool = True, max_terms: int = 0) -> np.ndarray | None:
         """BM25 score of every document for ``text`` (None when no query term is indexed).
