@@ -25,7 +25,7 @@ from lexrag.synthetic import TextSampler, write_court_csv
 def phase(name: str, work: Path, n: int) -> dict:
     from lexrag.config import load_config
 
-    cfg = load_config(None, {"runtime.progress": False})
+    cfg = load_config(None, {"runtime.progress": False, **benchkit.overrides()})
     if name == "corpus":
         from lexrag.index.corpus import build_corpus
 

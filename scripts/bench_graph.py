@@ -25,7 +25,7 @@ import numpy as np
 def phase(name: str, work: Path, n: int) -> dict:
     from lexrag.config import load_config
 
-    cfg = load_config(None, {"runtime.progress": False})
+    cfg = load_config(None, {"runtime.progress": False, **benchkit.overrides()})
     if name == "generate":
         from lexrag.synthetic import write_court_csv, write_laws_csv
 

@@ -21,6 +21,23 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+_SET = "LEXRAG_BENCH_SET"
+
+
+def _override(item: str) -> tuple[str, object]:
+    import yaml
+
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--set {item!r}: expected KEY=VALUE, e.g. lexical.decompound=false")
+    return key, yaml.safe_load(value)
+
+
+def overrides() -> dict:
+    """The ``--set`` config overrides of this run (the phases run as subprocesses and read them here)."""
+    return json.loads(os.environ.get(_SET, "{}"))
+
+
 def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases: Sequence[str],
          sizes: Sequence[int], work: str, table: Callable[[list[dict]], None],
          prepare: Callable[[Path, int], dict] | None = None) -> int:
@@ -29,12 +46,15 @@ def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     ap.add_argument("--work", default=work)
     ap.add_argument("--json", help="append results to this JSON-lines file")
     ap.add_argument("--keep", action="store_true", help="keep the generated files")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="config overrides for every phase, e.g. lexical.decompound=false (YAML values)")
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.phase:
+    if args.phase:  # a subprocess of the run below: its overrides come through the environment
         print(json.dumps(phase(args.phase, Path(args.work), args.n)))
         return 0
+    os.environ[_SET] = json.dumps(dict(_override(o) for o in args.set))
     rows = []
     for n in args.sizes:
         folder = Path(args.work) / str(n)

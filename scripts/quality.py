@@ -103,7 +103,7 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
         for q in queries:
             qid = q.query_id if own else None
             learned = prior.codes_for(q.text, sc.learned_codes, qid) if prior is not None else []
-            scores = art.bm25.scores(q.text, lc.query_dedup, lc.max_query_terms)  # as the lexical stage scores it
+            scores = art.bm25.query_scores(q.text, lc)  # as the lexical stage scores it
             out["named"][q.query_id] = det.detect(q.text, sc.max_codes)
             out["learned"][q.query_id] = learned
             out["named + learned"][q.query_id] = statute_codes(det, q.text, sc, prior, qid)
@@ -182,6 +182,7 @@ def main() -> int:
         "+ feedback (PRF)": {**core, "feedback.enabled": True},
         "+ graph": {**core, "graph.enabled": True},
         "+ whole articles": {**core, "count.whole_articles": 2},
+        "+ question sentences x2": {**core, "lexical.question_weight": 2},
     }
     everything = {"statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True, "graph.enabled": True,
                   "count.whole_articles": 2}

@@ -155,3 +155,15 @@ def test_load_refuses_index_built_without_decompounding(tmp_path):
     (tmp_path / "dc" / "decompound.json").unlink()
     with pytest.raises(ArtifactError, match="decompound.json"):
         BM25Index.load(tmp_path / "dc", LexicalConfig())
+
+
+def test_question_weight_counts_the_asked_sentence_again(tmp_path):
+    idx = build_bm25([DOCS], tmp_path / "bm25", corpus_id="abc")
+    story = "Der Mieter hat die Mietsache übernommen und den Vermieter verklagt. Kann der Arbeitgeber fristlos kündigen?"
+    once, twice = idx.scores(story), idx.scores(story, question_weight=2)
+    asked = idx.scores("Kann der Arbeitgeber fristlos kündigen?")
+    np.testing.assert_allclose(twice, once + asked, rtol=1e-5)  # the question's terms once more
+    assert idx.top(once, 1)[0][0] != 2 and idx.top(twice, 1)[0][0] == 2  # the asked-about paragraph now leads
+    np.testing.assert_allclose(idx.scores("Schaden Ersatz", question_weight=3), idx.scores("Schaden Ersatz"))  # no question: no change
+    lc = LexicalConfig(question_weight=2)
+    np.testing.assert_allclose(idx.query_scores(story, lc), twice)

@@ -35,7 +35,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "corpus.chunk_rows": (1, None), "statutes.max_codes": (1, None), "statutes.top_k": (1, None),
     "articles.top_articles": (1, None), "articles.top_k": (1, None), "feedback.docs": (1, None), "feedback.terms": (1, None),
     "feedback.term_weight": (1, None), "lexical.k1": (1e-9, None), "lexical.b": (0, 1), "lexical.top_k": (1, None),
-    "lexical.min_token_len": (1, None), "lexical.decompound_min_part": (2, None), "lexical.decompound_min_count": (1, None), "lexical.numbered_code_weight": (0, 1), "lexical.code_vote_depth": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
+    "lexical.min_token_len": (1, None), "lexical.decompound_min_part": (2, None), "lexical.decompound_min_count": (1, None), "lexical.question_weight": (1, None), "lexical.numbered_code_weight": (0, 1), "lexical.code_vote_depth": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
     "semantic.max_seq": (8, None), "semantic.shard_size": (1, None), "semantic.nlist": (1, None), "semantic.pq_m": (1, None),
     "semantic.nprobe": (1, None), "semantic.rescore_k": (1, None), "semantic.top_k": (1, None), "rerank.top_n": (1, None),
     "rerank.tau": (None, None), "rerank.batch_size": (1, None), "rerank.max_length": (8, None), "graph.seed_k": (1, None),
@@ -97,6 +97,7 @@ class LexicalConfig:
         "corpus columns joined into each BM25 document (the citation brings the code abbreviation, the title the law's name)",
     )
     query_dedup: bool = _f(True, "count each query term once")
+    question_weight: int = _f(1, "the terms of the question's sentences that end in '?' count this many times (1: like every other term; for case stories that end in the question asked)")
     max_query_terms: int = _f(0, "keep only this many distinct query terms, the rarest in the corpus (0: all; for long case stories)")
     code_vote: float = _f(1.0, "statute vote: the best code_vote_depth law paragraphs vote for their law code with their scores, and every law paragraph's score is multiplied by (1 + code_vote x share) / (1 + code_vote), share being its code's vote over the best code's (0: off)")
     code_vote_depth: int = _f(50, "law paragraphs that vote in the statute vote")

@@ -47,6 +47,7 @@ GERMAN_STOPWORDS = frozenset(
 )
 
 _TOKEN = re.compile(r"[^\W_]+")
+_QUESTION = re.compile(r"[^.?!\n]*\?")  # a sentence that asks
 
 
 class Analyzer:
@@ -315,13 +316,15 @@ class BM25Index:
             decompounder = Decompounder.load(folder) if cfg.decompound else None
         return cls(retriever, Analyzer(cfg.stemmer, cfg.min_token_len, decompounder=decompounder), params)
 
-    def scores(self, text: str, dedup: bool = True, max_terms: int = 0) -> np.ndarray | None:
+    def scores(self, text: str, dedup: bool = True, max_terms: int = 0, question_weight: int = 1) -> np.ndarray | None:
         """BM25 score of every document for ``text`` (None when no query term is indexed).
         ``dedup`` counts each query term once, so a long query that repeats a word does not
         drown its other terms; ``max_terms`` (0: all) keeps only that many distinct terms, the
-        rarest in the corpus (a long case story keeps its legal vocabulary, not its narrative).
+        rarest in the corpus (a long case story keeps its legal vocabulary, not its narrative);
+        ``question_weight`` counts the terms of the question sentences (those ending in "?")
+        that many times, so the question asked outweighs the story told before it.
         The last result is kept: the graph stage asks again."""
-        key = (text, dedup, max_terms)
+        key = (text, dedup, max_terms, question_weight)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         vocab = self.retriever.vocab_dict
@@ -333,13 +336,22 @@ class BM25Index:
             df = {j: int(indptr[j + 1] - indptr[j]) for j in set(ids)}
             keep = set(sorted(df, key=lambda j: (df[j], j))[:max_terms])
             ids = [j for j in ids if j in keep]
+        if question_weight > 1 and ids:
+            kept = set(ids)
+            asked = dict.fromkeys(j for t in self.analyzer(" ".join(_QUESTION.findall(text))) if (j := vocab.get(t)) in kept)
+            ids = ids + list(asked) * (question_weight - 1)
         scores = self.retriever.get_scores_from_ids(ids) if ids else None
         self._last = (key, scores)
         return scores
 
-    def search(self, text: str, k: int, dedup: bool = True, max_terms: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def query_scores(self, text: str, lc: LexicalConfig) -> np.ndarray | None:
+        """:meth:`scores` of a question with the query settings of ``lc`` (every stage that
+        searches the question asks through here, so they all see the same query)."""
+        return self.scores(text, lc.query_dedup, lc.max_query_terms, lc.question_weight)
+
+    def search(self, text: str, k: int, dedup: bool = True, max_terms: int = 0, question_weight: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` documents with a positive score, best first."""
-        return self.top(self.scores(text, dedup, max_terms), k)
+        return self.top(self.scores(text, dedup, max_terms, question_weight), k)
 
     @staticmethod
     def top(scores: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -50,14 +50,14 @@ class Feedback(OptionalBM25Stage):
         out = Ranking("bm25_prf", "lexical")
         for q in batch.queries:
             text = preference_text(q, ctx.cfg.graph.preference_variants)
-            ids, _ = art.bm25.search(text, fc.docs, dedup=lc.query_dedup)
+            ids, _ = art.bm25.top(art.bm25.query_scores(text, lc), fc.docs)
             if len(ids) == 0:
                 continue
             terms = expansion_terms(art.bm25, art.corpus.texts(ids.tolist()), set(art.bm25.analyzer(text)), fc.terms)
             if not terms:
                 continue
             expanded = text + (" " + " ".join(terms)) * fc.term_weight
-            docs, scores = art.bm25.search(expanded, lc.top_k, dedup=False)
+            docs, scores = art.bm25.search(expanded, lc.top_k, dedup=False, question_weight=lc.question_weight)
             out.add(q.query_id, docs, scores)
         return [out]
 

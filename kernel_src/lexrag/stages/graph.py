@@ -52,7 +52,7 @@ class GraphSignals:
             return
         on = {s for s in GRAPH_SIGNALS if gc.signals.get(s, True)}
         nodes, w = gs.seed_vector(g, seeds, gc.seed_k)
-        pref = (art.bm25.scores(preference_text(q, gc.preference_variants), cfg.lexical.query_dedup)
+        pref = (art.bm25.query_scores(preference_text(q, gc.preference_variants), cfg.lexical)
                 if art.bm25 is not None and cfg.lexical.enabled else None)  # lexical off: nothing of BM25 leaks in
 
         def docs(node_hits):

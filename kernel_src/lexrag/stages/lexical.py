@@ -44,8 +44,8 @@ class BM25Variants:
         """Top ``lc.top_k`` BM25 hits of ``text``, reshaped by law code when the statute vote or the
         SR-number weight is set (see :meth:`StatuteDetector.rescore`)."""
         if not lc.code_vote and lc.numbered_code_weight == 1.0:
-            return art.bm25.search(text, lc.top_k, dedup=lc.query_dedup, max_terms=lc.max_query_terms)
-        scores = art.bm25.scores(text, lc.query_dedup, lc.max_query_terms)
+            return art.bm25.top(art.bm25.query_scores(text, lc), lc.top_k)
+        scores = art.bm25.query_scores(text, lc)
         if scores is not None:
             scores = detector_for(art.corpus).rescore(scores, lc.code_vote, lc.code_vote_depth, lc.numbered_code_weight)
         return art.bm25.top(scores, lc.top_k)

@@ -202,7 +202,7 @@ class Statutes(OptionalBM25Stage):
             codes = statute_codes(det, text, sc, art.prior, q.query_id)
             if not codes:
                 continue
-            scores = art.bm25.scores(preference_text(q, ctx.cfg.graph.preference_variants), lc.query_dedup)
+            scores = art.bm25.query_scores(preference_text(q, ctx.cfg.graph.preference_variants), lc)
             if scores is None:
                 continue
             keep = np.flatnonzero(det.mask(codes) & (scores > 0))
@@ -253,7 +253,7 @@ class Articles(OptionalBM25Stage):
         index = _ARTICLES.get(art.corpus) or _ARTICLES.setdefault(art.corpus, _ArticleIndex(art.corpus))
         out = Ranking("bm25_article", "lexical")
         for q in batch.queries:
-            scores = art.bm25.scores(preference_text(q, ctx.cfg.graph.preference_variants), lc.query_dedup)
+            scores = art.bm25.query_scores(preference_text(q, ctx.cfg.graph.preference_variants), lc)
             if scores is None:
                 continue
             a = article_scores(index, scores, ac.sum_weight)
