@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Experiment (a script, not a test): how much would knowing a question's statutes be worth?
 
-Runs the kaggle preset's retrieval (named + learned statutes, prior, graph, feedback) over
+Runs the kaggle preset's retrieval (named + learned statutes, prior, graph, feedback, article ranking) over
 lexam_dev.csv with grouped cross-validation by course (the prior and the statute model of each
 course fitted on the other courses), once with the codes the statute stage predicts and once with
 the codes of the question's own gold citations (an oracle no real run has), each at the default
@@ -26,8 +26,7 @@ from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
 import lexrag.stages.statutes as statutes
 
-KAGGLE_RETRIEVAL = {"graph.enabled": True, "prior.enabled": True, "statutes.enabled": True, "statutes.learned": True,
-                    "feedback.enabled": True}
+from quality import KAGGLE_RETRIEVAL  # scripts/ is on the path when a script runs
 
 
 def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) -> tuple[dict, dict]:

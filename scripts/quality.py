@@ -38,6 +38,10 @@ from lexrag.queries import load_gold, load_queries
 from lexrag.stages.count import curve_cut, unique_citations, with_whole_articles
 
 KS = list(range(1, 31))
+# the retrieval stages of the kaggle preset (which also has dense, rerank and LLM stages); also
+# what experiment_statutes.py runs
+KAGGLE_RETRIEVAL = {"graph.enabled": True, "prior.enabled": True, "statutes.enabled": True, "statutes.learned": True,
+                    "feedback.enabled": True, "articles.enabled": True}
 
 
 def emit_curve(citations: list[str], scores: list[float], threshold: float, max_k: int, cfg) -> list[str]:
@@ -191,10 +195,10 @@ def main() -> int:
         variants["+ prior"] = {**core, "prior.enabled": True}
         everything.update({"statutes.learned": True, "prior.enabled": True})
     variants["kept (the defaults)"] = base
-    if args.train:  # the retrieval stages of the kaggle preset (which also has dense, rerank and LLM stages)
-        variants["kaggle retrieval"] = {"graph.enabled": True, "prior.enabled": True, "statutes.enabled": True,
-                                        "statutes.learned": True, "feedback.enabled": True}
+    if args.train:
+        variants["kaggle retrieval"] = dict(KAGGLE_RETRIEVAL)
         variants["kaggle retrieval + whole articles"] = {**variants["kaggle retrieval"], "count.whole_articles": 2}
+        variants["kaggle retrieval, no article ranking"] = {**variants["kaggle retrieval"], "articles.enabled": False}
     variants["all together"] = {**base, **everything}
     for v in args.variants or []:
         name, _, over = v.partition(":")

@@ -187,8 +187,8 @@ def test_when_the_budget_runs_out_the_essential_stages_still_answer(kaggle_tree,
     with pytest.warns(UserWarning, match="time budget"):  # started an hour ago with a budget of 10 minutes
         summary = run_submission("kaggle", {"runtime.time_budget_s": 600.0, "runtime.reserve_s": 60.0},
                                  started_at=time.time() - 3600)
-    # every optional stage the preset enables is skipped (here: statutes, feedback and graph); BM25 and seeds answer
-    assert summary["skipped"] == {"graph": 22, "statutes": 22, "feedback": 22} and summary["empty_rows"] == 0
+    # every optional stage the preset enables is skipped (here: statutes, feedback, articles and graph); BM25 and seeds answer
+    assert summary["skipped"] == {"graph": 22, "statutes": 22, "feedback": 22, "articles": 22} and summary["empty_rows"] == 0
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
 
 
