@@ -59,7 +59,7 @@ def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     for n in args.sizes:
         folder = Path(args.work) / str(n)
         folder.mkdir(parents=True, exist_ok=True)
-        row: dict = {"n": n, **(prepare(folder, n) if prepare else {})}
+        row: dict = {"n": n, **({"set": overrides()} if args.set else {}), **(prepare(folder, n) if prepare else {})}
         for ph in phases:
             out = subprocess.run([sys.executable, script, "--phase", ph, "--work", str(folder), "--n", str(n)],
                                  capture_output=True, text=True, env={**os.environ, "CI": "true"})

@@ -37,18 +37,13 @@ from lexrag.index.lexical import BM25Index, build_bm25
 from lexrag.queries import load_gold, load_queries
 from lexrag.stages.statutes import detector_for
 
-QUESTION = re.compile(r"[^.?!\n]*\?")
 DEPTH = 300
 
 
-def ranked(index: BM25Index, corpus: Corpus, queries, reshape=None, text_ids=None) -> dict[str, list[str]]:
+def ranked(index: BM25Index, corpus: Corpus, queries, reshape=None, question_weight: int = 1) -> dict[str, list[str]]:
     out = {}
     for q in queries:
-        if text_ids is not None:
-            ids = text_ids(index, q.text)
-            scores = index.retriever.get_scores_from_ids(ids) if ids else None
-        else:
-            scores = index.scores(q.text)
+        scores = index.scores(q.text, question_weight=question_weight)
         if scores is not None and reshape is not None:
             scores = reshape(scores)
         docs, _ = index.top(scores, DEPTH)
@@ -101,18 +96,9 @@ def main() -> int:
     for w, d in [(1.0, 50), (0.5, 50), (2.0, 50), (1.0, 20), (1.0, 100), (2.0, 200)]:
         line(f"vote {w} depth {d}, SR-number weight 0.5", default, reshape=vote(w, d, 0.5))
 
-    print("3. question sentences counted n times (with the default vote)")
-    vocab = default.retriever.vocab_dict
-
-    def weighted(n):
-        def ids(index, text):
-            own = list(dict.fromkeys(vocab[t] for t in index.analyzer(text) if t in vocab))
-            asked = list(dict.fromkeys(vocab[t] for t in index.analyzer(" ".join(QUESTION.findall(text))) if t in vocab))
-            return own + asked * (n - 1)
-        return ids
-
+    print("3. question sentences counted n times (lexical.question_weight; with the default vote)")
     for n in (1, 2, 3, 4):
-        line(f"question sentences x{n}", default, reshape=vote(1.0, 50, 0.5), text_ids=weighted(n))
+        line(f"question sentences x{n}", default, reshape=vote(1.0, 50, 0.5), question_weight=n)
 
     print("4. where the gold ranks (default ranking with the vote)")
     keys = set(corpus.citations)

@@ -112,6 +112,15 @@ def test_decompounder_splits_by_corpus_counts(tmp_path):
     assert d.split("kaufvertrag") == ()  # used more often whole than its parts
     assert d.split("vertrag") == () and d.split("2019abcd2020") == ()  # too short; not a word
     assert Decompounder(counts, min_count=100).split("mietvertrag") == ()  # parts too rare
+    # a word splits the same whether it comes alone or inside a longer compound first (the build
+    # and a query meet words in different orders)
+    words = {"haus": 50, "garten": 50, "zaun": 50, "farbe": 50, "topf": 50, "deckel": 50, "gartenzaunfarbetopfdeckel": 6,
+             "zaunfarbetopfdeckel": 6, "farbetopfdeckel": 6, "topfdeckel": 6}
+    first_long, first_short = Decompounder(words), Decompounder(words)
+    long_parts = first_long.split("hausgartenzaunfarbetopfdeckel")
+    assert len(long_parts) == 4  # three cuts at most
+    assert first_long.split("zaunfarbetopfdeckel") == first_short.split("zaunfarbetopfdeckel") == ("zaun", "farb", "topf", "deckel")
+    assert first_short.split("hausgartenzaunfarbetopfdeckel") == long_parts
     path = d.save(tmp_path)
     again = Decompounder.load(tmp_path)
     assert again.params() == d.params() and again.split("mietvertrag") == ("miet", "vertrag")
@@ -167,3 +176,10 @@ def test_question_weight_counts_the_asked_sentence_again(tmp_path):
     np.testing.assert_allclose(idx.scores("Schaden Ersatz", question_weight=3), idx.scores("Schaden Ersatz"))  # no question: no change
     lc = LexicalConfig(question_weight=2)
     np.testing.assert_allclose(idx.query_scores(story, lc), twice)
+    # the asked sentence runs back to the previous sentence end, not to an abbreviation's dot
+    from lexrag.index.lexical import _QUESTION
+
+    assert _QUESTION.findall("Der Mieter zahlt nicht. Gilt Art. 257d Abs. 1 OR, z.B. bei Verzug?") == \
+        [" Gilt Art. 257d Abs. 1 OR, z.B. bei Verzug?"]
+    assert _QUESTION.findall("Welche Ansprüche hat A (Art. 41 ff. OR)?\nUnd B?") == ["Welche Ansprüche hat A (Art. 41 ff. OR)?", "Und B?"]
+    assert _QUESTION.findall("Eine Geschichte.\nWie ist sie zu beurteilen?") == ["Wie ist sie zu beurteilen?"]

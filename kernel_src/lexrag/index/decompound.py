@@ -12,7 +12,7 @@ only if that mean is larger than the count of the word itself (a word used more 
 its parts stays whole).  The head is split again, so a word gives at most four parts.
 
 The analyzer indexes a compound as itself *and* its parts, so exact matches keep their weight.
-The counts (every word seen ``min_count`` times or more) are saved beside the BM25 index as
+The counts (every word of letters only, ``min_part`` letters or longer, seen ``min_count`` times or more) are saved beside the BM25 index as
 ``decompound.json``, so a query is split with the counts its index was built with.
 """
 
@@ -27,7 +27,7 @@ __all__ = ["FILE", "LINKS", "Decompounder"]
 
 FILE = "decompound.json"
 LINKS = ("", "s", "es", "n", "en", "e", "er")  # linking elements (Fugenelemente) after the modifier
-_MAX_DEPTH = 2  # the head is split at most twice more: four parts at most
+_MAX_CUTS = 3  # the head is cut at most twice more: four parts at most
 
 
 class Decompounder:
@@ -36,7 +36,9 @@ class Decompounder:
             raise ValueError(f"decompounding needs min_part >= 2 and min_count >= 1, got {min_part} and {min_count}")
         self.min_part = min_part
         self.min_count = min_count
-        self.counts = {w: int(c) for w, c in counts.items() if c >= min_count}
+        # only words that can be a part or a compound are kept: letters only, min_part or longer
+        self.counts = {w: int(c) for w, c in counts.items() if c >= min_count and len(w) >= min_part and w.isalpha()}
+        self._cuts: dict[str, tuple[str, str] | None] = {}
         self._memo: dict[str, tuple[str, ...]] = {}
 
     def params(self) -> dict:
@@ -46,15 +48,14 @@ class Decompounder:
         c = self.counts
         return max(c.get(w, 0), c.get(w + "e", 0), c.get(w + "en", 0))
 
-    def split(self, word: str, _depth: int = 0) -> tuple[str, ...]:
-        """The parts of ``word`` (lowercase, as the analyzer sees it), or () when it is no compound."""
-        got = self._memo.get(word)
-        if got is not None:
-            return got
-        parts: tuple[str, ...] = ()
+    def _cut(self, word: str) -> tuple[str, str] | None:
+        """The best (modifier, head) cut of ``word``, or None when no cut beats the word itself."""
+        if word in self._cuts:
+            return self._cuts[word]
+        best = None
         n, m = len(word), self.min_part
         if n >= 2 * m and word.isalpha():
-            best, best_score = None, float(self.counts.get(word, 0))
+            best_score = float(self.counts.get(word, 0))
             for i in range(m, n - m + 1):
                 fm = self._modifier(word[:i])
                 if not fm:
@@ -68,13 +69,35 @@ class Decompounder:
                     fh = self.counts.get(head, 0)
                     if fh and math.sqrt(fm * fh) > best_score:
                         best, best_score = (word[:i], head), math.sqrt(fm * fh)
-            if best is not None:
-                mod, head = best
-                parts = (mod, *(self.split(head, _depth + 1) or (head,))) if _depth < _MAX_DEPTH else best
+        if len(self._cuts) > 2_000_000:
+            self._cuts.clear()
+        self._cuts[word] = best
+        return best
+
+    def split(self, word: str) -> tuple[str, ...]:
+        """The parts of ``word`` (lowercase, as the analyzer sees it), or () when it is no compound.
+        The same word always gives the same parts, whatever was split before."""
+        got = self._memo.get(word)
+        if got is not None:
+            return got
+        parts: list[str] = []
+        rest = word
+        for _ in range(_MAX_CUTS):
+            cut = self._cut(rest)
+            if cut is None:
+                break
+            parts.append(cut[0])
+            rest = cut[1]
+        if parts:
+            parts.append(rest)
         if len(self._memo) > 2_000_000:
             self._memo.clear()
-        self._memo[word] = parts
-        return parts
+        self._memo[word] = got = tuple(parts)
+        return got
+
+    def clear_cache(self) -> None:
+        self._cuts.clear()
+        self._memo.clear()
 
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / FILE

@@ -47,7 +47,10 @@ GERMAN_STOPWORDS = frozenset(
 )
 
 _TOKEN = re.compile(r"[^\W_]+")
-_QUESTION = re.compile(r"[^.?!\n]*\?")  # a sentence that asks
+# A sentence that asks: it runs back to the previous line break, "?" or "!", or the previous "."
+# that ends a sentence (followed by a capital); "Art. 41 Abs. 1 OR", "Art. 41 ff. OR" and "z.B. der"
+# stay inside.
+_QUESTION = re.compile(r"(?:[^.?!\n]|\.(?!\s+[A-ZÄÖÜ])|(?<=\bff)\.)*\?")
 
 
 class Analyzer:
@@ -93,7 +96,7 @@ class Analyzer:
             else:
                 words = [word]
                 if self.decompounder is not None:
-                    words += [p for p in self.decompounder.split(word) if p not in self.stopwords]
+                    words += [p for p in self.decompounder.split(word) if p not in self.stopwords and len(p) >= self.min_token_len]
                 got = tuple(self._stemmer.stemWords(words)) if self._stemmer is not None else tuple(words)
             if len(self._cache) > 2_000_000:
                 self._cache.clear()
@@ -102,6 +105,11 @@ class Analyzer:
 
     def __call__(self, text: str) -> list[str]:
         return [s for t in self.surface(text) for s in self.expand(t)]
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+        if self.decompounder is not None:
+            self.decompounder.clear_cache()
 
 
 def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -196,8 +204,8 @@ def build_bm25(
         forms = list(surface)
         decompounder = None
         if cfg.decompound:
-            decompounder = Decompounder({w: int(seen[i]) for i, w in enumerate(forms) if seen[i] >= cfg.decompound_min_count},
-                                        cfg.decompound_min_part, cfg.decompound_min_count)
+            frequent = np.flatnonzero(seen[: len(forms)] >= cfg.decompound_min_count)
+            decompounder = Decompounder({forms[i]: int(seen[i]) for i in frequent}, cfg.decompound_min_part, cfg.decompound_min_count)
         analyzer = Analyzer(cfg.stemmer, cfg.min_token_len, decompounder=decompounder)
         del seen, surface
         vocab: dict[str, int] = {}
@@ -275,6 +283,7 @@ def build_bm25(
         corpus_id=corpus_id,
         bm25s_version=bm25s.__version__,
     )
+    analyzer.clear_cache()  # every surface word of the corpus passed through it once; queries start afresh
     return BM25Index(retriever, analyzer, read_params(out, ARTIFACT))
 
 
