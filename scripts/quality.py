@@ -231,6 +231,7 @@ def main() -> int:
     tune_file = data / args.tune_on
     groups = read_groups(tune_file)
     by_fold: dict = {}
+    fold_f1: dict = {}  # variant -> held-out Macro F1 of each course at its CV-picked k
     for name, over in variants.items():
         gold, ranked = ranked_by[(name, args.tune_on)]
         qids = list(gold)
@@ -262,6 +263,7 @@ def main() -> int:
             fk = evaluate({q: gold[q] for q in fold}, {q: held_pred[q] for q in fold})["macro_f1"]
             fc = evaluate({q: gold[q] for q in fold}, {q: held_curve[q] for q in fold})["macro_f1"]
             wins[0 if fc > fk + 1e-12 else 1 if fk > fc + 1e-12 else 2] += 1
+            fold_f1.setdefault(name, []).append(fk)
         k_star, t_star = sorted(ks)[len(ks) // 2], sorted(ts)[len(ts) // 2]
         cv = f"grouped CV ({len(folds)} folds)"
         for k in (3, 5):
@@ -290,6 +292,20 @@ def main() -> int:
     print(f"\ncount by fold on {args.tune_on} (held-out Macro F1 of each course: score curve vs fixed k, both picked on the other courses)")
     for name, w in by_fold.items():
         print(f"  {name}: curve better in {w['curve_wins']}, k better in {w['k_wins']}, equal in {w['ties']} of {w['folds']} folds")
+    baselines = [b for b in ("core: bm25 + citation seeds", "kaggle retrieval") if b in fold_f1]
+    if baselines:
+        print(f"\nvariants against {' and '.join(repr(b) for b in baselines)}, course by course "
+              "(held-out Macro F1 at the k picked on the other courses): better / worse / equal")
+    for name, f1s in fold_f1.items():
+        cells = []
+        for b in baselines:
+            if b != name:
+                d = [a - c for a, c in zip(f1s, fold_f1[b])]
+                cells.append(f"vs {b}: {sum(x > 1e-12 for x in d)} / {sum(x < -1e-12 for x in d)} / "
+                             f"{sum(abs(x) <= 1e-12 for x in d)}")
+                by_fold[name][f"vs {b}"] = cells[-1].split(": ", 1)[1]
+        if cells:
+            print(f"  {name}: " + "; ".join(cells))
     print(codes_by_fold["table"])
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": {" / ".join(k): v for k, v in results.items()}, "count_by_fold": by_fold,
