@@ -168,3 +168,21 @@ def test_whole_articles_follow_their_nth_paragraph_and_take_a_slot_of_the_count(
         assert any(" Abs. " not in c and c not in plain.ranked[q] for c in whole.predictions[q])
     with pytest.raises(ConfigError, match="whole_articles"):
         load_config(None, {"count.whole_articles": -1})
+
+
+def test_the_quality_scripts_measure_the_retrieval_the_kaggle_preset_runs():
+    # scripts/quality.py's "kaggle retrieval" row (and experiment_statutes.py) stand for the preset's
+    # retrieval stages in the README's numbers: a stage switched in the preset must be switched there too
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("quality_script", ROOT / "scripts" / "quality.py")
+    quality = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quality)
+    preset = load_config("kaggle")
+    for section in ("graph", "prior", "statutes", "feedback", "articles"):
+        assert quality.KAGGLE_RETRIEVAL.get(f"{section}.enabled", False) == getattr(preset, section).enabled, section
+    assert quality.KAGGLE_RETRIEVAL["statutes.learned"] == preset.statutes.learned
+    assert quality.KAGGLE_RETRIEVAL.get("count.whole_articles", 0) == preset.count.whole_articles
+    assert quality.KAGGLE_RETRIEVAL.get("lexical.question_weight", 1) == preset.lexical.question_weight
