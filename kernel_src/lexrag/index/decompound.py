@@ -38,8 +38,7 @@ class Decompounder:
         self.min_count = min_count
         # only words that can be a part or a compound are kept: letters only, min_part or longer
         self.counts = {w: int(c) for w, c in counts.items() if c >= min_count and len(w) >= min_part and w.isalpha()}
-        self._cuts: dict[str, tuple[str, str] | None] = {}
-        self._memo: dict[str, tuple[str, ...]] = {}
+        self._cuts: dict[str, tuple[str, str] | None] = {}  # heads recur across compounds
 
     def params(self) -> dict:
         return {"min_part": self.min_part, "min_count": self.min_count}
@@ -76,10 +75,8 @@ class Decompounder:
 
     def split(self, word: str) -> tuple[str, ...]:
         """The parts of ``word`` (lowercase, as the analyzer sees it), or () when it is no compound.
-        The same word always gives the same parts, whatever was split before."""
-        got = self._memo.get(word)
-        if got is not None:
-            return got
+        The same word always gives the same parts, whatever was split before (only the best cut of
+        each word is cached; the analyzer caches each word's expansion)."""
         parts: list[str] = []
         rest = word
         for _ in range(_MAX_CUTS):
@@ -90,14 +87,10 @@ class Decompounder:
             rest = cut[1]
         if parts:
             parts.append(rest)
-        if len(self._memo) > 2_000_000:
-            self._memo.clear()
-        self._memo[word] = got = tuple(parts)
-        return got
+        return tuple(parts)
 
     def clear_cache(self) -> None:
         self._cuts.clear()
-        self._memo.clear()
 
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / FILE

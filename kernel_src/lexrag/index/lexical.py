@@ -79,7 +79,6 @@ class Analyzer:
             "stopwords": len(self.stopwords),
             "token_pattern": _TOKEN.pattern,
             "unicode": "NFKC, zero-width removed",
-            "decompound": self.decompounder.params() if self.decompounder is not None else None,
         }
 
     def surface(self, text: str) -> list[str]:

@@ -88,7 +88,7 @@ class TrainingPrior:
         is left out.  Empty without training questions."""
         import math
 
-        from lexrag.citations import try_parse
+        from lexrag.citations import law_codes
         from lexrag.index.lexical import Analyzer
 
         if not self.questions:
@@ -102,7 +102,7 @@ class TrainingPrior:
             cent: dict[str, Counter] = {}
             members: dict[str, list[str]] = {}
             for q, c in toks.items():
-                codes = {p.code for p in map(try_parse, self.gold.get(q, ())) if p is not None and p.kind == "law"}
+                codes = law_codes(self.gold.get(q, ()))
                 for code in codes:
                     cent.setdefault(code, Counter()).update({t: f * idf[t] for t, f in c.items()})
                     members.setdefault(code, []).append(q)
