@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Experiment (a script, not a test): how much would knowing a question's statutes be worth?
 
-Runs the kaggle preset's retrieval (named + learned statutes, prior, graph, feedback, article ranking) over
+Runs the kaggle preset's retrieval (statute detection, prior, graph, feedback, article ranking) over
 lexam_dev.csv with grouped cross-validation by course (the prior and the statute model of each
 course fitted on the other courses), once with the codes the statute stage predicts and once with
 the codes of the question's own gold citations (an oracle no real run has), each at the default
@@ -65,7 +65,7 @@ def main() -> int:
             over = {**over, "statutes.max_codes": 10} if oracle else over
             gold, ranked = held_out_rankings(Path(args.artifacts), Path(args.data) / "lexam_dev.csv", over, oracle)
             m = {k: evaluate(gold, {q: r[:k] for q, r in ranked.items()}, ranked, ks=(100,)) for k in (3, 5)}
-            name = "gold codes (oracle)" if oracle else "predicted (named + learned)"
+            name = "gold codes (oracle)" if oracle else "predicted (the statute stage)"
             print(f"| {name} | {label} | {m[3]['macro_f1']:.3f} | {m[5]['macro_f1']:.3f} | {m[3]['recall@100']:.3f} |")
     return 0
 

@@ -84,7 +84,7 @@ def summary_table(results: dict, names: list[str], tune_on: str, queries: list[s
     return "\n".join(lines)
 
 
-PREDICTORS = ("named", "learned", "named + learned", "vote")
+PREDICTORS = ("named", "learned", "vote", "named + learned", "agreed")
 
 
 def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, config: str | None) -> dict:
@@ -92,10 +92,11 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
     a question against the codes of its gold citations (``eval.metrics.code_prediction``).  On the
     tuning file each course is a fold and the learned model is fitted on the other courses; the
     other files use the model of the prior artifact (built from --train).  Predictors: the codes the question names,
-    the learned model's, both as the statute stage combines them (``statutes.max_codes``), and the
-    one code the statute vote favours."""
+    the learned model's best ``statutes.learned_codes``, the one code the statute vote favours, and
+    the codes of the statute stage's two signals: named then learned (``statute_codes``, the
+    ``bm25_statute`` signal) and the agreed ones (``agreed_codes``, ``bm25_statute_agreed``)."""
     from lexrag.eval.metrics import code_prediction
-    from lexrag.stages.statutes import detector_for, statute_codes
+    from lexrag.stages.statutes import agreed_codes, detector_for, statute_codes
 
     cfg = load_config(config, {"runtime.progress": False, "statutes.enabled": True, "statutes.learned": True})
     art = Artifacts.load(art_dir, cfg)
@@ -110,8 +111,9 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
             scores = art.bm25.query_scores(q.text, lc)  # as the lexical stage scores it
             out["named"][q.query_id] = det.detect(q.text, sc.max_codes)
             out["learned"][q.query_id] = learned
+            out["vote"][q.query_id] = det.voted(scores, sc.vote_depth, 1) if scores is not None else []
             out["named + learned"][q.query_id] = statute_codes(det, q.text, sc, prior, qid)
-            out["vote"][q.query_id] = det.voted(scores, lc.code_vote_depth, 1) if scores is not None else []
+            out["agreed"][q.query_id] = agreed_codes(det, q.text, sc, prior, qid, scores) if scores is not None else []
         return out
 
     numbers: dict = {}
@@ -135,12 +137,12 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
         g = {q: x for q, x in load_gold(data / f).items() if x}
         pred = predict([q for q in load_queries(data / f, cfg.query.max_chars) if q.query_id in g], art.prior, own=False)
         numbers[f] = {p: code_prediction(g, pred[p]) for p in PREDICTORS}
-    head = "| fold | questions | " + " | ".join(f"{p} P / R" for p in PREDICTORS) + " | codes/question (named + learned) |"
+    head = "| fold | questions | " + " | ".join(f"{p} P / R" for p in PREDICTORS) + " | codes/question (named + learned, agreed) |"
     lines = ["", "statute detection by fold (law codes of each question's gold; learned model fitted without the fold's course)",
              head, "| --- |" + " --- |" * (len(PREDICTORS) + 2)]
     for name, m in numbers.items():
         cells = [f"{m[p]['precision']:.2f} / {m[p]['recall']:.2f}" for p in PREDICTORS]
-        lines.append(f"| {name} | {m['named']['n']} | " + " | ".join(cells) + f" | {m['named + learned']['per_query']:.2f} |")
+        lines.append(f"| {name} | {m['named']['n']} | " + " | ".join(cells) + f" | {m['named + learned']['per_query']:.2f}, {m['agreed']['per_query']:.2f} |")
     return {"numbers": numbers, "table": "\n".join(lines)}
 
 

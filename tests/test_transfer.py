@@ -186,3 +186,29 @@ def test_the_quality_scripts_measure_the_retrieval_the_kaggle_preset_runs():
     assert quality.KAGGLE_RETRIEVAL["statutes.learned"] == preset.statutes.learned
     assert quality.KAGGLE_RETRIEVAL.get("count.whole_articles", 0) == preset.count.whole_articles
     assert quality.KAGGLE_RETRIEVAL.get("lexical.question_weight", 1) == preset.lexical.question_weight
+
+
+def test_agreed_codes_are_the_named_ones_and_those_the_vote_and_the_learned_model_both_rank_high():
+    from lexrag.index.prior import TrainingPrior
+    from lexrag.stages.statutes import agreed_codes
+
+    #                  0     1      2      3       4
+    det = StatuteDetector(["OR", "OR", "ZGB", "StGB", ""], frozenset({"OR", "ZGB", "StGB"}), {"strafgesetzbuch": "StGB"})
+    prior = TrainingPrior({"t1": ["Art. 271 OR"], "t2": ["Art. 114 ZGB"], "t3": ["Art. 1 StGB"]},
+                          questions={"t1": "Kündigung der Mietwohnung durch den Vermieter", "t2": "Scheidung der Ehe auf Klage",
+                                     "t3": "Diebstahl einer Sache"})
+    sc = load_config(None, {"statutes.learned": True, "statutes.agree": 1.5, "statutes.vote_depth": 3}).statutes
+    text = "Darf der Vermieter die Mietwohnung kündigen?"  # the model's best guess is OR
+    or_hits = np.array([3.0, 2.0, 1.0, 0.0, 9.0], dtype=np.float32)  # the vote: OR 5 (best), ZGB 1; the court hit never votes
+    assert agreed_codes(det, text, sc, prior, scores=or_hits) == ["OR"]  # both rank OR first: 1 + 1
+    zgb_hits = np.array([0.5, 0.0, 4.0, 0.0, 0.0], dtype=np.float32)  # the vote now favours ZGB, the model still OR
+    assert agreed_codes(det, text, sc, prior, scores=zgb_hits) == []  # neither code reaches 1.5: no agreement
+    loose = load_config(None, {"statutes.learned": True, "statutes.agree": 1.0}).statutes
+    assert agreed_codes(det, text, loose, prior, scores=zgb_hits)[:2] == ["OR", "ZGB"]  # each predictor's best counts now
+    named = "Nach dem Strafgesetzbuch: darf der Vermieter die Mietwohnung kündigen?"
+    assert agreed_codes(det, named, sc, prior, scores=or_hits) == ["StGB", "OR"]  # a named code is always agreed, first
+    assert agreed_codes(det, text, sc, None, scores=or_hits) == []  # no learned model: only named codes
+    off = load_config(None, {"statutes.learned": True, "statutes.agree": 0}).statutes
+    assert agreed_codes(det, named, off, prior, scores=or_hits) == ["StGB"]
+    with pytest.raises(ConfigError, match="statutes.agree"):
+        load_config(None, {"statutes.agree": -1})

@@ -134,6 +134,9 @@ def test_statute_detection_reads_abbreviations_and_names_from_the_corpus(demo_ar
     q17 = sig.hits["demo_17"]  # "... self-defence under Art. 15 StGB": only StGB paragraphs
     assert q17 and all(corpus.citations[d].endswith(" StGB") for d, _ in q17)
     assert "demo_05" not in sig.hits  # names no statute: no signal
+    agreed = next(s for s in res.signals if s.signal == "bm25_statute_agreed")  # named codes are agreed codes
+    assert [d for d, _ in agreed.hits["demo_17"]][: len(q17)] == [d for d, _ in q17]  # the same ranking, kept deeper
+    assert "demo_05" not in agreed.hits  # nothing named and no learned model to agree with the vote
 
 
 def test_statistics_edge_cases_and_grid_values_with_commas():

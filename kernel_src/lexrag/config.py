@@ -35,7 +35,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "corpus.chunk_rows": (1, None), "statutes.max_codes": (1, None), "statutes.top_k": (1, None),
     "articles.top_articles": (1, None), "articles.top_k": (1, None), "feedback.docs": (1, None), "feedback.terms": (1, None),
     "feedback.term_weight": (1, None), "lexical.k1": (1e-9, None), "lexical.b": (0, 1), "lexical.top_k": (1, None),
-    "lexical.min_token_len": (1, None), "lexical.decompound_min_part": (2, None), "lexical.decompound_min_count": (1, None), "lexical.question_weight": (1, None), "lexical.numbered_code_weight": (0, 1), "lexical.code_vote_depth": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
+    "lexical.min_token_len": (1, None), "lexical.decompound_min_part": (2, None), "lexical.decompound_min_count": (1, None), "lexical.question_weight": (1, None), "lexical.numbered_code_weight": (0, 1), "lexical.code_vote_depth": (1, None), "statutes.agree": (0, None), "statutes.vote_depth": (1, None), "statutes.agreed_top_k": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
     "semantic.max_seq": (8, None), "semantic.shard_size": (1, None), "semantic.nlist": (1, None), "semantic.pq_m": (1, None),
     "semantic.nprobe": (1, None), "semantic.rescore_k": (1, None), "semantic.top_k": (1, None), "rerank.top_n": (1, None),
     "rerank.tau": (None, None), "rerank.batch_size": (1, None), "rerank.max_length": (8, None), "graph.seed_k": (1, None),
@@ -114,6 +114,9 @@ class StatutesConfig:
     max_codes: int = _f(3, "codes taken from a question at most, in the order it names them")
     learned: bool = _f(False, "after the codes a question names, add the codes a model of the training questions predicts (needs the prior artifact built with --train)")
     learned_codes: int = _f(2, "codes the learned model adds at most")
+    agree: float = _f(1.5, "a code is 'agreed' when the question names it or, with learned, its learned similarity over the best code's plus its statute vote over the best code's reaches this (2: both predictors' best); agreed codes form the bm25_statute_agreed signal (0: off)")
+    vote_depth: int = _f(100, "law paragraphs whose BM25 scores vote for their codes in the agreement")
+    agreed_top_k: int = _f(300, "documents kept in the bm25_statute_agreed signal")
     top_k: int = _f(100, "documents kept in the bm25_statute signal")
 
 

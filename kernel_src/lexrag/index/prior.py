@@ -83,9 +83,14 @@ class TrainingPrior:
         return sorted(out, key=lambda t: (-t[1], t[0]))[:top_k]
 
     def codes_for(self, text: str, k: int = 2, query_id: str | None = None) -> list[str]:
-        """The ``k`` law codes whose training questions are most like ``text`` (cosine of tf-idf
-        vectors against each code's centroid); the query's own training question, when it is one,
-        is left out.  Empty without training questions."""
+        """The ``k`` law codes whose training questions are most like ``text``
+        (:meth:`scored_codes` without the similarities)."""
+        return [c for c, _ in self.scored_codes(text, k, query_id)]
+
+    def scored_codes(self, text: str, k: int = 2, query_id: str | None = None) -> list[tuple[str, float]]:
+        """The ``k`` law codes whose training questions are most like ``text``, with the cosine of
+        the tf-idf vectors against each code's centroid (positive, best first); the query's own
+        training question, when it is one, is left out.  Empty without training questions."""
         import math
 
         from lexrag.citations import law_codes
@@ -119,7 +124,7 @@ class TrainingPrior:
             norm_c = math.sqrt(sum(x * x for x in v.values())) or 1.0
             sims.append((sum(vq[t] * v.get(t, 0.0) for t in vq) / (norm_c * nq), code))
         sims.sort(key=lambda t: (-t[0], t[1]))
-        return [c for sim, c in sims[:k] if sim > 0]
+        return [(c, sim) for sim, c in sims[:k] if sim > 0]
 
     @classmethod
     def load(cls, folder: str | Path) -> "TrainingPrior":

@@ -162,6 +162,37 @@ def statute_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str
     return codes
 
 
+def agreed_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str | None = None,
+                 scores: np.ndarray | None = None) -> list[str]:
+    """The codes the question is surely about: those it names (at most ``sc.max_codes``), then the
+    codes two independent predictors agree on.  Each predictor scores a code against its own best
+    code (so 1 for its best): the learned model of the training questions (with ``sc.learned``
+    and a prior) by its cosine similarity, the statute vote by the summed BM25 ``scores`` of the
+    code's paragraphs among the best ``sc.vote_depth`` law paragraphs.  A code whose two scores
+    sum to ``sc.agree`` or more is agreed, best first.  The agreement is what makes a guess safe
+    to lean on: on lexam_dev (held-out courses) a code that only one predictor ranks first is a
+    gold code 15% of the time, one both rank first 77% (README "Quality on real data")."""
+    codes = det.detect(text, sc.max_codes)
+    if sc.agree <= 0 or not (sc.learned and prior is not None) or scores is None:
+        return codes
+    score: dict[str, float] = {}
+    learned = prior.scored_codes(text, 20, query_id)
+    for c, s in learned:
+        score[c] = s / learned[0][1]
+    v = det._votes(np.asarray(scores, dtype=np.float32), sc.vote_depth)
+    best = v.max()
+    if best > 0:
+        for i in np.flatnonzero(v):
+            c = det._names[i]
+            score[c] = score.get(c, 0.0) + float(v[i] / best)
+    for c, s in sorted(score.items(), key=lambda t: (-t[1], t[0])):
+        if s < sc.agree:
+            break
+        if c not in codes:
+            codes.append(c)
+    return codes
+
+
 # Names of the major federal acts whose law text (and so title) a local corpus may lack: the
 # statute names every Swiss lawyer uses, mapped to their official abbreviations (used only when
 # the corpus holds that code).
@@ -191,26 +222,25 @@ def detector_for(corpus) -> StatuteDetector:
 class Statutes(OptionalBM25Stage):
     name = "statutes"
     reads = ("statutes", "lexical", "prior")  # config sections its output depends on (the signal cache keys on them)
-    signals = ("bm25_statute",)
+    signals = ("bm25_statute", "bm25_statute_agreed")
 
     def run(self, batch, ctx):
         sc, lc, art = ctx.cfg.statutes, ctx.cfg.lexical, ctx.art
         det = detector_for(art.corpus)
         out = Ranking("bm25_statute", "lexical")
+        agreed = Ranking("bm25_statute_agreed", "lexical")
         for q in batch.queries:
             text = " ".join(v.text for v in q.variants.values())
-            codes = statute_codes(det, text, sc, art.prior, q.query_id)
-            if not codes:
-                continue
             scores = art.bm25.query_scores(preference_text(q, ctx.cfg.graph.preference_variants), lc)
             if scores is None:
                 continue
-            keep = np.flatnonzero(det.mask(codes) & (scores > 0))
-            if len(keep) == 0:
-                continue
-            top = keep[np.lexsort((keep, -scores[keep]))][: sc.top_k]
-            out.add(q.query_id, top, scores[top])
-        return [out]
+            for ranking, codes, k in ((out, statute_codes(det, text, sc, art.prior, q.query_id), sc.top_k),
+                                      (agreed, agreed_codes(det, text, sc, art.prior, q.query_id, scores), sc.agreed_top_k)):
+                keep = np.flatnonzero(det.mask(codes) & (scores > 0)) if codes else np.empty(0, dtype=np.int64)
+                if len(keep):
+                    top = keep[np.lexsort((keep, -scores[keep]))][:k]
+                    ranking.add(q.query_id, top, scores[top])
+        return [out, agreed]
 
 
 register_stage(Statutes())
