@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Experiment (a script, not a test): how much would knowing a question's statutes be worth?
 
-Runs the kaggle preset's retrieval (statute detection, prior, graph, feedback, article ranking) over
-lexam_dev.csv with grouped cross-validation by course (the prior and the statute model of each
+Runs the kaggle preset's retrieval (statute detection without the agreed-codes
+signal, prior, graph, feedback, article ranking) over lexam_dev.csv with grouped cross-validation by course (the prior and the statute model of each
 course fitted on the other courses), once with the codes the statute stage predicts and once with
 the codes of the question's own gold citations (an oracle no real run has), each at the default
 fusion weight of the ``bm25_statute`` signal and at a stronger one with a deeper signal.  The gap
@@ -30,7 +30,10 @@ from quality import KAGGLE_RETRIEVAL  # scripts/ is on the path when a script ru
 
 
 def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) -> tuple[dict, dict]:
-    cfg = load_config(None, {"runtime.progress": False, "count.method": "fixed", "count.k": 300, **KAGGLE_RETRIEVAL, **over})
+    # without the bm25_statute_agreed signal (statutes.agree 0): the oracle replaces the codes of
+    # bm25_statute alone, and the rows stay comparable with those measured before that signal
+    cfg = load_config(None, {"runtime.progress": False, "count.method": "fixed", "count.k": 300, **KAGGLE_RETRIEVAL,
+                             "statutes.agree": 0.0, **over})
     art = Artifacts.load(art_dir, cfg)
     gold = {q: g for q, g in load_gold(tune_file).items() if g}
     qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}

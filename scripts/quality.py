@@ -201,6 +201,7 @@ def main() -> int:
         variants["kaggle retrieval"] = dict(KAGGLE_RETRIEVAL)
         variants["kaggle retrieval + whole articles"] = {**variants["kaggle retrieval"], "count.whole_articles": 2}
         variants["kaggle retrieval, no article ranking"] = {**variants["kaggle retrieval"], "articles.enabled": False}
+        variants["kaggle retrieval, no agreed codes"] = {**variants["kaggle retrieval"], "statutes.agree": 0.0}
     variants["all together"] = {**base, **everything}
     for v in args.variants or []:
         name, _, over = v.partition(":")

@@ -209,6 +209,6 @@ def test_agreed_codes_are_the_named_ones_and_those_the_vote_and_the_learned_mode
     assert agreed_codes(det, named, sc, prior, scores=or_hits) == ["StGB", "OR"]  # a named code is always agreed, first
     assert agreed_codes(det, text, sc, None, scores=or_hits) == []  # no learned model: only named codes
     off = load_config(None, {"statutes.learned": True, "statutes.agree": 0}).statutes
-    assert agreed_codes(det, named, off, prior, scores=or_hits) == ["StGB"]
+    assert agreed_codes(det, named, off, prior, scores=or_hits) == []  # 0: no agreed signal at all
     with pytest.raises(ConfigError, match="statutes.agree"):
         load_config(None, {"statutes.agree": -1})

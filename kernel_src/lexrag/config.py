@@ -114,7 +114,7 @@ class StatutesConfig:
     max_codes: int = _f(3, "codes taken from a question at most, in the order it names them")
     learned: bool = _f(False, "after the codes a question names, add the codes a model of the training questions predicts (needs the prior artifact built with --train)")
     learned_codes: int = _f(2, "codes the learned model adds at most")
-    agree: float = _f(1.5, "a code is 'agreed' when the question names it or, with learned, its learned similarity over the best code's plus its statute vote over the best code's reaches this (2: both predictors' best); agreed codes form the bm25_statute_agreed signal (0: off)")
+    agree: float = _f(1.5, "a code is 'agreed' when the question names it or, with learned, its learned similarity over the best code's plus its statute vote over the best code's reaches this (2: both predictors' best); agreed codes form the bm25_statute_agreed signal (0: no such signal)")
     vote_depth: int = _f(100, "law paragraphs whose BM25 scores vote for their codes in the agreement")
     agreed_top_k: int = _f(300, "documents kept in the bm25_statute_agreed signal")
     top_k: int = _f(100, "documents kept in the bm25_statute signal")
@@ -148,7 +148,7 @@ class SeedConfig:
 class FusionConfig:
     rrf_k: int = _f(60, "RRF constant k in w / (k + rank) (Cormack et al. 2009; paper: 60)")
     weights: dict = _f(
-        {"citation_seeds": 4.0, "llm_seeds": 1.0, "bm25_de": 2.0, "bm25_query": 1.0, "siblings": 0.3},
+        {"citation_seeds": 4.0, "llm_seeds": 1.0, "bm25_de": 2.0, "bm25_query": 1.0, "siblings": 0.3, "bm25_statute_agreed": 0.5},
         "per-signal RRF weight; signals not listed get default_weight",
     )
     default_weight: float = _f(1.0, "weight of a signal missing from weights")

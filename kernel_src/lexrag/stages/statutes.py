@@ -172,8 +172,10 @@ def agreed_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str 
     sum to ``sc.agree`` or more is agreed, best first.  The agreement is what makes a guess safe
     to lean on: on lexam_dev (held-out courses) a code that only one predictor ranks first is a
     gold code 15% of the time, one both rank first 77% (README "Quality on real data")."""
+    if sc.agree <= 0:
+        return []
     codes = det.detect(text, sc.max_codes)
-    if sc.agree <= 0 or not (sc.learned and prior is not None) or scores is None:
+    if not (sc.learned and prior is not None) or scores is None:
         return codes
     score: dict[str, float] = {}
     learned = prior.scored_codes(text, 20, query_id)
