@@ -212,3 +212,15 @@ def test_agreed_codes_are_the_named_ones_and_those_the_vote_and_the_learned_mode
     assert agreed_codes(det, named, off, prior, scores=or_hits) == []  # 0: no agreed signal at all
     with pytest.raises(ConfigError, match="statutes.agree"):
         load_config(None, {"statutes.agree": -1})
+
+
+def test_the_default_config_loads_in_a_fresh_interpreter():
+    """The default fusion weights name a signal a stage registers (bm25_statute_agreed): loading
+    the config first thing, as build_datasets.py does, must not depend on the stages being imported."""
+    import subprocess
+    import sys
+
+    code = "from lexrag.config import load_config; print(load_config(None).fusion.weights['bm25_statute_agreed'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0.5"
