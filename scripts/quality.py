@@ -111,7 +111,7 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
             scores = art.bm25.query_scores(q.text, lc)  # as the lexical stage scores it
             out["named"][q.query_id] = det.detect(q.text, sc.max_codes)
             out["learned"][q.query_id] = learned
-            out["vote"][q.query_id] = det.voted(scores, sc.vote_depth, 1) if scores is not None else []
+            out["vote"][q.query_id] = det.voted(scores, lc.code_vote_depth, 1) if scores is not None else []
             out["named + learned"][q.query_id] = statute_codes(det, q.text, sc, prior, qid)
             out["agreed"][q.query_id] = agreed_codes(det, q.text, sc, prior, qid, scores) if scores is not None else []
         return out

@@ -224,3 +224,29 @@ def test_the_default_config_loads_in_a_fresh_interpreter():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0.5"
+
+
+def test_the_statute_stage_emits_the_codes_the_vote_and_the_learned_model_agree_on(demo_artifacts, demo_queries):
+    import dataclasses
+
+    from lexrag.index.prior import TrainingPrior
+
+    cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "statutes.enabled": True, "statutes.learned": True})
+    # a learned model that has seen tenancy and employment questions cite OR and divorce questions cite ZGB
+    prior = TrainingPrior({"t1": ["Art. 337 Abs. 1 OR"], "t2": ["Art. 253 OR"], "t3": ["Art. 114 ZGB"]},
+                          questions={"t1": "Der Arbeitgeber kündigt das Arbeitsverhältnis fristlos.",
+                                     "t2": "Der Vermieter verlangt vom Mieter den Mietzins.",
+                                     "t3": "Die Ehegatten verlangen die Scheidung ihrer Ehe."})
+    plain = load_config(DEMO / "config.yaml", {"runtime.progress": False})  # the demo has no prior artifact to load
+    art = dataclasses.replace(Artifacts.load(demo_artifacts, plain), prior=prior)
+    queries = {q.query_id: q for q in load_queries(demo_queries)}
+    res = run_pipeline([queries["demo_07"]], art, cfg)  # "Wann ist die Kündigung eines Arbeitsverhältnisses missbräuchlich?"
+    agreed = next(s for s in res.signals if s.signal == "bm25_statute_agreed").hits["demo_07"]
+    cits = [art.corpus.citations[d] for d, _ in agreed]
+    assert cits and all(c.endswith(" OR") for c in cits)  # the vote and the model both point at OR; nothing else
+    assert "Art. 336 Abs. 1 OR" in cits[:10]  # its gold, found inside the agreed code
+    named = next(s for s in res.signals if s.signal == "bm25_statute").hits["demo_07"]
+    assert len(agreed) > len(named)  # 300 deep against bm25_statute's 100: OR alone holds more than 100 hits
+    off = load_config(DEMO / "config.yaml", {"runtime.progress": False, "statutes.enabled": True, "statutes.learned": True,
+                                             "statutes.agree": 0.0})
+    assert not any(s.signal == "bm25_statute_agreed" and s.hits for s in run_pipeline([queries["demo_07"]], art, off).signals)

@@ -110,7 +110,7 @@ class LexicalConfig:
 
 @dataclass
 class StatutesConfig:
-    enabled: bool = _f(False, "statute detection: BM25 restricted to the law codes the question names (abbreviations, statute names from the law titles) as the bm25_statute signal")
+    enabled: bool = _f(False, "statute detection: BM25 restricted to the law codes the question names (abbreviations, statute names from the law titles) as the bm25_statute signal, and to the agreed codes (see agree) as bm25_statute_agreed")
     max_codes: int = _f(3, "codes taken from a question at most, in the order it names them")
     learned: bool = _f(False, "after the codes a question names, add the codes a model of the training questions predicts (needs the prior artifact built with --train)")
     learned_codes: int = _f(2, "codes the learned model adds at most")

@@ -42,7 +42,7 @@ def expansion_terms(index, texts: list[str], question_tokens: set[str], n_terms:
 
 class Feedback(OptionalBM25Stage):
     name = "feedback"
-    reads = ("feedback", "lexical")  # config sections its output depends on (the signal cache keys on them)
+    reads = ("feedback", "lexical", "graph")  # config sections its output depends on (the signal cache keys on them; graph: preference_variants)
     signals = ("bm25_prf",)
 
     def run(self, batch, ctx):
