@@ -250,3 +250,21 @@ def test_the_statute_stage_emits_the_codes_the_vote_and_the_learned_model_agree_
     off = load_config(DEMO / "config.yaml", {"runtime.progress": False, "statutes.enabled": True, "statutes.learned": True,
                                              "statutes.agree": 0.0})
     assert not any(s.signal == "bm25_statute_agreed" and s.hits for s in run_pipeline([queries["demo_07"]], art, off).signals)
+
+
+def test_the_similar_questions_prior_votes_the_gold_of_the_nearest_training_questions():
+    from lexrag.index.prior import TrainingPrior
+
+    prior = TrainingPrior({"t1": ["Art. 271 OR", "Art. 2 ZGB"], "t2": ["Art. 271 OR"], "t3": ["Art. 114 ZGB"]},
+                          questions={"t1": "Kündigung der Mietwohnung durch den Vermieter",
+                                     "t2": "Der Vermieter kündigt die Mietwohnung missbräuchlich",
+                                     "t3": "Scheidung der Ehe auf Klage"})
+    got = prior.similar("Darf der Vermieter die Mietwohnung kündigen?", neighbours=2)
+    assert [c for c, _ in got] == ["Art. 271 OR", "Art. 2 ZGB"]  # both neighbours cite Art. 271 OR; the divorce question is no neighbour
+    assert got[0][1] > got[1][1] > 0
+    one = prior.similar("Darf der Vermieter die Mietwohnung kündigen?", neighbours=1)
+    assert {c for c, _ in one} in ({"Art. 271 OR", "Art. 2 ZGB"}, {"Art. 271 OR"})  # one neighbour: its gold only
+    own = prior.similar("Scheidung der Ehe auf Klage", query_id="t3", neighbours=3)
+    assert "Art. 114 ZGB" not in dict(own)  # the query's own training question is left out
+    assert prior.similar("Darf der Vermieter kündigen?", neighbours=0) == []
+    assert TrainingPrior({"t1": ["Art. 271 OR"]}).similar("Kündigung") == []  # no questions: nothing

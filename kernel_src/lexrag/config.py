@@ -35,7 +35,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "corpus.chunk_rows": (1, None), "statutes.max_codes": (1, None), "statutes.top_k": (1, None),
     "articles.top_articles": (1, None), "articles.top_k": (1, None), "feedback.docs": (1, None), "feedback.terms": (1, None),
     "feedback.term_weight": (1, None), "lexical.k1": (1e-9, None), "lexical.b": (0, 1), "lexical.top_k": (1, None),
-    "lexical.min_token_len": (1, None), "lexical.decompound_min_part": (2, None), "lexical.decompound_min_count": (1, None), "lexical.question_weight": (1, None), "lexical.numbered_code_weight": (0, 1), "lexical.code_vote_depth": (1, None), "statutes.agree": (0, None), "statutes.vote_depth": (1, None), "statutes.agreed_top_k": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
+    "lexical.min_token_len": (1, None), "lexical.decompound_min_part": (2, None), "lexical.decompound_min_count": (1, None), "lexical.question_weight": (1, None), "lexical.numbered_code_weight": (0, 1), "lexical.code_vote_depth": (1, None), "statutes.agree": (0, None), "prior.neighbours": (0, None), "statutes.vote_depth": (1, None), "statutes.agreed_top_k": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
     "semantic.max_seq": (8, None), "semantic.shard_size": (1, None), "semantic.nlist": (1, None), "semantic.pq_m": (1, None),
     "semantic.nprobe": (1, None), "semantic.rescore_k": (1, None), "semantic.top_k": (1, None), "rerank.top_n": (1, None),
     "rerank.tau": (None, None), "rerank.batch_size": (1, None), "rerank.max_length": (8, None), "graph.seed_k": (1, None),
@@ -223,6 +223,7 @@ class PriorConfig:
     enabled: bool = _f(False, "use the training-gold prior (needs a prior artifact: build --train FILE)")
     min_count: int = _f(2, "ignore citations seen in fewer training gold sets")
     top_k: int = _f(100, "documents kept per prior signal")
+    neighbours: int = _f(0, "prior_similar: the citations of the training questions most like the question (tf-idf cosine), from this many of them (0: off)")
 
 
 @dataclass

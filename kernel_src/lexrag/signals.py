@@ -39,7 +39,7 @@ VARIANTS = (
 )
 
 GRAPH_SIGNALS = ("ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings", "popular")
-PRIOR_SIGNALS = ("prior_cocited", "prior_frequent")
+PRIOR_SIGNALS = ("prior_cocited", "prior_frequent", "prior_similar")
 
 _REGISTRY: dict[str, str] = {"citation_seeds": "seed", "llm_seeds": "seed"}
 _REGISTRY.update({f"bm25_{v}": "lexical" for v in VARIANTS})

@@ -87,17 +87,14 @@ class TrainingPrior:
         (:meth:`scored_codes` without the similarities)."""
         return [c for c, _ in self.scored_codes(text, k, query_id)]
 
-    def scored_codes(self, text: str, k: int = 2, query_id: str | None = None) -> list[tuple[str, float]]:
-        """The ``k`` law codes whose training questions are most like ``text``, with the cosine of
-        the tf-idf vectors against each code's centroid (positive, best first); the query's own
-        training question, when it is one, is left out.  Empty without training questions."""
+    def _tfidf(self):
+        """The tf-idf model of the training questions, built once: (analyzer, idf, code centroids,
+        code members, per-question term counts, per-question tf-idf norms)."""
         import math
 
         from lexrag.citations import law_codes
         from lexrag.index.lexical import Analyzer
 
-        if not self.questions:
-            return []
         if self._model is None:
             an = Analyzer()
             toks = {q: Counter(an(t)) for q, t in self.questions.items()}
@@ -111,10 +108,27 @@ class TrainingPrior:
                 for code in codes:
                     cent.setdefault(code, Counter()).update({t: f * idf[t] for t, f in c.items()})
                     members.setdefault(code, []).append(q)
-            self._model = (an, idf, cent, members, toks)
-        an, idf, cent, members, toks = self._model
+            norms = {q: math.sqrt(sum((f * idf[t]) ** 2 for t, f in c.items())) or 1.0 for q, c in toks.items()}
+            self._model = (an, idf, cent, members, toks, norms)
+        return self._model
+
+    def _query_vector(self, text: str) -> tuple[dict[str, float], float]:
+        import math
+
+        an, idf = self._tfidf()[:2]
         vq = {t: f * idf.get(t, 0.0) for t, f in Counter(an(text)).items()}
-        nq = math.sqrt(sum(v * v for v in vq.values())) or 1.0
+        return vq, math.sqrt(sum(v * v for v in vq.values())) or 1.0
+
+    def scored_codes(self, text: str, k: int = 2, query_id: str | None = None) -> list[tuple[str, float]]:
+        """The ``k`` law codes whose training questions are most like ``text``, with the cosine of
+        the tf-idf vectors against each code's centroid (positive, best first); the query's own
+        training question, when it is one, is left out.  Empty without training questions."""
+        import math
+
+        if not self.questions:
+            return []
+        an, idf, cent, members, toks, _ = self._tfidf()
+        vq, nq = self._query_vector(text)
         own = toks.get(query_id) if query_id in self.questions else None
         sims = []
         for code, vec in cent.items():
@@ -125,6 +139,28 @@ class TrainingPrior:
             sims.append((sum(vq[t] * v.get(t, 0.0) for t in vq) / (norm_c * nq), code))
         sims.sort(key=lambda t: (-t[0], t[1]))
         return [(c, sim) for sim, c in sims[:k] if sim > 0]
+
+    def similar(self, text: str, query_id: str | None = None, neighbours: int = 20, top_k: int = 100) -> list[tuple[str, float]]:
+        """Citations of the training questions most like ``text``: the ``neighbours`` questions of
+        highest tf-idf cosine (the query's own left out) each add their similarity to every
+        citation of their gold; the ``top_k`` best, best first.  Empty without training questions."""
+        if not self.questions or neighbours <= 0:
+            return []
+        an, idf, cent, members, toks, norms = self._tfidf()
+        vq, nq = self._query_vector(text)
+        sims = []
+        for q, c in toks.items():
+            if q == query_id:
+                continue
+            dot = sum(w * c[t] * idf[t] for t, w in vq.items() if t in c)
+            if dot > 0:
+                sims.append((dot / (nq * norms[q]), q))
+        sims.sort(key=lambda t: (-t[0], t[1]))
+        acc: dict[str, float] = {}
+        for sim, q in sims[:neighbours]:
+            for cit in self.gold[q]:
+                acc[cit] = acc.get(cit, 0.0) + sim
+        return sorted(acc.items(), key=lambda t: (-t[1], t[0]))[:top_k]
 
     @classmethod
     def load(cls, folder: str | Path) -> "TrainingPrior":

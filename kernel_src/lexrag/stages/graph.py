@@ -93,7 +93,7 @@ class PriorSignals:
 
     def run(self, batch, ctx):
         pc, art = ctx.cfg.prior, ctx.art
-        out = {name: Ranking(name, "graph") for name in PRIOR_SIGNALS}
+        out = {name: Ranking(name, "graph") for name in PRIOR_SIGNALS if name != "prior_similar" or pc.neighbours}
         for q in batch.queries:
             seeds = batch.seeds.get(q.query_id, [])[: ctx.cfg.graph.seed_k]
             total = sum(max(s, 0.0) for _, s in seeds) or 1.0
@@ -101,7 +101,8 @@ class PriorSignals:
             for name, cits in (
                 ("prior_cocited", art.prior.cocited(seed_cits, q.query_id, pc.min_count, pc.top_k) if seeds else []),
                 ("prior_frequent", art.prior.frequent(q.query_id, pc.min_count, pc.top_k)),
-            ):
+            ) + ((("prior_similar", art.prior.similar(q.variant("de") or q.text, q.query_id, pc.neighbours, pc.top_k)),)
+                 if pc.neighbours else ()):
                 docs: dict[int, float] = {}
                 for c, score in cits:
                     for s in art.corpus.index.resolve(c):

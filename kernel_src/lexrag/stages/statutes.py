@@ -10,6 +10,11 @@ other signal, so it boosts those codes' paragraphs without filtering anything ou
 come from the corpus alone (codes and titles); with ``statutes.learned`` the codes a tf-idf model
 of the training questions predicts are added after them (the prior artifact holds the questions).
 
+Agreed codes (:func:`agreed_codes`): the named codes and those the statute vote and the learned
+model agree on form a second signal, ``bm25_statute_agreed``, deeper (``statutes.agreed_top_k``)
+and at half weight by default: a code both predictors rank high is a gold code about twice as
+often as the codes of ``bm25_statute``.
+
 Statute vote (:meth:`StatuteDetector.rescore`, used by the lexical stage): the codes the question's
 best BM25 hits agree on, with no named statute and no training gold.
 
