@@ -399,8 +399,6 @@ class Config:
         if unknown:
             check_signal_names(sorted(unknown), "graph.signals")
             raise ConfigError(f"graph.signals: {sorted(unknown)} are not graph signals ({', '.join(GRAPH_SIGNALS)})")
-        import lexrag.stages  # noqa: F401  (registers the signals the stages emit, such as bm25_statute_agreed)
-
         check_signal_names(self.fusion.weights, "fusion.weights")
         import math
 
