@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Experiment (a script, not a test): how much would knowing a question's statutes be worth?
 
-Runs the kaggle preset's retrieval (statute detection without the agreed-codes
-signal, prior, graph, feedback, article ranking) over lexam_dev.csv with grouped cross-validation by course (the prior and the statute model of each
-course fitted on the other courses), once with the codes the statute stage predicts and once with
+Runs the kaggle preset's retrieval (statute detection without the agreed-codes signal, prior,
+graph, feedback, article ranking) over lexam_dev.csv with grouped cross-validation by course (the
+prior and the statute model of each course fitted on the other courses), once with the codes the statute stage predicts and once with
 the codes of the question's own gold citations (an oracle no real run has), each at the default
 fusion weight of the ``bm25_statute`` signal and at a stronger one with a deeper signal.  The gap
 between the two is what better statute detection could still bring; ``scripts/quality.py``

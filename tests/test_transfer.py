@@ -208,6 +208,10 @@ def test_agreed_codes_are_the_named_ones_and_those_the_vote_and_the_learned_mode
     named = "Nach dem Strafgesetzbuch: darf der Vermieter die Mietwohnung kündigen?"
     assert agreed_codes(det, named, sc, prior, scores=or_hits) == ["StGB", "OR"]  # a named code is always agreed, first
     assert agreed_codes(det, text, sc, None, scores=or_hits) == []  # no learned model: only named codes
+    # the model ranks a question's codes once; another k slices the same ranking, another question re-ranks
+    assert prior.scored_codes(text, 1) == prior.scored_codes(text, 3)[:1] and prior.scored_codes(text, 1)[0][0] == "OR"
+    assert prior.scored_codes("Scheidung der Ehe", 1)[0][0] == "ZGB"
+    assert det.vote_shares(or_hits, 3) == {"OR": 1.0, "ZGB": pytest.approx(0.2)}
     off = load_config(None, {"statutes.learned": True, "statutes.agree": 0}).statutes
     assert agreed_codes(det, named, off, prior, scores=or_hits) == []  # 0: no agreed signal at all
     with pytest.raises(ConfigError, match="statutes.agree"):

@@ -98,11 +98,11 @@ class PriorSignals:
             seeds = batch.seeds.get(q.query_id, [])[: ctx.cfg.graph.seed_k]
             total = sum(max(s, 0.0) for _, s in seeds) or 1.0
             seed_cits = [(art.corpus.citations[d], max(s, 0.0) / total) for d, s in seeds]
-            for name, cits in (
-                ("prior_cocited", art.prior.cocited(seed_cits, q.query_id, pc.min_count, pc.top_k) if seeds else []),
-                ("prior_frequent", art.prior.frequent(q.query_id, pc.min_count, pc.top_k)),
-            ) + ((("prior_similar", art.prior.similar(q.variant("de") or q.text, q.query_id, pc.neighbours, pc.top_k)),)
-                 if pc.neighbours else ()):
+            lists = [("prior_cocited", art.prior.cocited(seed_cits, q.query_id, pc.min_count, pc.top_k) if seeds else []),
+                     ("prior_frequent", art.prior.frequent(q.query_id, pc.min_count, pc.top_k))]
+            if pc.neighbours:
+                lists.append(("prior_similar", art.prior.similar(q.variant("de") or q.text, q.query_id, pc.neighbours, pc.top_k)))
+            for name, cits in lists:
                 docs: dict[int, float] = {}
                 for c, score in cits:
                     for s in art.corpus.index.resolve(c):

@@ -127,10 +127,9 @@ class StatuteDetector:
         out = np.asarray(scores, dtype=np.float32)
         factor = np.ones(len(self._code_index), dtype=np.float32)
         if vote > 0 and depth > 0:
-            v = self._votes(out, depth)
-            if v.max() > 0:
-                law = self._voting
-                factor[law] = (1 + vote * v[law] / v.max()) / (1 + vote)
+            share = self._shares(out, depth)
+            law = self._voting
+            factor[law] = (1 + vote * share[law]) / (1 + vote)
         if numbered_weight != 1.0:
             factor[self._numbered] *= np.float32(numbered_weight)
         return out * factor[ids]
@@ -146,6 +145,17 @@ class StatuteDetector:
         v = np.zeros(len(self._code_index), dtype=np.float64)
         np.add.at(v, ids[top], np.asarray(scores, dtype=np.float64)[top])
         return v
+
+    def _shares(self, scores: np.ndarray, depth: int) -> np.ndarray:
+        """Per code id its vote over the best code's (1 for the best; all 0 when nothing voted)."""
+        v = self._votes(scores, depth)
+        best = v.max()
+        return v / best if best > 0 else v
+
+    def vote_shares(self, scores: np.ndarray, depth: int) -> dict[str, float]:
+        """The codes the best ``depth`` law paragraphs vote for, each with its vote over the best code's."""
+        share = self._shares(np.asarray(scores, dtype=np.float32), depth)
+        return {self._names[i]: float(share[i]) for i in np.flatnonzero(share)}
 
     def voted(self, scores: np.ndarray, depth: int, k: int) -> list[str]:
         """The ``k`` codes the best ``depth`` law paragraphs vote for most (the statute vote's
@@ -183,16 +193,10 @@ def agreed_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str 
     codes = det.detect(text, sc.max_codes)
     if not (sc.learned and prior is not None) or scores is None:
         return codes
-    score: dict[str, float] = {}
-    learned = prior.scored_codes(text, 20, query_id)
+    score = det.vote_shares(scores, sc.vote_depth)
+    learned = prior.scored_codes(text, 20, query_id)  # the model's best 20 codes (as measured)
     for c, s in learned:
-        score[c] = s / learned[0][1]
-    v = det._votes(np.asarray(scores, dtype=np.float32), sc.vote_depth)
-    best = v.max()
-    if best > 0:
-        for i in np.flatnonzero(v):
-            c = det._names[i]
-            score[c] = score.get(c, 0.0) + float(v[i] / best)
+        score[c] = score.get(c, 0.0) + s / learned[0][1]
     for c, s in sorted(score.items(), key=lambda t: (-t[1], t[0])):
         if s < sc.agree:
             break
@@ -245,9 +249,9 @@ class Statutes(OptionalBM25Stage):
             scores = art.bm25.query_scores(preference_text(q, ctx.cfg.graph.preference_variants), lc)
             if scores is None:
                 continue
-            for ranking, codes, k in ((out, codes, sc.top_k),
+            for ranking, these, k in ((out, codes, sc.top_k),
                                       (agreed, agreed_codes(det, text, sc, art.prior, q.query_id, scores), sc.agreed_top_k)):
-                keep = np.flatnonzero(det.mask(codes) & (scores > 0)) if codes else np.empty(0, dtype=np.int64)
+                keep = np.flatnonzero(det.mask(these) & (scores > 0)) if these else np.empty(0, dtype=np.int64)
                 if len(keep):
                     top = keep[np.lexsort((keep, -scores[keep]))][:k]
                     ranking.add(q.query_id, top, scores[top])
