@@ -172,6 +172,15 @@ def test_article_ranking_scores_articles_from_their_paragraphs(demo_artifacts, d
     scores[p1], scores[p2], scores[solo] = 2.0, 1.0, 2.2
     a = article_scores(index, scores, 0.3)
     assert a[index.article[p1]] == pytest.approx(2.3) and a[index.article[solo]] == pytest.approx(2.2)
+    rnd = np.random.default_rng(0).random(len(corpus)) * (np.random.default_rng(1).random(len(corpus)) < 0.3)
+    by_article: dict = {}  # an independent computation: each article's paragraph scores, by a loop
+    for d, (parent, source) in enumerate(zip(corpus.parents, corpus.sources)):
+        if source == "law":
+            by_article.setdefault(index.article[d], []).append(rnd[d])
+    expected = np.zeros(index.n)
+    for i, xs in by_article.items():
+        expected[i] = max(xs) + 0.3 * (sum(xs) - max(xs))
+    assert len(by_article) == index.n and np.allclose(article_scores(index, rnd, 0.3), expected)
     cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "articles.enabled": True, "articles.top_articles": 3})
     res = run_pipeline(load_queries(demo_queries), Artifacts.load(demo_artifacts, cfg), cfg)
     sig = next(s for s in res.signals if s.signal == "bm25_article")

@@ -38,6 +38,7 @@ class TrainingPrior:
         self.source = source
         self.questions = {q: t for q, t in (questions or {}).items() if q in self.gold}
         self._model = None
+        self._cent_norms: dict[str, float] | None = None  # each code centroid's norm, computed once
         self._last_codes: tuple | None = None  # (text, query_id) -> every code's similarity: the statute stage asks twice
         self.freq: Counter = Counter()
         self.pair: dict[str, Counter] = {}
@@ -133,12 +134,17 @@ class TrainingPrior:
             an, idf, cent, members, toks, _ = self._tfidf()
             vq, nq = self._query_vector(text)
             own = toks.get(query_id) if query_id in self.questions else None
+            if self._cent_norms is None:
+                self._cent_norms = {code: math.sqrt(sum(x * x for x in vec.values())) or 1.0 for code, vec in cent.items()}
             sims = []
             for code, vec in cent.items():
                 if own is not None and members[code] == [query_id]:
                     continue  # a code only this question cites: it would be its own answer
-                v = vec if own is None or query_id not in members[code] else vec - Counter({t: f * idf[t] for t, f in own.items()})
-                norm_c = math.sqrt(sum(x * x for x in v.values())) or 1.0
+                if own is None or query_id not in members[code]:
+                    v, norm_c = vec, self._cent_norms[code]
+                else:
+                    v = vec - Counter({t: f * idf[t] for t, f in own.items()})
+                    norm_c = math.sqrt(sum(x * x for x in v.values())) or 1.0
                 sims.append((sum(vq[t] * v.get(t, 0.0) for t in vq) / (norm_c * nq), code))
             sims.sort(key=lambda t: (-t[0], t[1]))
             self._last_codes = ((text, query_id), [(c, sim) for sim, c in sims if sim > 0])

@@ -269,6 +269,12 @@ class _ArticleIndex:
         self.article = np.fromiter((ids.setdefault(p, len(ids)) if s == "law" else -1
                                     for p, s in zip(corpus.parents, corpus.sources)), dtype=np.int64, count=len(corpus))
         self.n = len(ids)
+        # the law paragraphs grouped by article, so per-article max and sum are two reduceat calls
+        law = np.flatnonzero(self.article >= 0)
+        self.order = law[np.argsort(self.article[law], kind="stable")]
+        grouped = self.article[self.order]
+        self.starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if len(grouped) else grouped
+        self.group_article = grouped[self.starts]
 
 
 _ARTICLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -276,11 +282,12 @@ _ARTICLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def article_scores(index: _ArticleIndex, scores: np.ndarray, sum_weight: float) -> np.ndarray:
     """An article's score from its paragraphs: the best paragraph plus ``sum_weight`` times the others."""
-    law = index.article >= 0
     best = np.zeros(index.n)
     total = np.zeros(index.n)
-    np.maximum.at(best, index.article[law], scores[law])
-    np.add.at(total, index.article[law], scores[law])
+    if len(index.order):
+        grouped = np.asarray(scores, dtype=np.float64)[index.order]
+        best[index.group_article] = np.maximum.reduceat(grouped, index.starts)
+        total[index.group_article] = np.add.reduceat(grouped, index.starts)
     return best + sum_weight * (total - best)
 
 
