@@ -212,8 +212,21 @@ def main() -> int:
     ranked_by: dict = {}
     curves_by: dict = {}
     max_k = KS[-1]
+    same_as: dict = {}  # variant -> the earlier variant with the same configuration (its runs are reused)
+    seen: dict = {}
     for name, over in variants.items():
         vcfg = load_config(args.config, {"runtime.progress": False, "count.method": "fixed", "count.k": 300, **over})
+        key = json.dumps(vcfg.to_dict(), sort_keys=True, default=str)
+        if key in seen:
+            same_as[name] = seen[key]
+            print(f"{name!r} is the same configuration as {seen[key]!r}: its numbers are reused", file=sys.stderr)
+            for qfile in args.queries:
+                ranked_by[(name, qfile)], curves_by[(name, qfile)] = ranked_by[(seen[key], qfile)], curves_by[(seen[key], qfile)]
+                for k in (3, 5):
+                    if (seen[key], qfile, f"k={k}") in results:
+                        results[(name, qfile, f"k={k}")] = results[(seen[key], qfile, f"k={k}")]
+            continue
+        seen[key] = name
         art = Artifacts.load(art_dir, vcfg)
         for qfile in args.queries:
             qs = load_queries(data / qfile, vcfg.query.max_chars)
@@ -236,6 +249,11 @@ def main() -> int:
     by_fold: dict = {}
     fold_f1: dict = {}  # variant -> held-out Macro F1 of each course at its CV-picked k
     for name, over in variants.items():
+        if name in same_as:  # the same configuration: the same held-out rankings and picks
+            orig = same_as[name]
+            results.update({(name, *key[1:]): m for key, m in list(results.items()) if key[0] == orig})
+            by_fold[name], fold_f1[name] = dict(by_fold[orig]), fold_f1[orig]
+            continue
         gold, ranked = ranked_by[(name, args.tune_on)]
         qids = list(gold)
         folds = grouped_folds(qids, groups)
