@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,6 +98,8 @@ def test_tune_reports_in_sample_and_grouped_cv_and_writes_a_config_that_loads(tm
                "--grid", "count.k=1,2,5", "--out", str(out)])
     text = capsys.readouterr().out
     assert rc == 0 and "in-sample" in text and "grouped by course, 3 folds" in text
+    picks = text.split("picked on the other folds: ")[1].splitlines()[0]
+    assert sum(int(n) for n in re.findall(r"in (\d+) of 3 folds", picks)) == 3 and "count.k" in picks
     tuned = load_config(out)
     assert tuned.count.k in (1, 2, 5) and "grouped CV by course (3 folds)" in out.read_text().splitlines()[1]
     assert main(["tune", "--queries", str(dev), "--artifacts", str(demo_artifacts), "--grid", "count.k=0,5"]) == 2  # k=0 refused

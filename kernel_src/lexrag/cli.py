@@ -117,6 +117,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     res = tune(cfg, art, args.queries, grid, args.out)
     for row in sorted(res["per_point"], key=lambda r: -r["macro_f1"])[:10]:
         print(f"  {row['macro_f1']:.4f}  {row['point']}")
+    picked: dict[str, int] = {}  # how stable the pick is: the point each fold picked on the other folds
+    for p in res["fold_picks"]:
+        picked[str(p["point"])] = picked.get(str(p["point"]), 0) + 1
+    print("picked on the other folds: " + "; ".join(f"{p} in {n} of {res['folds']} folds"
+                                                   for p, n in sorted(picked.items(), key=lambda t: -t[1])))
     print(f"best {res['best']}: Macro F1 in-sample {res['macro_f1_in_sample']:.4f}, cross-validated "
           f"(grouped by {res['grouped_by']}, {res['folds']} folds) {res['macro_f1_grouped_cv']:.4f}; "
           f"{res['signals_computed']} signals computed, {res['reused']} reused" + (f"; tuned config: {args.out}" if args.out else ""))
