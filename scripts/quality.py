@@ -30,7 +30,7 @@ import yaml
 from lexrag.config import load_config
 from lexrag.eval.calibrate import fit_threshold
 from lexrag.eval.cv import grouped_folds, held_out_artifacts, read_groups
-from lexrag.eval.metrics import evaluate, per_query_table
+from lexrag.eval.metrics import evaluate, per_query_table, prf
 from lexrag.eval.stats import bootstrap_ci
 from lexrag.index.build import build_artifacts
 from lexrag.pipeline import Artifacts, run_pipeline
@@ -59,6 +59,31 @@ def _row(gold: dict, pred: dict, ranked: dict) -> dict:
     """Macro F1 with its 95% bootstrap interval, precision, recall and Recall@100 over ``gold``."""
     m = evaluate(gold, {q: pred.get(q, []) for q in gold}, ranked, ks=(100,))
     return {**m, "ci": bootstrap_ci([r["f1"] for r in per_query_table(gold, {q: pred.get(q, []) for q in gold})])}
+
+
+def ceilings(gold: dict, ranked: dict, k: int = 3) -> dict[str, float]:
+    """Where Macro F1 at ``k`` is lost, on the same rankings: as they are; with each paragraph
+    written as its whole article where that is the form the gold cites and the paragraph is not
+    ("Art. 41 OR" for "Art. 41 Abs. 1 OR"); cut at each question's own gold count; cut at each
+    question's best k (1..30).  Upper bounds for a citation-form rule, a count rule and the count
+    together with nothing else changed."""
+    from lexrag.citations import parent, scoring_form
+
+    out = {"as ranked": 0.0, "oracle citation form": 0.0, "k = gold count": 0.0, "best k per question": 0.0}
+    for q, g in gold.items():
+        r = ranked.get(q, [])
+        gs = {scoring_form(x) for x in g}
+        formed: list[str] = []
+        for c in r:
+            whole = parent(c) if c.startswith("Art") else c
+            c = whole if scoring_form(c) not in gs and scoring_form(whole) in gs else c
+            if c not in formed:
+                formed.append(c)
+        out["as ranked"] += prf(g, r[:k])[2]
+        out["oracle citation form"] += prf(g, formed[:k])[2]
+        out["k = gold count"] += prf(g, r[: len(gs)])[2]
+        out["best k per question"] += max(prf(g, r[:kk])[2] for kk in KS)
+    return {name: v / max(len(gold), 1) for name, v in out.items()}
 
 
 def summary_table(results: dict, names: list[str], tune_on: str, queries: list[str]) -> str:
@@ -248,11 +273,13 @@ def main() -> int:
     groups = read_groups(tune_file)
     by_fold: dict = {}
     fold_f1: dict = {}  # variant -> held-out Macro F1 of each course at its CV-picked k
+    held_by: dict = {}  # variant -> (gold, held-out rankings) on the tuning file
     for name, over in variants.items():
         if name in same_as:  # the same configuration: the same held-out rankings and picks
             orig = same_as[name]
             results.update({(name, *key[1:]): m for key, m in list(results.items()) if key[0] == orig})
             by_fold[name], fold_f1[name] = dict(by_fold[orig]), fold_f1[orig]
+            held_by[name] = held_by[orig]
             continue
         gold, ranked = ranked_by[(name, args.tune_on)]
         qids = list(gold)
@@ -285,6 +312,7 @@ def main() -> int:
             fc = evaluate({q: gold[q] for q in fold}, {q: held_curve[q] for q in fold})["macro_f1"]
             wins[0 if fc > fk + 1e-12 else 1 if fk > fc + 1e-12 else 2] += 1
             fold_f1.setdefault(name, []).append(fk)
+        held_by[name] = (gold, held_ranked)
         k_star, t_star = sorted(ks)[len(ks) // 2], sorted(ts)[len(ts) // 2]
         cv = f"grouped CV ({len(folds)} folds)"
         for k in (3, 5):
@@ -327,10 +355,16 @@ def main() -> int:
                 by_fold[name][f"vs {b}"] = cells[-1].split(": ", 1)[1]
         if cells:
             print(f"  {name}: " + "; ".join(cells))
+    print(f"\nwhere Macro F1@3 is lost on {args.tune_on} (held-out rankings; each column changes one thing, as an oracle)")
+    cols = list(ceilings({}, {}))
+    print("| signals | " + " | ".join(cols) + " |\n|" + " --- |" * (len(cols) + 1))
+    ceiling_rows = {name: ceilings(*held_by[name]) for name in variants}
+    for name, row in ceiling_rows.items():
+        print(f"| {name} | " + " | ".join(f"{row[c]:.3f}" for c in cols) + " |")
     print(codes_by_fold["table"])
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": {" / ".join(k): v for k, v in results.items()}, "count_by_fold": by_fold,
-                                               "codes": codes_by_fold["numbers"]}, indent=2))
+                                               "codes": codes_by_fold["numbers"], "ceilings": ceiling_rows}, indent=2))
     return 0
 
 

@@ -188,6 +188,29 @@ def test_the_quality_scripts_measure_the_retrieval_the_kaggle_preset_runs():
     assert quality.KAGGLE_RETRIEVAL.get("lexical.question_weight", 1) == preset.lexical.question_weight
 
 
+def test_the_quality_script_shows_where_f1_at_three_is_lost():
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("quality_script", ROOT / "scripts" / "quality.py")
+    quality = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quality)
+    gold = {"a": ["Art. 41 OR", "Art. 97 Abs. 1 OR"], "b": ["Art. 8 ZGB"]}
+    ranked = {"a": ["Art. 41 Abs. 1 OR", "Art. 41 Abs. 2 OR", "Art. 1 OR", "Art. 97 Abs. 1 OR"],
+              "b": ["Art. 1 ZGB", "Art. 8 ZGB", "Art. 2 ZGB"]}
+    c = quality.ceilings(gold, ranked, k=3)
+    # a: nothing in its first three (F1 0); b: 1 of 3 emitted, 1 gold: 2 * 1/3 * 1 / (1/3 + 1) = 0.5
+    assert c["as ranked"] == pytest.approx(0.25)
+    # a written in the gold's form: "Art. 41 OR" (once, for both paragraphs), "Art. 1 OR", "Art. 97 Abs. 1 OR"
+    # -> 2 of 3 emitted, 2 of 2 gold: 0.8; b unchanged
+    assert c["oracle citation form"] == pytest.approx((0.8 + 0.5) / 2)
+    # cut at the gold count: a at 2 -> 0; b at 1 -> "Art. 1 ZGB" -> 0
+    assert c["k = gold count"] == 0.0
+    # best k: a at 4 -> 1 of 4, 1 of 2 gold: 1/3; b at 2 -> 1 of 2, 1 of 1: 2/3
+    assert c["best k per question"] == pytest.approx((1 / 3 + 2 / 3) / 2)
+
+
 def test_agreed_codes_are_the_named_ones_and_those_the_vote_and_the_learned_model_both_rank_high():
     from lexrag.index.prior import TrainingPrior
     from lexrag.stages.statutes import agreed_codes
