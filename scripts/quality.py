@@ -61,6 +61,9 @@ def _row(gold: dict, pred: dict, ranked: dict) -> dict:
     return {**m, "ci": bootstrap_ci([r["f1"] for r in per_query_table(gold, {q: pred.get(q, []) for q in gold})])}
 
 
+CEILINGS = ("as ranked", "oracle citation form", "k = gold count", "best k per question")
+
+
 def ceilings(gold: dict, ranked: dict, k: int = 3) -> dict[str, float]:
     """Where Macro F1 at ``k`` is lost, on the same rankings: as they are; with each paragraph
     written as its whole article where that is the form the gold cites and the paragraph is not
@@ -69,7 +72,7 @@ def ceilings(gold: dict, ranked: dict, k: int = 3) -> dict[str, float]:
     together with nothing else changed."""
     from lexrag.citations import parent, scoring_form
 
-    out = {"as ranked": 0.0, "oracle citation form": 0.0, "k = gold count": 0.0, "best k per question": 0.0}
+    out = dict.fromkeys(CEILINGS, 0.0)
     for q, g in gold.items():
         r = ranked.get(q, [])
         gs = {scoring_form(x) for x in g}
@@ -242,14 +245,9 @@ def main() -> int:
     for name, over in variants.items():
         vcfg = load_config(args.config, {"runtime.progress": False, "count.method": "fixed", "count.k": 300, **over})
         key = json.dumps(vcfg.to_dict(), sort_keys=True, default=str)
-        if key in seen:
+        if key in seen:  # its rows are copied from the first variant with this configuration below
             same_as[name] = seen[key]
             print(f"{name!r} is the same configuration as {seen[key]!r}: its numbers are reused", file=sys.stderr)
-            for qfile in args.queries:
-                ranked_by[(name, qfile)], curves_by[(name, qfile)] = ranked_by[(seen[key], qfile)], curves_by[(seen[key], qfile)]
-                for k in (3, 5):
-                    if (seen[key], qfile, f"k={k}") in results:
-                        results[(name, qfile, f"k={k}")] = results[(seen[key], qfile, f"k={k}")]
             continue
         seen[key] = name
         art = Artifacts.load(art_dir, vcfg)
@@ -356,11 +354,10 @@ def main() -> int:
         if cells:
             print(f"  {name}: " + "; ".join(cells))
     print(f"\nwhere Macro F1@3 is lost on {args.tune_on} (held-out rankings; each column changes one thing, as an oracle)")
-    cols = list(ceilings({}, {}))
-    print("| signals | " + " | ".join(cols) + " |\n|" + " --- |" * (len(cols) + 1))
+    print("| signals | " + " | ".join(CEILINGS) + " |\n|" + " --- |" * (len(CEILINGS) + 1))
     ceiling_rows = {name: ceilings(*held_by[name]) for name in variants}
     for name, row in ceiling_rows.items():
-        print(f"| {name} | " + " | ".join(f"{row[c]:.3f}" for c in cols) + " |")
+        print(f"| {name} | " + " | ".join(f"{row[c]:.3f}" for c in CEILINGS) + " |")
     print(codes_by_fold["table"])
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": {" / ".join(k): v for k, v in results.items()}, "count_by_fold": by_fold,

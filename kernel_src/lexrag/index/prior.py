@@ -38,7 +38,6 @@ class TrainingPrior:
         self.source = source
         self.questions = {q: t for q, t in (questions or {}).items() if q in self.gold}
         self._model = None
-        self._cent_norms: dict[str, float] | None = None  # each code centroid's norm, computed once
         self._last_codes: tuple | None = None  # (text, query_id) -> every code's similarity: the statute stage asks twice
         self.freq: Counter = Counter()
         self.pair: dict[str, Counter] = {}
@@ -91,7 +90,7 @@ class TrainingPrior:
 
     def _tfidf(self):
         """The tf-idf model of the training questions, built once: (analyzer, idf, code centroids,
-        code members, per-question term counts, per-question tf-idf norms)."""
+        their norms, code members, per-question term counts, per-question tf-idf norms)."""
         import math
 
         from lexrag.citations import law_codes
@@ -111,7 +110,8 @@ class TrainingPrior:
                     cent.setdefault(code, Counter()).update({t: f * idf[t] for t, f in c.items()})
                     members.setdefault(code, []).append(q)
             norms = {q: math.sqrt(sum((f * idf[t]) ** 2 for t, f in c.items())) or 1.0 for q, c in toks.items()}
-            self._model = (an, idf, cent, members, toks, norms)
+            cent_norms = {code: math.sqrt(sum(x * x for x in vec.values())) or 1.0 for code, vec in cent.items()}
+            self._model = (an, idf, cent, cent_norms, members, toks, norms)
         return self._model
 
     def _query_vector(self, text: str) -> tuple[dict[str, float], float]:
@@ -131,17 +131,15 @@ class TrainingPrior:
         if not self.questions:
             return []
         if self._last_codes is None or self._last_codes[0] != (text, query_id):
-            an, idf, cent, members, toks, _ = self._tfidf()
+            an, idf, cent, cent_norms, members, toks, _ = self._tfidf()
             vq, nq = self._query_vector(text)
             own = toks.get(query_id) if query_id in self.questions else None
-            if self._cent_norms is None:
-                self._cent_norms = {code: math.sqrt(sum(x * x for x in vec.values())) or 1.0 for code, vec in cent.items()}
             sims = []
             for code, vec in cent.items():
                 if own is not None and members[code] == [query_id]:
                     continue  # a code only this question cites: it would be its own answer
                 if own is None or query_id not in members[code]:
-                    v, norm_c = vec, self._cent_norms[code]
+                    v, norm_c = vec, cent_norms[code]
                 else:
                     v = vec - Counter({t: f * idf[t] for t, f in own.items()})
                     norm_c = math.sqrt(sum(x * x for x in v.values())) or 1.0
@@ -156,7 +154,7 @@ class TrainingPrior:
         citation of their gold; the ``top_k`` best, best first.  Empty without training questions."""
         if not self.questions or neighbours <= 0:
             return []
-        an, idf, cent, members, toks, norms = self._tfidf()
+        an, idf, _, _, _, toks, norms = self._tfidf()
         vq, nq = self._query_vector(text)
         sims = []
         for q, c in toks.items():
