@@ -9,7 +9,7 @@ k = 5, the k picked by grouped cross-validation and a per-query count from the s
 relative-score threshold of ``lexrag calibrate``).  On the tuning set (lexam_dev.csv) every number
 is grouped cross-validation by course: each course's questions are ranked with a training prior
 (and learned statute model) fitted on the other courses only and cut with the k or threshold
-picked on the other courses.  The median picks are then applied to train_dev.csv and val.csv,
+picked on the other courses' rankings of that same kind (each ranked without its own course).  The median picks are then applied to train_dev.csv and val.csv,
 which are only ever scored.  Then, fold by fold: does the score curve or the fixed k win?  Last,
 statute detection fold by fold: precision and recall of the law codes each predictor gives.
 
@@ -48,7 +48,7 @@ def emit_curve(citations: list[str], scores: list[float], threshold: float, max_
     """What the pipeline emits with a score-curve count: the cut on the fused order, then whole
     articles inserted (``count.whole_articles``) inside the same number of slots."""
     out = curve_cut(citations, scores, threshold, max_k)
-    return with_whole_articles(out, scores[: len(out)], cfg.count.whole_articles)[0][: len(out)]
+    return with_whole_articles(out, scores[: len(out)], cfg.count.whole_articles, cfg.count.whole_articles_from)[0][: len(out)]
 
 
 def cut(ranked: dict[str, list[str]], k: int) -> dict[str, list[str]]:
@@ -263,9 +263,11 @@ def main() -> int:
                 for k in (3, 5):
                     results[(name, qfile, f"k={k}")] = _row(gold, cut(res.ranked, k), res.ranked) | {"s_per_query": dt}
 
-    # grouped cross-validation by course on the tuning set: each course's questions get the k (and,
-    # separately, the score-curve threshold) picked on the other courses, and a prior fitted on the
-    # other courses only; the median pick is then applied to the other files, which are only scored
+    # grouped cross-validation by course on the tuning set: each course is ranked with a prior (and
+    # statute model) fitted on the other courses only, and cut at the k (and, separately, the
+    # score-curve threshold) picked on the other courses' held-out rankings, so the picks see
+    # rankings of the kind they are applied to; the median pick is then applied to the other
+    # files, which are only scored
 
     tune_file = data / args.tune_on
     groups = read_groups(tune_file)
@@ -286,26 +288,26 @@ def main() -> int:
         art = Artifacts.load(art_dir, vcfg)
         qs = {q.query_id: q for q in load_queries(tune_file, vcfg.query.max_chars)}
         texts = {q: x.text for q, x in qs.items()}
-        held_pred, held_curve, held_ranked, ks, ts, wins = {}, {}, {}, [], [], [0, 0, 0]
-        for fold in folds:
+        held_pred, held_curve, held_ranked, held_curves, ks, ts, wins = {}, {}, {}, {}, [], [], [0, 0, 0]
+        for fold in folds:  # each course ranked with a prior and statute model that never saw it
+            fart = held_out_artifacts(art, vcfg, gold, texts, set(fold))
+            if fart is art:
+                held_ranked.update({q: ranked[q] for q in fold})
+                held_curves.update({q: curves_by[(name, args.tune_on)][q] for q in fold})
+                continue
+            fres = run_pipeline([qs[q] for q in fold], fart, vcfg)
+            held_ranked.update({q: fres.ranked[q] for q in fold})
+            held_curves.update({q: unique_citations(fres.current.hits.get(q, []), art.corpus)[1:] for q in fold})
+        for fold in folds:  # the count of a course is picked on the other courses' held-out rankings
             test = set(fold)
             train_gold = {q: gold[q] for q in qids if q not in test}
-            k = max(KS, key=lambda kk: evaluate(train_gold, cut(ranked, kk), ks=(100,))["macro_f1"])
-            curves = curves_by[(name, args.tune_on)]
-            t, _ = fit_threshold([(*curves[q], train_gold[q]) for q in train_gold], max_k)
+            k = max(KS, key=lambda kk: evaluate(train_gold, cut(held_ranked, kk), ks=(100,))["macro_f1"])
+            t, _ = fit_threshold([(*held_curves[q], train_gold[q]) for q in train_gold], max_k)
             ks.append(k)
             ts.append(t)
-            fold_ranked, fold_curves = ranked, curves
-            fart = held_out_artifacts(art, vcfg, gold, texts, test)  # a prior that never saw the held-out course
-            if fart is not art:
-                fres = run_pipeline([qs[q] for q in fold], fart, vcfg)
-                fold_ranked = fres.ranked
-                fold_curves = {q: unique_citations(fres.current.hits.get(q, []), art.corpus)[1:] for q in fold}
             for q in fold:
-                held_ranked[q] = fold_ranked[q]
-                held_pred[q] = fold_ranked[q][:k]
-                cits, scores = fold_curves[q]
-                held_curve[q] = emit_curve(cits, scores, t, max_k, vcfg)
+                held_pred[q] = held_ranked[q][:k]
+                held_curve[q] = emit_curve(*held_curves[q], t, max_k, vcfg)
             fk = evaluate({q: gold[q] for q in fold}, {q: held_pred[q] for q in fold})["macro_f1"]
             fc = evaluate({q: gold[q] for q in fold}, {q: held_curve[q] for q in fold})["macro_f1"]
             wins[0 if fc > fk + 1e-12 else 1 if fk > fc + 1e-12 else 2] += 1

@@ -295,3 +295,39 @@ def test_the_similar_questions_prior_votes_the_gold_of_the_nearest_training_ques
     assert "Art. 114 ZGB" not in dict(own)  # the query's own training question is left out
     assert prior.similar("Darf der Vermieter kündigen?", neighbours=0) == []
     assert TrainingPrior({"t1": ["Art. 271 OR"]}).similar("Kündigung") == []  # no questions: nothing
+
+
+def test_whole_articles_can_leave_the_first_slots_as_ranked():
+    from lexrag.stages.count import with_whole_articles
+
+    cits = ["Art. 41 Abs. 1 OR", "Art. 8 ZGB", "Art. 2 Abs. 1 ZGB", "Art. 97 Abs. 1 OR", "Art. 2 Abs. 2 ZGB", "Art. 41 OR"]
+    scores = [6.0, 5.0, 4.0, 3.0, 2.0, 1.0]
+    out, s = with_whole_articles(cits, scores, 1, start=3)
+    # the first three stay as ranked; the articles due there follow them in their paragraphs' order,
+    # then each article follows its first paragraph, and "Art. 41 OR" further down is not repeated
+    assert out == ["Art. 41 Abs. 1 OR", "Art. 8 ZGB", "Art. 2 Abs. 1 ZGB", "Art. 41 OR", "Art. 2 ZGB", "Art. 97 Abs. 1 OR",
+                   "Art. 97 OR", "Art. 2 Abs. 2 ZGB"]
+    assert s == sorted(s, reverse=True)  # an article takes the score of the citation it follows
+    assert with_whole_articles(cits, scores, 1, start=0) == with_whole_articles(cits, scores, 1)
+    assert with_whole_articles(cits, scores, 1, start=100)[0] == cits  # never past the first slots: nothing inserted
+    for k in range(len(cits) + 1):  # a cut list is still a prefix of the full one
+        cut = with_whole_articles(cits[:k], scores[:k], 1, start=3)[0]
+        assert cut == out[: len(cut)]
+    with pytest.raises(ConfigError, match="whole_articles_from"):
+        load_config(None, {"count.whole_articles_from": -1})
+
+
+def test_the_pipeline_leaves_the_first_slots_as_ranked_when_told(demo_artifacts):
+    from lexrag.stages.count import with_whole_articles
+
+    base = {"runtime.progress": False, "count.method": "fixed", "count.k": 5}
+    cfg = load_config(DEMO / "config.yaml", base)
+    on = load_config(DEMO / "config.yaml", {**base, "count.whole_articles": 1, "count.whole_articles_from": 2})
+    qs = load_queries(DEMO / "queries_demo.csv")[:4]
+    art = Artifacts.load(demo_artifacts, cfg)
+    plain, whole = run_pipeline(qs, art, cfg), run_pipeline(qs, art, on)
+    for q in plain.query_ids:
+        expect = with_whole_articles(plain.ranked[q], range(len(plain.ranked[q]), 0, -1), 1, start=2)[0]
+        assert whole.ranked[q] == expect and whole.predictions[q] == expect[:5]
+        assert whole.predictions[q][:2] == plain.predictions[q][:2]
+        assert any(" Abs. " not in c and c not in plain.ranked[q] for c in whole.predictions[q])

@@ -41,7 +41,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "rerank.tau": (None, None), "rerank.batch_size": (1, None), "rerank.max_length": (8, None), "graph.seed_k": (1, None),
     "graph.top_k": (1, None), "graph.docs_per_node": (1, None), "graph.hits_max_nodes": (1, None), "prior.top_k": (1, None),
     "prior.min_count": (1, None), "verify.depth": (1, None), "verify.threshold": (0, 1), "verify.max_text_chars": (1, None),
-    "verify.expand_weight": (0, 0.999), "agent.threshold": (0, 1), "count.k": (1, None), "count.max_k": (1, None), "count.whole_articles": (0, None),
+    "verify.expand_weight": (0, 0.999), "agent.threshold": (0, 1), "count.k": (1, None), "count.max_k": (1, None), "count.whole_articles": (0, None), "count.whole_articles_from": (0, None), "fusion.head": (0, None), "fusion.head_boost": (0, None),
     "query.max_chars": (1, None),
     "llm.batch_size": (1, None), "llm.max_new_tokens": (1, None), "llm.max_question_chars": (1, None),
     "runtime.batch_size": (1, None), "runtime.resident_models": (1, None),
@@ -155,6 +155,10 @@ class FusionConfig:
     depth: int = _f(300, "fused candidates kept per query")
     boost: float = _f(5.0, "score factor for documents found by a content family and the graph family (paper: 5.0)")
     boost_exclude: list = _f(["siblings", "popular"], "signals that do not count towards the cross-signal boost (both restate content hits)")
+    head: int = _f(0, "reorder the top n fused documents by a second fusion with head_boost and head_weights (the weights that put the "
+                      "best citations first cost depth when used for the whole list); their scores keep their sorted values; 0: off")
+    head_boost: float = _f(2.0, "cross-signal boost of the head's fusion")
+    head_weights: dict = _f({"prior_frequent": 2.0}, "per-signal RRF weights of the head's fusion that differ from weights")
 
 
 @dataclass
@@ -260,6 +264,8 @@ class CountConfig:
     calibration: str = _f("", "adaptive: calibration folder written by `lexrag calibrate`; empty: the artifact 'calibration' among the artifacts")
     whole_articles: int = _f(0, "also emit a law article as a whole ('Art. 41 OR') right after the n-th of its paragraphs in the final order, "
                                 "taking a slot of the count (exam answers and the competition's train.csv cite whole articles that are no corpus key; val.csv's gold is all corpus keys); 0: off")
+    whole_articles_from: int = _f(0, "with whole_articles: keep the first n slots as ranked (paragraphs stay on top, where they are the gold form more often) "
+                                     "and insert the articles due there right after them; 0: insert from the first slot on")
 
 
 @dataclass
@@ -399,12 +405,13 @@ class Config:
         if unknown:
             check_signal_names(sorted(unknown), "graph.signals")
             raise ConfigError(f"graph.signals: {sorted(unknown)} are not graph signals ({', '.join(GRAPH_SIGNALS)})")
-        check_signal_names(self.fusion.weights, "fusion.weights")
         import math
 
-        for name, w in self.fusion.weights.items():
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
-                raise ConfigError(f"fusion.weights.{name} must be a finite number >= 0, got {w!r}")
+        for field_name in ("weights", "head_weights"):
+            check_signal_names(getattr(self.fusion, field_name), f"fusion.{field_name}")
+            for name, w in getattr(self.fusion, field_name).items():
+                if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+                    raise ConfigError(f"fusion.{field_name}.{name} must be a finite number >= 0, got {w!r}")
         check_signal_names(self.fusion.boost_exclude, "fusion.boost_exclude")
         check_variant_names(self.lexical.variants, "lexical.variants")
         check_variant_names(self.semantic.variants, "semantic.variants")

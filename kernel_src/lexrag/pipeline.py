@@ -614,13 +614,13 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     predictions: dict[str, list[str]] = {}
     ranked: dict[str, list[str]] = {}
     corpus = art.corpus
-    whole = cfg.count.whole_articles
+    whole, start = cfg.count.whole_articles, cfg.count.whole_articles_from
     for q in states:
         _, cits, scores = unique_citations(batch.current.get(q.query_id, []), corpus)
-        ranked[q.query_id] = with_whole_articles(cits, scores, whole)[0]
+        ranked[q.query_id] = with_whole_articles(cits, scores, whole, start)[0]
         final = batch.final.get(q.query_id, [])
         emitted = [corpus.citations[d] for d, _ in final]
-        predictions[q.query_id] = with_whole_articles(emitted, [s for _, s in final], whole)[0][: len(emitted)]
+        predictions[q.query_id] = with_whole_articles(emitted, [s for _, s in final], whole, start)[0][: len(emitted)]
     timings = dict(batch.timings)
     timings["total"] = time.perf_counter() - t_start
     fused = Ranking("fused", "fused", dict(batch.fused))

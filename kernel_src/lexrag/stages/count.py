@@ -112,16 +112,25 @@ class Calibration:
         return cls({str(k): float(v) for k, v in t.items()}, float(d), doc)
 
 
-def with_whole_articles(citations: Sequence[str], scores: Sequence[float], after: int) -> tuple[list[str], list[float]]:
+def with_whole_articles(citations: Sequence[str], scores: Sequence[float], after: int,
+                        start: int = 0) -> tuple[list[str], list[float]]:
     """The citation order with each law article also cited as a whole ("Art. 41 OR") right after
-    the ``after``-th of its paragraphs ("Art. 41 Abs. 1 OR", "Art. 41 Abs. 2 OR"), with that
-    paragraph's score; ``after`` 0 changes nothing.  Exam answers and the competition's training
-    gold cite whole articles where a consideration cites paragraphs.  An article string that
-    comes earlier in the order stays where it is; one that comes later moves up to the insertion
-    point.  Each output position depends only on the input up to it, so the result for the
-    first k citations is a prefix of the result for all of them (the emitted list and the full
-    ranking agree).  The inserted strings are the paragraphs' ``citations.parent``: the one place
-    where an output string is formatted rather than taken from the corpus."""
+    the ``after``-th of its paragraphs ("Art. 41 Abs. 1 OR", "Art. 41 Abs. 2 OR"), with the score
+    of the citation it follows; ``after`` 0 changes nothing.  Exam answers and the competition's
+    training gold cite whole articles where a consideration cites paragraphs.
+
+    ``start`` keeps the first ``start`` slots as ranked: no article string is inserted among
+    them.  The articles whose ``after``-th paragraph stands there follow right after them, in
+    the order of those paragraphs, and from then on each article follows its ``after``-th
+    paragraph.  So the top of the list keeps the paragraph precision while the depth also holds
+    the whole articles (on lexam_dev the paragraph is the gold form more often at every rank).
+
+    An article string that comes earlier in the order stays where it is; one that comes later
+    moves up to the insertion point.  Each output position depends only on the input up to it,
+    so the result for the first k citations is a prefix of the result for all of them (the
+    emitted list and the full ranking agree).  The inserted strings are the paragraphs'
+    ``citations.parent``: the one place where an output string is formatted rather than taken
+    from the corpus."""
     from lexrag.citations import parent
 
     cits, out_scores = list(citations), list(scores)
@@ -129,6 +138,7 @@ def with_whole_articles(citations: Sequence[str], scores: Sequence[float], after
         return cits, out_scores
     emitted: set[str] = set()
     seen: dict[str, int] = {}
+    pending: list[str] = []  # articles due while the first `start` slots are still being filled
     out: list[tuple[str, float]] = []
     for c, s in zip(cits, out_scores):
         if c in emitted:  # an article string already inserted above
@@ -136,12 +146,16 @@ def with_whole_articles(citations: Sequence[str], scores: Sequence[float], after
         out.append((c, s))
         emitted.add(c)
         whole = parent(c) if c.startswith("Art") else c
-        if whole == c or whole in emitted:
-            continue
-        seen[whole] = seen.get(whole, 0) + 1
-        if seen[whole] == after:
-            out.append((whole, s))
-            emitted.add(whole)
+        if whole != c and whole not in emitted:
+            seen[whole] = seen.get(whole, 0) + 1
+            if seen[whole] == after:
+                pending.append(whole)
+        if len(out) >= start:
+            for whole in pending:
+                if whole not in emitted:
+                    out.append((whole, s))
+                    emitted.add(whole)
+            pending = []
     return [c for c, _ in out], [s for _, s in out]
 
 

@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
 
-__all__ = ["reciprocal_rank_fusion", "fuse", "SeedFusion", "Fusion", "CONTENT_FAMILIES", "GRAPH_FAMILY"]
+__all__ = ["reciprocal_rank_fusion", "fuse", "reorder_head", "SeedFusion", "Fusion", "CONTENT_FAMILIES", "GRAPH_FAMILY"]
 
 CONTENT_FAMILIES = frozenset({"lexical", "semantic", "seed"})
 GRAPH_FAMILY = "graph"
@@ -63,13 +63,30 @@ def _restrict(signals, query_ids: list[str]) -> list[Ranking]:
     return [Ranking(r.signal, r.family, {q: h for q, h in r.hits.items() if q in keep}) for r in signals]
 
 
-def fuse(signals, cfg, query_ids: list[str], boost: float, signal: str = "fused") -> Ranking:
-    """Weighted RRF of ``signals`` for ``query_ids`` with the config's weights, depth and boost."""
+def fuse(signals, cfg, query_ids: list[str], boost: float, signal: str = "fused", weights: Mapping[str, float] | None = None,
+         depth: int | None = -1) -> Ranking:
+    """Weighted RRF of ``signals`` for ``query_ids`` with the config's weights (or ``weights``),
+    depth (or ``depth``; None keeps all) and ``boost``."""
     fc = cfg.fusion
     return reciprocal_rank_fusion(
-        _restrict(signals, query_ids), rrf_k=fc.rrf_k, weights=fc.weights, default_weight=fc.default_weight,
-        depth=fc.depth, boost=boost, boost_exclude=frozenset(fc.boost_exclude), signal=signal,
+        _restrict(signals, query_ids), rrf_k=fc.rrf_k, weights=fc.weights if weights is None else weights,
+        default_weight=fc.default_weight, depth=fc.depth if depth == -1 else depth, boost=boost,
+        boost_exclude=frozenset(fc.boost_exclude), signal=signal,
     )
+
+
+def reorder_head(fused: Ranking, head: Ranking, n: int) -> Ranking:
+    """``fused`` with its top ``n`` documents per query put in their order in ``head`` (documents
+    ``head`` lacks go last among them, in their old order).  The head keeps its sorted score values,
+    so the score curve a count reads is unchanged and scores still fall down the list; below the
+    head nothing moves."""
+    out = Ranking(fused.signal, fused.family)
+    for qid, hits in fused.hits.items():
+        pos = {doc: i for i, (doc, _) in enumerate(head.hits.get(qid, []))}
+        top = hits[:n]
+        order = sorted(range(len(top)), key=lambda i: (pos.get(top[i][0], len(pos)), i))
+        out.hits[qid] = [(top[i][0], s) for i, (_, s) in zip(order, top)] + list(hits[n:])
+    return out
 
 
 class SeedFusion:
@@ -90,7 +107,8 @@ class SeedFusion:
 
 
 class Fusion:
-    """Every signal fused by weighted RRF with the cross-signal boost (paper: 5.0)."""
+    """Every signal fused by weighted RRF with the cross-signal boost (paper: 5.0); with
+    ``fusion.head`` the top of that order is put in the order of a second fusion (``reorder_head``)."""
 
     name = "fusion"
     family = "fused"
@@ -102,7 +120,13 @@ class Fusion:
         return True
 
     def run(self, batch, ctx):
-        return fuse(batch.signals.values(), ctx.cfg, batch.query_ids, ctx.cfg.fusion.boost)
+        fc = ctx.cfg.fusion
+        fused = fuse(batch.signals.values(), ctx.cfg, batch.query_ids, fc.boost)
+        if fc.head <= 0:
+            return fused
+        head = fuse(batch.signals.values(), ctx.cfg, batch.query_ids, fc.head_boost, weights={**fc.weights, **fc.head_weights},
+                    depth=None)
+        return reorder_head(fused, head, fc.head)
 
 
 register_stage(SeedFusion())
