@@ -41,7 +41,10 @@ KS = list(range(1, 31))
 # the retrieval stages of the kaggle preset (which also has dense, rerank and LLM stages); also
 # what experiment_statutes.py runs
 KAGGLE_RETRIEVAL = {"graph.enabled": True, "prior.enabled": True, "statutes.enabled": True, "statutes.learned": True,
-                    "feedback.enabled": True, "articles.enabled": True}
+                    "feedback.enabled": True, "articles.enabled": True, "fusion.head": 30}
+# whole articles for exam-style gold: the first five slots as ranked, then each article after its
+# first paragraph (README "Whole articles")
+WHOLE_ARTICLES = {"count.whole_articles": 1, "count.whole_articles_from": 5}
 
 
 def emit_curve(citations: list[str], scores: list[float], threshold: float, max_k: int, cfg) -> list[str]:
@@ -215,11 +218,11 @@ def main() -> int:
         "+ article ranking": {**core, "articles.enabled": True},
         "+ feedback (PRF)": {**core, "feedback.enabled": True},
         "+ graph": {**core, "graph.enabled": True},
-        "+ whole articles": {**core, "count.whole_articles": 2},
+        "+ whole articles": {**core, **WHOLE_ARTICLES},
         "+ question sentences x2": {**core, "lexical.question_weight": 2},
     }
     everything = {"statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True, "graph.enabled": True,
-                  "count.whole_articles": 2}
+                  "fusion.head": 30, **WHOLE_ARTICLES}
     if args.train:
         variants["+ learned statutes"] = {**core, "statutes.enabled": True, "statutes.learned": True}
         variants["+ prior"] = {**core, "prior.enabled": True}
@@ -227,7 +230,8 @@ def main() -> int:
     variants["kept (the defaults)"] = base
     if args.train:
         variants["kaggle retrieval"] = dict(KAGGLE_RETRIEVAL)
-        variants["kaggle retrieval + whole articles"] = {**variants["kaggle retrieval"], "count.whole_articles": 2}
+        variants["kaggle retrieval + whole articles"] = {**variants["kaggle retrieval"], **WHOLE_ARTICLES}
+        variants["kaggle retrieval, no head reorder"] = {**variants["kaggle retrieval"], "fusion.head": 0}
         variants["kaggle retrieval, no article ranking"] = {**variants["kaggle retrieval"], "articles.enabled": False}
         variants["kaggle retrieval, no agreed codes"] = {**variants["kaggle retrieval"], "statutes.agree": 0.0}
     variants["all together"] = {**base, **everything}

@@ -184,6 +184,7 @@ def test_the_quality_scripts_measure_the_retrieval_the_kaggle_preset_runs():
     for section in ("graph", "prior", "statutes", "feedback", "articles"):
         assert quality.KAGGLE_RETRIEVAL.get(f"{section}.enabled", False) == getattr(preset, section).enabled, section
     assert quality.KAGGLE_RETRIEVAL["statutes.learned"] == preset.statutes.learned
+    assert quality.KAGGLE_RETRIEVAL["fusion.head"] == preset.fusion.head
     assert quality.KAGGLE_RETRIEVAL.get("count.whole_articles", 0) == preset.count.whole_articles
     assert quality.KAGGLE_RETRIEVAL.get("lexical.question_weight", 1) == preset.lexical.question_weight
 
