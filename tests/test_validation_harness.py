@@ -105,6 +105,38 @@ def test_tune_reports_in_sample_and_grouped_cv_and_writes_a_config_that_loads(tm
     assert main(["tune", "--queries", str(dev), "--artifacts", str(demo_artifacts), "--grid", "count.k=0,5"]) == 2  # k=0 refused
 
 
+def test_tune_picks_on_held_out_courses_not_on_rankings_whose_prior_saw_their_course(tmp_path, demo_artifacts, demo_queries,
+                                                                                     monkeypatch):
+    # A fake scorer stands in for the pipeline: with a prior that has seen a query's course, k = 1
+    # scores 1 (the prior shines on the courses it knows); with one fitted without it, k = 5 does.
+    # tune must pick, and call best, the point that wins on held-out courses.
+    import lexrag.eval.tune as tune_mod
+
+    class Held:
+        def __init__(self, test):
+            self.test = frozenset(test)
+
+    calls = []
+
+    def fake_scores(c, art, queries, gold, cache, paths=None):
+        calls.append((c.count.k, getattr(art, "test", None), {q.query_id for q in queries}))
+        out = {}
+        for q in queries:
+            unseen = isinstance(art, Held) and q.query_id in art.test
+            out[q.query_id] = float((c.count.k == 5) == unseen)
+        return out
+
+    monkeypatch.setattr(tune_mod, "held_out_artifacts", lambda art, cfg, gold, texts, test: Held(test))
+    monkeypatch.setattr(tune_mod, "_scores", fake_scores)
+    dev = _with_courses(tmp_path, demo_queries)
+    cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False})
+    res = tune_mod.tune(cfg, Artifacts.load(demo_artifacts, cfg), dev, {"count.k": [1, 5]})
+    assert res["best"] == {"count.k": 5} and res["macro_f1_held_out"] == 1.0 and res["macro_f1_in_sample"] == 0.0
+    assert [p["point"] for p in res["fold_picks"]] == [{"count.k": 5}] * 3 and res["macro_f1_grouped_cv"] == 1.0
+    held_calls = [(k, test, qs) for k, test, qs in calls if test is not None]
+    assert len(held_calls) == 2 * 3 and all(qs == test for _, test, qs in held_calls)  # each fold ranks its own queries only
+
+
 def test_the_score_checker_passes_the_demo_and_fails_a_regression(tmp_path):
     from lexrag.eval.expect import check_expected
 
