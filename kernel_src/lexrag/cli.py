@@ -123,7 +123,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         picked[str(p["point"])] = picked.get(str(p["point"]), 0) + 1
     print("picked on the other folds: " + "; ".join(f"{p} in {n} of {res['folds']} folds"
                                                    for p, n in sorted(picked.items(), key=lambda t: -t[1])))
-    print(f"best {res['best']}: Macro F1 held out {res['macro_f1_held_out']:.4f} (each course ranked without its own), "
+    print(f"best {res['best']}: Macro F1 held out {res['macro_f1_held_out']:.4f}, "
           f"in-sample {res['macro_f1_in_sample']:.4f}, cross-validated "
           f"(grouped by {res['grouped_by']}, {res['folds']} folds) {res['macro_f1_grouped_cv']:.4f}; "
           f"{res['signals_computed']} signals computed, {res['reused']} reused" + (f"; tuned config: {args.out}" if args.out else ""))

@@ -74,8 +74,9 @@ def _scores(cfg: Config, art: Artifacts, queries, gold, cache: SignalCache, path
 
 def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[str, list], out: str | Path | None = None,
          paths=None) -> dict:
-    """Search ``grid``; returns and (with ``out``) writes the result: the best point, its in-sample
-    and grouped-CV Macro F1, the per-fold picks, and the tuned config."""
+    """Search ``grid``; returns and (with ``out``) writes the result: the best point (the best
+    held-out score), its held-out, in-sample and grouped-CV Macro F1, each point's held-out and
+    in-sample scores, the per-fold picks, and the tuned config."""
     from lexrag.errors import CsvInputError
 
     queries = load_queries(queries_path, cfg.query.max_chars)
