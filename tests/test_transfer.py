@@ -189,6 +189,21 @@ def test_the_quality_scripts_measure_the_retrieval_the_kaggle_preset_runs():
     assert quality.KAGGLE_RETRIEVAL.get("lexical.question_weight", 1) == preset.lexical.question_weight
 
 
+def test_the_exam_preset_is_the_configuration_the_readme_measures():
+    # the "exam" preset stands for the quality table's "kaggle retrieval + whole articles" row
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("quality_script", ROOT / "scripts" / "quality.py")
+    quality = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quality)
+    exam = load_config("exam")
+    measured = load_config(None, {**quality.KAGGLE_RETRIEVAL, **quality.WHOLE_ARTICLES, "count.method": "fixed", "count.k": 3})
+    assert exam.to_dict() == measured.to_dict()
+    assert not exam.semantic.enabled and not exam.llm.enabled and not exam.rerank.enabled  # runs on a CPU
+
+
 def test_the_quality_script_shows_where_f1_at_three_is_lost():
     import importlib.util
 
