@@ -110,11 +110,11 @@ def test_kaggle_artifact_found_by_params_in_attached_dataset(tmp_path, monkeypat
 def test_presets_are_valid_configs():
     from lexrag.config import presets
 
-    assert {"kaggle", "lexical"} <= set(presets())
+    assert {"exam", "kaggle", "lexical"} <= set(presets())
     for name in presets():
         load_config(name)
     assert load_config("kaggle").prior.enabled and not load_config("lexical").graph.enabled
-    with pytest.raises(ConfigError, match="presets: kaggle"):
+    with pytest.raises(ConfigError, match="presets: exam, kaggle, lexical"):
         load_config("no-such-preset")
 
 
