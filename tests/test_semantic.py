@@ -103,6 +103,11 @@ def test_reranker_orders_by_model_score_and_applies_tau(tiny_reranker):
     assert {d for d, _ in kept} == {i for i in range(6) if s[i] >= tau} and all(v >= tau for _, v in kept)
     long = r.scores("q", ["sehr lang " * 2000])  # truncated to max_length, no error
     assert long.shape == (1,)
+    # the default max_length (512) exceeds the tiny model's 128 positions: clipped, so a long
+    # exam question with a long paragraph is scored instead of failing inside the model
+    with pytest.warns(UserWarning, match="rerank.max_length 512 exceeds the model's 128 positions; using 128"):
+        r512 = Reranker(tiny_reranker, device="cpu")
+    assert r512.scores("Frage " * 400, ["sehr lang " * 2000, "kurz"]).shape == (2,)
 
 
 def test_pipeline_with_semantic_and_rerank(tmp_path, tiny_encoder, tiny_reranker, corpus):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import logging
 import time
 import warnings
@@ -87,6 +88,22 @@ def model_id(model_path: str | Path) -> str:
     return f"{path.name}-{h.hexdigest()[:12]}"
 
 
+def _clip_to_positions(name: str, setting: str, wanted: int, config: Any) -> int:
+    """``wanted`` tokens, or fewer where the model has fewer positions (with a warning): a longer
+    input would fail inside the model (BERT-like models have 512, tiny test models 128).  RoBERTa
+    and XLM-R models keep two positions for their padding offset."""
+    limit = config.get("max_position_embeddings") if isinstance(config, dict) else getattr(config, "max_position_embeddings", None)
+    kind = config.get("model_type") if isinstance(config, dict) else getattr(config, "model_type", None)
+    if not isinstance(limit, int) or limit <= 0:
+        return wanted
+    if kind in ("roberta", "xlm-roberta", "camembert"):
+        limit -= 2
+    if wanted > limit:
+        warnings.warn(f"{name}: {setting} {wanted} exceeds the model's {limit} positions; using {limit}")
+        return limit
+    return wanted
+
+
 def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True, max_seq: int = 256):
     """A SentenceTransformer from a local folder, fp16 on GPU; ``max_seq`` clipped to the model's
     positions (with a warning)."""
@@ -95,22 +112,26 @@ def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True
 
     device = resolve_device(device)
     model = SentenceTransformer(str(path), device=device, local_files_only=True)
-    limit = getattr(getattr(getattr(model[0], "auto_model", None), "config", None), "max_position_embeddings", None)
-    if limit and max_seq > limit:
-        warnings.warn(f"{path.name}: max_seq {max_seq} exceeds the model's {limit} positions; using {limit}")
-        max_seq = int(limit)
-    model.max_seq_length = max_seq
+    model.max_seq_length = _clip_to_positions(path.name, "max_seq", max_seq,
+                                              getattr(getattr(model[0], "auto_model", None), "config", None))
     if fp16 and device.startswith("cuda"):
         model.half()
     return model
 
 
 def load_cross_encoder(model_path: str | Path, device: str = "auto", max_length: int = 512, fp16: bool = True):
-    """A sentence-transformers CrossEncoder from a local folder, fp16 on GPU."""
+    """A sentence-transformers CrossEncoder from a local folder, fp16 on GPU; ``max_length`` clipped
+    to the model's positions (with a warning), read from the folder's config.json."""
     path = _folder(model_path, "reranker", "rerank.model")
     from sentence_transformers import CrossEncoder
 
     device = resolve_device(device)
+    config = path / "config.json"
+    if config.is_file():
+        try:
+            max_length = _clip_to_positions(path.name, "rerank.max_length", max_length, json.loads(config.read_text(encoding="utf-8")))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ModelLoadError(f"{config}: not a readable JSON model config ({e})") from None
     model = CrossEncoder(str(path), device=device, max_length=max_length, local_files_only=True)
     if fp16 and device.startswith("cuda"):
         model.model.half()
