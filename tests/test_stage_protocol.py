@@ -67,8 +67,10 @@ def test_a_registered_stage_runs_in_its_phase_is_timed_and_yields_to_the_budget(
     assert "echo" not in res.skipped and "echo" in {r.signal for r in res.signals}
 
 
-def test_chunks_see_every_signal_and_give_the_same_answer(demo_artifacts):
-    cfg = load_config(None, {"runtime.progress": False})
+@pytest.mark.parametrize("over", [{}, {"fusion.head": 5, "fusion.head_boost": 1.0, "count.whole_articles": 1,
+                                       "count.whole_articles_from": 2}])
+def test_chunks_see_every_signal_and_give_the_same_answer(demo_artifacts, over):
+    cfg = load_config(None, {"runtime.progress": False, **over})
     art = Artifacts.load(demo_artifacts, cfg)
     whole = run_pipeline(Q, art, cfg)
     cfg.runtime.batch_size = 1
