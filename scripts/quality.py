@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 from lexrag.config import load_config
 from lexrag.eval.calibrate import fit_threshold
-from lexrag.eval.cv import grouped_folds, held_out_artifacts, read_groups
+from lexrag.eval.cv import grouped_folds, held_out_artifacts, read_groups, refits_prior
 from lexrag.eval.metrics import evaluate, per_query_table, prf
 from lexrag.eval.stats import bootstrap_ci
 from lexrag.index.build import build_artifacts
@@ -127,7 +127,7 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
     the codes of the statute stage's two signals: named then learned (``statute_codes``, the
     ``bm25_statute`` signal) and the agreed ones (``agreed_codes``, ``bm25_statute_agreed``)."""
     from lexrag.eval.metrics import code_prediction
-    from lexrag.stages.statutes import agreed_codes, detector_for, statute_codes
+    from lexrag.stages.statutes import agreed_codes, detector_for, predicted_codes, statute_codes
 
     cfg = load_config(config, {"runtime.progress": False, "statutes.enabled": True, "statutes.learned": True})
     art = Artifacts.load(art_dir, cfg)
@@ -137,14 +137,13 @@ def code_report(data: Path, tune_on: str, others: list[str], art_dir: Path, conf
     def predict(queries, prior, own: bool) -> dict:
         out: dict = {p: {} for p in PREDICTORS}
         for q in queries:
-            qid = q.query_id if own else None
-            learned = prior.codes_for(q.text, sc.learned_codes, qid) if prior is not None else []
+            predicted = predicted_codes(det, q.text, sc, prior, q.query_id if own else None)
             scores = art.bm25.query_scores(q.text, lc)  # as the lexical stage scores it
-            out["named"][q.query_id] = det.detect(q.text, sc.max_codes)
-            out["learned"][q.query_id] = learned
+            out["named"][q.query_id] = predicted[0]
+            out["learned"][q.query_id] = [c for c, _ in predicted[1][: sc.learned_codes]]
             out["vote"][q.query_id] = det.voted(scores, lc.code_vote_depth, 1) if scores is not None else []
-            out["named + learned"][q.query_id] = statute_codes(det, q.text, sc, prior, qid)
-            out["agreed"][q.query_id] = agreed_codes(det, q.text, sc, prior, qid, scores) if scores is not None else []
+            out["named + learned"][q.query_id] = statute_codes(det, q.text, sc, predicted=predicted)
+            out["agreed"][q.query_id] = agreed_codes(det, q.text, sc, prior, scores=scores, predicted=predicted) if scores is not None else []
         return out
 
     numbers: dict = {}
@@ -256,8 +255,11 @@ def main() -> int:
         seen[key] = name
         art = Artifacts.load(art_dir, vcfg)
         for qfile in args.queries:
-            qs = load_queries(data / qfile, vcfg.query.max_chars)
             gold = {q: g for q, g in load_gold(data / qfile).items() if g}
+            if qfile == args.tune_on and refits_prior(art, vcfg):  # ranked only held out, course by course, below
+                ranked_by[(name, qfile)] = (gold, None)
+                continue
+            qs = load_queries(data / qfile, vcfg.query.max_chars)
             t0 = time.perf_counter()
             res = run_pipeline(qs, art, vcfg)
             dt = (time.perf_counter() - t0) / max(len(qs), 1)

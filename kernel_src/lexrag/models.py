@@ -88,12 +88,11 @@ def model_id(model_path: str | Path) -> str:
     return f"{path.name}-{h.hexdigest()[:12]}"
 
 
-def _clip_to_positions(name: str, setting: str, wanted: int, config: Any) -> int:
-    """``wanted`` tokens, or fewer where the model has fewer positions (with a warning): a longer
-    input would fail inside the model (BERT-like models have 512, tiny test models 128).  RoBERTa
-    and XLM-R models keep two positions for their padding offset."""
-    limit = config.get("max_position_embeddings") if isinstance(config, dict) else getattr(config, "max_position_embeddings", None)
-    kind = config.get("model_type") if isinstance(config, dict) else getattr(config, "model_type", None)
+def _clip_to_positions(name: str, setting: str, wanted: int, config: dict) -> int:
+    """``wanted`` tokens, or fewer where the model (its config as a dict) has fewer positions,
+    with a warning: a longer input would fail inside the model (BERT-like models have 512, tiny
+    test models 128).  RoBERTa and XLM-R models keep two positions for their padding offset."""
+    limit, kind = config.get("max_position_embeddings"), config.get("model_type")
     if not isinstance(limit, int) or limit <= 0:
         return wanted
     if kind in ("roberta", "xlm-roberta", "camembert"):
@@ -112,8 +111,8 @@ def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True
 
     device = resolve_device(device)
     model = SentenceTransformer(str(path), device=device, local_files_only=True)
-    model.max_seq_length = _clip_to_positions(path.name, "max_seq", max_seq,
-                                              getattr(getattr(model[0], "auto_model", None), "config", None))
+    config = getattr(getattr(model[0], "auto_model", None), "config", None)
+    model.max_seq_length = _clip_to_positions(path.name, "max_seq", max_seq, config.to_dict() if config is not None else {})
     if fp16 and device.startswith("cuda"):
         model.half()
     return model

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from lexrag.csvio import FileReport, read_csv_rows
 
-__all__ = ["read_groups", "grouped_folds", "held_out_artifacts"]
+__all__ = ["refits_prior", "read_groups", "grouped_folds", "held_out_artifacts"]
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +56,17 @@ def grouped_folds(query_ids: Sequence[str], groups: dict[str, str], max_folds: i
     return folds
 
 
+def refits_prior(art, cfg) -> bool:
+    """Whether :func:`held_out_artifacts` refits anything: ``cfg`` reads a prior and one is loaded.
+    Otherwise a held-out ranking is the ranking of the artifacts as they are."""
+    return cfg.uses_prior() and art.prior is not None
+
+
 def held_out_artifacts(art, cfg, gold: dict[str, Sequence[str]], texts: dict[str, str], held_out: set[str]):
     """``art`` with its training prior (and the statute model it holds) refitted on the gold of
     the queries outside ``held_out``, so a fold is ranked by what only the other courses taught;
     ``art`` itself when ``cfg`` reads no prior or none is loaded.  ``texts``: query id -> question."""
-    if not cfg.uses_prior() or art.prior is None:
+    if not refits_prior(art, cfg):
         return art
     from lexrag.index.prior import TrainingPrior
 

@@ -95,9 +95,10 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     # every course ranked at every point with a prior (and statute model) fitted on the other
     # courses only: one pass over the queries per point, each fold running just its own queries
     held_out = [dict() for _ in configs]
+    texts = {q.query_id: q.text for q in queries}
     for fold in folds:
         test = set(fold)
-        fold_art = held_out_artifacts(art, cfg, gold, {q.query_id: q.text for q in queries}, test)
+        fold_art = held_out_artifacts(art, cfg, gold, texts, test)
         fold_queries = [q for q in queries if q.query_id in test]
         for i, c in enumerate(configs):
             s = in_sample[i] if fold_art is art else _scores(c, fold_art, fold_queries, {q: gold[q] for q in test}, cache, paths)

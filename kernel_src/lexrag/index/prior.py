@@ -38,7 +38,6 @@ class TrainingPrior:
         self.source = source
         self.questions = {q: t for q, t in (questions or {}).items() if q in self.gold}
         self._model = None
-        self._last_codes: tuple | None = None  # (text, query_id) -> every code's similarity: the statute stage asks twice
         self.freq: Counter = Counter()
         self.pair: dict[str, Counter] = {}
         for cs in self.gold.values():
@@ -124,29 +123,26 @@ class TrainingPrior:
     def scored_codes(self, text: str, k: int = 2, query_id: str | None = None) -> list[tuple[str, float]]:
         """The ``k`` law codes whose training questions are most like ``text``, with the cosine of
         the tf-idf vectors against each code's centroid (positive, best first); the query's own
-        training question, when it is one, is left out.  Empty without training questions.  The
-        last question's ranking is kept, so asking again with another ``k`` costs nothing."""
+        training question, when it is one, is left out.  Empty without training questions."""
         import math
 
         if not self.questions:
             return []
-        if self._last_codes is None or self._last_codes[0] != (text, query_id):
-            an, idf, cent, cent_norms, members, toks, _ = self._tfidf()
-            vq, nq = self._query_vector(text)
-            own = toks.get(query_id) if query_id in self.questions else None
-            sims = []
-            for code, vec in cent.items():
-                if own is not None and members[code] == [query_id]:
-                    continue  # a code only this question cites: it would be its own answer
-                if own is None or query_id not in members[code]:
-                    v, norm_c = vec, cent_norms[code]
-                else:
-                    v = vec - Counter({t: f * idf[t] for t, f in own.items()})
-                    norm_c = math.sqrt(sum(x * x for x in v.values())) or 1.0
-                sims.append((sum(vq[t] * v.get(t, 0.0) for t in vq) / (norm_c * nq), code))
-            sims.sort(key=lambda t: (-t[0], t[1]))
-            self._last_codes = ((text, query_id), [(c, sim) for sim, c in sims if sim > 0])
-        return self._last_codes[1][:k]
+        _, idf, cent, cent_norms, members, toks, _ = self._tfidf()
+        vq, nq = self._query_vector(text)
+        own = toks.get(query_id) if query_id in self.questions else None
+        sims = []
+        for code, vec in cent.items():
+            if own is not None and members[code] == [query_id]:
+                continue  # a code only this question cites: it would be its own answer
+            if own is None or query_id not in members[code]:
+                v, norm_c = vec, cent_norms[code]
+            else:
+                v = vec - Counter({t: f * idf[t] for t, f in own.items()})
+                norm_c = math.sqrt(sum(x * x for x in v.values())) or 1.0
+            sims.append((sum(vq[t] * v.get(t, 0.0) for t in vq) / (norm_c * nq), code))
+        sims.sort(key=lambda t: (-t[0], t[1]))
+        return [(c, sim) for sim, c in sims[:k] if sim > 0]
 
     def similar(self, text: str, query_id: str | None = None, neighbours: int = 20, top_k: int = 100) -> list[tuple[str, float]]:
         """Citations of the training questions most like ``text``: the ``neighbours`` questions of

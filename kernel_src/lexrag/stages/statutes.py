@@ -165,20 +165,35 @@ class StatuteDetector:
         return [self._names[i] for i in order if v[i] > 0]
 
 
-def statute_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str | None = None) -> list[str]:
+LEARNED_DEPTH = 20  # the learned model's codes the agreement reads (as measured)
+
+
+def predicted_codes(det: StatuteDetector, text: str, sc, prior=None,
+                    query_id: str | None = None) -> tuple[list[str], list[tuple[str, float]]]:
+    """What both statute signals start from, computed once per question: the codes ``text`` names
+    (at most ``sc.max_codes``, in the order it names them) and, with ``sc.learned`` and a prior,
+    the statute model's best codes with their similarities (best first; empty otherwise)."""
+    named = det.detect(text, sc.max_codes)
+    learned = prior.scored_codes(text, max(LEARNED_DEPTH, sc.learned_codes), query_id) if sc.learned and prior is not None else []
+    return named, learned
+
+
+def statute_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str | None = None,
+                  predicted: tuple | None = None) -> list[str]:
     """The codes the statute stage restricts BM25 to: those ``text`` names (at most
     ``sc.max_codes``, in the order it names them), then, with ``sc.learned`` and a prior, up to
-    ``sc.learned_codes`` the statute model of the training questions predicts."""
-    codes = det.detect(text, sc.max_codes)
-    if sc.learned and prior is not None and len(codes) < sc.max_codes:
-        for c in prior.codes_for(text, sc.learned_codes, query_id):
-            if c not in codes and len(codes) < sc.max_codes:
-                codes.append(c)
+    ``sc.learned_codes`` the statute model of the training questions predicts.  ``predicted``:
+    :func:`predicted_codes` of this question, when the caller has it."""
+    named, learned = predicted or predicted_codes(det, text, sc, prior, query_id)
+    codes = list(named)
+    for c, _ in learned[: sc.learned_codes]:
+        if c not in codes and len(codes) < sc.max_codes:
+            codes.append(c)
     return codes
 
 
 def agreed_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str | None = None,
-                 scores: np.ndarray | None = None) -> list[str]:
+                 scores: np.ndarray | None = None, predicted: tuple | None = None) -> list[str]:
     """The codes the question is surely about: those it names (at most ``sc.max_codes``), then the
     codes two independent predictors agree on.  Each predictor scores a code against its own best
     code (so 1 for its best): the learned model of the training questions (with ``sc.learned``
@@ -187,14 +202,16 @@ def agreed_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str 
     sum to ``sc.agree`` or more is agreed, best first.  The agreement is what makes a guess safe
     to lean on: on lexam_dev (courses held out) 65% of the agreed codes are gold codes, against
     25% of the named-then-learned codes of ``bm25_statute`` (``scripts/quality.py``, README
-    "Quality on real data").  Without the learned model only the named codes are agreed."""
+    "Quality on real data").  Without the learned model only the named codes are agreed.
+    ``predicted``: :func:`predicted_codes` of this question, when the caller has it."""
     if sc.agree <= 0:
         return []
-    codes = det.detect(text, sc.max_codes)
+    named, learned = predicted or predicted_codes(det, text, sc, prior, query_id)
+    codes = list(named)
     if not (sc.learned and prior is not None) or scores is None:
         return codes
     score = det.vote_shares(scores, sc.vote_depth)
-    learned = prior.scored_codes(text, 20, query_id)  # the model's best 20 codes (as measured)
+    learned = learned[:LEARNED_DEPTH]
     for c, s in learned:
         score[c] = score.get(c, 0.0) + s / learned[0][1]
     for c, s in sorted(score.items(), key=lambda t: (-t[1], t[0])):
@@ -243,14 +260,15 @@ class Statutes(OptionalBM25Stage):
         agreed = Ranking("bm25_statute_agreed", "lexical")
         for q in batch.queries:
             text = " ".join(v.text for v in q.variants.values())
-            codes = statute_codes(det, text, sc, art.prior, q.query_id)
+            predicted = predicted_codes(det, text, sc, art.prior, q.query_id)
+            codes = statute_codes(det, text, sc, predicted=predicted)
             if not codes and not (sc.agree > 0 and sc.learned and art.prior is not None):
                 continue  # nothing named, nothing to agree on: no BM25 pass
             scores = art.bm25.query_scores(preference_text(q, ctx.cfg.graph.preference_variants), lc)
             if scores is None:
                 continue
             for ranking, these, k in ((out, codes, sc.top_k),
-                                      (agreed, agreed_codes(det, text, sc, art.prior, q.query_id, scores), sc.agreed_top_k)):
+                                      (agreed, agreed_codes(det, text, sc, art.prior, scores=scores, predicted=predicted), sc.agreed_top_k)):
                 keep = np.flatnonzero(det.mask(these) & (scores > 0)) if these else np.empty(0, dtype=np.int64)
                 if len(keep):
                     top = keep[np.lexsort((keep, -scores[keep]))][:k]
