@@ -108,6 +108,11 @@ def test_reranker_orders_by_model_score_and_applies_tau(tiny_reranker):
     with pytest.warns(UserWarning, match="rerank.max_length 512 exceeds the model's 128 positions; using 128"):
         r512 = Reranker(tiny_reranker, device="cpu")
     assert r512.scores("Frage " * 400, ["sehr lang " * 2000, "kurz"]).shape == (2,)
+    broken = tiny_reranker.parent / "broken-rr"
+    broken.mkdir(exist_ok=True)
+    (broken / "config.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ModelLoadError, match=r"broken-rr/config.json: not a readable JSON model config"):
+        Reranker(broken, device="cpu")
 
 
 def test_pipeline_with_semantic_and_rerank(tmp_path, tiny_encoder, tiny_reranker, corpus):
