@@ -21,7 +21,7 @@ asks of those held-out rankings:
 4. Does a count picked per question-length band (bands and their k picked on the other courses)
    beat the one k?
 
-  python scripts/experiment_head.py --artifacts ARTIFACTS [--data ../shared/data]   (1 min 6 s here)
+  python scripts/experiment_head.py --artifacts ARTIFACTS [--data ../shared/data]   (1 min 10 s here)
 
 ARTIFACTS: built with ``--train lexam_dev.csv`` as README "Quality on real data" says.
 """
@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.stats import spearmanr
 
 from lexrag.citations import scoring_form, try_parse
 from lexrag.config import load_config
@@ -75,9 +76,10 @@ def position(c: str) -> tuple[str, int] | None:
     return (p.code, int(m.group())) if m else None
 
 
-def held_out(art_dir: Path, tune_file: Path) -> dict:
+def held_out(art_dir: Path, tune_file: Path) -> tuple[dict, Counter]:
     """Per question of ``tune_file``: gold (scoring form), course, text length, the held-out
-    ranking, each signal's ranks by citation, and the three code predictors' scores."""
+    ranking, each signal's ranks by citation, and the three code predictors' scores; and the
+    corpus's paragraph count per law code."""
     cfg = load_config(None, {"runtime.progress": False, "count.method": "fixed", "count.k": DEPTH, **KAGGLE_RETRIEVAL})
     art = Artifacts.load(art_dir, cfg)
     gold = {q: g for q, g in load_gold(tune_file).items() if g}
@@ -102,7 +104,7 @@ def held_out(art_dir: Path, tune_file: Path) -> dict:
             vote = det.vote_shares(scores, cfg.statutes.vote_depth) if scores is not None else {}
             rows[q] = dict(gold={scoring_form(x) for x in gold[q]}, course=groups.get(q, ""), length=len(texts[q]),
                            ranked=res.ranked[q], ranks=ranks, named=named, learned=learned, vote=vote)
-    return rows
+    return rows, Counter(c for c in map(code_of, cits) if c)
 
 
 def f1(pred, gold: set) -> float:
@@ -123,10 +125,18 @@ def ordered(scores: dict) -> list[str]:
     return [c for c, s in sorted(scores.items(), key=lambda t: (-t[1], t[0])) if s > 0]
 
 
-def code_scores(v: dict, named: bool = True) -> dict:
+def code_scores(v: dict, named: bool = True, size: Counter | None = None, power: float = 0.0,
+                popular: dict | None = None, weight: float = 0.0) -> dict:
     """Vote share plus the learned model's share, with ``named`` the codes the question names on
-    top (the order ``agreed_codes`` reads them in)."""
-    s = Counter(by_share(v["vote"]))
+    top (the order ``agreed_codes`` reads them in).  Variants: the vote divided by the code's
+    paragraph count to the ``power``; plus ``weight`` x the share of the other courses whose gold
+    cites the code (``popular``: code -> courses)."""
+    vote = {c: x / max(size[c], 1) ** power for c, x in v["vote"].items()} if size is not None else v["vote"]
+    s = Counter(by_share(vote))
+    if popular:
+        others = len({co for cs in popular.values() for co in cs} - {v["course"]}) or 1
+        for c in list(s):
+            s[c] += weight * len(popular.get(c, set()) - {v["course"]}) / others
     for c, x in by_share(v["learned"]).items():
         s[c] += x
     for c in v["named"] if named else ():
@@ -160,13 +170,21 @@ def part_slots(rows: dict) -> None:
         print(f"| {k} | {c / n:.3f} |")
 
 
-def part_codes(rows: dict) -> None:
+def part_codes(rows: dict, size: Counter) -> None:
+    popular: dict[str, set] = {}
+    for v in rows.values():
+        for c in filter(None, map(code_of, v["gold"])):
+            popular.setdefault(c, set()).add(v["course"])
     predictors = {
         "named in the question": lambda v: list(v["named"]),
         "learned (training questions)": lambda v: ordered(v["learned"]),
         "statute vote": lambda v: ordered(v["vote"]),
         "vote + learned": lambda v: ordered(code_scores(v, named=False)),
         "named, then vote + learned": lambda v: ordered(code_scores(v)),
+        **{f"named, then vote / paragraphs^{a} + learned": (lambda v, a=a: ordered(code_scores(v, size=size, power=a)))
+           for a in (0.1, 0.25, 0.5)},
+        **{f"named, then vote + learned + {w} x share of other courses citing the code":
+           (lambda v, w=w: ordered(code_scores(v, popular=popular, weight=w))) for w in (0.25, 1.0)},
         "code of the ranking's first law": lambda v: [c for c in (code_of(x) for x in v["ranked"][:1]) if c],
     }
     print("\n## 2. Law codes (held out)\n")
@@ -180,7 +198,7 @@ def part_codes(rows: dict) -> None:
                 continue
             n += 1
             lst = fn(v)
-            main = gc.most_common(1)[0][0]
+            main = min(gc, key=lambda c: (-gc[c], c))  # the most cited, ties by name (gold is a set)
             p1 += bool(lst) and lst[0] in gc
             r3 += len(set(lst[:3]) & set(gc)) / min(3, len(gc))
             mrr += 1 / (lst.index(main) + 1) if main in lst else 0.0
@@ -275,7 +293,8 @@ def part_head(rows: dict) -> None:
 def part_count(rows: dict) -> None:
     courses = sorted({v["course"] for v in rows.values()})
     curve = {q: [f1(v["ranked"][:k], v["gold"]) for k in range(1, 21)] for q, v in rows.items()}
-    print("\n## 4. The count by question length (bands and k picked on the other courses)\n")
+    rho = spearmanr([v["length"] for v in rows.values()], [len(v["gold"]) for v in rows.values()]).statistic
+    print(f"\n## 4. The count by question length (bands and k picked on the other courses); Spearman of length and gold count {rho:.2f}\n")
     print("| length bands | F1 at the picked k |\n| --- | --- |")
     for bands in (1, 2, 4):
         total = 0.0
@@ -297,11 +316,11 @@ def main() -> int:
     ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (see the README)")
     args = ap.parse_args()
     warnings.simplefilter("ignore", UserWarning)
-    rows = held_out(Path(args.artifacts), Path(args.data) / "lexam_dev.csv")
+    rows, sizes = held_out(Path(args.artifacts), Path(args.data) / "lexam_dev.csv")
     check = evaluate({q: sorted(v["gold"]) for q, v in rows.items()}, {q: v["ranked"][:3] for q, v in rows.items()})
     print(f"kaggle retrieval, lexam_dev grouped CV by course: {len(rows)} questions, Macro F1@3 {check['macro_f1']:.4f}")
     part_slots(rows)
-    part_codes(rows)
+    part_codes(rows, sizes)
     part_head(rows)
     part_count(rows)
     return 0
