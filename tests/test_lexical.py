@@ -183,3 +183,27 @@ def test_question_weight_counts_the_asked_sentence_again(tmp_path):
         [" Gilt Art. 257d Abs. 1 OR, z.B. bei Verzug?"]
     assert _QUESTION.findall("Welche Ansprüche hat A (Art. 41 ff. OR)?\nUnd B?") == ["Welche Ansprüche hat A (Art. 41 ff. OR)?", "Und B?"]
     assert _QUESTION.findall("Eine Geschichte.\nWie ist sie zu beurteilen?") == ["Wie ist sie zu beurteilen?"]
+
+
+def test_score_cache_serves_repeated_questions_read_only_and_bounded(tmp_path, monkeypatch):
+    idx = build_bm25([DOCS], tmp_path / "bm25", corpus_id="abc")
+    calls = []
+    real = idx.retriever.get_scores_from_ids
+    monkeypatch.setattr(idx.retriever, "get_scores_from_ids", lambda ids: calls.append(list(ids)) or real(ids))
+    q = "Wann kann der Arbeitgeber fristlos kündigen?"
+    first = idx.scores(q)
+    assert idx.scores(q) is first and len(calls) == 1  # the stages after BM25 get the same vector
+    with pytest.raises(ValueError):
+        first[0] = 1.0  # shared, so no caller may change it
+    assert idx.scores(q, question_weight=2) is not first and len(calls) == 2  # other settings, other key
+    idx.search("Pflichtteil Erbanspruch", 5, cache=False)
+    idx.search("Pflichtteil Erbanspruch", 5, cache=False)
+    assert len(calls) == 4 and len(idx._cache) == 2  # asked once (feedback): not kept
+    idx.cache_size = 2
+    idx.scores("Verjährung zehn Jahre")  # a third question pushes out the oldest
+    assert list(idx._cache) == [(q, True, 0, 2), ("Verjährung zehn Jahre", True, 0, 1)]
+    np.testing.assert_array_equal(idx.scores(q), first)  # scored again, the same numbers
+    assert len(calls) == 6
+    from lexrag.index.lexical import SCORE_CACHE_BYTES
+
+    assert BM25Index.load(tmp_path / "bm25").cache_size == SCORE_CACHE_BYTES // (4 * 9)

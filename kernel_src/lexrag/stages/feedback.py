@@ -57,7 +57,7 @@ class Feedback(OptionalBM25Stage):
             if not terms:
                 continue
             expanded = text + (" " + " ".join(terms)) * fc.term_weight
-            docs, scores = art.bm25.search(expanded, lc.top_k, dedup=False, question_weight=lc.question_weight)
+            docs, scores = art.bm25.search(expanded, lc.top_k, dedup=False, question_weight=lc.question_weight, cache=False)
             out.add(q.query_id, docs, scores)
         return [out]
 
