@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--courts", help="court_considerations.csv (optional)")
     p.add_argument("--train", help="training CSV with gold_citations for the prior (never the validation file)")
     p.add_argument("--law-keys", help="law citation keys, one per line; keys missing from --laws join with empty text")
+    p.add_argument("--abbreviations", help="abbrev-translations.json of the competition's starter kit: the French and "
+                   "Italian abbreviations of the law codes, so that 'Art. 267a CO' in a question finds 'Art. 267a OR'")
     p.add_argument("--llm-cache", help="an LLM cache folder a live run filled (llm.cache_dir): shipped for replay")
     p.add_argument("--only", help="comma-separated artifact names (default: all)")
     p.add_argument("--owner", help="Kaggle user or organisation owning the datasets (default: manifest owner)")
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.check:
             cfg = load_config(args.config, parse_overrides(args.set))
             rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=args.courts, only=only, owner=args.owner,
-                    law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache)
+                    law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache, abbreviations=args.abbreviations)
         problems = check(args.manifest, args.out, only)
         for line in problems:
             print(f"MISMATCH {line}")

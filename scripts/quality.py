@@ -201,8 +201,9 @@ def main() -> int:
     if not (art_dir / "bm25" / "params.json").is_file():
         t0 = time.perf_counter()
         keys = data / "laws_de_citations.txt"
+        abbrev = data / "abbrev-translations.json"
         build_artifacts(cfg, laws, art_dir, courts=args.courts, law_keys=keys if keys.is_file() and not args.no_keys else None,
-                        train=data / args.train if args.train else None)
+                        train=data / args.train if args.train else None, abbreviations=abbrev if abbrev.is_file() else None)
         print(f"built artifacts in {time.perf_counter() - t0:.1f}s -> {art_dir}", file=sys.stderr)
 
     # the core before issue 12 (BM25 + the citations the question names), each addition alone on

@@ -125,6 +125,23 @@ def test_index_resolves_only_to_corpus_strings():
     assert "Art. 222  StPO" in idx and "Art. 223 StPO" not in idx
 
 
+def test_aliases_name_corpus_codes_in_other_languages():
+    from lexrag.citations import ENGLISH_ABBREVIATIONS, code_aliases
+
+    pairs = [("CO", "OR"), ("LAI", "IVG"), ("LP", "SchKG"), ("OVA", "VX"), ("OVA", "VY"), ("0.101", "EMRK"), ("ZGB", "OR"), ("LEF", "SchKG")]
+    aliases = code_aliases(pairs, {"OR", "IVG", "VX", "VY", "ZGB"})
+    # SchKG is not a corpus code, OVA names two ordinances, an SR number is no alias, a corpus code means itself
+    assert aliases == {"CO": "OR", "LAI": "IVG"}
+    idx = CitationIndex(["Art. 17 Abs. 1 IVG", "Art. 17 Abs. 2 IVG", "Art. 267a OR", "Art. 41 Abs. 1 OR", "Art. 8 ZGB"],
+                        {**ENGLISH_ABBREVIATIONS, **aliases, "DEBA": "SchKG"})
+    assert idx.aliases == {"CO": "OR", "LAI": "IVG", "CC": "ZGB"}  # only codes the corpus holds
+    assert idx.resolve_text("Under Art. 17 LAI and Art. 267a CO, see also Art. 41 para. 1 CO and Art. 8 CC.") == \
+        ["Art. 17 Abs. 1 IVG", "Art. 17 Abs. 2 IVG", "Art. 267a OR", "Art. 41 Abs. 1 OR", "Art. 8 ZGB"]
+    assert idx.resolve("Art. 41 Abs. 1 CO") == ["Art. 41 Abs. 1 OR"]  # the LLM's strings too
+    assert idx.resolve_text("Orion LLC and the CO2 levy, Art. 5 DEBA") == []  # no article cited with an alias of the corpus
+    assert CitationIndex(["Art. 267a OR"]).resolve_text("Art. 267a CO") == []  # without aliases
+
+
 @pytest.mark.parametrize("text, expected", [
     ("Art. 8 und 9 ZGB", ["Art. 8 ZGB", "Art. 9 ZGB"]),
     ("(Art. 484, 562 ZGB) den Betrag", ["Art. 484 ZGB", "Art. 562 ZGB"]),

@@ -114,3 +114,53 @@ def test_law_keys_without_text_join_the_corpus(tmp_path, tiny_inputs):
     assert "Art. 221 Abs. 1 StPO" in c.citations and "Art.  2 ISLK-V" in c.citations  # as written
     assert c.index.resolve("Art. 221 Abs. 1 lit. b StPO") == ["Art. 221 Abs. 1 StPO"]
     assert c.index.resolve("Art. 2 ISLK-V") == ["Art.  2 ISLK-V"]
+
+
+def test_abbreviations_let_questions_cite_codes_in_other_languages(tmp_path, tiny_inputs):
+    from lexrag.index.build import corpus_id
+
+    laws, courts = tiny_inputs
+    abbrev = tmp_path / "abbrev-translations.json"
+    abbrev.write_text(json.dumps([
+        {"id": "OR", "abbrev": {"de": "OR", "fr": "CO", "it": "CO"}},
+        {"id": "BGG", "abbrev": {"de": "BGG", "fr": "LTF", "it": "LTF"}},
+        {"id": "StGB", "abbrev": {"de": "StGB", "fr": "CP", "it": "CP"}},  # no StGB paragraph here
+        {"id": "0.101", "abbrev": {"de": "0.101", "fr": "0.101", "it": "0.101"}},
+        {"id": "x", "abbrev": {"fr": "LX"}},  # no German abbreviation: skipped
+    ]), encoding="utf-8")
+    plain = build_corpus(tmp_path / "plain", laws, courts)
+    report = build_corpus(tmp_path / "c", laws, courts, abbreviations=abbrev)
+    assert report["code_aliases"] == 2 and "code_aliases" not in plain
+    assert json.loads((tmp_path / "c" / "code_aliases.json").read_text()) == {"CO": "OR", "LTF": "BGG"}
+    assert corpus_id(tmp_path / "c") == corpus_id(tmp_path / "plain")  # no document changed: the indexes stay valid
+    c = Corpus(tmp_path / "c")
+    assert c.index.resolve_text("Must the appeal (Art. 100 al. 1 LTF) follow Art. 1 Abs. 2 CO?") == ["Art. 100 Abs. 1 BGG", "Art. 1 Abs. 2 OR"]
+    assert Corpus(tmp_path / "plain").index.resolve_text("Art. 100 al. 1 LTF, Art. 8 CC") == ["Art. 8 ZGB"]  # English ones are built in
+    # rebuilt without the file: no stale aliases
+    build_corpus(tmp_path / "c", laws, courts)
+    assert not (tmp_path / "c" / "code_aliases.json").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"[{\"id\": \"OR\", \"abbrev\": {\"de\": \"OR\"}", r"abbr\.json: not valid JSON \(line 1, column"),
+    (b"{\"OR\": \"CO\"}", r"abbr\.json: expected a JSON list"),
+    (b"[{\"id\": \"OR\", \"abbrev\": {\"de\": \"OR\"}}, {\"id\": \"ZGB\", \"abbrev\": [\"CC\"]}]", r"abbr\.json: entry 2 "),
+    ("[{\"id\": \"OR\", \"abbrev\": {\"de\": \"Öko\"}}]".encode("latin-1"), r"abbr\.json: not UTF-8 text"),
+])
+def test_a_bad_abbreviations_file_is_named_and_nothing_is_written(tmp_path, tiny_inputs, content, message):
+    laws, _ = tiny_inputs
+    bad = tmp_path / "abbr.json"
+    bad.write_bytes(content)
+    with pytest.raises(CorpusError, match=message):
+        build_corpus(tmp_path / "c", laws, abbreviations=bad)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_damaged_alias_file_is_refused(tmp_path, tiny_inputs):
+    laws, _ = tiny_inputs
+    abbrev = tmp_path / "a.json"
+    abbrev.write_text(json.dumps([{"id": "OR", "abbrev": {"de": "OR", "fr": "CO"}}]), encoding="utf-8")
+    build_corpus(tmp_path / "c", laws, abbreviations=abbrev)
+    (tmp_path / "c" / "code_aliases.json").write_text('{"CO": "OR"', encoding="utf-8")
+    with pytest.raises(ArtifactError, match="code_aliases.json"):
+        Corpus(tmp_path / "c")

@@ -163,6 +163,11 @@ def test_statute_detection_reads_abbreviations_and_names_from_the_corpus(demo_ar
     assert det.detect("Gilt nach dem Obligationenrecht und Art. 8 ZGB auch die StPO?") == ["OR", "ZGB"]  # no StPO text here
     assert det.detect("Wie lange dauert die Kündigungsfrist?") == []
     assert det.detect("Zivilgesetzbuch, Strafgesetzbuch, OR, SchKG", max_codes=2) == ["ZGB", "StGB"]
+    # another language's abbreviation counts where an article is cited with it, in the order named
+    from dataclasses import replace
+
+    det_fr = replace(det, aliases={"CO": "OR", "LLC": "ZGB"})
+    assert det_fr.detect("Orion Transport LLC rents a truck (Art. 267a CO) and Art. 8 ZGB") == ["OR", "ZGB"]
     cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "statutes.enabled": True})
     res = run_pipeline(load_queries(demo_queries), Artifacts.load(demo_artifacts, cfg), cfg)
     sig = next(s for s in res.signals if s.signal == "bm25_statute")

@@ -22,12 +22,14 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Collection, Iterable, Iterator, Union
+from typing import Collection, Iterable, Iterator, Mapping, Union
 
 from lexrag.errors import LexragError
 
 __all__ = [
     "law_codes",
+    "code_aliases",
+    "ENGLISH_ABBREVIATIONS",
     "LawCitation",
     "BgeCitation",
     "DocketCitation",
@@ -193,6 +195,31 @@ def law_codes(citations: Iterable[str]) -> list[str]:
     return out
 
 
+# The English abbreviations of the Fedlex translations of the major federal acts, for questions
+# written in English ("Art. 41 CO", "Art. 221 CrimPC").  French and Italian ones come from the
+# competition's abbrev-translations.json at build time (``build_datasets.py --abbreviations``).
+ENGLISH_ABBREVIATIONS = {
+    "CC": "ZGB", "SCC": "StGB", "CO": "OR", "CPC": "ZPO", "CrimPC": "StPO", "DEBA": "SchKG", "Cst.": "BV",
+    "PILA": "IPRG", "APA": "VwVG", "FADP": "DSG", "CartA": "KG", "CopA": "URG", "TmPA": "MSchG", "PatA": "PatG",
+    "RTA": "SVG", "FNIA": "AIG", "AsylA": "AsylG", "BankA": "BankG", "FINMASA": "FINMAG", "FinSA": "FIDLEG",
+    "FinIA": "FINIG", "AMLA": "GwG", "CISA": "KAG", "MergA": "FusG", "ICA": "VVG", "VATA": "MWSTG",
+}
+_SR_ALIAS = re.compile(r"[\d.\s]+")
+
+
+def code_aliases(pairs: Iterable[tuple[str, str]], codes: Collection[str]) -> dict[str, str]:
+    """Alias -> code from (alias, code) pairs, kept where the code is one of ``codes``, the alias
+    is none of them (a corpus code always means itself), is not an SR number, and names one
+    code only (21 French abbreviations of abbrev-translations.json name two ordinances)."""
+    codes = set(codes)
+    named: dict[str, set[str]] = {}
+    for alias, code in pairs:
+        alias = " ".join(alias.split())
+        if alias and alias != code and code in codes and alias not in codes and not _SR_ALIAS.fullmatch(alias):
+            named.setdefault(alias, set()).add(code)
+    return {a: next(iter(c)) for a, c in sorted(named.items()) if len(c) == 1}
+
+
 def normalize_key(s: str) -> str:
     """Lookup key of a citation string; strings that do not parse are keyed by collapsed whitespace."""
     c = try_parse(s)
@@ -336,13 +363,14 @@ def extract(text: str, codes: Collection[str] | None = None) -> list[Extracted]:
 class CitationIndex:
     """Maps citations (parsed or loose strings) onto the corpus's own citation strings.
 
-    ``resolve`` tries, in order: the exact lookup key; for a bare article whose paragraphs are
+    ``aliases`` maps other names of a code onto it (French and Italian abbreviations, English
+    ones: :func:`code_aliases`).  ``resolve`` tries, in order: the exact lookup key; for a bare article whose paragraphs are
     the only corpus keys, all its paragraphs (in corpus order); for a paragraph that is not a key
     but whose bare article is, the article.  Anything else resolves to nothing: unknown strings
     are dropped, never emitted.
     """
 
-    def __init__(self, citations: Iterable[str]):
+    def __init__(self, citations: Iterable[str], aliases: Mapping[str, str] | None = None):
         self.by_key: dict[str, str] = {}
         self.children: dict[str, list[str]] = {}
         self.codes: set[str] = set()
@@ -356,6 +384,9 @@ class CitationIndex:
                 if isinstance(c, LawCitation):
                     self.codes.add(c.code)
                 self.children.setdefault(c.parent().key(), []).append(s)
+        # other names of the corpus's codes ("Art. 267a CO" is "Art. 267a OR"): only those naming a
+        # code the corpus holds, and never one that is itself a corpus code
+        self.aliases: dict[str, str] = {a: c for a, c in (aliases or {}).items() if c in self.codes and a not in self.codes}
 
     def __len__(self) -> int:
         return len(self.by_key)
@@ -368,6 +399,8 @@ class CitationIndex:
         if c is None:
             hit = self.by_key.get(_ws(str(citation)))
             return [hit] if hit else []
+        if isinstance(c, LawCitation) and c.code in self.aliases:
+            c = LawCitation(c.article, self.aliases[c.code], c.paragraph)
         key = c.key()
         if key in self.by_key:
             return [self.by_key[key]]
@@ -383,7 +416,7 @@ class CitationIndex:
     def resolve_text(self, text: str, expand_decisions: bool = False) -> list[str]:
         """Corpus strings for every citation mentioned in ``text``, first mention first, deduplicated."""
         out: dict[str, None] = {}
-        for e in extract(text, self.codes or None):
+        for e in extract(text, (self.codes | self.aliases.keys()) or None):
             for s in self.resolve(e.citation, expand_decisions=expand_decisions):
                 out.setdefault(s, None)
         return list(out)

@@ -43,7 +43,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     from lexrag.index.build import build_artifacts
 
     cfg = _config(args)
-    build_artifacts(cfg, args.laws, args.out, courts=args.courts, law_keys=args.law_keys, train=args.train)
+    build_artifacts(cfg, args.laws, args.out, courts=args.courts, law_keys=args.law_keys, train=args.train,
+                    abbreviations=args.abbreviations)
     print(f"artifacts written to {args.out}")
     return 0
 
@@ -213,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--courts", help="court_considerations.csv (optional)")
     b.add_argument("--train", help="training CSV with gold_citations: builds the prior artifact (never the validation file)")
     b.add_argument("--law-keys", help="file of law citation keys, one per line; keys missing from --laws join with empty text")
+    b.add_argument("--abbreviations", help="abbrev-translations.json (starter kit): French and Italian abbreviations of the law codes")
     b.add_argument("--out", required=True, help="artifacts folder to write")
     cfg_args(b)
     b.set_defaults(func=cmd_build)

@@ -57,13 +57,14 @@ def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path
     raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
 
 
-def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None) -> None:
+def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, abbreviations=None) -> None:
     """Raise :class:`CsvInputError` naming the first input that cannot be used for a build into ``out``."""
     import csv
 
     replaced = [out / name for name in ("corpus", "bm25", "embeddings", "graph", "prior")]
     for path, what, required in ((laws, "--laws", ("citation", "text")), (courts, "--courts", ("citation", "text")),
-                                 (law_keys, "--law-keys", ()), (train, "--train", ("query_id", "gold_citations"))):
+                                 (law_keys, "--law-keys", ()), (train, "--train", ("query_id", "gold_citations")),
+                                 (abbreviations, "--abbreviations", ())):
         if path is None:
             continue
         p = Path(path)
@@ -91,6 +92,7 @@ def build_artifacts(
     courts: str | Path | None = None,
     law_keys: str | Path | None = None,
     train: str | Path | None = None,
+    abbreviations: str | Path | None = None,
 ) -> dict:
     """Build every artifact this config needs under ``out_dir``: ``corpus/``, then ``bm25/``,
     ``embeddings/`` and ``graph/`` as switched on, and ``prior/`` when a training file is given.
@@ -99,10 +101,11 @@ def build_artifacts(
     inside a folder the build replaces), so a wrong path fails in seconds, not after hours; each
     artifact is built in a staging folder and replaces the old one only when it is complete."""
     out = Path(out_dir)
-    check_build_inputs(out, laws, courts, law_keys, train)
+    check_build_inputs(out, laws, courts, law_keys, train, abbreviations)
     with staged_set(out) as stage:
         t0 = time.perf_counter()
-        report = build_corpus(stage / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
+        report = build_corpus(stage / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys,
+                              abbreviations=abbreviations)
         corpus = Corpus(stage / "corpus")
         log.info("corpus: %d documents in %.1fs", len(corpus), time.perf_counter() - t0)
         for name, on in (("bm25", cfg.lexical.enabled), ("embeddings", cfg.semantic.enabled), ("graph", cfg.graph.enabled)):

@@ -32,7 +32,7 @@ from lexrag.config import CorpusConfig
 from lexrag.csvio import CsvInputError as CorpusError
 from lexrag.csvio import FileReport, read_csv_rows
 
-__all__ = ["build_corpus", "Corpus", "CorpusError", "guess_lang"]
+__all__ = ["build_corpus", "Corpus", "CorpusError", "guess_lang", "read_abbreviations"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ CORPUS_FILE = "corpus.parquet"
 REPORT_FILE = "build_report.json"
 TEXTS_FILE = "texts.bin"
 OFFSETS_FILE = "text_offsets.npy"
+ALIASES_FILE = "code_aliases.json"  # other names of the corpus's law codes (French, Italian), when built with them
 
 SCHEMA = pa.schema(
     [
@@ -125,6 +126,35 @@ def _key_rows(path: Path, report: FileReport) -> Iterator[tuple[int, dict[str, s
         report.lines = line
 
 
+def read_abbreviations(path: str | Path) -> list[tuple[str, str]]:
+    """(alias, German code) pairs of an abbreviations file shaped like the competition's
+    ``abbrev-translations.json``: a list of ``{"id": ..., "abbrev": {"de": "OR", "fr": "CO",
+    "it": "CO"}}``.  Entries without a German abbreviation are skipped; anything else that is not
+    that shape raises :class:`CorpusError` naming the file and the entry."""
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"{path}: file not found")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    except json.JSONDecodeError as e:
+        raise CorpusError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    if not isinstance(doc, list):
+        raise CorpusError(f"{path}: expected a JSON list of {{\"id\", \"abbrev\": {{\"de\", \"fr\", \"it\"}}}} entries, "
+                          f"got {type(doc).__name__}")
+    pairs: list[tuple[str, str]] = []
+    for i, entry in enumerate(doc, start=1):
+        names = entry.get("abbrev") if isinstance(entry, dict) else None
+        if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()):
+            raise CorpusError(f"{path}: entry {i} ({str(entry)[:80]}): expected \"abbrev\" to map languages to "
+                              "abbreviation strings")
+        de = names.get("de", "").strip()
+        if de:
+            pairs.extend((alias, de) for lang, alias in names.items() if lang != "de")
+    return pairs
+
+
 def _ingest(
     path: Path, kind: str, w: _Writer, seen: set[int], cfg: CorpusConfig, progress: bool,
     laws_seen: set[str], keys_only: bool = False,
@@ -179,17 +209,22 @@ def build_corpus(
     cfg: CorpusConfig | None = None,
     progress: bool = False,
     law_keys: str | Path | None = None,
+    abbreviations: str | Path | None = None,
 ) -> dict:
     """Build the corpus artifact in ``out_dir``; returns the build report (also written as JSON).
 
     ``law_keys`` (one citation per line, e.g. ``laws_de_citations.txt``) adds every law key
     missing from ``laws`` as a document with empty text: a valid output string that citation
     seeds and the citation field of BM25 can still reach (the local laws file lacks 35% of the
-    competition's keys' text)."""
+    competition's keys' text).  ``abbreviations`` (the competition's ``abbrev-translations.json``)
+    writes ``code_aliases.json``: the French and Italian abbreviations of the corpus's law codes,
+    so that "Art. 17 LAI" in a question finds "Art. 17 IVG" (:func:`lexrag.citations.code_aliases`)."""
     cfg = cfg or CorpusConfig()
     out = Path(out_dir)
+    pairs = read_abbreviations(abbreviations) if abbreviations else None  # a bad file fails before anything is written
     out.mkdir(parents=True, exist_ok=True)
     (out / "params.json").unlink(missing_ok=True)
+    (out / ALIASES_FILE).unlink(missing_ok=True)
     w = _Writer(out, cfg.chunk_rows)
     seen: set[int] = set()
     laws_seen: set[str] = set()
@@ -203,6 +238,12 @@ def build_corpus(
     finally:
         w.close()
     report = {"files": [r.__dict__ for r in reports], "n_docs": w.n}
+    if pairs is not None:
+        codes = {p.code for c in laws_seen if (p := cit.try_parse(c)) is not None and p.kind == "law"}
+        aliases = cit.code_aliases(pairs, codes)
+        (out / ALIASES_FILE).write_text(json.dumps(aliases, indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+        report["code_aliases"] = len(aliases)
+        log.info("%s: %d aliases of the corpus's law codes", Path(abbreviations).name, len(aliases))
     for r in report["files"]:
         r.pop("max_examples", None)
     (out / REPORT_FILE).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
@@ -211,7 +252,10 @@ def build_corpus(
         sources[Path(law_keys).name] = sha256_file(law_keys)
     if courts:
         sources[Path(courts).name] = sha256_file(courts)
-    write_params(out, ARTIFACT, "lexrag.index.corpus.build_corpus", {"schema": SCHEMA.names}, n_docs=w.n, sources=sources)
+    # the aliases are recorded beside the sources, not among them: they change no document, so the
+    # corpus keeps its identity (corpus_id) and the indexes built over it stay valid
+    extra = {"aliases": {Path(abbreviations).name: sha256_file(abbreviations), "count": report["code_aliases"]}} if abbreviations else {}
+    write_params(out, ARTIFACT, "lexrag.index.corpus.build_corpus", {"schema": SCHEMA.names}, n_docs=w.n, sources=sources, **extra)
     for r in reports:
         log.info("%s", r.summary())
         for ex in r.examples[:5]:
@@ -233,6 +277,7 @@ class Corpus:
         self.citations: list[str] = table.column("citation").to_pylist()
         self.sources: list[str] = table.column("source").to_pylist()
         self.parents: list[str] = table.column("parent").to_pylist()
+        self.aliases: dict[str, str] = {**cit.ENGLISH_ABBREVIATIONS, **self._read_aliases()}
         self._index: cit.CitationIndex | None = None
         self._docs_by_citation: dict[str, list[int]] | None = None
         self._blob: np.ndarray | None = None
@@ -241,10 +286,25 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.citations)
 
+    def _read_aliases(self) -> dict[str, str]:
+        """``code_aliases.json`` when the corpus was built with abbreviations (else nothing)."""
+        path = self.folder / ALIASES_FILE
+        if not path.is_file():
+            return {}
+        try:
+            aliases = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ArtifactError(f"{path}: not a JSON object of alias -> law code ({e}); {rebuild_hint(ARTIFACT)}") from None
+        if not isinstance(aliases, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in aliases.items()):
+            raise ArtifactError(f"{path}: not a JSON object of alias -> law code; {rebuild_hint(ARTIFACT)}")
+        return aliases
+
     @property
     def index(self) -> cit.CitationIndex:
+        """Citation lookup over the corpus's strings, with the other names of its law codes
+        (English ones always, French and Italian ones when built with ``--abbreviations``)."""
         if self._index is None:
-            self._index = cit.CitationIndex(self.citations)
+            self._index = cit.CitationIndex(self.citations, self.aliases)
         return self._index
 
     def docs_of(self, citation: str) -> list[int]:

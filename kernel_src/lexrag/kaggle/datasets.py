@@ -185,6 +185,7 @@ def rebuild(
     law_keys: str | Path | None = None,
     train: str | Path | None = None,
     llm_cache: str | Path | None = None,
+    abbreviations: str | Path | None = None,
 ) -> dict:
     """Build the selected artifacts into ``out_dir/<name>/`` and record them in the manifest.
     The prior is built only when a training file is given (never from validation gold); the LLM
@@ -205,7 +206,8 @@ def rebuild(
         if name == "corpus":
             if not laws:
                 raise ManifestError("building the corpus needs --laws")
-            build_corpus(folder, laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys)
+            build_corpus(folder, laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys,
+                         abbreviations=abbreviations)
         elif name == "embeddings" and not cfg.semantic.model:
             if only and "embeddings" in only:
                 raise ManifestError("building embeddings needs --set semantic.model=FOLDER (and a GPU at 2.47M documents)")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,6 +49,7 @@ class StatuteDetector:
     codes: list[str]  # per document: its law code ("" for court documents)
     abbreviations: frozenset[str]  # codes written with letters (OR, ZGB, StPO, BankG...)
     names: dict[str, str]  # statute name word (lower case) -> code, names that point to one code only
+    aliases: dict[str, str] = field(default_factory=dict)  # other abbreviations of the codes ("LAI" -> IVG), read in citations only
     _code_ids: np.ndarray | None = None
     _code_index: dict | None = None
     _numbered: np.ndarray | None = None  # per code id: keyed by an SR number
@@ -80,14 +81,26 @@ class StatuteDetector:
             ranked = sorted(by_code.items(), key=lambda t: (t[1], t[0]))
             if ranked[0][1] <= 6 and (len(ranked) == 1 or ranked[1][1] > ranked[0][1]):
                 names[w] = ranked[0][0]
-        return cls(codes, abbreviations, names)
+        aliases = {a: c for a, c in getattr(corpus, "aliases", {}).items() if c in present and a not in present}
+        return cls(codes, abbreviations, names, aliases)
 
     def detect(self, text: str, max_codes: int = 3) -> list[str]:
-        """Codes the text names, in the order it names them."""
-        found: list[str] = []
-        for w in _WORD.findall(cit.normalize_text(text)):
+        """Codes the text names, in the order it names them: by abbreviation or statute name
+        anywhere, by another language's abbreviation where an article is cited with it
+        ("Art. 17 LAI": IVG; a bare "LLC" is a company, not the Spielbankengesetz's SpG)."""
+        text = cit.normalize_text(text)
+        named: list[tuple[int, str]] = []
+        for m in _WORD.finditer(text):
+            w = m.group()
             code = w if w in self.abbreviations else self.names.get(w.lower())
-            if code and code not in found:
+            if code:
+                named.append((m.start(), code))
+        if self.aliases:
+            named += [(e.start, self.aliases[e.citation.code]) for e in cit.extract(text, self.aliases.keys())
+                      if e.citation.kind == "law" and e.citation.code in self.aliases]
+        found: list[str] = []
+        for _, code in sorted(named, key=lambda t: t[0]):
+            if code not in found:
                 found.append(code)
                 if len(found) >= max_codes:
                     break
