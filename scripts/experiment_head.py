@@ -28,9 +28,7 @@ ARTIFACTS: built with ``--train lexam_dev.csv`` as README "Quality on real data"
 
 from __future__ import annotations
 
-import argparse
 import re
-import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -46,7 +44,7 @@ from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
 from lexrag.stages.statutes import detector_for, predicted_codes
 
-from quality import KAGGLE_RETRIEVAL  # scripts/ is on the path when a script runs
+from quality import KAGGLE_RETRIEVAL, experiment_args  # scripts/ is on the path when a script runs
 
 HEAD = 30  # the head the kaggle preset reorders (fusion.head)
 DEPTH = 300  # ranks kept per question
@@ -311,11 +309,7 @@ def part_count(rows: dict) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="../shared/data")
-    ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (see the README)")
-    args = ap.parse_args()
-    warnings.simplefilter("ignore", UserWarning)
+    args = experiment_args(__doc__)
     rows, sizes = held_out(Path(args.artifacts), Path(args.data) / "lexam_dev.csv")
     check = evaluate({q: sorted(v["gold"]) for q, v in rows.items()}, {q: v["ranked"][:3] for q, v in rows.items()})
     print(f"kaggle retrieval, lexam_dev grouped CV by course: {len(rows)} questions, Macro F1@3 {check['macro_f1']:.4f}")

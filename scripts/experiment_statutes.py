@@ -14,8 +14,6 @@ reports how often the predicted codes are right.
 
 from __future__ import annotations
 
-import argparse
-import warnings
 from pathlib import Path
 
 from lexrag.citations import law_codes
@@ -26,7 +24,7 @@ from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
 import lexrag.stages.statutes as statutes
 
-from quality import KAGGLE_RETRIEVAL  # scripts/ is on the path when a script runs
+from quality import KAGGLE_RETRIEVAL, experiment_args  # scripts/ is on the path when a script runs
 
 
 def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) -> tuple[dict, dict]:
@@ -53,11 +51,7 @@ def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) 
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="../shared/data")
-    ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (see the README)")
-    args = ap.parse_args()
-    warnings.simplefilter("ignore", UserWarning)
+    args = experiment_args(__doc__)
     weights = load_config(None).fusion.weights
     strong = {"fusion.weights": {**weights, "bm25_statute": 4.0}, "statutes.top_k": 300}
     print("| statute codes | bm25_statute weight, depth | F1@3 | F1@5 | Recall@100 |")

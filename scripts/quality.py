@@ -47,6 +47,17 @@ KAGGLE_RETRIEVAL = {"graph.enabled": True, "prior.enabled": True, "statutes.enab
 WHOLE_ARTICLES = {"count.whole_articles": 1, "count.whole_articles_from": 5}
 
 
+def experiment_args(doc: str) -> argparse.Namespace:
+    """``--data`` and ``--artifacts`` of the issue-12 experiment scripts, whose artifacts are built
+    with ``--train lexam_dev.csv`` (README "Quality on real data"); library warnings silenced."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (see the README)")
+    args = ap.parse_args()
+    warnings.simplefilter("ignore", UserWarning)
+    return args
+
+
 def emit_curve(citations: list[str], scores: list[float], threshold: float, max_k: int, cfg) -> list[str]:
     """What the pipeline emits with a score-curve count: the cut on the fused order, then whole
     articles inserted (``count.whole_articles``) inside the same number of slots."""
