@@ -1,6 +1,7 @@
 # %% [markdown]
 # # 01 — Build the unified corpus
-# Streams `laws_de.csv` (and `court_considerations.csv` when given) into the corpus artifact:
+# Streams `laws_de.csv` (and `court_considerations.csv` when given) into the corpus artifact,
+# with the French and Italian law abbreviations of `abbrev-translations.json` when it is there:
 # one parquet row per document plus `params.json` and a build report that counts and quotes
 # every dropped or repaired row.
 
@@ -9,6 +10,7 @@ config_path = None  # YAML config file, or None for the defaults
 overrides = {}  # {"section.field": value}
 laws = None  # path to laws_de.csv; None: <input folder>/laws_de.csv
 courts = None  # path to court_considerations.csv; None: laws only
+abbreviations = None  # abbrev-translations.json (French/Italian law abbreviations); None: the input's, when there is one
 out_dir = None  # artifacts folder; None: the working folder on Kaggle, the artifacts folder locally
 
 # %%
@@ -34,11 +36,18 @@ from pathlib import Path
 
 from lexrag.config import load_config
 from lexrag.index.corpus import build_corpus
-from lexrag.kaggle.paths import resolve_paths
+from lexrag.kaggle.paths import InputNotFound, resolve_paths
 
 cfg = load_config(config_path, overrides)
 paths = resolve_paths(cfg.paths)
 laws = laws or paths.input_file("laws_de.csv")
+if abbreviations is None:
+    try:
+        abbreviations = paths.input_file("abbrev-translations.json")
+    except InputNotFound:
+        abbreviations = None  # then questions citing "Art. 17 LAI" find nothing for it (README "Design notes")
+    if abbreviations is not None and not Path(abbreviations).is_file():
+        abbreviations = None
 out = Path(out_dir) if out_dir else paths.output_dir
-report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress)
-print(json.dumps({"n_docs": report["n_docs"]}))
+report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, abbreviations=abbreviations)
+print(json.dumps({"n_docs": report["n_docs"], "code_aliases": report.get("code_aliases", 0)}))

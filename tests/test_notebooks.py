@@ -97,7 +97,10 @@ def test_validation_notebook_adds_the_llm_stages_one_by_one_with_the_scripted_mo
 @pytest.mark.slow
 def test_build_and_inference_notebooks(tmp_path, demo_laws, demo_queries):
     art = tmp_path / "art"
-    _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1.ipynb", laws=demo_laws, out_dir=art)
+    abbrev = tmp_path / "abbrev-translations.json"
+    abbrev.write_text(json.dumps([{"id": "OR", "abbrev": {"de": "OR", "fr": "CO", "it": "CO"}}]), encoding="utf-8")
+    _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1.ipynb", laws=demo_laws, out_dir=art, abbreviations=abbrev)
+    assert json.loads((art / "corpus" / "code_aliases.json").read_text(encoding="utf-8")) == {"CO": "OR"}
     _papermill(ROOT / "notebooks" / "02_build_bm25.ipynb", tmp_path / "2.ipynb", artifacts_dir=art)
     _papermill(ROOT / "notebooks" / "03_build_graph.ipynb", tmp_path / "g.ipynb", artifacts_dir=art)
     _papermill(ROOT / "notebooks" / "inference.ipynb", tmp_path / "3.ipynb", artifacts_dir=art,
