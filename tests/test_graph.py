@@ -1,3 +1,4 @@
+import json
 import igraph as ig
 import numpy as np
 import pytest
@@ -167,6 +168,22 @@ def test_build_graph_edges_and_citation_counts(tiny_graph):
     loaded = CitationGraph.load(tmp / "graph", len(corpus), corpus_id="c1", resolutions=[0.5, 1.0, 2.0])
     assert loaded.names == g.names and (loaded.adj != g.adj).nnz == 0
     np.testing.assert_array_equal(loaded.communities, g.communities)
+
+
+def test_french_and_italian_considerations_cite_the_german_codes(tmp_path):
+    (tmp_path / "laws.csv").write_text(LAWS, encoding="utf-8")
+    (tmp_path / "courts.csv").write_text(COURTS + """6B_1/2020 E. 1.,"Selon l'art. 8 CC et l'art. 100 al. 1 LTF, le recours est recevable."
+6B_2/2020 E. 1.,"Secondo l'art. 2 cpv. 1 CC, ognuno è tenuto ad agire secondo la buona fede."
+""", encoding="utf-8")
+    abbrev = tmp_path / "abbrev.json"
+    abbrev.write_text(json.dumps([{"id": "ZGB", "abbrev": {"de": "ZGB", "fr": "CC", "it": "CC"}},
+                                  {"id": "BGG", "abbrev": {"de": "BGG", "fr": "LTF", "it": "LTF"}}]), encoding="utf-8")
+    build_corpus(tmp_path / "corpus", tmp_path / "laws.csv", tmp_path / "courts.csv", abbreviations=abbrev)
+    g = build_graph(Corpus(tmp_path / "corpus"), tmp_path / "graph", resolutions=(1.0,), corpus_id="c1")
+    edges = {(g.names[s], g.names[d]) for s, d in zip(*g.adj.nonzero())}
+    assert {("6B_1/2020", "Art. 8 ZGB"), ("6B_1/2020", "Art. 100 BGG"), ("6B_2/2020", "Art. 2 ZGB")} <= edges
+    assert not any(n.endswith((" CC", " LTF")) for n in g.names)  # one node per article, whatever the language
+    assert g.params["code_aliases"] == 2
 
 
 def test_graph_load_refuses_mismatch(tiny_graph):

@@ -387,6 +387,14 @@ class CitationIndex:
         # other names of the corpus's codes ("Art. 267a CO" is "Art. 267a OR"): only those naming a
         # code the corpus holds, and never one that is itself a corpus code
         self.aliases: dict[str, str] = {a: c for a, c in (aliases or {}).items() if c in self.codes and a not in self.codes}
+        # what extraction looks for after "Art. N": the corpus's codes and their aliases
+        self.extract_codes: frozenset[str] | None = frozenset(self.codes | self.aliases.keys()) or None
+
+    def canonical(self, c: Citation) -> Citation:
+        """``c`` with an alias code replaced by the corpus's code ("Art. 41 CO" -> "Art. 41 OR")."""
+        if isinstance(c, LawCitation) and c.code in self.aliases:
+            return LawCitation(c.article, self.aliases[c.code], c.paragraph)
+        return c
 
     def __len__(self) -> int:
         return len(self.by_key)
@@ -399,8 +407,7 @@ class CitationIndex:
         if c is None:
             hit = self.by_key.get(_ws(str(citation)))
             return [hit] if hit else []
-        if isinstance(c, LawCitation) and c.code in self.aliases:
-            c = LawCitation(c.article, self.aliases[c.code], c.paragraph)
+        c = self.canonical(c)
         key = c.key()
         if key in self.by_key:
             return [self.by_key[key]]
@@ -416,7 +423,7 @@ class CitationIndex:
     def resolve_text(self, text: str, expand_decisions: bool = False) -> list[str]:
         """Corpus strings for every citation mentioned in ``text``, first mention first, deduplicated."""
         out: dict[str, None] = {}
-        for e in extract(text, (self.codes | self.aliases.keys()) or None):
+        for e in extract(text, self.extract_codes):
             for s in self.resolve(e.citation, expand_decisions=expand_decisions):
                 out.setdefault(s, None)
         return list(out)

@@ -170,7 +170,7 @@ def build_graph(
         doc_node[d] = node(parent, source)
     doc_cited = np.zeros(len(corpus), dtype=np.int32)
     index = corpus.index
-    codes = frozenset(index.codes) or None
+    codes = index.extract_codes  # with the codes' French and Italian abbreviations: a third of the court's text is not German
     src_buf, dst_buf = array("i"), array("i")
     n_refs = 0
     bar = None
@@ -184,7 +184,7 @@ def build_graph(
             if corpus.sources[d] != "law" and text:
                 s = doc_node[d]
                 for e in cit.extract(text, codes):
-                    c = e.citation
+                    c = index.canonical(e.citation)
                     t = node(c.parent().format(), c.kind)
                     n_refs += 1
                     if t != s:
@@ -230,6 +230,7 @@ def build_graph(
         out, ARTIFACT, "lexrag.index.graph.build_graph",
         {"resolutions": sorted(resolutions), "seed": seed, "leiden": "RBConfigurationVertexPartition"},
         n_docs=len(corpus), n_nodes=n, n_edges=int(len(src)), n_references=n_refs, corpus_id=corpus_id,
+        code_aliases=len(index.aliases),
         communities=[int(c.max()) + 1 if n else 0 for c in comm],
     )  # no timings in params.json: a rebuild must give the same bytes (build_datasets.py --check)
     adj = sp.csr_matrix((weight, (src, dst)), shape=(n, n))
