@@ -101,7 +101,7 @@ def held_out(art_dir: Path, tune_file: Path) -> tuple[dict, Counter]:
             scores = art.bm25.query_scores(texts[q], cfg.lexical)
             vote = det.vote_shares(scores, cfg.statutes.vote_depth) if scores is not None else {}
             rows[q] = dict(gold={scoring_form(x) for x in gold[q]}, course=groups.get(q, ""), length=len(texts[q]),
-                           ranked=res.ranked[q], ranks=ranks, named=named, learned=learned, vote=vote)
+                           ranked=list(dict.fromkeys(map(scoring_form, res.ranked[q]))), ranks=ranks, named=named, learned=learned, vote=vote)
     return rows, Counter(c for c in map(code_of, cits) if c)
 
 

@@ -156,11 +156,21 @@ def test_a_bad_abbreviations_file_is_named_and_nothing_is_written(tmp_path, tiny
     assert not (tmp_path / "c").exists()
 
 
-def test_a_damaged_alias_file_is_refused(tmp_path, tiny_inputs):
+@pytest.mark.parametrize("content, message", [
+    ('{"CO": "OR"', "not a JSON object of alias"),  # truncated
+    ('["CO"]', "not a JSON object of alias"),
+    ('{"CO": 1}', "not a JSON object of alias"),
+])
+def test_a_damaged_alias_file_is_refused(tmp_path, tiny_inputs, content, message):
     laws, _ = tiny_inputs
     abbrev = tmp_path / "a.json"
     abbrev.write_text(json.dumps([{"id": "OR", "abbrev": {"de": "OR", "fr": "CO"}}]), encoding="utf-8")
     build_corpus(tmp_path / "c", laws, abbreviations=abbrev)
-    (tmp_path / "c" / "code_aliases.json").write_text('{"CO": "OR"', encoding="utf-8")
-    with pytest.raises(ArtifactError, match="code_aliases.json"):
+    (tmp_path / "c" / "code_aliases.json").write_text(content, encoding="utf-8")
+    with pytest.raises(ArtifactError, match=r"code_aliases\.json: \d+ bytes"):  # its recorded size and hash first
+        Corpus(tmp_path / "c")
+    params = json.loads((tmp_path / "c" / "params.json").read_text())
+    del params["files"]["code_aliases.json"]  # an artifact whose hashes do not cover the file: its contents are checked
+    (tmp_path / "c" / "params.json").write_text(json.dumps(params))
+    with pytest.raises(ArtifactError, match=f"code_aliases\\.json: {message}"):
         Corpus(tmp_path / "c")

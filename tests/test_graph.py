@@ -183,7 +183,16 @@ def test_french_and_italian_considerations_cite_the_german_codes(tmp_path):
     edges = {(g.names[s], g.names[d]) for s, d in zip(*g.adj.nonzero())}
     assert {("6B_1/2020", "Art. 8 ZGB"), ("6B_1/2020", "Art. 100 BGG"), ("6B_2/2020", "Art. 2 ZGB")} <= edges
     assert not any(n.endswith((" CC", " LTF")) for n in g.names)  # one node per article, whatever the language
-    assert g.params["code_aliases"] == 2
+    assert g.params["code_aliases"] == 2  # CC (the file's and the built-in English one agree) and LTF
+    # the corpus rebuilt without the abbreviations keeps its identity, but the graph read the court through them
+    build_corpus(tmp_path / "corpus", tmp_path / "laws.csv", tmp_path / "courts.csv")
+    plain = Corpus(tmp_path / "corpus")
+    with pytest.raises(ArtifactError, match="other law-code aliases.*rebuild"):
+        CitationGraph.load(tmp_path / "graph", len(plain), corpus_id="c1", aliases=plain.aliases_digest)
+    params = json.loads((tmp_path / "graph" / "params.json").read_text())
+    del params["aliases"]  # a graph built before the aliases: loads, with a warning
+    (tmp_path / "graph" / "params.json").write_text(json.dumps(params))
+    assert CitationGraph.load(tmp_path / "graph", len(plain), corpus_id="c1", aliases=plain.aliases_digest).names == g.names
 
 
 def test_graph_load_refuses_mismatch(tiny_graph):

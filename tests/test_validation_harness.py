@@ -163,6 +163,10 @@ def test_statute_detection_reads_abbreviations_and_names_from_the_corpus(demo_ar
     assert det.detect("Gilt nach dem Obligationenrecht und Art. 8 ZGB auch die StPO?") == ["OR", "ZGB"]  # no StPO text here
     assert det.detect("Wie lange dauert die Kündigungsfrist?") == []
     assert det.detect("Zivilgesetzbuch, Strafgesetzbuch, OR, SchKG", max_codes=2) == ["ZGB", "StGB"]
+    assert det.detect("Is the lessee liable under Art. 41 CO?") == ["OR"]  # the corpus's aliases (English built in)
+    # the English name of a major act, in the order named; a code the corpus lacks is not named
+    assert det.detect("Is the claim time-barred under the Code of Obligations or the Swiss Civil Code?") == ["OR", "ZGB"]
+    assert det.detect("Does the Military Criminal Code apply?") == []  # not the Criminal Code's StGB
     # another language's abbreviation counts where an article is cited with it, in the order named
     from dataclasses import replace
 

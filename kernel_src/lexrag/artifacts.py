@@ -160,7 +160,8 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 
 # how to rebuild each artifact, for the messages that refuse a broken one
 REBUILD = {
-    "corpus": "python -m lexrag build --laws LAWS.csv [--courts COURTS.csv] --out ARTIFACTS (or build_datasets.py --only corpus)",
+    "corpus": "python -m lexrag build --laws LAWS.csv [--courts COURTS.csv] [--abbreviations abbrev-translations.json] --out ARTIFACTS "
+              "(or build_datasets.py --only corpus)",
     "bm25": "python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only bm25)",
     "graph": "python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only graph)",
     "prior": "python -m lexrag build ... --train TRAIN.csv --out ARTIFACTS (or build_datasets.py --only prior)",

@@ -102,7 +102,8 @@ class Artifacts:
             part("bm25", lambda: setattr(art, "bm25", BM25Index.load(locate("bm25"), cfg.lexical, corpus_id=cid)))
         if cfg.graph.enabled:
             part("graph", lambda: setattr(art, "graph", CitationGraph.load(locate("graph"), len(corpus), corpus_id=cid,
-                                                                            resolutions=cfg.graph.resolutions)))
+                                                                            resolutions=cfg.graph.resolutions,
+                                                                            aliases=corpus.aliases_digest)))
         if cfg.uses_prior():
             part("prior", lambda: setattr(art, "prior", TrainingPrior.load(locate("prior"))))
         if cfg.semantic.enabled:

@@ -149,7 +149,7 @@ def read_abbreviations(path: str | Path) -> list[tuple[str, str]]:
         if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()):
             raise CorpusError(f"{path}: entry {i} ({str(entry)[:80]}): expected \"abbrev\" to map languages to "
                               "abbreviation strings")
-        de = names.get("de", "").strip()
+        de = " ".join(names.get("de", "").split())  # as the corpus's codes are written
         if de:
             pairs.extend((alias, de) for lang, alias in names.items() if lang != "de")
     return pairs
@@ -285,6 +285,12 @@ class Corpus:
 
     def __len__(self) -> int:
         return len(self.citations)
+
+    @property
+    def aliases_digest(self) -> str:
+        """Identity of :attr:`aliases`: the graph build reads court citations through them, so a
+        graph records it and is refused over a corpus with other aliases."""
+        return hashlib.sha256(json.dumps(self.aliases, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
     def _read_aliases(self) -> dict[str, str]:
         """``code_aliases.json`` when the corpus was built with abbreviations (else nothing)."""

@@ -21,6 +21,7 @@ every coarse community is a union of finer ones (nested by construction).
 
 from __future__ import annotations
 
+import logging
 import time
 from array import array
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from lexrag import citations as cit
 from lexrag.artifacts import ArtifactError, check_params, publishes, reading, rebuild_hint, write_params
 
 __all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS"]
+
+log = logging.getLogger(__name__)
 
 ARTIFACT = "graph"
 KINDS = ("law", "bge", "docket")
@@ -113,7 +116,10 @@ class CitationGraph:
     # ------------------------------------------------------------------ io
 
     @classmethod
-    def load(cls, folder: str | Path, n_docs: int, corpus_id: str | None = None, resolutions: Sequence[float] | None = None) -> "CitationGraph":
+    def load(cls, folder: str | Path, n_docs: int, corpus_id: str | None = None, resolutions: Sequence[float] | None = None,
+             aliases: str | None = None) -> "CitationGraph":
+        """``aliases``: the loaded corpus's :attr:`~lexrag.index.corpus.Corpus.aliases_digest`; a
+        graph whose court citations were read through other code aliases is refused."""
         folder = Path(folder)
         expected = {"resolutions": sorted(resolutions)} if resolutions is not None else {}
         params = check_params(folder, ARTIFACT, expected)
@@ -121,6 +127,14 @@ class CitationGraph:
             raise ArtifactError(
                 f"graph at {folder} was built over corpus {params.get('corpus_id')!r}, the loaded corpus is {corpus_id!r}; rebuild it"
             )
+        if aliases is not None and params.get("aliases") != aliases:
+            if "aliases" not in params:
+                log.warning("graph at %s was built before law-code aliases: French and Italian citations of the court "
+                            "are not edges; %s", folder, rebuild_hint(ARTIFACT))
+            else:
+                raise ArtifactError(f"graph at {folder} read the court's citations through other law-code aliases than the "
+                                    f"loaded corpus has (the corpus was rebuilt with or without --abbreviations); "
+                                    f"{rebuild_hint(ARTIFACT)}")
         with reading(ARTIFACT, folder):
             nodes = pq.read_table(folder / "nodes.parquet")
             edges = pq.read_table(folder / "edges.parquet")
@@ -230,7 +244,7 @@ def build_graph(
         out, ARTIFACT, "lexrag.index.graph.build_graph",
         {"resolutions": sorted(resolutions), "seed": seed, "leiden": "RBConfigurationVertexPartition"},
         n_docs=len(corpus), n_nodes=n, n_edges=int(len(src)), n_references=n_refs, corpus_id=corpus_id,
-        code_aliases=len(index.aliases),
+        code_aliases=len(index.aliases), aliases=corpus.aliases_digest,
         communities=[int(c.max()) + 1 if n else 0 for c in comm],
     )  # no timings in params.json: a rebuild must give the same bytes (build_datasets.py --check)
     adj = sp.csr_matrix((weight, (src, dst)), shape=(n, n))

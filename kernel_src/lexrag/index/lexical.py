@@ -368,10 +368,10 @@ class BM25Index:
                 self._cache.popitem(last=False)
         return scores
 
-    def query_scores(self, text: str, lc: LexicalConfig) -> np.ndarray | None:
+    def query_scores(self, text: str, lc: LexicalConfig, cache: bool = True) -> np.ndarray | None:
         """:meth:`scores` of a question with the query settings of ``lc`` (every stage that
         searches the question asks through here, so they all see the same query)."""
-        return self.scores(text, lc.query_dedup, lc.max_query_terms, lc.question_weight)
+        return self.scores(text, lc.query_dedup, lc.max_query_terms, lc.question_weight, cache)
 
     def search(self, text: str, k: int, dedup: bool = True, max_terms: int = 0, question_weight: int = 1,
                cache: bool = True) -> tuple[np.ndarray, np.ndarray]:

@@ -81,13 +81,13 @@ class StatuteDetector:
             ranked = sorted(by_code.items(), key=lambda t: (t[1], t[0]))
             if ranked[0][1] <= 6 and (len(ranked) == 1 or ranked[1][1] > ranked[0][1]):
                 names[w] = ranked[0][0]
-        aliases = {a: c for a, c in getattr(corpus, "aliases", {}).items() if c in present and a not in present}
-        return cls(codes, abbreviations, names, aliases)
+        return cls(codes, abbreviations, names, dict(corpus.index.aliases))
 
     def detect(self, text: str, max_codes: int = 3) -> list[str]:
         """Codes the text names, in the order it names them: by abbreviation or statute name
-        anywhere, by another language's abbreviation where an article is cited with it
-        ("Art. 17 LAI": IVG; a bare "LLC" is a company, not the Spielbankengesetz's SpG)."""
+        (German, or the English name of a major act: "the Civil Code") anywhere, by another
+        language's abbreviation where an article is cited with it ("Art. 17 LAI": IVG; a bare
+        "LLC" is a company, not the Spielbankengesetz's SpG)."""
         text = cit.normalize_text(text)
         named: list[tuple[int, str]] = []
         for m in _WORD.finditer(text):
@@ -95,6 +95,9 @@ class StatuteDetector:
             code = w if w in self.abbreviations else self.names.get(w.lower())
             if code:
                 named.append((m.start(), code))
+        present = self._present()
+        named += [(m.start(), ENGLISH_NAMES[m.group()]) for m in _ENGLISH_NAME.finditer(text.lower())
+                  if ENGLISH_NAMES[m.group()] in present]
         if self.aliases:
             named += [(e.start, self.aliases[e.citation.code]) for e in cit.extract(text, self.aliases.keys())
                       if e.citation.kind == "law" and e.citation.code in self.aliases]
@@ -105,6 +108,11 @@ class StatuteDetector:
                 if len(found) >= max_codes:
                     break
         return found
+
+    def _present(self) -> set[str]:
+        """The codes the corpus holds."""
+        self._ids()
+        return self._code_index.keys()
 
     def _ids(self) -> np.ndarray:
         """Per document the integer id of its code (built once: this runs per query over every document)."""
@@ -248,6 +256,24 @@ KNOWN_NAMES = {
     "menschenrechtskonvention": "EMRK", "zivilprozessordnung": "ZPO", "strafgesetzbuch": "StGB",
     "zivilgesetzbuch": "ZGB", "obligationenrecht": "OR", "fusionsgesetz": "FusG", "arbeitsgesetz": "ArG",
 }
+
+# The English names of the major federal acts (the Fedlex translations' titles and short titles),
+# for questions written in English; longest first, so "military criminal code" is not StGB's.
+ENGLISH_NAMES = {
+    "civil code": "ZGB", "code of obligations": "OR", "criminal code": "StGB", "military criminal code": "MStG",
+    "criminal procedure code": "StPO", "code of criminal procedure": "StPO", "civil procedure code": "ZPO",
+    "code of civil procedure": "ZPO", "federal constitution": "BV", "debt enforcement and bankruptcy act": "SchKG",
+    "private international law act": "IPRG", "road traffic act": "SVG", "data protection act": "DSG",
+    "supreme court act": "BGG", "foreign nationals and integration act": "AIG", "asylum act": "AsylG",
+    "banking act": "BankG", "copyright act": "URG", "cartel act": "KG", "administrative procedure act": "VwVG",
+    "unfair competition act": "UWG", "product liability act": "PrHG", "insurance contract act": "VVG",
+    "accident insurance act": "UVG", "invalidity insurance act": "IVG", "health insurance act": "KVG",
+    "unemployment insurance act": "AVIG", "narcotics act": "BetmG", "gender equality act": "GlG",
+    "consumer credit act": "KKG", "mergers act": "FusG", "financial services act": "FIDLEG", "patents act": "PatG",
+    "trade mark protection act": "MSchG", "anti-money laundering act": "GwG", "value added tax act": "MWSTG",
+    "direct federal tax act": "DBG", "financial market supervision act": "FINMAG",
+}
+_ENGLISH_NAME = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in sorted(ENGLISH_NAMES, key=len, reverse=True)) + r")\b")
 
 _DETECTORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
