@@ -47,6 +47,14 @@ def test_rebuild_records_and_check_names_mismatches(tmp_path, manifest, tiny_inp
     assert "corpus: build_report.json is missing" in r.stdout
     r = run("--manifest", manifest, "--out", tmp_path / "none", "--check", "--only", "corpus")
     assert r.returncode == 1 and "folder" in r.stdout and "is missing" in r.stdout
+    # an input only the corpus build reads, given without it: said, not silently dropped
+    abbrev = tmp_path / "abbrev.json"
+    abbrev.write_text(json.dumps([{"id": "OR", "abbrev": {"de": "OR", "fr": "CO"}}]), encoding="utf-8")
+    r = run("--manifest", manifest, "--out", tmp_path / "ds2", "--laws", laws, "--only", "corpus,bm25", "--abbreviations", abbrev)
+    assert r.returncode == 0 and "--abbreviations" not in r.stderr
+    assert json.loads((tmp_path / "ds2" / "corpus" / "code_aliases.json").read_text()) == {"CO": "OR"}
+    r = run("--manifest", manifest, "--out", tmp_path / "ds2", "--only", "bm25", "--abbreviations", abbrev)
+    assert r.returncode == 0 and "--abbreviations: read only when the corpus is built" in r.stderr
 
 
 def test_upload_calls_kaggle_cli(tmp_path, manifest, tiny_inputs):

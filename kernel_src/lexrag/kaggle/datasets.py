@@ -197,6 +197,10 @@ def rebuild(
     doc = load_manifest(manifest_path)
     owner = owner or doc.get("owner", "lexrag")
     names = list(only) if only else [a["name"] for a in doc["artifacts"]]
+    unread = [flag for flag, v in (("--law-keys", law_keys), ("--abbreviations", abbreviations)) if v] if "corpus" not in names else []
+    if unread:
+        log.warning("%s: read only when the corpus is built, and --only leaves it out; add corpus to --only "
+                    "(then rebuild the graph too) or leave %s out", ", ".join(unread), "them" if len(unread) > 1 else "it")
     out = Path(out_dir)
     for name in ARTIFACT_ORDER:
         if name not in names:
