@@ -207,3 +207,22 @@ def test_score_cache_serves_repeated_questions_read_only_and_bounded(tmp_path, m
     from lexrag.index.lexical import SCORE_CACHE_BYTES
 
     assert BM25Index.load(tmp_path / "bm25").cache_size == SCORE_CACHE_BYTES // (4 * 9)
+
+
+def test_a_run_scores_each_question_once_however_many_stages_ask(demo_artifacts, demo_queries, monkeypatch):
+    from lexrag.config import load_config
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import load_queries
+
+    cfg = load_config(overrides={"runtime.progress": False, "statutes.enabled": True, "articles.enabled": True,
+                                 "feedback.enabled": True})
+    art = Artifacts.load(demo_artifacts, cfg)
+    scored = []
+    real = art.bm25.retriever.get_scores_from_ids
+    monkeypatch.setattr(art.bm25.retriever, "get_scores_from_ids", lambda ids: scored.append(tuple(ids)) or real(ids))
+    queries = load_queries(demo_queries)
+    run_pipeline(queries, art, cfg)
+    # the BM25, statute and article stages (and the graph's preference) all read the question's
+    # scores; only feedback's expanded question is scored besides it
+    assert len(scored) == len(set(scored)) <= 2 * len(queries)
+    assert len(scored) > len(queries)  # feedback did run

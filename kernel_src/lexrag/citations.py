@@ -384,9 +384,8 @@ class CitationIndex:
                 if isinstance(c, LawCitation):
                     self.codes.add(c.code)
                 self.children.setdefault(c.parent().key(), []).append(s)
-        # other names of the corpus's codes ("Art. 267a CO" is "Art. 267a OR"): only those naming a
-        # code the corpus holds, and never one that is itself a corpus code
-        self.aliases: dict[str, str] = {a: c for a, c in (aliases or {}).items() if c in self.codes and a not in self.codes}
+        # other names of the corpus's codes ("Art. 267a CO" is "Art. 267a OR"), by the one rule
+        self.aliases: dict[str, str] = code_aliases((aliases or {}).items(), self.codes)
         # what extraction looks for after "Art. N": the corpus's codes and their aliases
         self.extract_codes: frozenset[str] | None = frozenset(self.codes | self.aliases.keys()) or None
 

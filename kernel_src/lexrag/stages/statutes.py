@@ -50,6 +50,7 @@ class StatuteDetector:
     abbreviations: frozenset[str]  # codes written with letters (OR, ZGB, StPO, BankG...)
     names: dict[str, str]  # statute name word (lower case) -> code, names that point to one code only
     aliases: dict[str, str] = field(default_factory=dict)  # other abbreviations of the codes ("LAI" -> IVG), read in citations only
+    phrases: dict[str, str] = field(default_factory=dict)  # English names of acts the corpus holds ("civil code" -> ZGB)
     _code_ids: np.ndarray | None = None
     _code_index: dict | None = None
     _numbered: np.ndarray | None = None  # per code id: keyed by an SR number
@@ -81,7 +82,11 @@ class StatuteDetector:
             ranked = sorted(by_code.items(), key=lambda t: (t[1], t[0]))
             if ranked[0][1] <= 6 and (len(ranked) == 1 or ranked[1][1] > ranked[0][1]):
                 names[w] = ranked[0][0]
-        return cls(codes, abbreviations, names, dict(corpus.index.aliases))
+        phrases = {n: c for n, c in ENGLISH_NAMES.items() if c in present}
+        return cls(codes, abbreviations, names, dict(corpus.index.aliases), phrases)
+
+    def __post_init__(self) -> None:
+        self._alias_codes = frozenset(self.aliases)  # what extraction looks for, built once
 
     def detect(self, text: str, max_codes: int = 3) -> list[str]:
         """Codes the text names, in the order it names them: by abbreviation or statute name
@@ -95,11 +100,10 @@ class StatuteDetector:
             code = w if w in self.abbreviations else self.names.get(w.lower())
             if code:
                 named.append((m.start(), code))
-        present = self._present()
-        named += [(m.start(), ENGLISH_NAMES[m.group()]) for m in _ENGLISH_NAME.finditer(text.lower())
-                  if ENGLISH_NAMES[m.group()] in present]
-        if self.aliases:
-            named += [(e.start, self.aliases[e.citation.code]) for e in cit.extract(text, self.aliases.keys())
+        if self.phrases:
+            named += [(m.start(), self.phrases[m.group()]) for m in _ENGLISH_NAME.finditer(text.lower()) if m.group() in self.phrases]
+        if self._alias_codes:
+            named += [(e.start, self.aliases[e.citation.code]) for e in cit.extract(text, self._alias_codes)
                       if e.citation.kind == "law" and e.citation.code in self.aliases]
         found: list[str] = []
         for _, code in sorted(named, key=lambda t: t[0]):
@@ -108,11 +112,6 @@ class StatuteDetector:
                 if len(found) >= max_codes:
                     break
         return found
-
-    def _present(self) -> set[str]:
-        """The codes the corpus holds."""
-        self._ids()
-        return self._code_index.keys()
 
     def _ids(self) -> np.ndarray:
         """Per document the integer id of its code (built once: this runs per query over every document)."""
