@@ -229,3 +229,38 @@ def test_with_every_llm_stage_a_short_budget_or_a_failing_query_still_writes_a_v
     assert list(summary["failed"]) == ["agent"] and list(summary["failed"]["agent"]) == ["demo_07"]
     assert summary["dropped"] == {} and summary["empty_rows"] == 0
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
+
+
+def test_the_cli_finds_the_attached_datasets_without_artifacts(kaggle_tree, tmp_path, demo_queries, demo_artifacts, capsys):
+    # a researcher on Kaggle: `python -m lexrag run|tune|calibrate` in a notebook cell, the
+    # artifacts attached as datasets (nested layout), no folder to assemble; the same answers as
+    # with --artifacts, and the calibration goes to the working folder, where the next run finds it
+    from lexrag.cli import main
+
+    cfg = str(ROOT / "demo" / "config.yaml")
+    rows = demo_queries.read_text(encoding="utf-8").splitlines()
+    dev = tmp_path / "dev.csv"
+    dev.write_text("\n".join([rows[0] + ",course"] + [f"{r},c{i % 3}" for i, r in enumerate(rows[1:])]) + "\n", encoding="utf-8")
+    assert main(["run", "--queries", str(demo_queries), "--out", str(tmp_path / "a.csv"), "--config", cfg]) == 0
+    assert main(["run", "--queries", str(demo_queries), "--out", str(tmp_path / "b.csv"), "--config", cfg,
+                 "--artifacts", str(demo_artifacts)]) == 0
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    capsys.readouterr()
+    best = []
+    for extra in ([], ["--artifacts", str(demo_artifacts)]):
+        assert main(["tune", "--queries", str(dev), "--config", cfg, "--grid", "count.k=1,5", *extra]) == 0
+        best.append(capsys.readouterr().out.splitlines()[-1])
+    assert best[0] == best[1] and "grouped by course, 3 folds" in best[0]
+    working = tmp_path / "working"
+    assert main(["calibrate", "--queries", str(dev), "--config", cfg]) == 0
+    assert (working / "calibration" / "params.json").is_file()
+    assert not any(p.name == "calibration" for p in (tmp_path / "input").rglob("*"))  # inputs are read-only on Kaggle
+    from lexrag.config import load_config
+    from lexrag.kaggle.paths import resolve_paths
+    from lexrag.pipeline import Artifacts
+
+    adaptive = load_config(cfg, {"count.method": "adaptive"})
+    art = Artifacts.load(None, adaptive, paths=resolve_paths(adaptive.paths))
+    assert art.calibration is not None and "calibration" not in art.missing
+    assert main(["run", "--queries", str(demo_queries), "--out", str(tmp_path / "c.csv"), "--config", cfg,
+                 "--set", "count.method=adaptive"]) == 0

@@ -39,6 +39,28 @@ def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protec
     return p
 
 
+def _artifacts(args: argparse.Namespace, cfg):
+    """The run's artifacts: the ``--artifacts`` folder, or without it the resolver's, as the
+    notebooks find them (on Kaggle every attached dataset in either input layout, and model names
+    such as ``bge-m3`` looked up among the inputs; locally ``paths.artifacts_dir`` or ./artifacts)."""
+    from lexrag.pipeline import Artifacts
+
+    if args.artifacts:
+        return Artifacts.load(args.artifacts, cfg)
+    from lexrag.kaggle.paths import resolve_paths
+
+    return Artifacts.load(None, cfg, paths=resolve_paths(cfg.paths))
+
+
+def _artifacts_dir(args: argparse.Namespace, cfg) -> Path:
+    """The folder ``--artifacts`` names, or the resolver's artifacts folder (outputs must stay out of it)."""
+    if args.artifacts:
+        return Path(args.artifacts)
+    from lexrag.kaggle.paths import resolve_paths
+
+    return resolve_paths(cfg.paths).artifacts_dir
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from lexrag.index.build import build_artifacts
 
@@ -51,12 +73,13 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from lexrag.eval.submission import write_submission
-    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.pipeline import run_pipeline
     from lexrag.queries import load_queries
 
     cfg = _config(args)
-    _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config}, protected={"--artifacts": args.artifacts})
-    art = Artifacts.load(args.artifacts, cfg)
+    _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config},
+               protected={"--artifacts": _artifacts_dir(args, cfg)})
+    art = _artifacts(args, cfg)
     queries = load_queries(args.queries, cfg.query.max_chars)
     result = run_pipeline(queries, art, cfg)
     write_submission(args.out, result.predictions, result.query_ids)
@@ -74,12 +97,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from lexrag.errors import LexragError
     from lexrag.eval.calibrate import calibrate
-    from lexrag.pipeline import Artifacts
 
     from lexrag.errors import ConfigError
 
     cfg = _config(args)
-    out = Path(args.out) if args.out else Path(args.artifacts) / "calibration"
+    if args.out:
+        out = Path(args.out)
+    elif args.artifacts:
+        out = Path(args.artifacts) / "calibration"
+    else:  # beside the resolver's artifacts; on Kaggle the working folder (the inputs are read-only)
+        from lexrag.kaggle.paths import resolve_paths
+
+        out = resolve_paths(cfg.paths).output_dir / "calibration"
     from lexrag.artifacts import read_params
 
     other = None
@@ -88,11 +117,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             read_params(out, "calibration", verify=False)
         except LexragError as e:
             other = e
-    if out.resolve() == Path(args.artifacts).resolve() or other is not None:
+    if out.resolve() == _artifacts_dir(args, cfg).resolve() or other is not None:
         raise ConfigError(f"--out {out} holds another artifact; the calibration needs its own folder")
     load_cfg = copy.deepcopy(cfg)
     load_cfg.count.method, load_cfg.count.calibration = "fixed", ""  # an old or broken calibration never blocks a new one
-    art = Artifacts.load(args.artifacts, load_cfg)
+    art = _artifacts(args, load_cfg)
     doc = calibrate(cfg, art, args.queries, out)
     cv = doc.get("grouped_cv")
     if cv and cv.get("macro_f1") is not None:
@@ -108,13 +137,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from lexrag.eval.tune import parse_grid, tune
-    from lexrag.pipeline import Artifacts
 
     cfg = _config(args)
     grid = parse_grid(args.grid)
     if args.out:
-        _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config}, protected={"--artifacts": args.artifacts})
-    art = Artifacts.load(args.artifacts, cfg)
+        _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config},
+                   protected={"--artifacts": _artifacts_dir(args, cfg)})
+    art = _artifacts(args, cfg)
     res = tune(cfg, art, args.queries, grid, args.out)
     print("  held out  in-sample  point")
     for row in sorted(res["per_point"], key=lambda r: -r["macro_f1_held_out"])[:10]:
@@ -220,21 +249,21 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_build)
 
     r = sub.add_parser("run", help="answer a queries CSV and write submission.csv")
-    r.add_argument("--artifacts", required=True)
+    r.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find them (on Kaggle the attached datasets, else paths.artifacts_dir or ./artifacts)")
     r.add_argument("--queries", required=True)
     r.add_argument("--out", required=True)
     cfg_args(r)
     r.set_defaults(func=cmd_run)
 
     k = sub.add_parser("calibrate", help="fit the adaptive count's score thresholds on a validation file (writes an artifact)")
-    k.add_argument("--artifacts", required=True)
+    k.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find them (on Kaggle the attached datasets, else paths.artifacts_dir or ./artifacts)")
     k.add_argument("--queries", required=True, help="a CSV with gold_citations (and a course column for grouped CV)")
     k.add_argument("--out", help="calibration folder to write (default: <artifacts>/calibration, which run reads)")
     cfg_args(k)
     k.set_defaults(func=cmd_calibrate)
 
     t = sub.add_parser("tune", help="grid over config fields, scored by cross-validation grouped by course")
-    t.add_argument("--artifacts", required=True)
+    t.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find them (on Kaggle the attached datasets, else paths.artifacts_dir or ./artifacts)")
     t.add_argument("--queries", required=True, help="a CSV with gold_citations (and a course column for grouped CV)")
     t.add_argument("--grid", action="append", required=True, metavar="SECTION.FIELD=V1,V2,...",
                    help="values to try for one field (repeatable), e.g. fusion.weights.bm25_de=1,2,4 or count.k=3,5,10")

@@ -110,7 +110,8 @@ class Artifacts:
             part("semantic", lambda: art._load_dense(cfg, locate, model_path, cid))
         if cfg.rerank.enabled:
             part("reranker", lambda: art._load_reranker(cfg, model_path))
-        art._load_calibration(cfg, locate, cid, part)
+        # through the resolver: the calibration this session wrote (`lexrag calibrate` without --artifacts), else an attached one
+        art._load_calibration(cfg, (lambda name: paths.built(name)) if paths is not None else locate, cid, part)
         if cfg.llm.enabled:
             lc = cfg.llm
             if paths is not None and not lc.replay_dirs:
@@ -128,11 +129,11 @@ class Artifacts:
         return art
 
     def _load_calibration(self, cfg: Config, locate, cid: str, part) -> None:
-        from lexrag.stages.count import Calibration
-
         """The calibration named by ``count.calibration`` (an error when absent), or the
         ``calibration`` artifact when there is one (small: loaded whatever the count method, so a
         run or an ablation can switch to the adaptive count)."""
+        from lexrag.stages.count import Calibration
+
         adaptive = cfg.count.method == "adaptive"
         if cfg.count.calibration:  # named explicitly: it must be there
             part("calibration", lambda: setattr(self, "calibration", Calibration.load(cfg.count.calibration, cid)))
