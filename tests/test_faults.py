@@ -527,3 +527,118 @@ def test_a_fresh_build_is_not_hashed_again_on_its_first_load(tmp_path, monkeypat
     monkeypatch.setattr(A, "sha256_file", lambda p, *a: calls.append(p) or real(p, *a))
     Artifacts.load(tmp_path / "a", cfg)
     assert calls == []  # the hashes taken while building survive the rename that published it
+
+
+# ---------------------------------------------------------------- 8. wrong files, encodings and outputs (bad-input sweep)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("count:\n  k: 3\ncount:\n  k: 5\n", "not valid YAML: line 3, column 1: key 'count' appears twice (lines 1 and 3)"),
+    (b"# Schl\xfcssel\ncount:\n  k: 3\n", "not UTF-8 text (byte 6); save it as UTF-8"),
+    ("count:\n  k: [3\n", "not valid YAML: line 3, column 1: expected ','"),
+])
+def test_a_bad_config_file_is_one_line_naming_it(tmp_path, capsys, text, expected):
+    cfg = write(tmp_path / "c.yaml", text)
+    rc, _, err = cli(capsys, "config", "--config", cfg)
+    assert rc == 2 and f"{cfg}: {expected}" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_folder_for_a_file_and_a_section_overridden_then_its_field_are_named(tmp_path, capsys):
+    rc, _, err = cli(capsys, "config", "--config", tmp_path)
+    assert rc == 2 and "is a folder; give a YAML file" in err
+    rc, _, err = cli(capsys, "config", "--set", "count=5", "--set", "count.k=3")
+    assert rc == 2 and "an earlier override set count to 5" in err
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("utf16", "UTF-16 text (a byte-order mark or NUL bytes between the letters); save it as UTF-8"),
+    ("folder", "is a folder; give the CSV file itself"),
+    ("header twice", "line 1: column(s) query appear more than once"),
+    ("header only", "no rows below the header; nothing to answer"),
+    ("control character", "line 3: query_id 'q2\\x00' holds a control character"),
+])
+def test_a_queries_file_that_cannot_be_read_as_meant_is_named_and_nothing_is_written(tmp_path, arts, capsys, case, expected):
+    q = tmp_path / "q.csv"
+    if case == "utf16":
+        write(q, QUERIES.encode("utf-16"))
+    elif case == "folder":
+        q.mkdir()
+    elif case == "header twice":  # the second "query" column would silently be read as the question
+        write(q, QUERIES.replace("query_id,query,gold_citations", "query_id,query,query"))
+    elif case == "header only":
+        write(q, QUERIES.splitlines()[0] + "\n")
+    else:
+        write(q, QUERIES.replace("q2,", "q2\x00,"))
+    out = tmp_path / "sub.csv"
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", out)
+    assert rc == 2 and expected in err and not out.exists(), err
+
+
+def test_outputs_where_a_file_stands_in_the_way_are_refused_before_any_work(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", QUERIES)
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", q / "sub.csv")
+    assert rc == 2 and f"{q} is a file, so nothing can be written below it" in err
+    rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", q)
+    assert rc == 2 and "is a file; give a folder" in err and q.read_text(encoding="utf-8") == QUERIES
+    rc, _, err = cli(capsys, "calibrate", "--queries", q, "--artifacts", arts, "--out", q)
+    assert rc == 2 and "is a file; give a folder" in err
+
+
+def _laws_head(tmp_path, n: int = 60) -> Path:
+    lines = (DEMO / "laws_demo.csv").read_text(encoding="utf-8").splitlines()[: n + 1]
+    return write(tmp_path / "laws.csv", "\n".join(lines) + "\n")
+
+
+def test_a_law_file_that_gives_no_document_is_an_error_naming_it_and_publishes_nothing(tmp_path, capsys):
+    laws = write(tmp_path / "laws.csv", "text,citation,title\n" + "\n".join(
+        ",".join(r.split(",")[:1][::-1] + ["x", "y"]) for r in _laws_head(tmp_path).read_text(encoding="utf-8").splitlines()[1:20]) + "\n")
+    out = tmp_path / "art"
+    rc, _, err = cli(capsys, "build", "--laws", laws, "--out", out)
+    assert rc == 2 and f"{laws}: no usable law row: 19 rows read, 19 malformed" in err and "line 2: not a law citation" in err
+    assert not out.exists()  # no empty folder that looks like output
+    laws_utf16 = write(tmp_path / "l16.csv", _laws_head(tmp_path).read_bytes().decode("utf-8").encode("utf-16"))
+    rc, _, err = cli(capsys, "build", "--laws", laws_utf16, "--out", out)
+    assert rc == 2 and "UTF-16 text" in err and "nothing was built or changed" in err
+
+
+def test_a_csv_given_as_the_law_keys_is_refused_not_read_as_keys(tmp_path, capsys):
+    laws = _laws_head(tmp_path)
+    keys = write(tmp_path / "keys.csv", "\n".join(laws.read_text(encoding="utf-8").splitlines()[1:30]) + "\n")
+    rc, _, err = cli(capsys, "build", "--laws", laws, "--law-keys", keys, "--out", tmp_path / "art")
+    assert rc == 2 and f"{keys}: none of its 29 rows is a law citation key" in err and "a comma or quote: a CSV row?" in err
+
+
+def test_law_keys_in_cp1252_are_read_and_counted(tmp_path, capsys):
+    laws = _laws_head(tmp_path)
+    keys = write(tmp_path / "keys.txt", "Art. 1 Abs. 1 OR\nArt. 9 Abs. 1 R\xe4tV\n".encode("cp1252"))
+    rc, _, err = cli(capsys, "build", "--laws", laws, "--law-keys", keys, "--out", tmp_path / "art")
+    assert rc == 0, err
+    report = json.loads((tmp_path / "art" / "corpus" / "build_report.json").read_text(encoding="utf-8"))
+    keys_report = report["files"][1]
+    assert keys_report["encoding_repaired"] == 1 and keys_report["written"] == 1
+    from lexrag.index.corpus import Corpus
+
+    assert "Art. 9 Abs. 1 RätV" in Corpus(tmp_path / "art" / "corpus").citations
+
+
+def test_dropped_law_rows_are_a_warning_naming_their_lines_even_when_quiet(tmp_path, capsys, caplog):
+    lines = _laws_head(tmp_path).read_text(encoding="utf-8").splitlines()
+    lines[10] += ",extra"
+    laws = write(tmp_path / "laws.csv", "\n".join(lines) + "\n")
+    with caplog.at_level("WARNING", logger="lexrag"):
+        rc, out, _ = cli(capsys, "-q", "build", "--laws", laws, "--out", tmp_path / "art")
+    assert rc == 0 and "artifacts written" in out
+    text = caplog.text
+    assert "1 malformed dropped" in text and "every one is listed in build_report.json" in text
+    assert "line 11: malformed: expected 3 fields, got 4" in text
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("{bad", "not a readable metrics.json"),
+    ('{"x": 1}', 'no "metrics" object'),
+    ("[1, 2]", 'expected a JSON object with a "metrics" object'),
+])
+def test_show_metrics_names_a_file_that_is_not_a_metrics_json(tmp_path, capsys, text, expected):
+    m = write(tmp_path / "m.json", text)
+    rc, _, err = cli(capsys, "show-metrics", m)
+    assert rc == 2 and expected in err and len(err.strip().splitlines()) == 1, err

@@ -121,6 +121,7 @@ def staged_set(out: str | Path) -> Iterator[Path]:
     when it fails, ``out`` is untouched.  So the artifacts of one build are published together, and a
     corpus is never replaced while the indexes over the old corpus stay."""
     out = Path(out)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     _sweep(out / ".artifacts")
     tmp = Path(tempfile.mkdtemp(prefix=f"..artifacts.building-{os.getpid()}-", dir=out))
@@ -130,6 +131,8 @@ def staged_set(out: str | Path) -> Iterator[Path]:
         _replace_many([(b, out / b.name) for b in built])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if created and not any(out.iterdir()):  # a failed first build leaves no empty folder that looks like output
+            out.rmdir()
 
 
 def publishes(arg: str) -> Callable:

@@ -23,6 +23,27 @@ def _config(args: argparse.Namespace):
     return cfg
 
 
+def _check_parents(p: Path, out: str, what: str) -> None:
+    """Refuse, before any work, an output whose folder cannot be made: a file where a folder must be."""
+    from lexrag.errors import ConfigError
+
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"{what} {out}: {parent} is a file, so nothing can be written below it")
+            return
+
+
+def _check_out_dir(out: str, what: str = "--out") -> None:
+    """An output folder: not an existing file, and creatable."""
+    from lexrag.errors import ConfigError
+
+    p = Path(out).resolve()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{what} {out} is a file; give a folder (it is created when missing)")
+    _check_parents(p, out, what)
+
+
 def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protected: dict | None = None) -> Path:
     """Refuse an output path that would overwrite an input or write into an artifacts folder."""
     from lexrag.errors import ConfigError
@@ -30,6 +51,7 @@ def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protec
     p = Path(out).resolve()
     if p.is_dir():
         raise ConfigError(f"{what} {out} is a folder; give a file name such as {Path(out) / 'submission.csv'}")
+    _check_parents(p, out, what)
     for name, path in (inputs or {}).items():
         if path and Path(path).resolve() == p:
             raise ConfigError(f"{what} {out} is the {name} file: writing it would overwrite the input; choose another path")
@@ -65,6 +87,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from lexrag.index.build import build_artifacts
 
     cfg = _config(args)
+    _check_out_dir(args.out)
     build_artifacts(cfg, args.laws, args.out, courts=args.courts, law_keys=args.law_keys, train=args.train,
                     abbreviations=args.abbreviations)
     print(f"artifacts written to {args.out}")
@@ -109,6 +132,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         from lexrag.kaggle.paths import resolve_paths
 
         out = resolve_paths(cfg.paths).output_dir / "calibration"
+    _check_out_dir(str(out))
     from lexrag.artifacts import read_params
 
     other = None
@@ -221,10 +245,18 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_show_metrics(args: argparse.Namespace) -> int:
+    from lexrag.errors import ConfigError
+    from lexrag.eval.expect import read_metrics_file
     from lexrag.eval.validation import format_metrics
 
-    doc = json.loads(Path(args.metrics).read_text(encoding="utf-8"))
-    print(format_metrics(doc["metrics"], title=f"{args.metrics} ({doc.get('queries', '')})"))
+    doc = read_metrics_file(args.metrics)
+    if not isinstance(doc.get("metrics"), dict):
+        raise ConfigError(f"{args.metrics}: not a metrics.json: no \"metrics\" object (the validation notebook writes one)")
+    try:
+        text = format_metrics(doc["metrics"], title=f"{args.metrics} ({doc.get('queries', '')})")
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConfigError(f"{args.metrics}: the \"metrics\" object lacks or mangles a metric ({type(e).__name__}: {e})") from None
+    print(text)
     return 0
 
 

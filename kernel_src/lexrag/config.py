@@ -496,10 +496,13 @@ def parse_overrides(items: list[str] | None) -> dict:
         path, raw = item.split("=", 1)
         node = out
         parts = path.strip().split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
         if not all(parts):
             raise ConfigError(f"override {item!r}: {path!r} is not a section.field path")
+        for i, p in enumerate(parts[:-1]):
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: an earlier override set {'.'.join(parts[:i + 1])} to {node!r}, "
+                                  "so it has no fields to set")
         try:
             node[parts[-1]] = yaml.safe_load(raw)
         except yaml.YAMLError as e:
@@ -510,6 +513,25 @@ def parse_overrides(items: list[str] | None) -> dict:
 
 
 PRESETS = Path(__file__).resolve().parent / "presets"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (YAML would keep the last
+    silently: a second ``count:`` section would undo the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _UniqueKeyLoader.construct_mapping)
 
 
 def presets() -> list[str]:
@@ -525,12 +547,18 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         p = Path(path)
         if not p.is_file() and str(path) in presets():
             p = PRESETS / f"{path}.yaml"
+        if p.is_dir():
+            raise ConfigError(f"config {p} is a folder; give a YAML file (or a preset: {', '.join(presets())})")
         if not p.is_file():
             raise ConfigError(f"config file not found: {p} (presets: {', '.join(presets())})")
         try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+            data = yaml.load(p.read_text(encoding="utf-8-sig"), Loader=_UniqueKeyLoader) or {}
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{p}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
         except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from e
+            mark = getattr(e, "problem_mark", None)
+            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+            raise ConfigError(f"{p}: not valid YAML: {where}{getattr(e, 'problem', None) or str(e).splitlines()[0]}") from None
         if not isinstance(data, Mapping):
             raise ConfigError(f"{p}: top level must be a mapping of sections")
         try:

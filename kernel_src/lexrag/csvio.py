@@ -12,7 +12,7 @@ from typing import Iterator
 
 from lexrag.errors import CsvInputError
 
-__all__ = ["CsvInputError", "FileReport", "read_csv_rows"]
+__all__ = ["CsvInputError", "FileReport", "read_csv_rows", "check_input_file", "repair_text"]
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
@@ -50,6 +50,27 @@ _SURROGATE = re.compile("[\udc80-\udcff]")
 
 def _has_surrogates(s: str) -> bool:
     return _SURROGATE.search(s) is not None
+
+
+def check_input_file(path: Path, what: str = "file") -> None:
+    """Refuse, naming ``path``, what no reader here can read: a missing file, a folder, and text in
+    UTF-16 or UTF-32 (a byte-order mark, or NUL bytes making up a quarter of the first 4 KB), which would otherwise
+    surface as a header of stray characters or a decode error."""
+    if path.is_dir():
+        raise CsvInputError(f"{path}: is a folder; give the {what} itself")
+    if not path.is_file():
+        raise CsvInputError(f"{path}: file not found")
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(b"\x00") > len(head) // 4:  # ASCII in UTF-16: every other byte
+        kind = "UTF-32" if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")) else "UTF-16"
+        raise CsvInputError(f"{path}: {kind} text (a byte-order mark or NUL bytes between the letters); save it as UTF-8")
+
+
+def repair_text(s: str) -> tuple[str, bool]:
+    """``s`` read with ``errors="surrogateescape"``: the bytes that were not UTF-8 decoded as
+    cp1252 (or latin-1), and whether there were any."""
+    return (_redecode(s), True) if _has_surrogates(s) else (s, False)
 
 
 def _redecode(s: str) -> str:
@@ -107,8 +128,7 @@ def read_csv_rows(
     counted.  ``report.lines`` counts the file's physical lines.
     """
     path = Path(path)
-    if not path.is_file():
-        raise CsvInputError(f"{path}: file not found")
+    check_input_file(path, "CSV file")
     with open(path, "rb") as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
         reader = csv.reader(text, strict=True)
@@ -122,6 +142,9 @@ def read_csv_rows(
         missing = [c for c in required if c not in header]
         if missing:
             raise CsvInputError(f"{path}: missing column(s) {', '.join(missing)}; header is {header}")
+        twice = sorted({h for h in header if h and header.count(h) > 1})
+        if twice:  # which of the two is meant? reading either would mix up the columns silently
+            raise CsvInputError(f"{path}: line 1: column(s) {', '.join(twice)} appear more than once in the header {header}")
         pos = {h: i for i, h in enumerate(header)}
         shapes: set[str] = set()
 

@@ -89,6 +89,9 @@ def _rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[s
         qid = row["query_id"].strip()
         if not qid:
             raise QueryFileError(f"{path}: line {line}: empty query_id")
+        if any(ord(c) < 32 or ord(c) == 127 for c in qid):
+            raise QueryFileError(f"{path}: line {line}: query_id {qid!r} holds a control character; it would be copied "
+                                 "into the submission")
         if qid in seen:
             raise QueryFileError(f"{path}: line {line}: query_id {qid!r} repeats line {seen[qid]}")
         seen[qid] = line
@@ -99,7 +102,10 @@ def load_queries(path: str | Path, max_chars: int = 20_000) -> list[Query]:
     """Queries in file order.  An empty query is kept (it gets an empty prediction) with a
     warning; a query longer than ``max_chars`` is truncated with a warning naming it."""
     out = []
-    for line, row in _rows(path, ("query_id", "query")):
+    rows = _rows(path, ("query_id", "query"))
+    if not rows:
+        raise QueryFileError(f"{path}: no rows below the header; nothing to answer")
+    for line, row in rows:
         qid, text = row["query_id"].strip(), normalize_text(row["query"]).strip()
         if not text:
             warnings.warn(f"{path}: line {line}: query {qid!r} is empty; it will get an empty prediction")

@@ -19,17 +19,26 @@ import yaml
 
 from lexrag.errors import ConfigError
 
-__all__ = ["check_expected", "format_checks"]
+__all__ = ["check_expected", "format_checks", "read_metrics_file"]
+
+
+def read_metrics_file(path: str | Path) -> dict:
+    """A ``metrics.json`` as the validation harness writes it (``{"metrics": {...}, ...}``); a file
+    that is missing, not JSON or not of that shape is a :class:`ConfigError` naming it."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: not a readable metrics.json ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("metrics", doc), dict):
+        raise ConfigError(f"{path}: not a metrics.json: expected a JSON object with a \"metrics\" object")
+    return doc
 
 
 def check_expected(metrics: dict | str | Path, expected: dict | str | Path) -> list[dict]:
     """One row per expected metric: name, expected, tolerance, got, status (OK, OKish, FAIL)."""
     if not isinstance(metrics, dict):
-        path = Path(metrics)
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise ConfigError(f"{path}: not a readable metrics.json ({e})") from None
+        doc = read_metrics_file(metrics)
         metrics = doc.get("metrics", doc)
     if not isinstance(expected, dict):
         path = Path(expected)

@@ -15,6 +15,7 @@ from pathlib import Path
 from lexrag.artifacts import ArtifactError, read_params, staged_set
 from lexrag.config import Config
 from lexrag.errors import CsvInputError
+from lexrag.csvio import check_input_file
 from lexrag.index.corpus import Corpus, build_corpus
 from lexrag.index.graph import build_graph
 from lexrag.index.lexical import build_bm25
@@ -68,8 +69,10 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
         if path is None:
             continue
         p = Path(path)
-        if not p.is_file():
-            raise CsvInputError(f"{what} {p}: file not found (nothing was built or changed in {out})")
+        try:  # missing, a folder, or UTF-16/UTF-32 text
+            check_input_file(p)
+        except CsvInputError as e:
+            raise CsvInputError(f"{what} {e} (nothing was built or changed in {out})") from None
         for folder in replaced:
             if folder.resolve() in p.resolve().parents:
                 raise CsvInputError(f"{what} {p} lies inside {folder}, which the build replaces; move it out first")

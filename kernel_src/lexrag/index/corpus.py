@@ -30,7 +30,7 @@ from lexrag import citations as cit
 from lexrag.artifacts import ArtifactError, check_params, publishes, reading, rebuild_hint, sha256_file, write_params
 from lexrag.config import CorpusConfig
 from lexrag.csvio import CsvInputError as CorpusError
-from lexrag.csvio import FileReport, read_csv_rows
+from lexrag.csvio import FileReport, check_input_file, read_csv_rows, repair_text
 
 __all__ = ["build_corpus", "Corpus", "CorpusError", "guess_lang", "read_abbreviations"]
 
@@ -114,15 +114,23 @@ class _Writer:
 
 
 def _key_rows(path: Path, report: FileReport) -> Iterator[tuple[int, dict[str, str]]]:
-    """A list of law keys, one per line, as rows with empty text."""
-    if not path.is_file():
-        raise CorpusError(f"{path}: file not found")
-    with open(path, encoding="utf-8-sig") as f:
+    """A list of law keys, one per line, as rows with empty text (a line that is not UTF-8 is
+    decoded as cp1252 or latin-1, counted and quoted, as in the CSV files)."""
+    check_input_file(path, "file of law keys")
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline=None) as f:
         line = 0
         for line, key in enumerate(f, start=1):
             if key.strip():
                 report.rows_read += 1
-                yield line, {"citation": key.strip("\r\n"), "text": ""}
+                key, repaired = repair_text(key.strip("\r\n"))
+                if "," in key or '"' in key:  # no law key holds either: a CSV row, not a key
+                    report.malformed += 1
+                    report.note("malformed", line, f"not a single key (a comma or quote: a CSV row?): {key[:80]!r}")
+                    continue
+                if repaired:
+                    report.encoding_repaired += 1
+                    report.note("encoding", line, "not valid UTF-8; decoded as cp1252/latin-1")
+                yield line, {"citation": key, "text": ""}
         report.lines = line
 
 
@@ -237,6 +245,8 @@ def build_corpus(
             reports.append(_ingest(Path(courts), "court", w, seen, cfg, progress, laws_seen))
     finally:
         w.close()
+    _refuse_unusable(reports, [("laws", Path(laws))] + ([("keys", Path(law_keys))] if law_keys else [])
+                     + ([("courts", Path(courts))] if courts else []))
     report = {"files": [r.__dict__ for r in reports], "n_docs": w.n}
     if pairs is not None:
         codes = {p.code for c in laws_seen if (p := cit.try_parse(c)) is not None and p.kind == "law"}
@@ -256,11 +266,32 @@ def build_corpus(
     # corpus keeps its identity (corpus_id) and the indexes built over it stay valid
     extra = {"aliases": {Path(abbreviations).name: sha256_file(abbreviations), "count": report["code_aliases"]}} if abbreviations else {}
     write_params(out, ARTIFACT, "lexrag.index.corpus.build_corpus", {"schema": SCHEMA.names}, n_docs=w.n, sources=sources, **extra)
-    for r in reports:
-        log.info("%s", r.summary())
+    for r in reports:  # a file with dropped or repaired rows is a warning (with -q too), with its first lines
+        lossy = r.malformed or r.lines_lost or r.encoding_repaired
+        (log.warning if lossy else log.info)("%s%s", r.summary(), f"; every one is listed in {REPORT_FILE}" if lossy else "")
         for ex in r.examples[:5]:
-            log.info("  line %s: %s: %s", ex["line"], ex["kind"], ex["reason"])
+            (log.warning if lossy else log.info)("  line %s: %s: %s", ex["line"], ex["kind"], ex["reason"])
     return report
+
+
+def _examples(r: FileReport, n: int = 3) -> str:
+    return "; ".join(f"line {ex['line']}: {ex['reason']}" for ex in r.examples[:n])
+
+
+def _refuse_unusable(reports: list[FileReport], inputs: list[tuple[str, Path]]) -> None:
+    """A laws file that gives no document, or a keys or court file none of whose rows is a
+    citation, is the wrong file (or a broken one): an error naming it and its first rejected rows,
+    before anything is published.  ``inputs``: (kind, path) per report: laws | keys | courts."""
+    expected = {"keys": "a law citation key such as 'Art. 1 Abs. 1 OR' (one per line)",
+                "courts": "a court citation such as 'BGE 145 II 32 E. 3.1' or '5A_800/2019 E. 2.'"}
+    for r, (kind, path) in zip(reports, inputs):
+        if kind == "laws" and r.written == 0:
+            why = f" ({_examples(r)})" if r.examples else ""
+            raise CorpusError(f"{path}: no usable law row: {r.rows_read} rows read, {r.malformed} malformed, "
+                              f"{r.duplicates} duplicates{why}; expected columns citation,text,title with law "
+                              "citations such as 'Art. 1 Abs. 1 OR'")
+        if kind != "laws" and r.rows_read and r.malformed == r.rows_read:
+            raise CorpusError(f"{path}: none of its {r.rows_read} rows is {expected[kind]} ({_examples(r)})")
 
 
 class Corpus:
