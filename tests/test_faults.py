@@ -551,7 +551,7 @@ def test_a_folder_for_a_file_and_a_section_overridden_then_its_field_are_named(t
 
 
 @pytest.mark.parametrize("case,expected", [
-    ("utf16", "UTF-16 text (a byte-order mark or NUL bytes between the letters); save it as UTF-8"),
+    ("utf16", "UTF-16/UTF-32 or binary, not UTF-8 text (a byte-order mark or NUL bytes between the letters); save it as UTF-8"),
     ("folder", "is a folder; give the CSV file itself"),
     ("header twice", "line 1: column(s) query appear more than once"),
     ("header only", "no rows below the header; nothing to answer"),
@@ -594,11 +594,17 @@ def test_a_law_file_that_gives_no_document_is_an_error_naming_it_and_publishes_n
         ",".join(r.split(",")[:1][::-1] + ["x", "y"]) for r in _laws_head(tmp_path).read_text(encoding="utf-8").splitlines()[1:20]) + "\n")
     out = tmp_path / "art"
     rc, _, err = cli(capsys, "build", "--laws", laws, "--out", out)
-    assert rc == 2 and f"{laws}: no usable law row: 19 rows read, 19 malformed" in err and "line 2: not a law citation" in err
+    assert rc == 2 and f"no document in {laws}: laws.csv: 19 rows read, 19 malformed" in err and "line 2: not a law citation" in err
     assert not out.exists()  # no empty folder that looks like output
+    courts = write(tmp_path / "courts.csv", "citation,text\nBGE 145 II 32 E. 3.1,Die Beschwerde ist innert 30 Tagen einzureichen.\n")
+    rc, _, err = cli(capsys, "build", "--laws", laws, "--courts", courts, "--out", out)
+    assert rc == 2 and f"{laws}: no usable law row: all 19 rows rejected" in err  # a wrong laws file, even beside courts
+    header_only = write(tmp_path / "header.csv", "citation,text,title\n")
+    rc, _, err = cli(capsys, "build", "--laws", header_only, "--courts", courts, "--out", out)
+    assert rc == 0, err  # a court-only corpus: a laws file with its header alone (scripts/bench_bm25.py builds one)
     laws_utf16 = write(tmp_path / "l16.csv", _laws_head(tmp_path).read_bytes().decode("utf-8").encode("utf-16"))
     rc, _, err = cli(capsys, "build", "--laws", laws_utf16, "--out", out)
-    assert rc == 2 and "UTF-16 text" in err and "nothing was built or changed" in err
+    assert rc == 2 and "UTF-16/UTF-32 or binary" in err and "nothing was built or changed" in err
 
 
 def test_a_csv_given_as_the_law_keys_is_refused_not_read_as_keys(tmp_path, capsys):
@@ -642,3 +648,9 @@ def test_show_metrics_names_a_file_that_is_not_a_metrics_json(tmp_path, capsys, 
     m = write(tmp_path / "m.json", text)
     rc, _, err = cli(capsys, "show-metrics", m)
     assert rc == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_evaluate_warns_of_prediction_rows_it_does_not_score(tmp_path, capsys):
+    gold = write(tmp_path / "g.csv", QUERIES)
+    rc, out, err = cli(capsys, "evaluate", "--gold", gold, "--pred", _sub(tmp_path, "q1,Art. 41 Abs. 1 OR\nq2,\nq3,\nq4,\nq9,Art. 8 ZGB\n"))
+    assert rc == 0 and "1 rows of" in err and "name no query with gold" in err and "'q9'" in err and "macro_f1" in out

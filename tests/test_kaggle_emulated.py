@@ -231,7 +231,8 @@ def test_with_every_llm_stage_a_short_budget_or_a_failing_query_still_writes_a_v
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
 
 
-def test_the_cli_finds_the_attached_datasets_without_artifacts(kaggle_tree, tmp_path, demo_queries, demo_artifacts, capsys):
+def test_the_cli_finds_the_attached_datasets_without_artifacts(kaggle_tree, tmp_path, demo_queries, demo_artifacts, capsys,
+                                                                 monkeypatch):
     # a researcher on Kaggle: `python -m lexrag run|tune|calibrate` in a notebook cell, the
     # artifacts attached as datasets (nested layout), no folder to assemble; the same answers as
     # with --artifacts, and the calibration goes to the working folder, where the next run finds it
@@ -262,5 +263,18 @@ def test_the_cli_finds_the_attached_datasets_without_artifacts(kaggle_tree, tmp_
     adaptive = load_config(cfg, {"count.method": "adaptive"})
     art = Artifacts.load(None, adaptive, paths=resolve_paths(adaptive.paths))
     assert art.calibration is not None and "calibration" not in art.missing
+    # an attached calibration (another dataset) too: this session's own is the one read
+    attached = tmp_path / "input" / "datasets" / "lexrag" / "lexrag-calibration"
+    shutil.copytree(working / "calibration", attached)
+    paths = resolve_paths(adaptive.paths)
+    assert paths.artifact("calibration") == attached and paths.built("calibration") == working / "calibration"
+    seen = []
+    import lexrag.stages.count as count_mod
+
+    real_load = count_mod.Calibration.load
+    monkeypatch.setattr(count_mod.Calibration, "load",
+                        classmethod(lambda cls, folder, cid=None: seen.append(Path(folder)) or real_load(folder, cid)))
+    Artifacts.load(None, adaptive, paths=paths)
+    assert seen == [working / "calibration"]
     assert main(["run", "--queries", str(demo_queries), "--out", str(tmp_path / "c.csv"), "--config", cfg,
                  "--set", "count.method=adaptive"]) == 0

@@ -62,25 +62,33 @@ def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protec
 
 
 def _artifacts(args: argparse.Namespace, cfg):
-    """The run's artifacts: the ``--artifacts`` folder, or without it the resolver's, as the
-    notebooks find them (on Kaggle every attached dataset in either input layout, and model names
-    such as ``bge-m3`` looked up among the inputs; locally ``paths.artifacts_dir`` or ./artifacts)."""
+    """(artifacts, paths) of a run: the ``--artifacts`` folder (paths None), or without it the
+    resolver's, as the notebooks find them (on Kaggle every attached dataset in either input
+    layout, model names such as ``bge-m3`` looked up among the inputs, the LLM cache in the working
+    folder; locally ``paths.artifacts_dir`` or ./artifacts)."""
+    from lexrag.errors import ArtifactError
+    from lexrag.kaggle.paths import on_kaggle, resolve_paths
     from lexrag.pipeline import Artifacts
 
     if args.artifacts:
-        return Artifacts.load(args.artifacts, cfg)
-    from lexrag.kaggle.paths import resolve_paths
+        return Artifacts.load(args.artifacts, cfg), None
+    paths = resolve_paths(cfg.paths)
+    try:
+        return Artifacts.load(None, cfg, paths=paths), paths
+    except ArtifactError as e:
+        if on_kaggle():
+            raise
+        raise ArtifactError(f"{e}; no --artifacts was given, so {paths.artifacts_dir} was searched: give --artifacts "
+                            "ARTIFACTS or set paths.artifacts_dir") from None
 
-    return Artifacts.load(None, cfg, paths=resolve_paths(cfg.paths))
 
-
-def _artifacts_dir(args: argparse.Namespace, cfg) -> Path:
-    """The folder ``--artifacts`` names, or the resolver's artifacts folder (outputs must stay out of it)."""
+def _artifacts_dir(args: argparse.Namespace, cfg) -> tuple[str, Path]:
+    """(name, folder) of the artifacts outputs must stay out of: ``--artifacts``, or the resolver's folder."""
     if args.artifacts:
-        return Path(args.artifacts)
+        return "--artifacts", Path(args.artifacts)
     from lexrag.kaggle.paths import resolve_paths
 
-    return resolve_paths(cfg.paths).artifacts_dir
+    return "artifacts (found without --artifacts)", resolve_paths(cfg.paths).artifacts_dir
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -101,10 +109,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config},
-               protected={"--artifacts": _artifacts_dir(args, cfg)})
-    art = _artifacts(args, cfg)
+               protected=dict([_artifacts_dir(args, cfg)]))
+    art, paths = _artifacts(args, cfg)
     queries = load_queries(args.queries, cfg.query.max_chars)
-    result = run_pipeline(queries, art, cfg)
+    result = run_pipeline(queries, art, cfg, paths=paths)
     write_submission(args.out, result.predictions, result.query_ids)
     n = sum(len(v) for v in result.predictions.values())
     totals = result.cost_totals()
@@ -141,12 +149,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             read_params(out, "calibration", verify=False)
         except LexragError as e:
             other = e
-    if out.resolve() == _artifacts_dir(args, cfg).resolve() or other is not None:
+    if out.resolve() == _artifacts_dir(args, cfg)[1].resolve() or other is not None:
         raise ConfigError(f"--out {out} holds another artifact; the calibration needs its own folder")
     load_cfg = copy.deepcopy(cfg)
     load_cfg.count.method, load_cfg.count.calibration = "fixed", ""  # an old or broken calibration never blocks a new one
-    art = _artifacts(args, load_cfg)
-    doc = calibrate(cfg, art, args.queries, out)
+    art, paths = _artifacts(args, load_cfg)
+    doc = calibrate(cfg, art, args.queries, out, paths=paths)
     cv = doc.get("grouped_cv")
     if cv and cv.get("macro_f1") is not None:
         tail = f", grouped CV by course ({cv['folds']} folds) {cv['macro_f1']:.4f}"
@@ -166,9 +174,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     grid = parse_grid(args.grid)
     if args.out:
         _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config},
-                   protected={"--artifacts": _artifacts_dir(args, cfg)})
-    art = _artifacts(args, cfg)
-    res = tune(cfg, art, args.queries, grid, args.out)
+                   protected=dict([_artifacts_dir(args, cfg)]))
+    art, paths = _artifacts(args, cfg)
+    res = tune(cfg, art, args.queries, grid, args.out, paths=paths)
     print("  held out  in-sample  point")
     for row in sorted(res["per_point"], key=lambda r: -r["macro_f1_held_out"])[:10]:
         print(f"  {row['macro_f1_held_out']:.4f}    {row['macro_f1']:.4f}     {row['point']}")
@@ -207,6 +215,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     missing = [q for q in gold if q not in pred]
     if missing:
         print(f"warning: {len(missing)} gold queries have no row in {args.pred} (scored as empty): {missing[:5]}", file=sys.stderr)
+    extra = [q for q in pred if q not in gold]
+    if extra:
+        print(f"warning: {len(extra)} rows of {args.pred} name no query with gold in {args.gold} (not scored): {extra[:5]}",
+              file=sys.stderr)
     metrics = evaluate(gold, pred, ks=(10,))
     if args.json:
         print(json.dumps(metrics, sort_keys=True))
@@ -290,7 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("calibrate", help="fit the adaptive count's score thresholds on a validation file (writes an artifact)")
     k.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find them (on Kaggle the attached datasets, else paths.artifacts_dir or ./artifacts)")
     k.add_argument("--queries", required=True, help="a CSV with gold_citations (and a course column for grouped CV)")
-    k.add_argument("--out", help="calibration folder to write (default: <artifacts>/calibration, which run reads)")
+    k.add_argument("--out", help="calibration folder to write (default: <artifacts>/calibration, which run reads; without --artifacts "
+                        "the resolver's output folder: on Kaggle the working folder)")
     cfg_args(k)
     k.set_defaults(func=cmd_calibrate)
 

@@ -63,8 +63,8 @@ def check_input_file(path: Path, what: str = "file") -> None:
     with open(path, "rb") as f:
         head = f.read(4096)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(b"\x00") > len(head) // 4:  # ASCII in UTF-16: every other byte
-        kind = "UTF-32" if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")) else "UTF-16"
-        raise CsvInputError(f"{path}: {kind} text (a byte-order mark or NUL bytes between the letters); save it as UTF-8")
+        raise CsvInputError(f"{path}: UTF-16/UTF-32 or binary, not UTF-8 text (a byte-order mark or NUL bytes between "
+                            "the letters); save it as UTF-8")
 
 
 def repair_text(s: str) -> tuple[str, bool]:
@@ -185,8 +185,9 @@ def read_csv_rows(
                 continue
             if last == line and fields[0].strip():
                 shapes.add(_shape(fields[0]))
-            if any(_has_surrogates(f) for f in fields):
-                fields = [_redecode(f) if _has_surrogates(f) else f for f in fields]
+            repaired = [repair_text(f) for f in fields]
+            if any(r for _, r in repaired):
+                fields = [f for f, _ in repaired]
                 report.encoding_repaired += 1
                 report.note("encoding", line, "not valid UTF-8; decoded as cp1252/latin-1")
             yield line, {h: fields[i] for h, i in pos.items()}

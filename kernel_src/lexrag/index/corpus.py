@@ -279,17 +279,21 @@ def _examples(r: FileReport, n: int = 3) -> str:
 
 
 def _refuse_unusable(reports: list[FileReport], inputs: list[tuple[str, Path]]) -> None:
-    """A laws file that gives no document, or a keys or court file none of whose rows is a
-    citation, is the wrong file (or a broken one): an error naming it and its first rejected rows,
-    before anything is published.  ``inputs``: (kind, path) per report: laws | keys | courts."""
+    """A build that gives no document, or an input file none of whose rows is a citation of its
+    kind, is the wrong file (or a broken one): an error naming it and its first rejected rows,
+    before anything is published.  A laws file with a header alone is allowed beside a court or
+    keys file (a court-only corpus).  ``inputs``: (kind, path) per report: laws | keys | courts."""
     expected = {"keys": "a law citation key such as 'Art. 1 Abs. 1 OR' (one per line)",
                 "courts": "a court citation such as 'BGE 145 II 32 E. 3.1' or '5A_800/2019 E. 2.'"}
+    if not any(r.written for r in reports):  # nothing to index at all
+        raise CorpusError(f"no document in {', '.join(str(p) for _, p in inputs)}: "
+                          + "; ".join(f"{p.name}: {r.rows_read} rows read, {r.malformed} malformed, {r.duplicates} duplicates"
+                                      + (f" ({_examples(r)})" if r.examples else "") for r, (_, p) in zip(reports, inputs))
+                          + "; a laws file needs columns citation,text,title with law citations such as 'Art. 1 Abs. 1 OR'")
     for r, (kind, path) in zip(reports, inputs):
-        if kind == "laws" and r.written == 0:
-            why = f" ({_examples(r)})" if r.examples else ""
-            raise CorpusError(f"{path}: no usable law row: {r.rows_read} rows read, {r.malformed} malformed, "
-                              f"{r.duplicates} duplicates{why}; expected columns citation,text,title with law "
-                              "citations such as 'Art. 1 Abs. 1 OR'")
+        if kind == "laws" and r.rows_read and r.malformed == r.rows_read:  # a header alone is allowed beside courts or keys
+            raise CorpusError(f"{path}: no usable law row: all {r.rows_read} rows rejected ({_examples(r)}); expected "
+                              "columns citation,text,title with law citations such as 'Art. 1 Abs. 1 OR'")
         if kind != "laws" and r.rows_read and r.malformed == r.rows_read:
             raise CorpusError(f"{path}: none of its {r.rows_read} rows is {expected[kind]} ({_examples(r)})")
 
