@@ -1,9 +1,12 @@
 #!/usr/bin/env python
 """Rebuild the artifacts listed in artifacts_manifest.yaml as Kaggle dataset folders.
 
-  python build_datasets.py --laws laws_de.csv [--courts court_considerations.csv] --out datasets/
+  python build_datasets.py --laws laws_de.csv [--courts court_considerations.csv] [--train train.csv] --out datasets/
   python build_datasets.py --check --out datasets/          # every mismatch with the manifest, exit 1 if any
-  python build_datasets.py --upload --out datasets/         # kaggle datasets create/version per folder
+  python build_datasets.py --check --upload --out datasets/ # check, then kaggle datasets create/version per folder
+
+A build checks what it built (an artifact it skips, such as the prior without --train, keeps its
+manifest entry and is named in a warning); --check checks everything --only selects.
 
 Each folder gets its files, params.json and dataset-metadata.json; the manifest records
 sha256, size, doc count and version of every file.
@@ -46,11 +49,22 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     only = [s.strip() for s in args.only.split(",")] if args.only else None
     try:
-        if not args.check:
+        checked = only
+        if args.check:
+            given = [f for f, v in (("--laws", args.laws), ("--courts", args.courts), ("--train", args.train),
+                                    ("--law-keys", args.law_keys), ("--abbreviations", args.abbreviations),
+                                    ("--llm-cache", args.llm_cache), ("--owner", args.owner), ("--set", args.set),
+                                    ("--config", args.config)) if v]
+            if given:
+                print(f"warning: {', '.join(given)} not read: --check builds nothing", file=sys.stderr)
+        else:
             cfg = load_config(args.config, parse_overrides(args.set))
-            rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=args.courts, only=only, owner=args.owner,
-                    law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache, abbreviations=args.abbreviations)
-        problems = check(args.manifest, args.out, only)
+            doc = rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=args.courts, only=only, owner=args.owner,
+                          law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache, abbreviations=args.abbreviations)
+            checked = doc["built"]
+        if args.message and not args.upload:
+            print("warning: --message is read only with --upload", file=sys.stderr)
+        problems = check(args.manifest, args.out, checked) if checked != [] else []
         for line in problems:
             print(f"MISMATCH {line}")
         if problems:

@@ -35,19 +35,23 @@ import json
 from pathlib import Path
 
 from lexrag.config import load_config
+from lexrag.errors import LexragError
 from lexrag.index.corpus import build_corpus
 from lexrag.kaggle.paths import InputNotFound, resolve_paths
 
-cfg = load_config(config_path, overrides)
-paths = resolve_paths(cfg.paths)
-laws = laws or paths.input_file("laws_de.csv")
-if abbreviations is None:
-    try:
-        abbreviations = paths.input_file("abbrev-translations.json")
-    except InputNotFound:
-        abbreviations = None  # then questions citing "Art. 17 LAI" find nothing for it (README "Design notes")
-    if abbreviations is not None and not Path(abbreviations).is_file():
-        abbreviations = None
-out = Path(out_dir) if out_dir else paths.output_dir
-report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, abbreviations=abbreviations)
-print(json.dumps({"n_docs": report["n_docs"], "code_aliases": report.get("code_aliases", 0)}))
+try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
+    cfg = load_config(config_path, overrides)
+    paths = resolve_paths(cfg.paths)
+    laws = laws or paths.input_file("laws_de.csv")
+    if abbreviations is None:
+        try:
+            abbreviations = paths.input_file("abbrev-translations.json")
+        except InputNotFound:
+            abbreviations = None  # then questions citing "Art. 17 LAI" find nothing for it (README "Design notes")
+        if abbreviations is not None and not Path(abbreviations).is_file():
+            abbreviations = None
+    out = Path(out_dir) if out_dir else paths.output_dir
+    report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, abbreviations=abbreviations)
+    print(json.dumps({"n_docs": report["n_docs"], "code_aliases": report.get("code_aliases", 0)}))
+except LexragError as e:
+    raise SystemExit(f"error: {e}") from None

@@ -35,6 +35,12 @@ def find(name):  # either input layout: /kaggle/input/<slug>/ or /kaggle/input/c
 
 test_csv = Path(queries) if queries else next((Path(p) for p in find("test.csv")), None)
 submission = Path(out_path) if out_path else WORKING / "submission.csv"
+if queries and not test_csv.is_file():  # a path the user gave: name it, do not look elsewhere
+    raise SystemExit(f"error: queries {test_csv}: {'is a folder' if test_csv.is_dir() else 'file not found'}; nothing was written")
+if submission.is_dir():
+    raise SystemExit(f"error: out_path {submission} is a folder; give a file name such as {submission / 'submission.csv'}")
+if test_csv is not None and test_csv.is_file() and submission.resolve() == test_csv.resolve():
+    raise SystemExit(f"error: out_path {submission} is the queries file: writing it would overwrite the input")
 query_ids = []
 if test_csv is not None and test_csv.is_file():
     with open(test_csv, newline="", encoding="utf-8-sig", errors="replace") as f:  # a BOM is tolerated
@@ -89,6 +95,7 @@ if INSTALLED:
 
 # %%
 # Standard library only: the file that stays is complete and well formed.
+assert submission.is_file(), f"no {submission} was written: no test.csv among the inputs (attach the competition data)"
 with open(submission, newline="", encoding="utf-8") as f:
     rows = list(csv.reader(f))
 assert rows and rows[0] == ["query_id", "predicted_citations"], f"{submission}: bad header {rows[:1]}"

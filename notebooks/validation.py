@@ -37,7 +37,7 @@ if importlib.util.find_spec("lexrag") is None:
 import json
 from pathlib import Path
 
-from lexrag.config import load_config
+from lexrag.config import load_config, notebook_flag, notebook_mapping
 from lexrag.eval.validation import (
     ablation_table,
     format_metrics,
@@ -50,10 +50,13 @@ from lexrag.pipeline import Artifacts
 
 from lexrag.errors import LexragError
 
-switches = {f"{stage}.enabled": bool(on) for stage, on in stages.items()}
-replay = {"llm.mode": "replay", "llm.replay_dirs": [str(llm_cache)]} if llm_cache else {}
 try:
-    cfg = load_config(config_path, {**overrides, **switches, **replay})
+    if not queries:
+        raise LexragError("parameter queries is not set: give a CSV with query_id,query,gold_citations (-p queries FILE.csv)")
+    switches = {f"{stage}.enabled": notebook_flag(f"stages.{stage}", on) for stage, on in notebook_mapping("stages", stages).items()}
+    ablation, incremental = notebook_flag("ablation", ablation), notebook_flag("incremental", incremental)
+    replay = {"llm.mode": "replay", "llm.replay_dirs": [str(llm_cache)]} if llm_cache else {}
+    cfg = load_config(config_path, {**notebook_mapping("overrides", overrides), **switches, **replay})
     paths = resolve_paths(cfg.paths)
     art = Artifacts.load(artifacts_dir, cfg) if artifacts_dir else Artifacts.load(None, cfg, paths=paths)
     metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths)

@@ -65,8 +65,9 @@ def test_upload_calls_kaggle_cli(tmp_path, manifest, tiny_inputs):
     bindir.mkdir()
     log = tmp_path / "kaggle.log"
     fake = bindir / "kaggle"
-    # a stand-in kaggle CLI: the dataset does not exist yet, so create must be called
-    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n[ \"$2\" = status ] && exit 1\nexit 0\n")
+    # a stand-in kaggle CLI: the dataset does not exist yet (the API answers 404), so create must be called
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n[ \"$2\" = status ] && "
+                    "{ echo '404 Client Error: Not Found for url: https://www.kaggle.com/api/v1/datasets/status/x' >&2; exit 1; }\nexit 0\n")
     fake.chmod(0o755)
     r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus", "--upload",
             env={"PATH": f"{bindir}:{os.environ['PATH']}"})
@@ -74,6 +75,14 @@ def test_upload_calls_kaggle_cli(tmp_path, manifest, tiny_inputs):
     calls = log.read_text().splitlines()
     assert calls[0] == "datasets status lexrag/lexrag-corpus"
     assert calls[1] == f"datasets create -p {out / 'corpus'} --dir-mode zip"
+    # no answer about the dataset (no network): nothing is created anew, and the error says why
+    log.unlink()
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n[ \"$2\" = status ] && "
+                    "{ echo 'Max retries exceeded with url: /api/v1/datasets/status/x' >&2; exit 1; }\nexit 0\n")
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus", "--upload",
+            env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert r.returncode == 2 and "kaggle datasets status lexrag/lexrag-corpus failed: Max retries exceeded" in r.stderr
+    assert log.read_text().splitlines() == ["datasets status lexrag/lexrag-corpus"]
 
 
 def test_check_of_unbuilt_manifest_is_a_failure(tmp_path):
@@ -100,3 +109,44 @@ def test_llm_cache_ships_as_a_dataset_and_checks(tmp_path, manifest):
     assert entry["doc_count"] == 3 and {f["path"] for f in entry["files"]} == {"cache.sqlite", "params.json", "dataset-metadata.json"} - {"dataset-metadata.json"}
     assert run("--manifest", manifest, "--out", tmp_path / "ds", "--check", "--only", "llm_cache").returncode == 0
     assert LLMCache(None, readonly=[tmp_path / "ds" / "llm_cache"]).get("k2")["output"] == "out 2"
+
+
+def test_wrong_selections_outputs_and_manifests_are_one_line_errors_before_any_build(tmp_path, manifest, tiny_inputs):
+    laws, courts = tiny_inputs
+    out = tmp_path / "ds"
+    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpsu")
+    assert r.returncode == 2 and "unknown artifact(s) corpsu; known: corpus, bm25" in r.stderr and not out.exists()
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", " , ")
+    assert r.returncode == 2 and "names no artifact" in r.stderr
+    # a missing training file fails before the corpus is built, not after it was published
+    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus,prior", "--train", tmp_path / "nope.csv")
+    assert r.returncode == 2 and "--train" in r.stderr and "file not found" in r.stderr and not (out / "corpus").exists()
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x", encoding="utf-8")
+    r = run("--manifest", manifest, "--out", a_file, "--laws", laws, "--only", "corpus")
+    assert r.returncode == 2 and "is a file" in r.stderr
+    # a folder of other files where an artifact goes is never replaced
+    mine = out / "corpus"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine", encoding="utf-8")
+    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus")
+    assert r.returncode == 2 and "holds files but no params.json" in r.stderr
+    assert (mine / "notes.txt").read_text(encoding="utf-8") == "mine"
+    for text, expected in (("artifacts: [\n", "not valid YAML"), (b"\xff\xfeartifacts", "not UTF-8 text"),
+                           ("artifacts:\n- name: corpus\n  dataset: x\n  files:\n  - path: a\n    size: 1\n", "path, size and sha256")):
+        bad = tmp_path / "bad.yaml"
+        bad.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+        r = run("--manifest", bad, "--out", out, "--check")
+        assert r.returncode == 2 and expected in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # --check reads no inputs: flags that would be ignored are named
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus", "--laws", laws)
+    assert "--laws not read: --check builds nothing" in r.stderr
+
+
+def test_check_names_a_missing_dataset_metadata(tmp_path, manifest, tiny_inputs):
+    laws, _ = tiny_inputs
+    out = tmp_path / "ds"
+    assert run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus").returncode == 0
+    (out / "corpus" / "dataset-metadata.json").unlink()
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus")
+    assert r.returncode == 1 and "corpus: dataset-metadata.json is missing or not JSON" in r.stdout

@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+import shutil
 from pathlib import Path
 
 import jupytext
@@ -152,3 +153,27 @@ def test_validation_notebook_replays_an_llm_cache_without_a_model(tmp_path, demo
     assert doc["model_loads"] == {} and doc["cost"]["total"]["rewrite"]["cache_hits"] >= 22 * 5
     variants = [json.loads(line) for line in (tmp_path / "val" / "variants.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(variants) == 22 and all(v["variants"]["query"]["origin"] == "input" for v in variants)
+
+
+@pytest.mark.slow
+def test_papermill_string_parameters_are_read_as_meant_and_a_bad_one_is_named(tmp_path, demo_artifacts, demo_queries):
+    # papermill's -p passes "false" and '{"graph": false}' as strings; "false" used to switch the ablation ON
+    nb = ROOT / "notebooks" / "validation.ipynb"
+    _papermill(nb, tmp_path / "o.ipynb", queries=demo_queries, artifacts_dir=demo_artifacts, out_dir=tmp_path / "val",
+               config_path=ROOT / "demo" / "config.yaml", ablation="false", stages='{"graph": false}', overrides='{"count.k": 3}')
+    assert (tmp_path / "val" / "metrics.json").is_file() and not (tmp_path / "val" / "ablation.csv").exists()
+    args = [sys.executable, "-m", "papermill", "-k", "python3", str(nb), str(tmp_path / "bad.ipynb"), "-p", "queries",
+            str(demo_queries), "-p", "artifacts_dir", str(demo_artifacts), "-p", "out_dir", str(tmp_path / "bad"), "-p", "stages", "x"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode != 0 and "error: parameter stages: expected a mapping" in r.stderr
+
+
+@pytest.mark.slow
+def test_inference_refuses_to_write_over_its_queries_file(tmp_path, demo_artifacts, demo_queries):
+    q = tmp_path / "test.csv"
+    shutil.copyfile(demo_queries, q)
+    args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "inference.ipynb"), str(tmp_path / "o.ipynb"),
+            "-p", "queries", str(q), "-p", "out_path", str(q), "-p", "artifacts_dir", str(demo_artifacts)]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode != 0 and "is the queries file: writing it would overwrite the input" in r.stderr
+    assert q.read_bytes() == demo_queries.read_bytes()

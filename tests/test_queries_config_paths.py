@@ -167,3 +167,19 @@ def test_resolver_finds_everything_in_either_kaggle_layout(tmp_path, monkeypatch
         p.model("bge-reranker-v2-m3")
     with pytest.raises(LexragError, match="train.csv not found: searched"):
         p.input_file("train.csv")
+
+
+def test_notebook_parameters_from_papermill_strings():
+    from lexrag.config import notebook_flag, notebook_mapping
+    from lexrag.errors import ConfigError
+
+    assert [notebook_flag("x", v) for v in (True, "false", "False", "yes", "0", 1)] == [True, False, False, True, False, True]
+    assert notebook_mapping("stages", '{"graph": false}') == {"graph": False} and notebook_mapping("o", None) == {}
+    assert load_config(None, '{"count.k": 3}').count.k == 3  # a notebook's overrides string
+    for bad in ("maybe", 2, None):
+        with pytest.raises(ConfigError, match="parameter x: expected True or False"):
+            notebook_flag("x", bad)
+    with pytest.raises(ConfigError, match=r"parameter stages: expected a mapping .*got str 'x'"):
+        notebook_mapping("stages", "x")
+    with pytest.raises(ConfigError, match="parameter overrides: expected a mapping .*got list"):
+        load_config(None, [1])

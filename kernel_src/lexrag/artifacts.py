@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Mapping
 from lexrag import __version__
 from lexrag.errors import ArtifactError
 
-__all__ = ["ArtifactError", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
+__all__ = ["ArtifactError", "check_replaceable", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
            "publishes", "staged_set", "reading", "rebuild_hint", "verify_files"]
 
 PARAMS = "params.json"
@@ -65,6 +65,7 @@ def staged(dest: str | Path) -> Iterator[Path]:
     leaves only its staging folder, which the next build of the same artifact removes).
     """
     dest = Path(dest)
+    _makeable(dest.parent)
     dest.parent.mkdir(parents=True, exist_ok=True)
     _sweep(dest)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.building-{os.getpid()}-", dir=dest.parent))
@@ -77,11 +78,32 @@ def staged(dest: str | Path) -> Iterator[Path]:
     _replace_dir(tmp, dest)
 
 
+def _makeable(folder: Path) -> None:
+    """Refuse, naming it, an output folder where a file stands (the folder itself or one above it)."""
+    for f in (folder, *folder.parents):
+        if f.exists():
+            if not f.is_dir():
+                raise ArtifactError(f"cannot write artifacts into {folder}: {f} is a file, not a folder")
+            return
+
+
 def _aside(dest: Path) -> Path:
     """Move ``dest`` beside itself under a hidden name (a rename in the same folder) and return it."""
     old = dest.with_name(f".{dest.name}.old-{os.getpid()}-{os.urandom(4).hex()}")
     os.replace(dest, old)
     return old
+
+
+def check_replaceable(dest: str | Path) -> None:
+    """A folder a build may replace: absent, empty, or an artifact (it has a ``params.json``).  A
+    folder of other files (or a file) is refused by name, so a build never deletes what it did not
+    write."""
+    dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise ArtifactError(f"{dest} is a file; the build would replace it with a folder: move it away or choose another output folder")
+    if dest.is_dir() and not (dest / "params.json").is_file() and any(not e.name.startswith(".") for e in dest.iterdir()):
+        raise ArtifactError(f"{dest} holds files but no params.json, so it is no lexrag artifact and the build does not "
+                            "replace it: move it away or choose another output folder")
 
 
 def _replace_dir(src: Path, dest: Path) -> None:
@@ -93,6 +115,8 @@ def _replace_many(pairs: list[tuple[Path, Path]]) -> None:
     """Publish several folders as one step: every old folder is renamed aside first, then every new
     one moved in; when any rename fails, the ones done are undone and the old folders restored, so
     the destination holds either the whole old set or the whole new one."""
+    for _, dest in pairs:
+        check_replaceable(dest)
     moved_aside: list[tuple[Path, Path]] = []
     moved_in: list[tuple[Path, Path]] = []
     try:
@@ -122,6 +146,7 @@ def staged_set(out: str | Path) -> Iterator[Path]:
     corpus is never replaced while the indexes over the old corpus stay."""
     out = Path(out)
     created = not out.exists()
+    _makeable(out)
     out.mkdir(parents=True, exist_ok=True)
     _sweep(out / ".artifacts")
     tmp = Path(tempfile.mkdtemp(prefix=f"..artifacts.building-{os.getpid()}-", dir=out))

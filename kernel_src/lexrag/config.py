@@ -545,9 +545,46 @@ def presets() -> list[str]:
     return sorted(p.stem for p in PRESETS.glob("*.yaml"))
 
 
+def notebook_mapping(name: str, value: Any) -> dict:
+    """A notebook parameter meant as a mapping (``overrides``, ``stages``).  papermill's ``-p``
+    passes ``'{"count.k": 3}'`` as a string: it is read as YAML; anything else that is not a
+    mapping is a :class:`ConfigError` naming the parameter."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = value
+        value = {} if parsed is None else parsed
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"parameter {name}: expected a mapping such as {{\"count.k\": 3}}, got {type(value).__name__} "
+                          f"{str(value)[:80]!r} (papermill: -y '{name}: {{count.k: 3}}' or -p {name} '{{\"count.k\": 3}}')")
+    return dict(value)
+
+
+_FLAGS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+
+
+def notebook_flag(name: str, value: Any) -> bool:
+    """A notebook parameter meant as True/False.  papermill's ``-p x false`` passes the string
+    ``"false"``, which Python would count as true: the usual spellings are read, anything else is
+    a :class:`ConfigError` naming the parameter."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _FLAGS:
+        return _FLAGS[value.strip().lower()]
+    raise ConfigError(f"parameter {name}: expected True or False, got {value!r}")
+
+
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
     """Defaults, then the YAML file at ``path`` (if any; a bare preset name such as ``"kaggle"``
-    names a config shipped with the package), then ``overrides`` (nested or dotted keys)."""
+    names a config shipped with the package), then ``overrides`` (nested or dotted keys; a
+    notebook's ``overrides`` string from papermill is read as YAML)."""
+    if overrides is not None and not isinstance(overrides, Mapping):
+        overrides = notebook_mapping("overrides", overrides)
     cfg = Config()
     if path:
         p = Path(path)

@@ -12,7 +12,7 @@ import logging
 import time
 from pathlib import Path
 
-from lexrag.artifacts import ArtifactError, read_params, staged_set
+from lexrag.artifacts import ArtifactError, check_replaceable, read_params, staged_set
 from lexrag.config import Config
 from lexrag.errors import CsvInputError
 from lexrag.csvio import check_input_file
@@ -105,6 +105,10 @@ def build_artifacts(
     artifact is built in a staging folder and replaces the old one only when it is complete."""
     out = Path(out_dir)
     check_build_inputs(out, laws, courts, law_keys, train, abbreviations)
+    for name, on in (("corpus", True), ("bm25", cfg.lexical.enabled), ("embeddings", cfg.semantic.enabled),
+                     ("graph", cfg.graph.enabled), ("prior", bool(train))):
+        if on:  # before any work: a folder of other files there is never replaced
+            check_replaceable(out / name)
     with staged_set(out) as stage:
         t0 = time.perf_counter()
         report = build_corpus(stage / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys,

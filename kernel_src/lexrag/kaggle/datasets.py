@@ -39,11 +39,38 @@ def load_manifest(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ManifestError(f"{path}: manifest not found")
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as e:
+        raise ManifestError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ManifestError(f"{path}: not valid YAML: {where}{getattr(e, 'problem', None) or str(e).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise ManifestError(f"{path}: expected a mapping with 'artifacts', got {type(doc).__name__}")
     arts = doc.get("artifacts")
     if not isinstance(arts, list) or not all(isinstance(a, dict) and "name" in a and "dataset" in a for a in arts):
         raise ManifestError(f"{path}: 'artifacts' must be a list of entries with at least name and dataset")
+    for a in arts:
+        files = a.get("files") or []
+        if not isinstance(files, list) or not all(isinstance(f, dict) and {"path", "size", "sha256"} <= set(f) for f in files):
+            raise ManifestError(f"{path}: artifact {a['name']!r}: 'files' must be a list of entries with path, size and sha256")
     return doc
+
+
+def selected(doc: dict, only: Sequence[str] | None) -> list[str]:
+    """The artifact names ``--only`` names (all without it), in manifest order; a name the
+    manifest does not hold, or an ``--only`` that names nothing, is a :class:`ManifestError`."""
+    known = [a["name"] for a in doc["artifacts"]]
+    if only is None:
+        return known
+    names = [n for n in (x.strip() for x in only) if n]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ManifestError(f"--only {','.join(only)!r}: {'unknown artifact(s) ' + ', '.join(unknown) if unknown else 'names no artifact'}; "
+                            f"known: {', '.join(known)}")
+    return [n for n in known if n in names]
 
 
 def save_manifest(path: str | Path, doc: dict) -> None:
@@ -196,12 +223,29 @@ def rebuild(
 
     doc = load_manifest(manifest_path)
     owner = owner or doc.get("owner", "lexrag")
-    names = list(only) if only else [a["name"] for a in doc["artifacts"]]
+    names = selected(doc, only)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ManifestError(f"--out {out} is a file; give the folder that holds (or will hold) one folder per artifact")
+    # every input the selection reads is checked before anything is built, so a wrong path costs seconds
+    if "corpus" in names and not laws:
+        raise ManifestError("building the corpus needs --laws (or leave corpus out with --only, or --check to build nothing)")
+    from lexrag.index.build import check_build_inputs
+
+    check_build_inputs(out, laws if "corpus" in names else None, courts if "corpus" in names else None,
+                       law_keys if "corpus" in names else None, train if "prior" in names else None,
+                       abbreviations if "corpus" in names else None)
+    if llm_cache and "llm_cache" in names and not Path(llm_cache).is_dir():
+        raise ManifestError(f"--llm-cache {llm_cache}: not a folder (the llm.cache_dir of a live run)")
+    ignored = [flag for flag, v, art in (("--laws", laws, "corpus"), ("--courts", courts, "corpus"), ("--train", train, "prior"),
+                                         ("--llm-cache", llm_cache, "llm_cache")) if v and art not in names]
+    if ignored:
+        log.warning("%s: not read, because --only leaves out what reads them", ", ".join(ignored))
     unread = [flag for flag, v in (("--law-keys", law_keys), ("--abbreviations", abbreviations)) if v] if "corpus" not in names else []
     if unread:
         log.warning("%s: read only when the corpus is built, and --only leaves it out; add corpus to --only "
                     "(then rebuild the graph too) or leave %s out", ", ".join(unread), "them" if len(unread) > 1 else "it")
-    out = Path(out_dir)
+    built: list[str] = []
     for name in ARTIFACT_ORDER:
         if name not in names:
             continue
@@ -215,6 +259,7 @@ def rebuild(
         elif name == "embeddings" and not cfg.semantic.model:
             if only and "embeddings" in only:
                 raise ManifestError("building embeddings needs --set semantic.model=FOLDER (and a GPU at 2.47M documents)")
+            log.warning("embeddings: skipped (needs --set semantic.model=FOLDER; the manifest entry stays as it was)")
             continue
         elif name in ("bm25", "embeddings", "graph"):
             if build_index(name, cfg, out / "corpus", folder) is False:
@@ -223,12 +268,14 @@ def rebuild(
             if not train:
                 if only and "prior" in only:
                     raise ManifestError("building the prior needs --train (a training CSV with gold_citations)")
+                log.warning("prior: skipped (needs --train; the manifest entry stays as it was)")
                 continue
             build_prior(train, folder)
         elif name == "llm_cache":
             if not llm_cache:
                 if only and "llm_cache" in only:
                     raise ManifestError("building the LLM cache needs --llm-cache DIR (the llm.cache_dir of a live run)")
+                log.warning("llm_cache: skipped (needs --llm-cache DIR; the manifest entry stays as it was)")
                 continue
             from lexrag.llm.cache import export_cache
 
@@ -248,17 +295,20 @@ def rebuild(
             }
         )
         log.info("%s: %d files, %.1f MB -> %s", name, len(entry["files"]), sum(f["size"] for f in entry["files"]) / 1e6, folder)
+        built.append(name)
     save_manifest(manifest_path, doc)
+    doc["built"] = built  # not saved: what this call built, for the check that follows it
     return doc
 
 
 def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | None = None) -> list[str]:
     """Every difference between the artifact folders and the manifest (empty: all match)."""
     doc = load_manifest(manifest_path)
+    names = selected(doc, only)
     problems: list[str] = []
     for entry in doc["artifacts"]:
         name = entry["name"]
-        if only and name not in only:
+        if name not in names:
             continue
         folder = Path(out_dir) / name
         listed = {f["path"]: f for f in entry.get("files") or []}
@@ -279,6 +329,12 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
                 problems.append(f"{name}: {path} sha256 {h['sha256'][:12]}…, manifest says {f['sha256'][:12]}…")
         for path in sorted(set(have) - set(listed)):
             problems.append(f"{name}: {path} is not in the manifest")
+        try:
+            meta = json.loads((folder / "dataset-metadata.json").read_text(encoding="utf-8"))
+            if not isinstance(meta, dict) or not meta.get("id"):
+                problems.append(f"{name}: dataset-metadata.json has no id (rebuild the folder)")
+        except (OSError, ValueError) as e:
+            problems.append(f"{name}: dataset-metadata.json is missing or not JSON ({type(e).__name__}); rebuild the folder")
         if name == "wheels":
             problems.extend(f"wheels: the manifest lists no wheel of {m}" for m in missing_wheels(entry.get("params", {}), list(listed)))
         if (folder / "params.json").is_file():
@@ -296,14 +352,25 @@ def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] |
     if problems:
         raise ManifestError("refusing to upload artifacts that do not match the manifest:\n  " + "\n  ".join(problems))
     doc = load_manifest(manifest_path)
+    names = selected(doc, only)
     for entry in doc["artifacts"]:
-        if only and entry["name"] not in only:
+        if entry["name"] not in names:
             continue
         folder = Path(out_dir) / entry["name"]
         meta = json.loads((folder / "dataset-metadata.json").read_text(encoding="utf-8"))
-        exists = subprocess.run(["kaggle", "datasets", "status", meta["id"]], capture_output=True, text=True).returncode == 0
+        status = subprocess.run(["kaggle", "datasets", "status", meta["id"]], capture_output=True, text=True)
+        said = (status.stdout + status.stderr).strip()
+        if status.returncode != 0 and not any(w in said.lower() for w in ("404", "not found", "does not exist")):
+            # not an answer about the dataset (no network, a bad token): creating it anew would be wrong
+            raise ManifestError(f"kaggle datasets status {meta['id']} failed: {said.splitlines()[-1] if said else 'no output'}; "
+                                "nothing was uploaded for it")
         msg = message or f"lexrag {__version__}"
-        cmd = (["kaggle", "datasets", "version", "-p", str(folder), "-m", msg, "--dir-mode", "zip"] if exists
+        cmd = (["kaggle", "datasets", "version", "-p", str(folder), "-m", msg, "--dir-mode", "zip"] if status.returncode == 0
                else ["kaggle", "datasets", "create", "-p", str(folder), "--dir-mode", "zip"])
         log.info("%s", " ".join(cmd))
-        subprocess.check_call(cmd)
+        try:
+            subprocess.run(cmd, check=True, capture_output=True, text=True)
+        except subprocess.CalledProcessError as e:
+            tail = (e.stdout or "") + (e.stderr or "")
+            raise ManifestError(f"{' '.join(cmd[:3])} for {entry['name']} failed (exit {e.returncode}): "
+                                f"{tail.strip().splitlines()[-1] if tail.strip() else 'no output'}") from None
