@@ -654,3 +654,23 @@ def test_evaluate_warns_of_prediction_rows_it_does_not_score(tmp_path, capsys):
     gold = write(tmp_path / "g.csv", QUERIES)
     rc, out, err = cli(capsys, "evaluate", "--gold", gold, "--pred", _sub(tmp_path, "q1,Art. 41 Abs. 1 OR\nq2,\nq3,\nq4,\nq9,Art. 8 ZGB\n"))
     assert rc == 0 and "1 rows of" in err and "name no query with gold" in err and "'q9'" in err and "macro_f1" in out
+
+
+def test_a_build_replaces_artifacts_and_unfinished_embeddings_but_not_other_folders(tmp_path):
+    from lexrag.artifacts import ArtifactError, check_replaceable
+
+    for name, files in (("empty", []), ("artifact", ["params.json", "x.npy"]), ("embeddings under way", ["progress.json", "shard_00000.npy"]),
+                        ("only hidden", [".DS_Store"])):
+        d = tmp_path / name
+        d.mkdir()
+        for f in files:
+            (d / f).write_text("x", encoding="utf-8")
+        check_replaceable(d)
+    check_replaceable(tmp_path / "absent")
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(ArtifactError, match="holds files but no params.json"):
+        check_replaceable(other)
+    with pytest.raises(ArtifactError, match="is a file"):
+        check_replaceable(other / "notes.txt")

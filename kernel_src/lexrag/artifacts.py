@@ -95,13 +95,14 @@ def _aside(dest: Path) -> Path:
 
 
 def check_replaceable(dest: str | Path) -> None:
-    """A folder a build may replace: absent, empty, or an artifact (it has a ``params.json``).  A
-    folder of other files (or a file) is refused by name, so a build never deletes what it did not
-    write."""
+    """A folder a build may replace: absent, empty, or an artifact (a ``params.json``, or the
+    ``progress.json`` of an embeddings build under way).  A folder of other files (or a file) is
+    refused by name, so a build never deletes what it did not write."""
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise ArtifactError(f"{dest} is a file; the build would replace it with a folder: move it away or choose another output folder")
-    if dest.is_dir() and not (dest / "params.json").is_file() and any(not e.name.startswith(".") for e in dest.iterdir()):
+    ours = any((dest / f).is_file() for f in ("params.json", "progress.json"))
+    if dest.is_dir() and not ours and any(not e.name.startswith(".") for e in dest.iterdir()):
         raise ArtifactError(f"{dest} holds files but no params.json, so it is no lexrag artifact and the build does not "
                             "replace it: move it away or choose another output folder")
 
