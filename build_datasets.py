@@ -69,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"MISMATCH {line}")
         if problems:
             return 1
-        print(f"OK: {args.out} matches {args.manifest}")
-        if args.upload:
-            upload(args.manifest, args.out, only, args.message)
+        what = "" if checked is None else f" ({', '.join(checked) or 'nothing'} checked)"
+        print(f"OK: {args.out} matches {args.manifest}{what}")
+        if args.upload and checked == []:
+            print("warning: nothing was built, so nothing is uploaded", file=sys.stderr)
+        elif args.upload:
+            upload(args.manifest, args.out, checked, args.message)
     except LexragError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

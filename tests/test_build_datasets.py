@@ -75,6 +75,12 @@ def test_upload_calls_kaggle_cli(tmp_path, manifest, tiny_inputs):
     calls = log.read_text().splitlines()
     assert calls[0] == "datasets status lexrag/lexrag-corpus"
     assert calls[1] == f"datasets create -p {out / 'corpus'} --dir-mode zip"
+    # a build with --upload uploads what it built (and checked), not the artifacts it did not build
+    log.unlink()
+    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus", "--upload",
+            env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert r.returncode == 0 and "(corpus checked)" in r.stdout, r.stderr
+    assert log.read_text().splitlines() == ["datasets status lexrag/lexrag-corpus", f"datasets create -p {out / 'corpus'} --dir-mode zip"]
     # no answer about the dataset (no network): nothing is created anew, and the error says why
     log.unlink()
     fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n[ \"$2\" = status ] && "
@@ -125,13 +131,14 @@ def test_wrong_selections_outputs_and_manifests_are_one_line_errors_before_any_b
     a_file.write_text("x", encoding="utf-8")
     r = run("--manifest", manifest, "--out", a_file, "--laws", laws, "--only", "corpus")
     assert r.returncode == 2 and "is a file" in r.stderr
-    # a folder of other files where an artifact goes is never replaced
-    mine = out / "corpus"
+    # a folder of other files where an artifact goes is never replaced, and that is known before any
+    # build: the corpus is not built (and published) only for the bm25 folder to be refused later
+    mine = out / "bm25"
     mine.mkdir(parents=True)
     (mine / "notes.txt").write_text("mine", encoding="utf-8")
-    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus")
-    assert r.returncode == 2 and "holds files but no params.json" in r.stderr
-    assert (mine / "notes.txt").read_text(encoding="utf-8") == "mine"
+    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus,bm25")
+    assert r.returncode == 2 and f"{mine} holds files but no params.json" in r.stderr
+    assert (mine / "notes.txt").read_text(encoding="utf-8") == "mine" and not (out / "corpus").exists()
     for text, expected in (("artifacts: [\n", "not valid YAML"), (b"\xff\xfeartifacts", "not UTF-8 text"),
                            ("artifacts:\n- name: corpus\n  dataset: x\n  files:\n  - path: a\n    size: 1\n", "path, size and sha256")):
         bad = tmp_path / "bad.yaml"

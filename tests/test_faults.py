@@ -577,7 +577,7 @@ def test_a_queries_file_that_cannot_be_read_as_meant_is_named_and_nothing_is_wri
 def test_outputs_where_a_file_stands_in_the_way_are_refused_before_any_work(tmp_path, arts, capsys):
     q = write(tmp_path / "q.csv", QUERIES)
     rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", q / "sub.csv")
-    assert rc == 2 and f"{q} is a file, so nothing can be written below it" in err
+    assert rc == 2 and f"the folder {q}: it is a file; give a folder" in err
     rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", q)
     assert rc == 2 and "is a file; give a folder" in err and q.read_text(encoding="utf-8") == QUERIES
     rc, _, err = cli(capsys, "calibrate", "--queries", q, "--artifacts", arts, "--out", q)

@@ -162,6 +162,8 @@ def test_papermill_string_parameters_are_read_as_meant_and_a_bad_one_is_named(tm
     _papermill(nb, tmp_path / "o.ipynb", queries=demo_queries, artifacts_dir=demo_artifacts, out_dir=tmp_path / "val",
                config_path=ROOT / "demo" / "config.yaml", ablation="false", stages='{"graph": false}', overrides='{"count.k": 3}')
     assert (tmp_path / "val" / "metrics.json").is_file() and not (tmp_path / "val" / "ablation.csv").exists()
+    ran = json.loads((tmp_path / "val" / "metrics.json").read_text(encoding="utf-8"))["config"]
+    assert ran["graph"]["enabled"] is False and ran["count"]["k"] == 3  # the strings were applied, not dropped
     args = [sys.executable, "-m", "papermill", "-k", "python3", str(nb), str(tmp_path / "bad.ipynb"), "-p", "queries",
             str(demo_queries), "-p", "artifacts_dir", str(demo_artifacts), "-p", "out_dir", str(tmp_path / "bad"), "-p", "stages", "x"]
     r = subprocess.run(args, capture_output=True, text=True)
@@ -177,3 +179,19 @@ def test_inference_refuses_to_write_over_its_queries_file(tmp_path, demo_artifac
     r = subprocess.run(args, capture_output=True, text=True)
     assert r.returncode != 0 and "is the queries file: writing it would overwrite the input" in r.stderr
     assert q.read_bytes() == demo_queries.read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nb,params,expected", [
+    ("inference", {"queries": "{tmp}/nope.csv"}, "error: queries {tmp}/nope.csv: file not found; nothing was written"),
+    ("inference", {"queries": "{queries}", "out_path": "{tmp}"}, "error: out_path {tmp} is a folder"),
+    ("validation", {"artifacts_dir": "{artifacts}"}, "error: parameter queries is not set"),
+    ("01_build_corpus", {"laws": "{tmp}/nope.csv", "out_dir": "{tmp}/art"}, "error: {tmp}/nope.csv: file not found"),
+], ids=["inference: no such queries", "inference: out_path a folder", "validation: no queries", "01: no such laws"])
+def test_a_notebook_stops_on_a_wrong_path_with_one_line_naming_it(tmp_path, demo_artifacts, demo_queries, nb, params, expected):
+    fill = {"tmp": tmp_path, "queries": demo_queries, "artifacts": demo_artifacts}
+    args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / f"{nb}.ipynb"), str(tmp_path / "o.ipynb")]
+    for k, v in params.items():
+        args += ["-p", k, v.format(**fill)]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode != 0 and expected.format(**fill) in r.stderr, r.stderr[-2000:]

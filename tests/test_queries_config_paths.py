@@ -183,3 +183,7 @@ def test_notebook_parameters_from_papermill_strings():
         notebook_mapping("stages", "x")
     with pytest.raises(ConfigError, match="parameter overrides: expected a mapping .*got list"):
         load_config(None, [1])
+    with pytest.raises(ConfigError, match=r"parameter o: .* is not valid YAML .*key 'count.k' appears twice"):
+        notebook_mapping("o", "{count.k: 3, count.k: 5}")
+    with pytest.raises(ConfigError, match=r"parameter o: '\{\"count.k\": 3' is not valid YAML"):
+        notebook_mapping("o", '{"count.k": 3')

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Mapping
 from lexrag import __version__
 from lexrag.errors import ArtifactError
 
-__all__ = ["ArtifactError", "check_replaceable", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
+__all__ = ["ArtifactError", "check_makeable", "check_replaceable", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
            "publishes", "staged_set", "reading", "rebuild_hint", "verify_files"]
 
 PARAMS = "params.json"
@@ -65,7 +65,7 @@ def staged(dest: str | Path) -> Iterator[Path]:
     leaves only its staging folder, which the next build of the same artifact removes).
     """
     dest = Path(dest)
-    _makeable(dest.parent)
+    check_makeable(dest.parent)
     dest.parent.mkdir(parents=True, exist_ok=True)
     _sweep(dest)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.building-{os.getpid()}-", dir=dest.parent))
@@ -78,12 +78,17 @@ def staged(dest: str | Path) -> Iterator[Path]:
     _replace_dir(tmp, dest)
 
 
-def _makeable(folder: Path) -> None:
-    """Refuse, naming it, an output folder where a file stands (the folder itself or one above it)."""
+def check_makeable(folder: str | Path, what: str = "") -> None:
+    """Refuse, naming it, an output folder that cannot be made because a file stands there (the
+    folder itself or one above it); ``what`` names the parameter (``--out``, ``out_dir``).  The one
+    check every writer runs before any work."""
+    folder = Path(folder)
+    label = f"{what} {folder}" if what else str(folder)
     for f in (folder, *folder.parents):
         if f.exists():
             if not f.is_dir():
-                raise ArtifactError(f"cannot write artifacts into {folder}: {f} is a file, not a folder")
+                raise ArtifactError(f"{label}: {'it is a file' if f == folder else f'{f} is a file'}; give a folder "
+                                    "(it is created when missing)")
             return
 
 
@@ -147,7 +152,7 @@ def staged_set(out: str | Path) -> Iterator[Path]:
     corpus is never replaced while the indexes over the old corpus stay."""
     out = Path(out)
     created = not out.exists()
-    _makeable(out)
+    check_makeable(out)
     out.mkdir(parents=True, exist_ok=True)
     _sweep(out / ".artifacts")
     tmp = Path(tempfile.mkdtemp(prefix=f"..artifacts.building-{os.getpid()}-", dir=out))

@@ -23,35 +23,16 @@ def _config(args: argparse.Namespace):
     return cfg
 
 
-def _check_parents(p: Path, out: str, what: str) -> None:
-    """Refuse, before any work, an output whose folder cannot be made: a file where a folder must be."""
-    from lexrag.errors import ConfigError
-
-    for parent in p.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ConfigError(f"{what} {out}: {parent} is a file, so nothing can be written below it")
-            return
-
-
-def _check_out_dir(out: str, what: str = "--out") -> None:
-    """An output folder: not an existing file, and creatable."""
-    from lexrag.errors import ConfigError
-
-    p = Path(out).resolve()
-    if p.exists() and not p.is_dir():
-        raise ConfigError(f"{what} {out} is a file; give a folder (it is created when missing)")
-    _check_parents(p, out, what)
-
-
 def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protected: dict | None = None) -> Path:
     """Refuse an output path that would overwrite an input or write into an artifacts folder."""
     from lexrag.errors import ConfigError
 
+    from lexrag.artifacts import check_makeable
+
     p = Path(out).resolve()
     if p.is_dir():
         raise ConfigError(f"{what} {out} is a folder; give a file name such as {Path(out) / 'submission.csv'}")
-    _check_parents(p, out, what)
+    check_makeable(Path(out).parent, f"{what} {out}: the folder")
     for name, path in (inputs or {}).items():
         if path and Path(path).resolve() == p:
             raise ConfigError(f"{what} {out} is the {name} file: writing it would overwrite the input; choose another path")
@@ -92,10 +73,11 @@ def _artifacts_dir(args: argparse.Namespace, cfg) -> tuple[str, Path]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from lexrag.artifacts import check_makeable
     from lexrag.index.build import build_artifacts
 
     cfg = _config(args)
-    _check_out_dir(args.out)
+    check_makeable(args.out, "--out")
     build_artifacts(cfg, args.laws, args.out, courts=args.courts, law_keys=args.law_keys, train=args.train,
                     abbreviations=args.abbreviations)
     print(f"artifacts written to {args.out}")
@@ -140,8 +122,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         from lexrag.kaggle.paths import resolve_paths
 
         out = resolve_paths(cfg.paths).output_dir / "calibration"
-    _check_out_dir(str(out))
-    from lexrag.artifacts import read_params
+    from lexrag.artifacts import check_makeable, read_params
+
+    check_makeable(out, "--out")
 
     other = None
     if (out / "params.json").is_file():

@@ -553,9 +553,12 @@ def notebook_mapping(name: str, value: Any) -> dict:
         return {}
     if isinstance(value, str):
         try:
-            parsed = yaml.safe_load(value)
-        except yaml.YAMLError:
-            parsed = value
+            parsed = yaml.load(value, Loader=_UniqueKeyLoader)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f"column {mark.column + 1}: " if mark is not None else ""
+            raise ConfigError(f"parameter {name}: {value[:80]!r} is not valid YAML ({where}"
+                              f"{getattr(e, 'problem', None) or str(e).splitlines()[0]})") from None
         value = {} if parsed is None else parsed
     if not isinstance(value, Mapping):
         raise ConfigError(f"parameter {name}: expected a mapping such as {{\"count.k\": 3}}, got {type(value).__name__} "

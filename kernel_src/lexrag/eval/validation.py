@@ -62,10 +62,9 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     only by it, recall per citation kind, Macro F1 per course) and ``signals.parquet`` (every
     signal's ranking per query: the run file)."""
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        from lexrag.errors import ConfigError
+    from lexrag.artifacts import check_makeable
 
-        raise ConfigError(f"out_dir {out} is a file; give a folder for metrics.json and per_query.csv")
+    check_makeable(out, "out_dir")
     out.mkdir(parents=True, exist_ok=True)
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = load_gold(queries_path)

@@ -225,8 +225,12 @@ def rebuild(
     owner = owner or doc.get("owner", "lexrag")
     names = selected(doc, only)
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ManifestError(f"--out {out} is a file; give the folder that holds (or will hold) one folder per artifact")
+    from lexrag.artifacts import check_makeable, check_replaceable
+
+    check_makeable(out, "--out")
+    for name in ("corpus", "bm25", "graph", "prior", "llm_cache", "wheels"):  # the folders this selection replaces
+        if name in names:
+            check_replaceable(out / name)
     # every input the selection reads is checked before anything is built, so a wrong path costs seconds
     if "corpus" in names and not laws:
         raise ManifestError("building the corpus needs --laws (or leave corpus out with --only, or --check to build nothing)")
