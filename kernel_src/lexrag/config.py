@@ -515,6 +515,25 @@ def parse_overrides(items: list[str] | None) -> dict:
 PRESETS = Path(__file__).resolve().parent / "presets"
 
 
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """A YAML error in one line: where (line, column) and what, without the quoted snippet."""
+    mark = getattr(e, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + (getattr(e, "problem", None) or str(e).splitlines()[0])
+
+
+def read_yaml_file(path: str | Path, error: type[Exception] = ConfigError):
+    """A YAML file (UTF-8, a BOM tolerated) read safely, a key given twice refused; a file that
+    is not UTF-8 or not YAML is ``error`` naming it, the line and the column."""
+    path = Path(path)
+    try:
+        return yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_UniqueKeyLoader)
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    except yaml.YAMLError as e:
+        raise error(f"{path}: not valid YAML: {yaml_problem(e)}") from None
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """yaml.SafeLoader that refuses a key given twice in one mapping (YAML would keep the last
     silently: a second ``count:`` section would undo the first)."""
@@ -555,10 +574,7 @@ def notebook_mapping(name: str, value: Any) -> dict:
         try:
             parsed = yaml.load(value, Loader=_UniqueKeyLoader)
         except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f"column {mark.column + 1}: " if mark is not None else ""
-            raise ConfigError(f"parameter {name}: {value[:80]!r} is not valid YAML ({where}"
-                              f"{getattr(e, 'problem', None) or str(e).splitlines()[0]})") from None
+            raise ConfigError(f"parameter {name}: {value[:80]!r} is not valid YAML ({yaml_problem(e)})") from None
         value = {} if parsed is None else parsed
     if not isinstance(value, Mapping):
         raise ConfigError(f"parameter {name}: expected a mapping such as {{\"count.k\": 3}}, got {type(value).__name__} "
@@ -597,14 +613,7 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
             raise ConfigError(f"config {p} is a folder; give a YAML file (or a preset: {', '.join(presets())})")
         if not p.is_file():
             raise ConfigError(f"config file not found: {p} (presets: {', '.join(presets())})")
-        try:
-            data = yaml.load(p.read_text(encoding="utf-8-sig"), Loader=_UniqueKeyLoader) or {}
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{p}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-            raise ConfigError(f"{p}: not valid YAML: {where}{getattr(e, 'problem', None) or str(e).splitlines()[0]}") from None
+        data = read_yaml_file(p) or {}
         if not isinstance(data, Mapping):
             raise ConfigError(f"{p}: top level must be a mapping of sections")
         try:

@@ -39,14 +39,9 @@ def load_manifest(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ManifestError(f"{path}: manifest not found")
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError as e:
-        raise ManifestError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise ManifestError(f"{path}: not valid YAML: {where}{getattr(e, 'problem', None) or str(e).splitlines()[0]}") from None
+    from lexrag.config import read_yaml_file
+
+    doc = read_yaml_file(path, ManifestError) or {}
     if not isinstance(doc, dict):
         raise ManifestError(f"{path}: expected a mapping with 'artifacts', got {type(doc).__name__}")
     arts = doc.get("artifacts")
