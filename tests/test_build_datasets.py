@@ -157,3 +157,14 @@ def test_check_names_a_missing_dataset_metadata(tmp_path, manifest, tiny_inputs)
     (out / "corpus" / "dataset-metadata.json").unlink()
     r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus")
     assert r.returncode == 1 and "corpus: dataset-metadata.json is missing or not JSON" in r.stdout
+
+
+def test_check_lists_a_damaged_params_json_among_the_other_problems(tmp_path, manifest, tiny_inputs):
+    laws, _ = tiny_inputs
+    out = tmp_path / "ds"
+    assert run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus,bm25").returncode == 0
+    (out / "corpus" / "params.json").write_text("{not json", encoding="utf-8")
+    (out / "bm25" / "extra.txt").write_text("x", encoding="utf-8")
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus,bm25")
+    assert r.returncode == 1, r.stderr
+    assert "MISMATCH corpus: params.json has size" in r.stdout and "MISMATCH bm25: extra.txt is not in the manifest" in r.stdout

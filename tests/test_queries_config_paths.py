@@ -187,3 +187,17 @@ def test_notebook_parameters_from_papermill_strings():
         notebook_mapping("o", "{count.k: 3, count.k: 5}")
     with pytest.raises(ConfigError, match=r"parameter o: '\{\"count.k\": 3' is not valid YAML"):
         notebook_mapping("o", '{"count.k": 3')
+
+
+@pytest.mark.parametrize("kaggle", [False, True])
+def test_an_empty_model_name_is_named_not_read_as_the_current_folder(tmp_path, monkeypatch, kaggle):
+    from lexrag.errors import LexragError
+    from lexrag.kaggle.paths import resolve_paths
+
+    if kaggle:
+        monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+        monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(tmp_path))
+    else:
+        monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
+    with pytest.raises(LexragError, match="no model named: set the model in the config"):
+        resolve_paths(load_config(None, {}).paths).model("")

@@ -337,7 +337,11 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
         if name == "wheels":
             problems.extend(f"wheels: the manifest lists no wheel of {m}" for m in missing_wheels(entry.get("params", {}), list(listed)))
         if (folder / "params.json").is_file():
-            v = read_params(folder, name, verify=False).get("version")  # the file differences are listed above
+            try:
+                v = read_params(folder, name, verify=False).get("version")  # the file differences are listed above
+            except LexragError as e:  # a damaged params.json is one problem among the others, not the end of the list
+                problems.append(f"{name}: {e}")
+                continue
             if v != entry.get("version"):
                 problems.append(f"{name}: built by lexrag {v}, manifest says {entry.get('version')}")
     return problems

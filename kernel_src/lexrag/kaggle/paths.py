@@ -142,6 +142,9 @@ class Paths:
         ``name`` (or reached by the relative path ``name``) among the inputs, descending into a
         Kaggle Models version folder (``.../<variation>/<version>/``) to the folder holding
         ``config.json``."""
+        if not str(name or "").strip():
+            raise InputNotFound("no model named: set the model in the config (e.g. semantic.model: bge-m3, or "
+                                "overrides={\"semantic.model\": \"bge-m3\"} in a notebook)")
         direct = Path(name)
         if direct.is_dir() or not self.kaggle:
             return direct
