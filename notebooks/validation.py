@@ -55,6 +55,8 @@ try:
         raise LexragError("parameter queries is not set: give a CSV with query_id,query,gold_citations (-p queries FILE.csv)")
     switches = {f"{stage}.enabled": notebook_flag(f"stages.{stage}", on) for stage, on in notebook_mapping("stages", stages).items()}
     ablation, incremental = notebook_flag("ablation", ablation), notebook_flag("incremental", incremental)
+    if llm_cache and not Path(llm_cache).is_dir():
+        raise LexragError(f"parameter llm_cache {llm_cache}: not a folder (an LLM cache: the llm.cache_dir of a live run)")
     replay = {"llm.mode": "replay", "llm.replay_dirs": [str(llm_cache)]} if llm_cache else {}
     cfg = load_config(config_path, {**notebook_mapping("overrides", overrides), **switches, **replay})
     paths = resolve_paths(cfg.paths)

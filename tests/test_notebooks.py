@@ -186,8 +186,11 @@ def test_inference_refuses_to_write_over_its_queries_file(tmp_path, demo_artifac
     ("inference", {"queries": "{tmp}/nope.csv"}, "error: queries {tmp}/nope.csv: file not found; nothing was written"),
     ("inference", {"queries": "{queries}", "out_path": "{tmp}"}, "error: out_path {tmp} is a folder"),
     ("validation", {"artifacts_dir": "{artifacts}"}, "error: parameter queries is not set"),
+    ("validation", {"queries": "{queries}", "artifacts_dir": "{artifacts}", "llm_cache": "{tmp}/nope"},
+     "error: parameter llm_cache {tmp}/nope: not a folder"),
     ("01_build_corpus", {"laws": "{tmp}/nope.csv", "out_dir": "{tmp}/art"}, "error: {tmp}/nope.csv: file not found"),
-], ids=["inference: no such queries", "inference: out_path a folder", "validation: no queries", "01: no such laws"])
+], ids=["inference: no such queries", "inference: out_path a folder", "validation: no queries", "validation: no such llm_cache",
+        "01: no such laws"])
 def test_a_notebook_stops_on_a_wrong_path_with_one_line_naming_it(tmp_path, demo_artifacts, demo_queries, nb, params, expected):
     fill = {"tmp": tmp_path, "queries": demo_queries, "artifacts": demo_artifacts}
     args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / f"{nb}.ipynb"), str(tmp_path / "o.ipynb")]

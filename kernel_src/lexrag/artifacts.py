@@ -201,6 +201,8 @@ REBUILD = {
     "prior": "python -m lexrag build ... --train TRAIN.csv --out ARTIFACTS (or build_datasets.py --only prior)",
     "embeddings": "notebooks/04_build_embeddings (or build_datasets.py --only embeddings) on a GPU",
     "calibration": "python -m lexrag calibrate --queries FILE --artifacts ARTIFACTS",
+    "llm_cache": "a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "
+                 "(or attach the lexrag-llm-cache dataset)",
 }
 
 
