@@ -165,7 +165,7 @@ def read_abbreviations(path: str | Path) -> list[tuple[str, str]]:
 
 def _ingest(
     path: Path, kind: str, w: _Writer, seen: set[int], cfg: CorpusConfig, progress: bool,
-    laws_seen: set[str], keys_only: bool = False,
+    laws_seen: dict[str, str], keys_only: bool = False,
 ) -> FileReport:
     report = FileReport(file=path.name, max_examples=cfg.max_error_examples)
     rows = _key_rows(path, report) if keys_only else read_csv_rows(path, ("citation", "text"), report, strict=cfg.strict_quotes)
@@ -196,7 +196,7 @@ def _ingest(
         if not text.strip():
             report.empty_text += 1
         if kind == "law":
-            laws_seen.add(citation)
+            laws_seen[citation] = parsed.code  # the codes the aliases are kept for, parsed once
         w.add(
             citation=citation,
             text=text,
@@ -235,7 +235,7 @@ def build_corpus(
     (out / ALIASES_FILE).unlink(missing_ok=True)
     w = _Writer(out, cfg.chunk_rows)
     seen: set[int] = set()
-    laws_seen: set[str] = set()
+    laws_seen: dict[str, str] = {}  # law citation -> its code
     reports = []
     try:
         reports.append(_ingest(Path(laws), "law", w, seen, cfg, progress, laws_seen))
@@ -249,8 +249,7 @@ def build_corpus(
                      + ([("courts", Path(courts))] if courts else []))
     report = {"files": [r.__dict__ for r in reports], "n_docs": w.n}
     if pairs is not None:
-        codes = {p.code for c in laws_seen if (p := cit.try_parse(c)) is not None and p.kind == "law"}
-        aliases = cit.code_aliases(pairs, codes)
+        aliases = cit.code_aliases(pairs, set(laws_seen.values()))
         (out / ALIASES_FILE).write_text(json.dumps(aliases, indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
         report["code_aliases"] = len(aliases)
         log.info("%s: %d aliases of the corpus's law codes", Path(abbreviations).name, len(aliases))
