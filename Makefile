@@ -1,11 +1,18 @@
-# make demo: build the artifacts from the embedded demo slice, run the validation notebook, print metrics
-# make test: the test suite (after caching the wheels of the emulated Kaggle runtime)
-# Both create .venv and install requirements.txt plus the package on first use.
+# make demo       build the artifacts from the embedded demo slice, run the validation notebook, print metrics
+# make demo-llm   the LLM stages on the demo, answered by the scripted stand-in model (no GPU, no weights)
+# make test       the test suite (after caching the wheels of the emulated Kaggle runtime)
+# make quality    retrieval quality on the competition data in DATA (default ../shared/data)
+# All create .venv and install requirements.txt plus the package on first use.
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 DEMO_OUT ?= out/demo
+DATA ?= ../shared/data
+# Caches that would otherwise go under the home folder: the artifact hash cache (LEXRAG_CACHE_DIR)
+# and matplotlib's font cache. `make clean` removes them with the rest of out/.
+CACHE_DIR ?= $(CURDIR)/out/cache
+export MPLCONFIGDIR ?= $(CACHE_DIR)/matplotlib
 # Keep Jupyter/IPython state out of the home folder.
 JUPYTER_TMP := $(shell mktemp -d -t lexrag-jupyter-XXXXXX)
 export JUPYTER_DATA_DIR := $(JUPYTER_TMP)/data
@@ -14,6 +21,9 @@ export JUPYTER_RUNTIME_DIR := $(JUPYTER_TMP)/runtime
 export IPYTHONDIR := $(JUPYTER_TMP)/ipython
 export HF_HUB_OFFLINE := 1
 export PYTHONUNBUFFERED := 1
+
+# the tests keep their own hash cache in a temporary folder (tests/conftest.py)
+demo demo-llm quality bench: export LEXRAG_CACHE_DIR ?= $(CACHE_DIR)/lexrag
 
 .PHONY: demo demo-llm test venv notebooks bench quality clean kaggle-sim
 
@@ -26,6 +36,41 @@ $(VENV)/.installed: requirements.txt kernel_src/pyproject.toml
 	$(PY) -m pip install -q --no-deps -e ./kernel_src
 	touch $@
 
+# After the metrics: which stages ran and which the config leaves off, what k caps, where the outputs are.
+define DEMO_SUMMARY
+import json, sys
+out = sys.argv[1]
+doc = json.load(open(f"{out}/metrics.json", encoding="utf-8"))
+cfg, graph = doc["config"], json.load(open(f"{out}/artifacts/graph/params.json", encoding="utf-8"))
+ran = [s for s in doc["timings_s"] if s != "total"]
+off = [s for s, v in cfg.items() if isinstance(v, dict) and v.get("enabled") is False]
+print(f"stages that ran: {', '.join(ran)}; off in this config: {', '.join(off)}")
+print(f"graph: {graph['n_edges']} edges (the demo has law text only; edges come from court considerations)")
+c = cfg["count"]
+if c["method"] == "fixed":
+    print(f"count: k = {c['k']} citations per question; the demo questions cite 1 or 2, so precision stays low by design")
+print(f"outputs in {out}/: report.html (open it in a browser), metrics.json, per_query.csv, submission.csv,")
+print("  signals.parquet, signal_analysis.json, variants.jsonl; the executed notebook is validation.ipynb")
+endef
+export DEMO_SUMMARY
+
+# A CSV as an aligned table, numbers rounded (the incremental ablation of demo-llm).
+define SHOW_CSV
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline="", encoding="utf-8")))
+def cell(v):
+    try:
+        x = float(v)
+    except ValueError:
+        return v
+    return "-" if x != x else f"{x:.4f}" if abs(x) < 0.01 and x else f"{x:.3f}"
+rows = [rows[0]] + [[cell(v) for v in r] for r in rows[1:]]
+width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+for r in rows:
+    print("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, width))).rstrip())
+endef
+export SHOW_CSV
+
 demo: venv
 	$(PY) -m lexrag build --laws demo/laws_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml
 	$(PY) -m papermill -k python3 notebooks/validation.ipynb $(DEMO_OUT)/validation.ipynb \
@@ -33,6 +78,7 @@ demo: venv
 		-p artifacts_dir $(DEMO_OUT)/artifacts -p out_dir $(DEMO_OUT)
 	$(PY) -m lexrag show-metrics $(DEMO_OUT)/metrics.json
 	$(PY) -m lexrag check-scores $(DEMO_OUT)/metrics.json --expected demo/expected.yaml
+	@$(PY) -c "$$DEMO_SUMMARY" $(DEMO_OUT)
 
 # the LLM stages on the demo with the scripted stand-in model (no GPU, no weights): incremental ablation
 demo-llm: venv
@@ -43,7 +89,8 @@ demo-llm: venv
 		-p config_path demo/config_llm.yaml -p queries demo/queries_demo.csv -p incremental True \
 		-p artifacts_dir $(DEMO_OUT)/artifacts -p out_dir $(DEMO_OUT)/llm \
 		-y '{"overrides": {"llm.cache_dir": "$(DEMO_OUT)/llm/cache"}}'
-	cat $(DEMO_OUT)/llm/incremental.csv
+	@echo "incremental ablation ($(DEMO_OUT)/llm/incremental.csv; plots and tables in $(DEMO_OUT)/llm/report.html):"
+	@$(PY) -c "$$SHOW_CSV" $(DEMO_OUT)/llm/incremental.csv
 
 # Python of the emulated Kaggle runtime: 3.12 as on Kaggle, else this Python
 KAGGLE_PY ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12 /usr/local/bin/python3.12) $(PYTHON))
@@ -58,8 +105,14 @@ test: venv kaggle-sim
 notebooks: venv
 	$(VENV)/bin/jupytext --to ipynb --set-kernel python3 notebooks/*.py
 
+# without the data: one line saying what it needs, before .venv is made
+ifneq ($(filter quality,$(MAKECMDGOALS)),)
+ifeq ($(wildcard $(DATA)/laws_de.csv),)
+$(error make quality needs the competition data (laws_de.csv, lexam_dev.csv, train_dev.csv, val.csv) in $(DATA); set DATA=FOLDER)
+endif
+endif
 quality: venv
-	$(PY) scripts/quality.py --data ../shared/data
+	$(PY) scripts/quality.py --data $(DATA)
 
 bench: venv
 	$(PY) scripts/bench_bm25.py
