@@ -46,7 +46,7 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
     corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
     out = Path(out_dir) if out_dir else (Path(artifacts_dir) / "embeddings" if artifacts_dir else paths.output_dir / "embeddings")
     t0 = time.perf_counter()
-    done = build_index("embeddings", cfg, corpus_dir, out, model=paths.model(cfg.semantic.model),
+    done = build_index("embeddings", cfg, corpus_dir, out, model=paths.model(cfg.semantic.model, "semantic.model"),
                        max_shards=max_shards, time_budget_s=time_budget_s, resume_from=resume_from)
     print(f"embeddings {'complete' if done else 'incomplete: run again to resume'} in {time.perf_counter() - t0:.1f}s -> {out}")
 except LexragError as e:

@@ -119,13 +119,55 @@ def test_presets_are_valid_configs():
 
 
 def test_model_folders_are_found_in_attached_datasets(tmp_path, monkeypatch):
+    from lexrag.modelpaths import ModelNotFound
+
     (tmp_path / "bge-m3-dataset" / "bge-m3").mkdir(parents=True)
+    (tmp_path / "bge-m3-dataset" / "bge-m3" / "modules.json").write_text("{}", encoding="utf-8")
     cfg = load_config(None, {"paths.artifacts_dir": str(tmp_path)})
     monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
-    assert resolve_paths(cfg.paths).model("bge-m3") == Path("bge-m3")  # locally: a path as given
+    with pytest.raises(ModelNotFound, match=r"semantic.model: no model folder matches bge-m3 \(searched this machine by path\)"):
+        resolve_paths(cfg.paths).model("bge-m3", "semantic.model")  # locally: only a path counts
+    here = tmp_path / "bge-m3-dataset" / "bge-m3"
+    assert resolve_paths(cfg.paths).model(f"nothing-here | {here}") == here
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
-    assert resolve_paths(cfg.paths).model("bge-m3") == tmp_path / "bge-m3-dataset" / "bge-m3"
-    assert resolve_paths(cfg.paths).model(str(tmp_path / "bge-m3-dataset")) == tmp_path / "bge-m3-dataset"
+    assert resolve_paths(cfg.paths).model("bge-m3") == here
+    assert resolve_paths(cfg.paths).model(str(tmp_path / "bge-m3-dataset")) == here  # down to the model folder
+
+
+@pytest.mark.parametrize("layout", ["classic", "nested"])
+def test_the_kaggle_presets_models_are_found_as_users_attach_them(tmp_path, monkeypatch, layout):
+    """Qwen as the Kaggle Model qwen-lm/qwen2.5/transformers/7b-instruct (two versions: the newest
+    wins), BGE-M3 and the reranker as datasets whose folder names differ from the model names, found
+    by the kaggle preset's own settings; a miss names what it saw and the setting that picks it."""
+    import json
+
+    from lexrag.modelpaths import ModelNotFound
+
+    qwen = "models/qwen-lm/qwen2.5/transformers/7b-instruct" if layout == "nested" else "qwen2.5/transformers/7b-instruct"
+    ds = (lambda s: f"datasets/someone/{s}") if layout == "nested" else (lambda s: s)
+    _tree(tmp_path, {
+        f"{qwen}/1/config.json": json.dumps({"architectures": ["Qwen2ForCausalLM"]}),
+        f"{qwen}/2/config.json": json.dumps({"architectures": ["Qwen2ForCausalLM"]}),
+        f"{ds('my-embedder')}/weights/config.json": json.dumps({"_name_or_path": "BAAI/bge-m3"}),
+        f"{ds('my-embedder')}/weights/modules.json": "[]",
+        # a reranker fine-tuned from bge-m3 says so in its config: the name of its own folder wins
+        f"{ds('bge-reranker-v2-m3')}/config.json": json.dumps({"_name_or_path": "BAAI/bge-m3",
+                                                               "architectures": ["XLMRobertaForSequenceClassification"]}),
+    })
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+    monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(tmp_path))
+    cfg = load_config("kaggle")
+    p = resolve_paths(cfg.paths)
+    assert p.model(cfg.llm.model, "llm.model") == tmp_path / qwen / "2"
+    assert p.model(cfg.semantic.model, "semantic.model") == tmp_path / ds("my-embedder") / "weights"
+    assert p.model(cfg.rerank.model, "rerank.model") == tmp_path / ds("bge-reranker-v2-m3")
+    with pytest.raises(ModelNotFound) as e:
+        p.model("Qwen2.5-7B-Instruct", "llm.model")
+    msg = str(e.value)
+    assert "llm.model: no model folder matches Qwen2.5-7B-Instruct" in msg and str(tmp_path / qwen / "2") in msg
+    pick = "qwen-lm/qwen2.5/transformers/7b-instruct" if layout == "nested" else "qwen2.5/transformers/7b-instruct"
+    assert f"llm.model={pick}" in msg
+    assert p.model(pick, "llm.model") == tmp_path / qwen / "2"  # the setting the message gives works
 
 
 def _tree(root, files):
@@ -163,7 +205,7 @@ def test_resolver_finds_everything_in_either_kaggle_layout(tmp_path, monkeypatch
 
     with pytest.raises(ArtifactError, match=r"artifact 'graph' not found: searched .* found corpus, llm_cache; attach the lexrag-graph dataset"):
         p.artifact("graph")
-    with pytest.raises(LexragError, match="model folder 'bge-reranker-v2-m3' not found: searched"):
+    with pytest.raises(LexragError, match="model: no model folder matches bge-reranker-v2-m3 .searched"):
         p.model("bge-reranker-v2-m3")
     with pytest.raises(LexragError, match="train.csv not found: searched"):
         p.input_file("train.csv")
@@ -199,5 +241,5 @@ def test_an_empty_model_name_is_named_not_read_as_the_current_folder(tmp_path, m
         monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(tmp_path))
     else:
         monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
-    with pytest.raises(LexragError, match="no model named: set the model in the config"):
-        resolve_paths(load_config(None, {}).paths).model("")
+    with pytest.raises(LexragError, match="no model named: set semantic.model"):
+        resolve_paths(load_config(None, {}).paths).model("", "semantic.model")

@@ -24,6 +24,7 @@ from lexrag import stages as _stages  # noqa: F401  (registers the built-in stag
 from lexrag.config import Config
 from lexrag.errors import ArtifactError, LexragError, StageError
 from lexrag.index.build import corpus_id
+from lexrag.modelpaths import cache_name, find_model
 from lexrag.index.corpus import Corpus
 from lexrag.index.graph import CitationGraph
 from lexrag.index.lexical import BM25Index
@@ -83,7 +84,8 @@ class Artifacts:
         stay off; a missing LLM folder falls back to replaying an attached cache."""
         check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)  # before any slow load
         locate = (lambda name: paths.artifact(name)) if paths is not None else (lambda name: Path(folder) / name)
-        model_path = (lambda name: paths.model(name)) if paths is not None else Path
+        model_path = ((lambda value, setting: paths.model(value, setting)) if paths is not None
+                      else (lambda value, setting: find_model(value, [], setting, search=False)))
         corpus_dir = locate("corpus")
         corpus = Corpus(corpus_dir)
         cid = corpus_id(corpus_dir)
@@ -120,7 +122,7 @@ class Artifacts:
             if lc.mode == "replay":
                 art.llm_replay = True
                 with contextlib.suppress(LexragError, OSError):
-                    art.model_paths["llm"] = model_path(lc.model)
+                    art.model_paths["llm"] = model_path(lc.model, "llm.model")
             else:
                 part("llm", lambda: art._load_llm(cfg, model_path, degrade))
                 if "llm" in art.missing and (art.cache_dirs or lc.replay_dirs):
@@ -161,7 +163,7 @@ class Artifacts:
         from lexrag.index.semantic import DenseIndex, Embeddings, choose_index_kind
 
         sc = cfg.semantic
-        enc = self._model("encoder", model_path(sc.model), "semantic.model")
+        enc = self._model("encoder", model_path(sc.model, "semantic.model"), "semantic.model")
         emb = Embeddings(locate("embeddings"), len(self.corpus), cid, enc,
                          expected={"fields": list(sc.fields), "max_seq": sc.max_seq})
         kind = choose_index_kind(emb, sc.index)
@@ -172,12 +174,12 @@ class Artifacts:
         from lexrag.stages.rerank import Reranker
 
         rc = cfg.rerank
-        rr = self._model("reranker", model_path(rc.model), "rerank.model")
+        rr = self._model("reranker", model_path(rc.model, "rerank.model"), "rerank.model")
         self.loaders["reranker"] = lambda: Reranker(rr, rc.device, rc.max_length, rc.batch_size)
 
     def _load_llm(self, cfg: Config, model_path, degrade: bool = False) -> None:
         lc = cfg.llm
-        lm = self._model("llm", model_path(lc.model), "llm.model")
+        lm = self._model("llm", model_path(lc.model, "llm.model"), "llm.model")
         from lexrag.llm.scripted import is_scripted, load_scripted
 
         if is_scripted(lm):  # the scripted stand-in (demo and tests): fixed answers, no weights
@@ -379,7 +381,7 @@ def _llm_client(cfg: Config, art: Artifacts, paths, ctx: Context):
     else:
         cache = LLMCache(own, readonly=readonly)
     get_model = (lambda: ctx.model("llm")) if art.has_model("llm") else None
-    return LLMClient(cfg.llm, cache, get_model, cfg.llm.model_name or Path(cfg.llm.model).name,
+    return LLMClient(cfg.llm, cache, get_model, cfg.llm.model_name or cache_name(cfg.llm.model),
                      replay=cfg.llm.mode == "replay" or art.llm_replay)
 
 
@@ -606,9 +608,18 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
         batch = walk(BatchState(states), ctx, budget)
     finally:
         if own:  # a context made here is closed here: models freed, cache written out
-            ctx.models.release()
+            # cleanup only: every answer is in the cache (committed as it came) and in the batch,
+            # so a failing close (a read-only or full disk) is a warning and never costs the run
+            # its finished answers
+            try:
+                ctx.models.release()
+            except Exception as e:  # noqa: BLE001
+                log.warning("releasing the run's models failed (%s: %s); the answers are kept", type(e).__name__, e)
             if ctx.llm is not None:
-                ctx.llm.cache.close()
+                try:
+                    ctx.llm.cache.close()
+                except Exception as e:  # noqa: BLE001
+                    log.warning("closing the LLM cache failed (%s: %s); the answers are kept", type(e).__name__, e)
     degraded = sorted({q for qs in batch.skipped.values() for q in qs}, key=[s.query_id for s in states].index)
     if degraded:
         warnings.warn(f"time budget of {budget.seconds}s ran out: {len(degraded)} queries skipped stages "

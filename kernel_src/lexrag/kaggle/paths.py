@@ -24,6 +24,7 @@ from typing import Iterator
 
 from lexrag.config import PathsConfig
 from lexrag.errors import ArtifactError, LexragError
+from lexrag.modelpaths import find_model
 
 __all__ = ["on_kaggle", "Paths", "resolve_paths", "kaggle_input", "kaggle_working", "MAX_DEPTH", "walk_dirs"]
 
@@ -62,10 +63,6 @@ def walk_dirs(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[Path]:
                 continue
             nxt.extend(Path(s) for s in subs)
         level = nxt
-
-
-def _is_model_dir(d: Path) -> bool:
-    return (d / "config.json").is_file() or (d / "modules.json").is_file()
 
 
 @dataclass(frozen=True)
@@ -137,28 +134,11 @@ class Paths:
                             f"params.json of artifact {name!r}; found {', '.join(have) or 'no lexrag artifacts'}; "
                             f"attach the lexrag-{name.replace('_', '-')} dataset")
 
-    def model(self, name: str) -> Path:
-        """A model folder: ``name`` as a path when it exists; else, on Kaggle, a folder called
-        ``name`` (or reached by the relative path ``name``) among the inputs, descending into a
-        Kaggle Models version folder (``.../<variation>/<version>/``) to the folder holding
-        ``config.json``."""
-        if not str(name or "").strip():
-            raise InputNotFound("no model named: set the model in the config (e.g. semantic.model: bge-m3, or "
-                                "overrides={\"semantic.model\": \"bge-m3\"} in a notebook)")
-        direct = Path(name)
-        if direct.is_dir() or not self.kaggle:
-            return direct
-        for root in self._roots():
-            cand = root / name
-            if cand.is_dir():
-                return _descend(cand)
-        want = Path(name).name.lower()
-        hits = [d for d in walk_dirs(self.artifacts_dir, MAX_DEPTH - 1) if d.name.lower() == want]
-        hits.sort(key=lambda d: (not _is_model_dir(_descend(d)), len(d.parts), str(d)))
-        if hits:
-            return _descend(hits[0])
-        raise InputNotFound(f"model folder {name!r} not found: searched {self.artifacts_dir} ({MAX_DEPTH - 1} levels) for "
-                            f"a folder of that name; attach the model (a Kaggle model or a dataset holding its folder)")
+    def model(self, name: str, setting: str = "model") -> Path:
+        """A model folder: ``name`` holds candidates (``a | b``), each a path, a Kaggle Model
+        handle, a folder name or a config.json identity, searched among the inputs on Kaggle
+        (:func:`lexrag.modelpaths.find_model`); ``setting`` names the config field in a miss."""
+        return find_model(name, self._roots(), setting, search=self.kaggle)
 
     def wheels_dir(self) -> Path:
         """The folder holding the lexrag wheel among the inputs."""
@@ -174,20 +154,6 @@ def _artifact_name(params: Path) -> str | None:
     except (OSError, ValueError):
         return None
     return doc.get("artifact") if isinstance(doc, dict) else None
-
-
-def _descend(d: Path) -> Path:
-    """From a Kaggle model folder to the one holding the weights: follow single subfolders
-    (``7b-instruct/1/``) until a folder with ``config.json`` or ``modules.json``."""
-    cur = d
-    for _ in range(4):
-        if _is_model_dir(cur):
-            return cur
-        subs = [s for s in cur.iterdir() if s.is_dir() and not s.name.startswith(".")] if cur.is_dir() else []
-        if len(subs) != 1:
-            break
-        cur = subs[0]
-    return cur if _is_model_dir(cur) else d
 
 
 def resolve_paths(cfg: PathsConfig | None = None) -> Paths:

@@ -1,0 +1,256 @@
+"""Finding a model folder the way users attach models on Kaggle.
+
+A model setting (``llm.model``, ``semantic.model``, ``rerank.model``) holds one or more
+candidates separated by ``|``, tried in order; the first that matches wins.  A candidate is
+
+- a path that exists (an absolute path, or one relative to an input root such as
+  ``qwen2.5/transformers/7b-instruct``);
+- a Kaggle Model handle ``owner/model/framework/variation`` (or ``model/framework/variation``),
+  mounted as ``<input>/models/<owner>/<model>/<framework>/<variation>/<version>/`` or, in the
+  classic layout, ``<input>/<model>/<framework>/<variation>/<version>/``; any version, the newest
+  first;
+- a folder name (``bge-m3``) at any depth among the inputs;
+- a model identity from ``config.json``: its ``_name_or_path`` (``BAAI/bge-m3``, or its last part)
+  or one of its ``architectures`` (``Qwen2ForCausalLM``).
+
+A miss lists the model folders that were seen (folders holding ``config.json`` or
+``modules.json``) with the exact setting that would pick each.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Iterable
+
+from lexrag.errors import ArtifactError
+
+__all__ = ["ModelNotFound", "candidates", "cache_name", "find_model", "is_model_dir", "model_folders", "setting_for"]
+
+log = logging.getLogger(__name__)
+
+SCAN_DEPTH = 7  # <input>/models/<owner>/<model>/<framework>/<variation>/<version>
+
+
+class ModelNotFound(ArtifactError, FileNotFoundError):
+    """No attached input holds the model a setting names."""
+
+
+def candidates(setting_value: str) -> list[str]:
+    """The candidates of a model setting, in order (``a | b`` -> ``["a", "b"]``)."""
+    return [c.strip() for c in str(setting_value or "").split("|") if c.strip()]
+
+
+def cache_name(setting_value: str) -> str:
+    """The name a model setting gives the LLM cache when ``llm.model_name`` is empty: the last
+    path part of its first candidate."""
+    first = (candidates(setting_value) or [""])[0]
+    return Path(first.rstrip("/")).name or first
+
+
+def is_model_dir(d: Path) -> bool:
+    return (d / "config.json").is_file() or (d / "modules.json").is_file()
+
+
+def _subdirs(d: Path) -> list[Path]:
+    try:
+        return sorted((Path(e.path) for e in os.scandir(d) if e.is_dir(follow_symlinks=True) and not e.name.startswith(".")),
+                      key=lambda p: p.name)
+    except OSError:
+        return []
+
+
+def _newest_first(subs: list[Path]) -> list[Path]:
+    """Kaggle Model version folders (``1``, ``2``, ...) newest first; other names after, by name."""
+    return sorted(subs, key=lambda p: (not p.name.isdigit(), -int(p.name) if p.name.isdigit() else 0, p.name))
+
+
+def descend(d: Path) -> Path | None:
+    """From a folder to the model folder inside it: ``d`` itself when it holds ``config.json``,
+    else down through version folders (newest first) and single subfolders, at most four levels."""
+    if is_model_dir(d):
+        return d
+    level = [d]
+    for _ in range(4):
+        nxt: list[Path] = []
+        for cur in level:
+            subs = _subdirs(cur)
+            if all(s.name.isdigit() for s in subs) or len(subs) == 1:
+                for s in _newest_first(subs):
+                    if is_model_dir(s):
+                        return s
+                    nxt.append(s)
+        level = nxt
+    return None
+
+
+def model_folders(roots: Iterable[Path], depth: int = SCAN_DEPTH) -> list[Path]:
+    """Every model folder under ``roots`` (breadth first, by name), not descending into one."""
+    out: list[Path] = []
+    for root in roots:
+        level = [Path(root)] if Path(root).is_dir() else []
+        for _ in range(depth + 1):
+            nxt: list[Path] = []
+            for d in level:
+                if is_model_dir(d):
+                    if d not in out:
+                        out.append(d)
+                    continue
+                nxt.extend(_subdirs(d))
+            level = nxt
+    return out
+
+
+def _identity(d: Path) -> tuple[str, list[str]]:
+    try:
+        doc = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "", []
+    if not isinstance(doc, dict):
+        return "", []
+    arch = doc.get("architectures")
+    return str(doc.get("_name_or_path") or ""), [str(a) for a in arch] if isinstance(arch, list) else []
+
+
+def _handle_parts(d: Path, root: Path) -> tuple[list[str], int]:
+    """The parts of a model folder's path below the input root up to its Kaggle Model version
+    folder (lower case, without the nested layout's ``models`` prefix), and that version (-1
+    when there is none)."""
+    try:
+        parts = [p.lower() for p in d.relative_to(root).parts]
+    except ValueError:
+        return [], -1
+    at = max((i for i, p in enumerate(parts) if p.isdigit() and i >= 3), default=None)
+    version = -1
+    if at is not None:
+        parts, version = parts[:at], int(parts[at])
+    if parts[:1] == ["models"]:
+        parts = parts[1:]
+    return parts, version
+
+
+def _handle_tail(d: Path, root: Path) -> list[str]:
+    return _handle_parts(d, root)[0]
+
+
+def _matches_handle(tail: list[str], want: list[str]) -> bool:
+    """``want`` is ``owner/model/framework/variation``, ``model/framework/variation`` or
+    ``owner/model``; the classic layout drops the owner."""
+    if len(want) >= 3:
+        return tail[-len(want):] == want or (len(want) == 4 and tail[-3:] == want[1:] and len(tail) == 3)
+    if len(want) == 2:  # owner/model: a Kaggle Model of that owner, any framework and variation
+        return len(tail) >= 4 and tail[-4:-2] == want
+    return False
+
+
+def setting_for(d: Path, roots: Iterable[Path]) -> str:
+    """The candidate that picks model folder ``d``: its Kaggle Model handle when it is mounted as
+    one, else its path relative to the input root (without the version folder)."""
+    for root in roots:
+        try:
+            rel = d.relative_to(root)
+        except ValueError:
+            continue
+        tail, version = _handle_parts(d, Path(root))
+        if rel.parts[:1] == ("models",) and len(tail) == 4:
+            return "/".join(tail)
+        return "/".join(tail) if version >= 0 else rel.as_posix()
+    return str(d)
+
+
+# what the config.json ``architectures`` of each setting's model may end with: a folder that says it
+# is another kind of model (a reranker fine-tuned from BGE-M3 names BGE-M3 too) is never picked
+KINDS = {"llm.model": ("ForCausalLM", "LMHeadModel"), "rerank.model": ("ForSequenceClassification",),
+         "semantic.model": ("Model", "ForMaskedLM")}
+
+
+def _fits(d: Path, setting: str) -> bool:
+    ends = KINDS.get(setting)
+    arch = _identity(d)[1]
+    return not ends or not arch or any(a.endswith(ends) and not (setting == "semantic.model" and a.endswith("LMHeadModel"))
+                                       for a in arch)
+
+
+def find_model(value: str, roots: list[Path], setting: str, search: bool) -> Path:
+    """The model folder a setting names.  ``roots`` are the input roots; ``search`` (on Kaggle)
+    also looks for handles, folder names and config identities among them (only folders whose
+    config.json does not say they are another kind of model), otherwise only paths count."""
+    cands = candidates(value)
+    if not cands:
+        raise ModelNotFound(f"no model named: set {setting} (e.g. {setting}=bge-m3, or overrides="
+                            f"{{\"{setting}\": \"bge-m3\"}} in a notebook)")
+    folders: list[Path] | None = None
+    # paths, handles and folder names of every candidate before any config.json identity, so a
+    # folder whose config merely descends from the named model never shadows the model itself
+    for by_identity in (False, True):
+        for c in cands:
+            hit = None if by_identity else _by_path(c, roots, search)
+            if hit is None and search:
+                folders = [d for d in model_folders(roots) if _fits(d, setting)] if folders is None else folders
+                hit = _by_scan(c, roots, folders, by_identity)
+            if hit is not None:
+                if len(cands) > 1 or c != str(hit):
+                    log.info("%s: %r found at %s", setting, c, hit)
+                return hit
+    seen = folders if folders is not None else (model_folders(roots) if search else [])
+    where = ", ".join(map(str, roots)) if search else "this machine"
+    lines = [f"{setting}: no model folder matches {' | '.join(cands)} (searched {where} by path"
+             + (", Kaggle Model handle, folder name and config.json" if search else "") + ")"]
+    if seen:
+        picks = list(dict.fromkeys(f"{setting}={setting_for(d, roots)}" for d in seen[:10]))
+        lines.append(f"; model folders seen: {', '.join(map(str, seen[:10]))}{' ...' if len(seen) > 10 else ''}"
+                     f"; to use one set {' or '.join(picks)}")
+    else:
+        lines.append("; no model folder (a folder holding config.json) among the inputs: attach the model "
+                     "(a Kaggle Model or a dataset holding its folder)")
+    raise ModelNotFound("".join(lines))
+
+
+def _by_path(c: str, roots: list[Path], search: bool) -> Path | None:
+    """``c`` as a path, or (when searching) as a path relative to an input root."""
+    direct = Path(c)
+    if direct.is_dir():
+        return descend(direct) or direct
+    if search:
+        for root in roots:
+            if (Path(root) / c).is_dir():
+                hit = descend(Path(root) / c)
+                if hit is not None:
+                    return hit
+    return None
+
+
+def _by_scan(c: str, roots: list[Path], seen: list[Path], by_identity: bool) -> Path | None:
+    """``c`` as a Kaggle Model handle or a folder name among ``seen`` or, ``by_identity``, as the
+    name or architecture in their config.json."""
+    want = [p.lower() for p in c.strip("/").split("/")]
+    low = "/".join(want)
+    if by_identity:
+        for d in seen:
+            name_or_path, arch = _identity(d)
+            nop = name_or_path.lower().rstrip("/")
+            if (nop and (nop == low or nop.endswith("/" + low))) or c in arch:
+                return d
+        return None
+    if len(want) >= 2:
+        hits = [(tail, version, d) for d in seen for r in roots
+                for tail, version in [_handle_parts(d, Path(r))] if _matches_handle(tail, want)]
+        if hits:  # an exact handle before an owner-less one; the first match's model, newest version
+            hits.sort(key=lambda h: h[0] != want)
+            return max((h for h in hits if h[0] == hits[0][0]), key=lambda h: h[1])[2]
+    if len(want) == 1:  # a folder name: the model folder itself or a folder above it
+        for d in seen:
+            if any(p.lower() == low for p in _parts_below(d, roots)):
+                return d
+    return None
+
+
+def _parts_below(d: Path, roots: list[Path]) -> list[str]:
+    for r in roots:
+        try:
+            return list(d.relative_to(r).parts)
+        except ValueError:
+            continue
+    return [d.name]
