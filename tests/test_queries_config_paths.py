@@ -243,3 +243,36 @@ def test_an_empty_model_name_is_named_not_read_as_the_current_folder(tmp_path, m
         monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
     with pytest.raises(LexragError, match="no model named: set semantic.model"):
         resolve_paths(load_config(None, {}).paths).model("", "semantic.model")
+
+
+def test_with_two_copies_of_the_corpus_the_set_built_over_one_corpus_is_loaded(tmp_path, monkeypatch, tiny_inputs, caplog):
+    """An older corpus in another dataset comes first in path order; the corpus that BM25 and the
+    graph were built over is chosen, and the log names the copy left out and why."""
+    import json
+    import logging
+    import shutil
+
+    from lexrag.index.build import build_artifacts
+    from lexrag.index.corpus import Corpus
+    from lexrag.pipeline import Artifacts
+
+    laws, courts = tiny_inputs
+    cfg = load_config(None, {"runtime.progress": False})
+    old, new = tmp_path / "old", tmp_path / "new"
+    build_artifacts(cfg, laws, old)
+    build_artifacts(cfg, laws, new, courts=courts)
+    params = old / "corpus" / "params.json"
+    params.write_text(json.dumps({**json.loads(params.read_text(encoding="utf-8")), "version": "0.0.9"}), encoding="utf-8")
+    root = tmp_path / "input"
+    shutil.copytree(old / "corpus", root / "datasets" / "a-old" / "lexrag-corpus")
+    for name in ("corpus", "bm25", "graph"):
+        shutil.copytree(new / name, root / "datasets" / "b-new" / f"lexrag-{name}")
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+    monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(root))
+    paths = resolve_paths(cfg.paths)
+    assert paths.find_artifacts("corpus")[0] == root / "datasets" / "a-old" / "lexrag-corpus"  # first in path order
+    with caplog.at_level(logging.WARNING):
+        art = Artifacts.load(None, cfg, paths=paths, degrade=True)
+    assert art.missing == {} and art.bm25 is not None and art.graph is not None
+    assert len(art.corpus) == len(Corpus(new / "corpus"))
+    assert any("a-old/lexrag-corpus not used: 2 of the other artifacts were built over" in r.getMessage() for r in caplog.records)

@@ -83,7 +83,13 @@ class Artifacts:
         any other part that is missing or broken is logged, listed in ``missing``, and its stages
         stay off; a missing LLM folder falls back to replaying an attached cache."""
         check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)  # before any slow load
-        locate = (lambda name: paths.artifact(name)) if paths is not None else (lambda name: Path(folder) / name)
+        if paths is not None:  # several copies of an artifact among the inputs: the set built over one corpus
+            wanted = ["corpus"] + [n for n, on in (("bm25", cfg.lexical.enabled), ("graph", cfg.graph.enabled),
+                                                    ("prior", cfg.uses_prior()), ("embeddings", cfg.semantic.enabled)) if on]
+            chosen = paths.artifact_set(wanted)
+            locate = lambda name: chosen.get(name) or paths.artifact(name)  # noqa: E731
+        else:
+            locate = lambda name: Path(folder) / name  # noqa: E731
         model_path = ((lambda value, setting: paths.model(value, setting)) if paths is not None
                       else (lambda value, setting: find_model(value, [], setting, search=False)))
         corpus_dir = locate("corpus")

@@ -134,6 +134,53 @@ class Paths:
                             f"params.json of artifact {name!r}; found {', '.join(have) or 'no lexrag artifacts'}; "
                             f"attach the lexrag-{name.replace('_', '-')} dataset")
 
+    def artifact_set(self, names: list[str]) -> dict[str, Path]:
+        """The folders of artifacts ``names`` (``corpus`` among them) chosen as one set: where
+        several inputs hold an artifact, the corpus that the most of the other artifacts were
+        built over wins (then the newest lexrag version, then path order), and each other artifact
+        is the newest copy built over that corpus.  Every copy left out is logged with the reason.
+        Names no input holds are left out of the result (:meth:`artifact` then names them)."""
+        from lexrag.index.build import corpus_id
+
+        found = {n: self.find_artifacts(n) if self.kaggle else [] for n in names}
+        if not self.kaggle or all(len(v) <= 1 for v in found.values()):
+            return {n: v[0] for n, v in found.items() if v}
+        meta = {d: _params(d / "params.json") for v in found.values() for d in v}
+        cids: dict[Path, str] = {}
+        for d in found.get("corpus", []):
+            try:
+                cids[d] = corpus_id(d)
+            except Exception as e:  # noqa: BLE001 - a damaged copy is one that loses, with its reason
+                log.warning("corpus copy %s is unreadable (%s); left out", d, e)
+        dependents = [n for n in names if n != "corpus"]
+
+        def agree(c: Path) -> int:
+            return sum(any(meta[d].get("corpus_id") == cids[c] for d in found[n]) for n in dependents)
+
+        corpora = sorted(cids, key=lambda c: (-agree(c), _newest(meta[c]), found["corpus"].index(c)))
+        chosen: dict[str, Path] = {}
+        if corpora:
+            chosen["corpus"] = corpora[0]
+            for c in corpora[1:]:
+                log.warning("artifact corpus: %s not used: %d of the other artifacts were built over %s, %d over it",
+                            c, agree(corpora[0]), chosen["corpus"], agree(c))
+        want = cids.get(chosen.get("corpus"))
+        for n in dependents:
+            copies = found[n]
+            if not copies:
+                continue
+            fits = [d for d in copies if "corpus_id" not in meta[d] or meta[d].get("corpus_id") == want]
+            pick = sorted(fits or copies, key=lambda d: (_newest(meta[d]), copies.index(d)))[0]
+            chosen[n] = pick
+            for d in copies:
+                if d == pick:
+                    continue
+                why = (f"built over corpus {meta[d].get('corpus_id')}, not the chosen {want}"
+                       if "corpus_id" in meta[d] and meta[d].get("corpus_id") != want else
+                       f"lexrag {meta[d].get('version')} is not newer than {meta[pick].get('version')} at {pick}")
+                log.warning("artifact %s: %s not used: %s", n, d, why)
+        return chosen
+
     def model(self, name: str, setting: str = "model") -> Path:
         """A model folder: ``name`` holds candidates (``a | b``), each a path, a Kaggle Model
         handle, a folder name or a config.json identity, searched among the inputs on Kaggle
@@ -146,6 +193,22 @@ class Paths:
             if any(d.glob("lexrag-*.whl")):
                 return d
         raise InputNotFound(f"no lexrag wheel under {self.artifacts_dir} (4 levels): attach the lexrag-wheels dataset")
+
+
+def _params(params: Path) -> dict:
+    try:
+        doc = json.loads(params.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _newest(meta: dict) -> tuple:
+    """A sort key that puts the newest lexrag version first."""
+    try:
+        return tuple(-int(x) for x in str(meta.get("version", "0")).split(".")[:3])
+    except ValueError:
+        return (0,)
 
 
 def _artifact_name(params: Path) -> str | None:
