@@ -326,8 +326,8 @@ def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:
         raise ArtifactError(f"artifact {artifact!r} at {folder} has no {PARAMS}: the build did not finish; {rebuild_hint(artifact)}")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ArtifactError(f"{path}: not valid JSON ({e}); {rebuild_hint(artifact)}") from e
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise ArtifactError(f"{path}: not valid JSON ({str(e)[:200] or type(e).__name__}); {rebuild_hint(artifact)}") from None
     if not isinstance(doc, dict):
         raise ArtifactError(f"{path}: not a params object (a JSON {type(doc).__name__}); {rebuild_hint(artifact)}")
     if doc.get("artifact") != artifact:

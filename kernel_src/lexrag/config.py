@@ -43,7 +43,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "prior.min_count": (1, None), "verify.depth": (1, None), "verify.threshold": (0, 1), "verify.max_text_chars": (1, None),
     "verify.expand_weight": (0, 0.999), "agent.threshold": (0, 1), "count.k": (1, None), "count.max_k": (1, None), "count.whole_articles": (0, None), "count.whole_articles_from": (0, None), "fusion.head": (0, None), "fusion.head_boost": (0, None),
     "query.max_chars": (1, None),
-    "llm.batch_size": (1, None), "llm.max_new_tokens": (1, None), "llm.max_question_chars": (1, None),
+    "llm.batch_size": (1, None), "llm.max_new_tokens": (1, None), "llm.max_question_chars": (1, None), "llm.max_answer_chars": (1, None),
     "runtime.batch_size": (1, None), "runtime.resident_models": (1, None),
 }
 
@@ -164,7 +164,7 @@ class FusionConfig:
 @dataclass
 class SemanticConfig:
     enabled: bool = _f(False, "dense retrieval (needs an encoder folder and the embeddings artifact)")
-    model: str = _f("", "sentence-transformers folder (BGE-M3 on Kaggle): a path, or a folder name under the input root")
+    model: str = _f("", "sentence-transformers folder (BGE-M3 on Kaggle); candidates separated by '|', each a path, a Kaggle Model handle, a folder name or a config.json name (see lexrag.modelpaths)")
     device: str = _f("auto", "cuda | cpu | auto")
     devices: list = _f([], "encode the corpus on several devices at once, e.g. [cuda:0, cuda:1] (Kaggle 2xT4)")
     fp16: bool = _f(True, "half precision on GPU")
@@ -188,7 +188,7 @@ class SemanticConfig:
 @dataclass
 class RerankConfig:
     enabled: bool = _f(False, "cross-encoder reranking of the fused candidates (needs a model folder)")
-    model: str = _f("", "CrossEncoder folder (bge-reranker-v2-m3 on Kaggle): a path, or a folder name under the input root")
+    model: str = _f("", "CrossEncoder folder (bge-reranker-v2-m3 on Kaggle); candidates separated by '|', as for semantic.model")
     device: str = _f("auto", "cuda | cpu | auto")
     top_n: int = _f(300, "fused candidates reranked (paper: 300)")
     tau: float = _f(0.5, "candidates scoring below this are dropped (paper: 0.5)")
@@ -271,7 +271,7 @@ class CountConfig:
 @dataclass
 class LLMConfig:
     enabled: bool = _f(False, "LLM query rewriting (needs a causal LM folder, or a cache in replay mode)")
-    model: str = _f("", "causal LM folder (Qwen2.5-7B-Instruct class on Kaggle): a path, or a folder name among the attached inputs")
+    model: str = _f("", "causal LM folder (Qwen2.5-7B-Instruct class on Kaggle); candidates separated by '|', as for semantic.model")
     model_name: str = _f("", "name that keys the LLM cache; empty: the model folder's name (give the same weights the same name everywhere, so a cache built on one machine replays on another)")
     mode: str = _f("live", "live: generate what the cache lacks | replay: answer from the cache only, never load a model")
     cache_dir: str = _f("", "folder of the LLM cache (cache.sqlite); empty: llm_cache in the working folder")
@@ -284,6 +284,7 @@ class LLMConfig:
     max_new_tokens: int = _f(1024, "upper bound on generated tokens per call; each template asks for its own, at most this")
     max_question_chars: int = _f(6000, "longer questions are cut for the LLM prompts, with a warning (about 4 characters a token)")
     json_retries: int = _f(1, "repair attempts for output that is not the JSON asked for; then the variant is skipped")
+    max_answer_chars: int = _f(20_000, "longer LLM answers (generated or from a cache) are cut, with a warning, like queries at query.max_chars")
 
 
 @dataclass
@@ -359,28 +360,28 @@ class Config:
         seen: set = set()
         for i, group in enumerate(rc.degrade_order):
             if not isinstance(group, list) or not group:
-                raise ConfigError(f"runtime.degrade_order[{i}] must be a non-empty list of stage names, got {group!r}")
+                raise ConfigError(f"runtime.degrade_order[{i}] must be a non-empty list of stage names, got {short(group)}")
             for name in group:
                 if not isinstance(name, str):
-                    raise ConfigError(f"runtime.degrade_order[{i}]: {name!r} is not a stage name")
+                    raise ConfigError(f"runtime.degrade_order[{i}]: {short(name)} is not a stage name")
                 if name in seen:
-                    raise ConfigError(f"runtime.degrade_order: stage {name!r} appears twice")
+                    raise ConfigError(f"runtime.degrade_order: stage {short(name)} appears twice")
                 seen.add(name)
         for name, v in rc.stage_estimates_s.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
-                raise ConfigError(f"runtime.stage_estimates_s.{name} must be a number >= 0, got {v!r}")
+                raise ConfigError(f"runtime.stage_estimates_s.{name} must be a number >= 0, got {short(v)}")
 
     def validate(self) -> "Config":
         _check_ranges(self)
         if self.count.method not in ("fixed", "elbow", "adaptive"):
-            raise ConfigError(f"count.method must be fixed, elbow or adaptive, got {self.count.method!r}")
+            raise ConfigError(f"count.method must be fixed, elbow or adaptive, got {short(self.count.method)}")
         for name in ("w_llm", "w_elbow", "w_cal"):
             if not getattr(self.count, name) >= 0.0:
                 raise ConfigError(f"count.{name} must be >= 0, got {getattr(self.count, name)}")
         if self.count.method == "adaptive" and self.count.w_llm + self.count.w_elbow + self.count.w_cal <= 0:
             raise ConfigError("count.method=adaptive needs a positive count.w_llm, count.w_elbow or count.w_cal")
         if self.lexical.method not in ("lucene", "robertson", "atire"):
-            raise ConfigError(f"lexical.method must be lucene|robertson|atire, got {self.lexical.method!r}")
+            raise ConfigError(f"lexical.method must be lucene|robertson|atire, got {short(self.lexical.method)}")
         for name in ("k", "min_k", "max_k"):
             if getattr(self.count, name) < 0:
                 raise ConfigError(f"count.{name} must be >= 0")
@@ -390,9 +391,9 @@ class Config:
         if bad or not self.lexical.fields:
             raise ConfigError(f"lexical.fields must be a non-empty subset of citation, title, text; got {self.lexical.fields}")
         if self.semantic.index not in ("flat", "ivfpq", "auto"):
-            raise ConfigError(f"semantic.index must be flat, ivfpq or auto, got {self.semantic.index!r}")
+            raise ConfigError(f"semantic.index must be flat, ivfpq or auto, got {short(self.semantic.index)}")
         if self.semantic.faiss_gpu not in ("auto", "cpu", "gpu"):
-            raise ConfigError(f"semantic.faiss_gpu must be auto, cpu or gpu, got {self.semantic.faiss_gpu!r}")
+            raise ConfigError(f"semantic.faiss_gpu must be auto, cpu or gpu, got {short(self.semantic.faiss_gpu)}")
         if self.semantic.enabled and not self.semantic.model:
             raise ConfigError("semantic.enabled needs semantic.model (the encoder folder)")
         if self.rerank.enabled and not self.rerank.model:
@@ -411,7 +412,7 @@ class Config:
             check_signal_names(getattr(self.fusion, field_name), f"fusion.{field_name}")
             for name, w in getattr(self.fusion, field_name).items():
                 if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
-                    raise ConfigError(f"fusion.{field_name}.{name} must be a finite number >= 0, got {w!r}")
+                    raise ConfigError(f"fusion.{field_name}.{name} must be a finite number >= 0, got {short(w)}")
         check_signal_names(self.fusion.boost_exclude, "fusion.boost_exclude")
         check_variant_names(self.lexical.variants, "lexical.variants")
         check_variant_names(self.semantic.variants, "semantic.variants")
@@ -431,13 +432,13 @@ class Config:
                 raise ConfigError(f"agent.{name} must be >= 1, got {getattr(ac, name)}")
         self._check_runtime_stages()
         if self.runtime.on_stage_error not in ("raise", "skip"):
-            raise ConfigError(f"runtime.on_stage_error must be raise or skip, got {self.runtime.on_stage_error!r}")
+            raise ConfigError(f"runtime.on_stage_error must be raise or skip, got {short(self.runtime.on_stage_error)}")
         if self.llm.mode not in ("live", "replay"):
-            raise ConfigError(f"llm.mode must be live or replay, got {self.llm.mode!r}")
+            raise ConfigError(f"llm.mode must be live or replay, got {short(self.llm.mode)}")
         if self.llm.quantization not in ("nf4", "none"):
-            raise ConfigError(f"llm.quantization must be nf4 or none, got {self.llm.quantization!r}")
+            raise ConfigError(f"llm.quantization must be nf4 or none, got {short(self.llm.quantization)}")
         if self.llm.compute_dtype not in ("float16", "bfloat16", "float32"):
-            raise ConfigError(f"llm.compute_dtype must be float16, bfloat16 or float32, got {self.llm.compute_dtype!r}")
+            raise ConfigError(f"llm.compute_dtype must be float16, bfloat16 or float32, got {short(self.llm.compute_dtype)}")
         if self.llm.enabled and not self.llm.model:
             raise ConfigError("llm.enabled needs llm.model (the causal LM folder; in replay mode its name keys the cache)")
         for name in ("batch_size", "max_new_tokens", "max_question_chars"):
@@ -450,20 +451,81 @@ class Config:
         return self
 
 
+# The element type of each list field; every list not named here holds strings (names, folders).
+LIST_ELEMENTS: dict[str, tuple[type, ...]] = {"graph.resolutions": (int, float), "runtime.degrade_order": (list,)}
+MAX_VALUE_NODES = 10_000  # a config value (every list, mapping and scalar in it, shared ones counted each time) at most
+
+
+def short(value: Any, width: int = 80) -> str:
+    """``repr(value)`` cut to about ``width`` characters without building the whole repr (a value
+    of shared references, such as a YAML alias bomb, would expand to gigabytes)."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxdict, r.maxtuple, r.maxset = 3, 6, 6, 6, 6
+    r.maxstring = r.maxother = r.maxlong = width
+    text = r.repr(value)
+    return text if len(text) <= width + 8 else text[:width] + "..."
+
+
+def expanded_size(value: Any, limit: int = MAX_VALUE_NODES) -> int:
+    """How many lists, mappings and scalars ``value`` holds when every shared reference is counted
+    each time it occurs (what printing or copying it would expand); stops counting past ``limit``
+    (returns ``limit + 1``), and a value that contains itself counts as past the limit."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(v: Any) -> int:
+        if not isinstance(v, (list, tuple, dict)):
+            return 1
+        key = id(v)
+        if key in sizes:
+            return sizes[key]
+        if key in active:  # contains itself: endless when expanded
+            return limit + 1
+        active.add(key)
+        n = 1
+        for child in (x for kv in v.items() for x in kv) if isinstance(v, dict) else v:
+            n += size(child)
+            if n > limit:
+                break
+        active.discard(key)
+        sizes[key] = n = min(n, limit + 1)
+        return n
+
+    return size(value)
+
+
+def _check_elements(path: str, value: list) -> list:
+    want = LIST_ELEMENTS.get(path, (str,))
+    for i, x in enumerate(value):
+        if isinstance(x, bool) and bool not in want or not isinstance(x, want):
+            names = " or ".join("number" if t in (int, float) else ("list" if t is list else t.__name__) for t in dict.fromkeys(
+                float if t is int else t for t in want))
+            raise ConfigError(f"{path}[{i}]: expected a {names}, got {type(x).__name__} {short(x, 60)}")
+    return list(value)
+
+
 def _check_type(path: str, value: Any, tp: Any) -> Any:
+    if isinstance(value, (list, tuple, dict)) and expanded_size(value) > MAX_VALUE_NODES:
+        raise ConfigError(f"{path}: the value expands to more than {MAX_VALUE_NODES:,} items (YAML aliases "
+                          "repeating one another?); write it out plainly")
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if tp is list:
         if not isinstance(value, list):
-            raise ConfigError(f"{path}: expected a list, got {value!r}")
-        return list(value)
+            raise ConfigError(f"{path}: expected a list, got {short(value)}")
+        return _check_elements(path, value)
     if tp is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{path}: expected a mapping, got {short(value)}")
+        bad = next((k for k in value if not isinstance(k, str)), None)
+        if bad is not None:
+            raise ConfigError(f"{path}: key {short(bad, 60)} is not a name (a {type(bad).__name__})")
         return dict(value)
     if tp in (int, float, str, bool):
         if type(value) is not tp:
-            raise ConfigError(f"{path}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
+            raise ConfigError(f"{path}: expected {tp.__name__}, got {type(value).__name__} {short(value)}")
     return value
 
 
@@ -473,11 +535,11 @@ def _merge(obj: Any, data: Mapping[str, Any], prefix: str) -> None:
     for key, value in data.items():
         path = f"{prefix}{key}"
         if key not in names:
-            raise ConfigError(f"unknown config key {path!r}; known: {', '.join(sorted(names))}")
+            raise ConfigError(f"unknown config key {short(path)}; known: {', '.join(sorted(names))}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, Mapping):
-                raise ConfigError(f"{path}: expected a section (mapping), got {value!r}")
+                raise ConfigError(f"{path}: expected a section (mapping), got {short(value)}")
             _merge(current, value, f"{path}.")
         elif hints[key] is dict and isinstance(current, dict) and isinstance(value, Mapping):
             # a mapping field is updated key by key (fusion.weights, graph.signals, runtime.stage_estimates_s):
@@ -492,23 +554,22 @@ def parse_overrides(items: list[str] | None) -> dict:
     out: dict = {}
     for item in items or []:
         if "=" not in item:
-            raise ConfigError(f"override {item!r} is not of the form section.field=value")
+            raise ConfigError(f"override {short(item)} is not of the form section.field=value")
         path, raw = item.split("=", 1)
         node = out
         parts = path.strip().split(".")
         if not all(parts):
-            raise ConfigError(f"override {item!r}: {path!r} is not a section.field path")
+            raise ConfigError(f"override {short(item)}: {short(path)} is not a section.field path")
         for i, p in enumerate(parts[:-1]):
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r}: an earlier override set {'.'.join(parts[:i + 1])} to {node!r}, "
+                raise ConfigError(f"override {short(item)}: an earlier override set {'.'.join(parts[:i + 1])} to {short(node)}, "
                                   "so it has no fields to set")
         try:
-            node[parts[-1]] = yaml.safe_load(raw)
+            node[parts[-1]] = yaml.load(raw, Loader=_UniqueKeyLoader)
         except yaml.YAMLError as e:
-            first = str(e).splitlines()[0]
-            raise ConfigError(f"override {item!r}: the value {raw!r} is not valid YAML ({first}); quote strings, "
-                              f"write lists as [a, b]") from None
+            raise ConfigError(f"override {short(item)}: the value {short(raw)} is not valid YAML ({yaml_problem(e)}); "
+                              f"quote strings, write lists as [a, b]") from None
     return out
 
 
@@ -536,7 +597,26 @@ def read_yaml_file(path: str | Path, error: type[Exception] = ConfigError):
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """yaml.SafeLoader that refuses a key given twice in one mapping (YAML would keep the last
-    silently: a second ``count:`` section would undo the first)."""
+    silently: a second ``count:`` section would undo the first), and a document whose aliases
+    expand it beyond :data:`MAX_YAML_NODES` nodes (an alias bomb of a few hundred bytes grows to
+    gigabytes when printed, copied or walked)."""
+
+    def get_single_node(self):
+        node = super().get_single_node()
+        if node is not None and self._aliased:
+            n = _node_size(node, MAX_YAML_NODES)
+            if n > MAX_YAML_NODES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"its aliases expand it to more than {MAX_YAML_NODES:,} nodes (an alias bomb?); "
+                    "write the values out or use fewer aliases", node.start_mark)
+        return node
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.events.AliasEvent):
+            self._aliased = True
+        return super().compose_node(parent, index)
+
+    _aliased = False
 
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
@@ -550,13 +630,43 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 continue
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
+                    None, None, f"key {short(key)} appears twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
                     key_node.start_mark)
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _UniqueKeyLoader.construct_mapping)
+
+MAX_YAML_NODES = 100_000  # a YAML document with aliases expands to at most this many nodes
+
+
+def _node_size(node, limit: int) -> int:
+    """Nodes of a composed YAML document with every alias expanded (shared nodes counted each
+    time), counted with one memo per node so that it costs the document's size, not the expansion;
+    past ``limit`` (or a node that contains itself) it returns ``limit + 1``."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(n) -> int:
+        if isinstance(n, yaml.ScalarNode):
+            return 1
+        key = id(n)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            return limit + 1
+        active.add(key)
+        total = 1
+        for child in (x for kv in n.value for x in kv) if isinstance(n, yaml.MappingNode) else n.value:
+            total += size(child)
+            if total > limit:
+                break
+        active.discard(key)
+        sizes[key] = total = min(total, limit + 1)
+        return total
+
+    return size(node)
 
 
 def presets() -> list[str]:
@@ -574,11 +684,11 @@ def notebook_mapping(name: str, value: Any) -> dict:
         try:
             parsed = yaml.load(value, Loader=_UniqueKeyLoader)
         except yaml.YAMLError as e:
-            raise ConfigError(f"parameter {name}: {value[:80]!r} is not valid YAML ({yaml_problem(e)})") from None
+            raise ConfigError(f"parameter {name}: {short(value)} is not valid YAML ({yaml_problem(e)})") from None
         value = {} if parsed is None else parsed
     if not isinstance(value, Mapping):
         raise ConfigError(f"parameter {name}: expected a mapping such as {{\"count.k\": 3}}, got {type(value).__name__} "
-                          f"{str(value)[:80]!r} (papermill: -y '{name}: {{count.k: 3}}' or -p {name} '{{\"count.k\": 3}}')")
+                          f"{short(value)} (papermill: -y '{name}: {{count.k: 3}}' or -p {name} '{{\"count.k\": 3}}')")
     return dict(value)
 
 
@@ -595,7 +705,7 @@ def notebook_flag(name: str, value: Any) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _FLAGS:
         return _FLAGS[value.strip().lower()]
-    raise ConfigError(f"parameter {name}: expected True or False, got {value!r}")
+    raise ConfigError(f"parameter {name}: expected True or False, got {short(value)}")
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:

@@ -9,7 +9,8 @@ the corpus (the frequency method of Koehn & Knight 2003): every cut into a modif
 modifier and a modifier that drops its final -e/-en ("Miet-vertrag" from "Miete"), each part seen
 ``min_count`` times or more; the cut with the largest geometric mean of the part counts wins, and
 only if that mean is larger than the count of the word itself (a word used more often whole than
-its parts stays whole).  The head is split again, so a word gives at most four parts.
+its parts stays whole).  The head is split again, so a word gives at most four parts.  A word of
+more than ``MAX_WORD`` letters is never split, so the time per word is bounded.
 
 The analyzer indexes a compound as itself *and* its parts, so exact matches keep their weight.
 The counts (every word of letters only, ``min_part`` letters or longer, seen ``min_count`` times or more) are saved beside the BM25 index as
@@ -28,6 +29,10 @@ __all__ = ["FILE", "LINKS", "Decompounder"]
 FILE = "decompound.json"
 LINKS = ("", "s", "es", "n", "en", "e", "er")  # linking elements (Fugenelemente) after the modifier
 _MAX_CUTS = 3  # the head is cut at most twice more: four parts at most
+# Words longer than this are left whole: trying every cut costs time quadratic in the length, and
+# German's longest words in law ("Rindfleischetikettierungsüberwachungsaufgabenübertragungsgesetz")
+# have 63 letters; a longer "word" is a run of letters without spaces (a URL, an LLM answer gone wrong).
+MAX_WORD = 80
 
 
 class Decompounder:
@@ -53,7 +58,7 @@ class Decompounder:
             return self._cuts[word]
         best = None
         n, m = len(word), self.min_part
-        if n >= 2 * m and word.isalpha():
+        if 2 * m <= n <= MAX_WORD and word.isalpha():
             best_score = float(self.counts.get(word, 0))
             for i in range(m, n - m + 1):
                 fm = self._modifier(word[:i])

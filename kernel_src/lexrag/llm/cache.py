@@ -2,8 +2,11 @@
 
 One SQLite file (``cache.sqlite``) in a cache folder, with ``params.json`` so that the path
 resolver finds a shipped cache among Kaggle's inputs like any other artifact.  SQLite's own
-locking makes it safe for two processes writing at once (a busy writer waits up to 60 s);
-a read-only cache (an attached Kaggle dataset) is opened immutable.  The key is
+locking makes it safe for two processes writing at once (a busy writer waits up to
+:data:`BUSY_TIMEOUT_S`); a read-only cache (an attached Kaggle dataset, a folder this process
+cannot write) is opened immutable and never written, not even by the close.  Every SQLite failure
+(a damaged or truncated file, another schema, a lock held too long, a full disk) is an
+:class:`ArtifactError` naming the file and what to do.  The key is
 ``sha256(model, template id, rendered messages, generation settings)``: a changed prompt file,
 model name or setting is a new key, so a replay never answers a different question.
 :func:`export_cache` writes one compact file (``VACUUM INTO``) for a Kaggle dataset.
@@ -11,21 +14,25 @@ model name or setting is a new key, so a replay never answers a different questi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
-from lexrag.artifacts import read_params, write_params
+from lexrag.artifacts import check_makeable, read_params, write_params
 from lexrag.errors import ArtifactError
 
 __all__ = ["LLMCache", "cache_key", "export_cache", "ARTIFACT", "CACHE_FILE"]
 
 ARTIFACT = "llm_cache"
 CACHE_FILE = "cache.sqlite"
+BUSY_TIMEOUT_S = 60.0  # how long a writer waits for another process's lock before giving up
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS generations (
@@ -41,6 +48,61 @@ CREATE TABLE IF NOT EXISTS generations (
     created REAL NOT NULL
 )
 """
+COLUMNS = ("key", "model", "template", "input_sha256", "settings", "output", "prompt_tokens", "gen_tokens", "seconds", "created")
+
+
+def _problem(path: Path, e: BaseException) -> ArtifactError:
+    """One line for a SQLite failure on the cache file ``path``: what happened and what to do."""
+    msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    low = msg.lower()
+    if "locked" in low or "busy" in low:
+        return ArtifactError(f"{path}: locked by another process for more than {BUSY_TIMEOUT_S:.0f} s ({msg}); let the other "
+                             "run finish, or give this run its own llm.cache_dir")
+    if "no such column" in low or "no such table" in low or "columns but" in low or "other schema" in low:
+        return ArtifactError(f"{path}: not an LLM cache of this lexrag version ({msg}); move it away or set llm.cache_dir "
+                             "to another folder (a live run starts a new cache)")
+    if "full" in low:
+        return ArtifactError(f"{path}: the disk is full ({msg}); free space or set llm.cache_dir to another disk "
+                             "(the answers stored so far are kept)")
+    if "readonly" in low or "read-only" in low or "unable to open" in low:
+        return ArtifactError(f"{path}: cannot be written here ({msg}); set llm.cache_dir to a writable folder, or list the "
+                             "cache in llm.replay_dirs to read it")
+    return ArtifactError(f"{path}: not a readable LLM cache ({msg}: damaged or truncated); move it away and let a live run "
+                         "(llm.mode=live) build a new one, or attach an intact copy")
+
+
+@contextlib.contextmanager
+def _sqlite(path: Path) -> Iterator[None]:
+    """SQLite errors (and an answer that cannot be encoded) on ``path`` as one-line ArtifactErrors."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise _problem(path, e) from None
+
+
+def _check_schema(con: sqlite3.Connection, path: Path) -> None:
+    """Refuse a SQLite file whose ``generations`` table lacks a column this version reads or writes."""
+    have = {row[1] for row in con.execute("PRAGMA table_info(generations)")}
+    if not have:
+        raise _problem(path, sqlite3.OperationalError("no such table: generations"))
+    missing = [c for c in COLUMNS if c not in have]
+    if missing:
+        raise _problem(path, sqlite3.OperationalError(f"other schema: no such column: {', '.join(missing)}"))
+
+
+def _writable(folder: Path) -> bool:
+    """This process may create files in ``folder`` (and write its cache file, when there is one)."""
+    f = folder / CACHE_FILE
+    return os.access(folder, os.W_OK) and (not f.exists() or os.access(f, os.W_OK))
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates (which no UTF-8 file can hold) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _canon(obj) -> str:
@@ -54,25 +116,68 @@ def cache_key(model: str, template_id: str, messages: list[dict], settings: Mapp
     return key, input_hash
 
 
+def _inside_artifact(folder: Path) -> None:
+    """Refuse a cache folder inside another artifact's folder: rebuilding that artifact replaces
+    its folder, and the cache in it would go with it, unannounced."""
+    for parent in folder.resolve().parents:
+        if (parent / "params.json").is_file():
+            raise ArtifactError(f"llm.cache_dir {folder} lies inside the artifact folder {parent} (it has a params.json): "
+                                "a rebuild of that artifact replaces the folder and would delete the cache; set "
+                                "llm.cache_dir (or paths.working_dir) to a folder outside the artifacts")
+
+
 class LLMCache:
-    """A writable cache folder plus read-only ones consulted first (shipped caches)."""
+    """A writable cache folder plus read-only ones consulted first (shipped caches).  A cache
+    folder this process cannot write is read like a shipped cache (immutable, with a warning):
+    its answers replay, and answers generated in the run are kept for the run only."""
 
     def __init__(self, folder: str | Path | None, readonly: Iterable[str | Path] = ()):
         self.folder = Path(folder) if folder else None
         self._rw: sqlite3.Connection | None = None
         self._ro: list[tuple[Path, sqlite3.Connection]] = []
-        for f in readonly:
-            self._ro.append((Path(f), self._open_readonly(Path(f))))
-        if self.folder is not None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            if not (self.folder / "params.json").is_file():
-                write_params(self.folder, ARTIFACT, "lexrag.llm.cache.LLMCache", {"format": "sqlite", "table": "generations"},
+        self._mem: dict[str, dict] = {}  # answers of a run whose own cache folder is read-only
+        self.readonly_own = False
+        try:
+            for f in readonly:
+                self._ro.append((Path(f), self._open_readonly(Path(f))))
+            if self.folder is not None:
+                self._open_own(self.folder)
+        except BaseException:
+            self.close(tidy=False)  # a cache that failed to open is not written to
+            raise
+
+    def _open_own(self, folder: Path) -> None:
+        check_makeable(folder, "llm.cache_dir")
+        _inside_artifact(folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ArtifactError(f"llm.cache_dir {folder}: cannot be made ({e.strerror or e}); set llm.cache_dir to a "
+                                "writable folder") from None
+        path = folder / CACHE_FILE
+        if not _writable(folder):
+            if path.is_file() and (folder / "params.json").is_file():
+                log.warning("LLM cache %s is read-only: its answers are replayed, answers generated in this run are not "
+                            "stored (set llm.cache_dir to a writable folder to keep them)", folder)
+                self._ro.append((folder, self._open_readonly(folder)))
+                self.readonly_own = True
+                return
+            raise ArtifactError(f"llm.cache_dir {folder}: the folder is read-only and holds no cache; set llm.cache_dir "
+                                "to a writable folder")
+        try:
+            if not (folder / "params.json").is_file():
+                write_params(folder, ARTIFACT, "lexrag.llm.cache.LLMCache", {"format": "sqlite", "table": "generations"},
                              files=False)  # a live cache grows: its files are not fixed
             else:
-                read_params(self.folder, ARTIFACT, verify=False)
-            self._rw = sqlite3.connect(self.folder / CACHE_FILE, timeout=60.0, isolation_level=None)
+                read_params(folder, ARTIFACT, verify=False)
+        except OSError as e:
+            raise ArtifactError(f"llm.cache_dir {folder}: its params.json cannot be written ({e.strerror or e}); set "
+                                "llm.cache_dir to a writable folder") from None
+        with _sqlite(path):
+            self._rw = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             self._rw.execute("PRAGMA journal_mode=WAL")
             self._rw.execute(_SCHEMA)
+            _check_schema(self._rw, path)
 
     @staticmethod
     def _open_readonly(folder: Path) -> sqlite3.Connection:
@@ -80,77 +185,121 @@ class LLMCache:
         path = folder / CACHE_FILE
         if not path.is_file():
             raise ArtifactError(f"LLM cache {folder} has no {CACHE_FILE}; rebuild it with a live run (llm.mode=live)")
-        # a cache on read-only media (a Kaggle input) is one finished file: immutable, no locks;
-        # a local cache may still have its write-ahead log beside it, which a plain read-only
-        # connection reads
-        writable = os.access(folder, os.W_OK)
+        # a cache on read-only media (a Kaggle input) is one finished file: immutable, no locks,
+        # nothing written; a local cache may still have its write-ahead log beside it, which a
+        # plain read-only connection reads
+        writable = _writable(folder)
         wal = folder / (CACHE_FILE + "-wal")
         if not writable and wal.is_file() and wal.stat().st_size > 0:
             raise ArtifactError(f"LLM cache {folder} was not closed cleanly (its write-ahead log is beside it); ship caches "
                                 f"with build_datasets.py --only llm_cache --llm-cache DIR, which writes one finished file")
         flags = "mode=ro" if writable else "mode=ro&immutable=1"
-        try:
-            con = sqlite3.connect(f"{path.resolve().as_uri()}?{flags}", uri=True)
-            con.execute("SELECT count(*) FROM generations").fetchone()
-        except sqlite3.DatabaseError as e:
-            raise ArtifactError(f"{path}: not a readable LLM cache ({e}); rebuild it with a live run") from e
+        with _sqlite(path):
+            con = sqlite3.connect(f"{path.resolve().as_uri()}?{flags}", uri=True, timeout=BUSY_TIMEOUT_S)
+            try:
+                _check_schema(con, path)
+                con.execute("SELECT count(*) FROM generations").fetchone()
+            except BaseException:
+                con.close()
+                raise
         return con
 
+    def _cons(self) -> list[tuple[Path, sqlite3.Connection]]:
+        out = [(f / CACHE_FILE, c) for f, c in self._ro]
+        if self._rw is not None and self.folder is not None:
+            out.append((self.folder / CACHE_FILE, self._rw))
+        return out
+
     def describe(self) -> str:
-        parts = [str(self.folder / CACHE_FILE)] if self.folder else []
+        parts = [str(self.folder / CACHE_FILE)] if self.folder and not self.readonly_own else []
         parts += [str(f / CACHE_FILE) for f, _ in self._ro]
         return ", ".join(parts) or "no cache"
 
     def get(self, key: str) -> dict | None:
-        cons = [c for _, c in self._ro] + ([self._rw] if self._rw is not None else [])
-        for con in cons:
-            row = con.execute(
-                "SELECT output, prompt_tokens, gen_tokens, seconds FROM generations WHERE key = ?", (key,)
-            ).fetchone()
+        for path, con in self._cons():
+            with _sqlite(path):
+                row = con.execute(
+                    "SELECT output, prompt_tokens, gen_tokens, seconds FROM generations WHERE key = ?", (key,)
+                ).fetchone()
             if row is not None:
                 return {"output": row[0], "prompt_tokens": row[1], "gen_tokens": row[2], "seconds": row[3]}
-        return None
+        return self._mem.get(key)
 
     def put(self, key: str, model: str, template: str, input_sha256: str, settings: Mapping, output: str,
             prompt_tokens: int, gen_tokens: int, seconds: float) -> None:
+        output = clean_text(output)
         if self._rw is None:
+            if self.readonly_own:  # warned when opened: kept for this run only
+                self._mem[key] = {"output": output, "prompt_tokens": int(prompt_tokens), "gen_tokens": int(gen_tokens),
+                                  "seconds": float(seconds)}
+                return
             raise ArtifactError("the LLM cache is read-only here: set llm.cache_dir to a writable folder")
-        self._rw.execute(
-            "INSERT OR REPLACE INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, model, template, input_sha256, _canon(dict(settings)), output, int(prompt_tokens), int(gen_tokens),
-             float(seconds), time.time()),
-        )
+        row = (key, clean_text(model), clean_text(template), input_sha256, clean_text(_canon(dict(settings))), output,
+               int(prompt_tokens), int(gen_tokens), float(seconds), time.time())
+        with _sqlite(self.folder / CACHE_FILE):
+            self._rw.execute(f"INSERT OR REPLACE INTO generations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+                             row)
 
     def __len__(self) -> int:
-        cons = [c for _, c in self._ro] + ([self._rw] if self._rw is not None else [])
-        return sum(c.execute("SELECT count(*) FROM generations").fetchone()[0] for c in cons)
+        n = len(self._mem)
+        for path, con in self._cons():
+            with _sqlite(path):
+                n += con.execute("SELECT count(*) FROM generations").fetchone()[0]
+        return n
 
-    def close(self) -> None:
-        if self._rw is not None:
-            self._rw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        for con in [c for _, c in self._ro] + ([self._rw] if self._rw is not None else []):
-            con.close()
+    def close(self, tidy: bool = True) -> None:
+        """Close every connection.  The write-ahead log is folded into the file first, so that the
+        folder is one file again; that only tidies up (every answer is committed when it is put),
+        so a failure there (a full or read-only disk, a reader holding the file) is a warning and
+        loses nothing."""
+        rw, cons = self._rw, [c for _, c in self._ro] + ([self._rw] if self._rw is not None else [])
         self._ro, self._rw = [], None
+        if rw is not None and tidy:
+            try:
+                rw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as e:
+                log.warning("LLM cache %s: its write-ahead log was not folded into the file on close (%s); the answers "
+                            "are kept in it", self.folder, e)
+        for con in cons:
+            with contextlib.suppress(sqlite3.Error):
+                con.close()
 
 
 def export_cache(src: str | Path, dest: str | Path) -> Path:
     """Copy the cache folder ``src`` into ``dest`` as one compact SQLite file (no WAL side files),
-    rows ordered by key so that the same entries give the same file content."""
+    rows ordered by key so that the same entries give the same file content.  A damaged source is
+    an :class:`ArtifactError` naming it; the destination is then left without a cache file."""
     src, dest = Path(src), Path(dest)
     read_params(src, ARTIFACT)
     if src.resolve() == dest.resolve():
         raise ArtifactError(f"export_cache: {src} is both source and destination; export into another folder")
+    source = src / CACHE_FILE
+    if not source.is_file():
+        raise ArtifactError(f"LLM cache {src} has no {CACHE_FILE}; rebuild it with a live run (llm.mode=live)")
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / CACHE_FILE
     out.unlink(missing_ok=True)
+    cols = ", ".join(COLUMNS)
     con = sqlite3.connect(out.resolve().as_uri(), uri=True)
-    con.execute(_SCHEMA)
-    con.execute("ATTACH DATABASE ? AS src", (f"{(src / CACHE_FILE).resolve().as_uri()}?mode=ro",))
-    con.execute("INSERT INTO generations SELECT * FROM src.generations ORDER BY key")
-    con.commit()
-    con.execute("DETACH DATABASE src")
-    con.execute("VACUUM")
-    n = con.execute("SELECT count(*) FROM generations").fetchone()[0]
+    try:
+        con.execute(_SCHEMA)
+        with _sqlite(source):
+            con.execute("ATTACH DATABASE ? AS src", (f"{source.resolve().as_uri()}?mode=ro",))
+            have = {row[1] for row in con.execute("PRAGMA src.table_info(generations)")}
+            missing = [c for c in COLUMNS if c not in have]
+            if missing:
+                raise sqlite3.OperationalError(f"other schema: no such column: {', '.join(missing)}" if have
+                                               else "no such table: generations")
+            con.execute(f"INSERT INTO generations ({cols}) SELECT {cols} FROM src.generations ORDER BY key")
+            con.commit()
+            con.execute("DETACH DATABASE src")
+        with _sqlite(out):
+            con.execute("VACUUM")
+            n = con.execute("SELECT count(*) FROM generations").fetchone()[0]
+    except BaseException:
+        con.close()
+        out.unlink(missing_ok=True)
+        raise
     con.close()
     write_params(dest, ARTIFACT, "lexrag.llm.cache.export_cache", {"format": "sqlite", "table": "generations"}, n_entries=n)
     return out

@@ -16,12 +16,21 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from lexrag.errors import ReplayMissError
-from lexrag.llm.cache import LLMCache, cache_key
+from lexrag.llm.cache import LLMCache, cache_key, clean_text
 from lexrag.llm.prompts import Template
 
 __all__ = ["LLMClient", "Generation", "book"]
 
 log = logging.getLogger(__name__)
+
+def bounded(text: str, max_chars: int, what: str) -> str:
+    """``text`` cut to ``max_chars`` characters (``llm.max_answer_chars``, with a warning naming
+    ``what``: no answer, from a model that never stops or a cache built elsewhere, may stall what
+    reads it) and with any lone surrogate replaced, so that it can be stored and read."""
+    if len(text) > max_chars:
+        log.warning("%s: the LLM answer has %d characters; cut to llm.max_answer_chars=%d", what, len(text), max_chars)
+        text = text[:max_chars]
+    return clean_text(text)
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,10 @@ class LLMClient:
         self.generated = 0
 
     @property
+    def max_answer_chars(self) -> int:
+        return int(getattr(self.cfg, "max_answer_chars", 20_000))
+
+    @property
     def replay(self) -> bool:
         return self._replay
 
@@ -78,7 +91,8 @@ class LLMClient:
         for i, (key, _) in enumerate(keys):
             hit = self.cache.get(key)
             if hit is not None:
-                out[i] = Generation(hit["output"], hit["prompt_tokens"], hit["gen_tokens"], hit["seconds"], True)
+                text = bounded(str(hit["output"]), self.max_answer_chars, f"{template.id} for query {labels[i]!r} (cached)")
+                out[i] = Generation(text, hit["prompt_tokens"], hit["gen_tokens"], hit["seconds"], True)
             elif self.replay:
                 raise ReplayMissError(
                     f"replay: the LLM cache ({self.cache.describe()}) has no answer of model {self.model_name!r} "
@@ -124,6 +138,7 @@ class LLMClient:
                 res = lm.generate([prompts[i] for i in chunk], settings["max_new_tokens"])
             dt = (time.perf_counter() - t0) / len(chunk)
             for i, (text, n_in, n_out) in zip(chunk, res):
+                text = bounded(str(text), self.max_answer_chars, f"{template.id} for query {labels[i]!r}")
                 key, input_hash = keys[i]
                 self.cache.put(key, self.model_name, template.id, input_hash, settings, text, n_in, n_out, dt)
                 out[i] = Generation(text, n_in, n_out, dt, False)

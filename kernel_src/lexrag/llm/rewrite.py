@@ -60,6 +60,8 @@ def parse_json_object(text: str, schema: dict[str, tuple[type, bool]]) -> dict:
             break
         except ValueError as e:
             err = e
+        except RecursionError:  # brackets nested deeper than the parser recurses: no object we could use
+            raise LLMOutputError("not valid JSON: nested too deeply") from None
     else:
         raise LLMOutputError(f"not valid JSON: {err}")
     if not isinstance(obj, dict):

@@ -97,8 +97,8 @@ def load_scripted(folder: str | Path) -> ScriptedLM:
     path = Path(folder) / SCRIPT_FILE
     try:
         script = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ModelLoadError(f"{path}: not a readable JSON script ({e})") from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise ModelLoadError(f"{path}: not a readable JSON script ({str(e)[:200] or type(e).__name__})") from None
     if not isinstance(script, dict) or script.get("format") != FORMAT:
         raise ModelLoadError(f"{path}: not a lexrag scripted-LLM file (needs \"format\": \"{FORMAT}\")")
     for i, r in enumerate(script.get("rules", [])):
