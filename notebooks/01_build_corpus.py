@@ -34,12 +34,16 @@ if importlib.util.find_spec("lexrag") is None:
 import json
 from pathlib import Path
 
-from lexrag.config import load_config
+from lexrag.config import load_config, notebook_path
 from lexrag.errors import LexragError
 from lexrag.index.corpus import build_corpus
 from lexrag.kaggle.paths import InputNotFound, resolve_paths
 
 try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
+    laws = notebook_path("laws", laws)
+    courts = notebook_path("courts", courts)
+    abbreviations = notebook_path("abbreviations", abbreviations)
+    out_dir = notebook_path("out_dir", out_dir)
     cfg = load_config(config_path, overrides)
     paths = resolve_paths(cfg.paths)
     laws = laws or paths.input_file("laws_de.csv")

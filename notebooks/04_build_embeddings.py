@@ -35,12 +35,15 @@ if importlib.util.find_spec("lexrag") is None:
 import time
 from pathlib import Path
 
-from lexrag.config import load_config
+from lexrag.config import load_config, notebook_path
 from lexrag.errors import LexragError
 from lexrag.index.build import build_index
 from lexrag.kaggle.paths import resolve_paths
 
 try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
+    artifacts_dir = notebook_path("artifacts_dir", artifacts_dir)
+    out_dir = notebook_path("out_dir", out_dir)
+    resume_from = notebook_path("resume_from", resume_from)
     cfg = load_config(config_path, overrides)
     paths = resolve_paths(cfg.paths)
     corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")

@@ -33,6 +33,11 @@ def find(name):  # either input layout: /kaggle/input/<slug>/ or /kaggle/input/c
     return sorted(hits, key=lambda p: (competition not in p, "competitions" not in p, p.count(os.sep), p))
 
 
+for _name in ("config_path", "queries", "artifacts_dir", "out_path", "wheels_dir"):  # -y 'queries: 3' is no path
+    _value = globals()[_name]
+    if _value is not None and not isinstance(_value, (str, os.PathLike)):
+        raise SystemExit(f"error: parameter {_name}: expected a path (a string), got {type(_value).__name__} "
+                         f"{repr(_value)[:60]} (papermill: -p {_name} PATH); nothing was written")
 test_csv = Path(queries) if queries else next((Path(p) for p in find("test.csv")), None)
 submission = Path(out_path) if out_path else WORKING / "submission.csv"
 if queries and not test_csv.is_file():  # a path the user gave: name it, do not look elsewhere
@@ -62,6 +67,7 @@ import subprocess
 import sys
 
 INSTALLED = importlib.util.find_spec("lexrag") is not None
+FAILED = None  # why the run could not answer; the last cell says so first
 if not INSTALLED:
     installer = sorted(glob.glob(str(Path(wheels_dir or INPUT) / "**" / "lexrag_install.py"), recursive=True))
     if installer:
@@ -70,14 +76,18 @@ if not INSTALLED:
         print(r.stdout + r.stderr)
         INSTALLED = r.returncode == 0
         importlib.invalidate_caches()
+        if not INSTALLED:
+            FAILED = "the offline install of lexrag failed (see its output above)"
     else:
-        print("no lexrag_install.py among the inputs: attach the lexrag-wheels dataset (the fallback file stays)")
+        FAILED = "lexrag is not installed and no lexrag_install.py is among the inputs: attach the lexrag-wheels dataset"
+        print(FAILED)
 
 # %%
 import json
 import logging
 import traceback
 
+summary = {}
 if INSTALLED:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", force=True)
     try:
@@ -85,16 +95,23 @@ if INSTALLED:
 
         summary = run_submission(config_path, overrides, test_csv if test_csv and test_csv.is_file() else None,
                                  artifacts_dir, submission, STARTED_AT)
-        print(json.dumps(summary, indent=1, default=str))
+        print(json.dumps({k: v for k, v in summary.items() if k != "status_table"}, indent=1, default=str))
     except Exception as e:
         if any(c.__name__ == "LexragError" for c in type(e).__mro__):  # a user error: one line names it
-            print(f"error: {e}")
+            FAILED = str(e)
         else:
             traceback.print_exc()
-        print("the run failed; the best file so far stays")
+            FAILED = f"{type(e).__name__}: {e}".splitlines()[0]
+        print(f"error: {FAILED}")
 
 # %%
-# Standard library only: the file that stays is complete and well formed.
+# The run's status first (OK / DEGRADED / FAILED and a row per stage the config asks for), then
+# checks, with the standard library only, that the file that stays is complete and well formed.
+if FAILED or not summary:
+    print(f"FAILED: {FAILED or 'the run did not finish'}\nthe fallback file (every query id, no citations) is what "
+          f"this notebook leaves to submit")
+else:
+    print(summary["status_table"])
 assert submission.is_file(), f"no {submission} was written: no test.csv among the inputs (attach the competition data)"
 with open(submission, newline="", encoding="utf-8") as f:
     rows = list(csv.reader(f))
@@ -102,5 +119,5 @@ assert rows and rows[0] == ["query_id", "predicted_citations"], f"{submission}: 
 comparable = query_ids and not any("\ufffd" in q for q in query_ids)  # ids that were not UTF-8 are re-decoded by lexrag
 assert not comparable or [r[0] for r in rows[1:]] == query_ids, f"{submission}: the query ids differ from {test_csv}"
 assert all(len(r) == 2 for r in rows), f"{submission}: a row without two fields"
-print(f"OK {submission}: {len(rows) - 1} rows, {sum(1 for r in rows[1:] if r[1])} with citations, "
-      f"{time.time() - STARTED_AT:.0f}s since the first cell")
+print(f"{'FAILED' if FAILED or not summary else summary['status']} {submission}: {len(rows) - 1} rows, "
+      f"{sum(1 for r in rows[1:] if r[1])} with citations, {time.time() - STARTED_AT:.0f}s since the first cell")

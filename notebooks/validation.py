@@ -37,7 +37,7 @@ if importlib.util.find_spec("lexrag") is None:
 import json
 from pathlib import Path
 
-from lexrag.config import load_config, notebook_flag, notebook_mapping
+from lexrag.config import load_config, notebook_flag, notebook_mapping, notebook_path
 from lexrag.eval.validation import (
     ablation_table,
     format_metrics,
@@ -51,6 +51,10 @@ from lexrag.pipeline import Artifacts
 from lexrag.errors import LexragError
 
 try:
+    queries, artifacts_dir, out_dir, llm_cache = (notebook_path(n, v) for n, v in (
+        ("queries", queries), ("artifacts_dir", artifacts_dir), ("out_dir", out_dir), ("llm_cache", llm_cache)))
+    if not out_dir:
+        raise LexragError("parameter out_dir is not set: give the folder for metrics.json and per_query.csv (-p out_dir DIR)")
     if not queries:
         raise LexragError("parameter queries is not set: give a CSV with query_id,query,gold_citations (-p queries FILE.csv)")
     switches = {f"{stage}.enabled": notebook_flag(f"stages.{stage}", on) for stage, on in notebook_mapping("stages", stages).items()}

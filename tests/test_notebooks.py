@@ -198,3 +198,26 @@ def test_a_notebook_stops_on_a_wrong_path_with_one_line_naming_it(tmp_path, demo
         args += ["-p", k, v.format(**fill)]
     r = subprocess.run(args, capture_output=True, text=True)
     assert r.returncode != 0 and expected.format(**fill) in r.stderr, r.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nb,params,expected", [
+    ("validation", {"queries": 3}, "error: parameter queries: expected a path (a string), got int 3"),
+    ("validation", {"out_dir": ["a", "b"]}, "error: parameter out_dir: expected a path (a string), got list ['a', 'b']"),
+    ("validation", {"llm_cache": {"a": 1}}, "error: parameter llm_cache: expected a path (a string), got dict {'a': 1}"),
+    ("validation", {"config_path": 7}, "error: parameter config_path: expected a path (a string), got int 7"),
+    ("validation", {"artifacts_dir": 1.5}, "error: parameter artifacts_dir: expected a path (a string), got float 1.5"),
+    ("inference", {"queries": [1]}, "error: parameter queries: expected a path (a string), got list [1]"),
+    ("01_build_corpus", {"out_dir": 5}, "error: parameter out_dir: expected a path (a string), got int 5"),
+], ids=["validation: queries a number", "validation: out_dir a list", "validation: llm_cache a mapping",
+        "validation: config_path a number", "validation: artifacts_dir a number", "inference: queries a list", "01: out_dir a number"])
+def test_a_path_parameter_of_the_wrong_type_is_one_line_naming_it(tmp_path, demo_artifacts, demo_queries, nb, params, expected):
+    # papermill's -y passes YAML values as they are: a number, list or mapping where a path belongs
+    base = {"validation": {"queries": str(demo_queries), "artifacts_dir": str(demo_artifacts), "out_dir": str(tmp_path / "v")},
+            "inference": {"artifacts_dir": str(demo_artifacts), "out_path": str(tmp_path / "s.csv")},
+            "01_build_corpus": {"laws": str(ROOT / "demo" / "laws_demo.csv")}}[nb]
+    args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / f"{nb}.ipynb"), str(tmp_path / "o.ipynb"),
+            "-y", json.dumps({**base, **params})]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode != 0 and expected in r.stderr, r.stderr[-2000:]
+    assert "TypeError" not in r.stderr  # named before any code could trip over it

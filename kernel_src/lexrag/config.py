@@ -24,7 +24,8 @@ from lexrag.signals import (
     check_variant_names,
 )
 
-__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides"]
+__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides",
+           "notebook_path"]
 
 
 
@@ -692,6 +693,25 @@ def notebook_mapping(name: str, value: Any) -> dict:
     return dict(value)
 
 
+def notebook_path(name: str, value: Any) -> str | None:
+    """A notebook parameter meant as a file or folder name (``queries``, ``out_dir``,
+    ``artifacts_dir``, ``llm_cache``, ``config_path``): a string (or path) as given, ``None`` for
+    None or an empty string; a number, list or mapping (``-y 'queries: 3'``) is a
+    :class:`ConfigError` naming the parameter."""
+    import os
+
+    if value is None:
+        return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"parameter {name}: expected a path (a string), got {type(value).__name__} {short(value, 60)} "
+                          f"(papermill: -p {name} PATH)")
+    if "\x00" in value:
+        raise ConfigError(f"parameter {name}: {short(value, 60)} holds a NUL character; give a path")
+    return value or None
+
+
 _FLAGS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 
 
@@ -715,6 +735,7 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
     if overrides is not None and not isinstance(overrides, Mapping):
         overrides = notebook_mapping("overrides", overrides)
     cfg = Config()
+    path = notebook_path("config_path", path)  # a number or list from a notebook parameter is named, not a TypeError
     if path:
         p = Path(path)
         if not p.is_file() and str(path) in presets():
