@@ -42,10 +42,12 @@ import json, sys
 out = sys.argv[1]
 doc = json.load(open(f"{out}/metrics.json", encoding="utf-8"))
 cfg, graph = doc["config"], json.load(open(f"{out}/artifacts/graph/params.json", encoding="utf-8"))
-ran = [s for s in doc["timings_s"] if s != "total"]
-off = [s for s, v in cfg.items() if isinstance(v, dict) and v.get("enabled") is False]
-print(f"stages that ran: {', '.join(ran)}; off in this config: {', '.join(off)}")
-print(f"graph: {graph['n_edges']} edges (the demo has law text only; edges come from court considerations)")
+st = doc["status"]
+print(st["headline"])
+for name, row in st["stages"].items():
+    print(f"  {name:<15} {row['state']:<8} {row.get('queries', 0)}/{row.get('total', 0)} queries {row.get('why', '')}".rstrip())
+print(f"  off in this config: {', '.join(st['off'])}")
+print(f"graph: {graph['n_nodes']} nodes, {graph['n_edges']} edges from the {graph['n_docs'] - 8480} demo court considerations")
 c = cfg["count"]
 if c["method"] == "fixed":
     print(f"count: k = {c['k']} citations per question; the demo questions cite 1 or 2, so precision stays low by design")
@@ -72,7 +74,7 @@ endef
 export SHOW_CSV
 
 demo: venv
-	$(PY) -m lexrag build --laws demo/laws_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml
+	$(PY) -m lexrag build --laws demo/laws_demo.csv --courts demo/courts_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml
 	$(PY) -m papermill -k python3 notebooks/validation.ipynb $(DEMO_OUT)/validation.ipynb \
 		-p config_path demo/config.yaml -p queries demo/queries_demo.csv \
 		-p artifacts_dir $(DEMO_OUT)/artifacts -p out_dir $(DEMO_OUT)
@@ -82,7 +84,7 @@ demo: venv
 
 # the LLM stages on the demo with the scripted stand-in model (no GPU, no weights): incremental ablation
 demo-llm: venv
-	$(PY) -m lexrag build --laws demo/laws_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml
+	$(PY) -m lexrag build --laws demo/laws_demo.csv --courts demo/courts_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml
 	$(PY) -m lexrag -q calibrate --queries demo/queries_demo.csv --artifacts $(DEMO_OUT)/artifacts --config demo/config_llm.yaml \
 		--set llm.cache_dir=$(DEMO_OUT)/llm/cache
 	$(PY) -m papermill -k python3 notebooks/validation.ipynb $(DEMO_OUT)/llm/validation.ipynb \

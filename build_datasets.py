@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Rebuild the artifacts listed in artifacts_manifest.yaml as Kaggle dataset folders.
 
-  python build_datasets.py --laws laws_de.csv [--courts court_considerations.csv] [--train train.csv] --out datasets/
+  python build_datasets.py --laws laws_de.csv [--courts court_considerations.csv | --no-courts] [--train train.csv] --out datasets/
   python build_datasets.py --check --out datasets/          # every mismatch with the manifest, exit 1 if any
   python build_datasets.py --check --upload --out datasets/ # check, then kaggle datasets create/version per folder
 
@@ -24,13 +24,16 @@ ROOT = Path(__file__).resolve().parent
 def main(argv: list[str] | None = None) -> int:
     from lexrag.config import load_config, parse_overrides
     from lexrag.errors import LexragError
+    from lexrag.index.build import courts_beside
     from lexrag.kaggle.datasets import check, rebuild, upload
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--manifest", default=str(ROOT / "artifacts_manifest.yaml"))
     p.add_argument("--out", required=True, help="folder holding one dataset folder per artifact")
     p.add_argument("--laws", help="laws_de.csv (needed to build the corpus)")
-    p.add_argument("--courts", help="court_considerations.csv (optional)")
+    p.add_argument("--courts", help="court_considerations.csv (default: the one beside --laws, when there is one)")
+    p.add_argument("--no-courts", action="store_true", help="laws only, even with court_considerations.csv beside --laws "
+                   "(the graph then has no court edges and runs leave it off)")
     p.add_argument("--train", help="training CSV with gold_citations for the prior (never the validation file)")
     p.add_argument("--law-keys", help="law citation keys, one per line; keys missing from --laws join with empty text")
     p.add_argument("--abbreviations", help="abbrev-translations.json of the competition's starter kit: the French and "
@@ -53,13 +56,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             given = [f for f, v in (("--laws", args.laws), ("--courts", args.courts), ("--train", args.train),
                                     ("--law-keys", args.law_keys), ("--abbreviations", args.abbreviations),
-                                    ("--llm-cache", args.llm_cache), ("--owner", args.owner), ("--set", args.set),
+                                    ("--llm-cache", args.llm_cache), ("--owner", args.owner if not args.upload else None),
+                                    ("--no-courts", args.no_courts), ("--set", args.set),
                                     ("--config", args.config)) if v]
             if given:
                 print(f"warning: {', '.join(given)} not read: --check builds nothing", file=sys.stderr)
         else:
             cfg = load_config(args.config, parse_overrides(args.set))
-            doc = rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=args.courts, only=only, owner=args.owner,
+            courts = courts_beside(args.laws, False if args.no_courts else args.courts) if args.laws else args.courts
+            doc = rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=courts, only=only, owner=args.owner,
                           law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache, abbreviations=args.abbreviations)
             checked = doc["built"]
         if args.message and not args.upload:
@@ -74,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.upload and checked == []:
             print("warning: nothing was built, so nothing is uploaded", file=sys.stderr)
         elif args.upload:
-            upload(args.manifest, args.out, checked, args.message)
+            upload(args.manifest, args.out, checked, args.message, owner=args.owner)
     except LexragError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
 # %% [markdown]
 # # 01 — Build the unified corpus
-# Streams `laws_de.csv` (and `court_considerations.csv` when given) into the corpus artifact,
+# Streams `laws_de.csv` and the `court_considerations.csv` beside it (or the one given) into the corpus artifact,
 # with the French and Italian law abbreviations of `abbrev-translations.json` when it is there:
 # one parquet row per document plus `params.json` and a build report that counts and quotes
 # every dropped or repaired row.
@@ -9,7 +9,7 @@
 config_path = None  # YAML config file, or None for the defaults
 overrides = {}  # {"section.field": value}
 laws = None  # path to laws_de.csv; None: <input folder>/laws_de.csv
-courts = None  # path to court_considerations.csv; None: laws only
+courts = None  # path to court_considerations.csv; None: the one beside laws_de.csv when there is one; False: laws only
 abbreviations = None  # abbrev-translations.json (French/Italian law abbreviations); None: the input's, when there is one
 out_dir = None  # artifacts folder; None: the working folder on Kaggle, the artifacts folder locally
 
@@ -36,6 +36,7 @@ from pathlib import Path
 
 from lexrag.config import load_config, notebook_path
 from lexrag.errors import LexragError
+from lexrag.index.build import courts_beside
 from lexrag.index.corpus import build_corpus
 from lexrag.kaggle.paths import InputNotFound, resolve_paths
 
@@ -55,6 +56,8 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
         if abbreviations is not None and not Path(abbreviations).is_file():
             abbreviations = None
     out = Path(out_dir) if out_dir else paths.output_dir
+    courts = courts_beside(laws, courts)
+    print(f"courts: {courts or 'none: laws only, so the graph will have no court edges'}")
     report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, abbreviations=abbreviations)
     print(json.dumps({"n_docs": report["n_docs"], "code_aliases": report.get("code_aliases", 0)}))
 except LexragError as e:

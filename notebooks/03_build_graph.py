@@ -32,7 +32,7 @@ from pathlib import Path
 
 from lexrag.config import load_config, notebook_path
 from lexrag.errors import LexragError
-from lexrag.index.build import build_index
+from lexrag.index.build import build_index, has_court_edges
 from lexrag.kaggle.paths import resolve_paths
 
 try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
@@ -44,5 +44,8 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
     t0 = time.perf_counter()
     graph = build_index("graph", cfg, corpus_dir, out)
     print(f"{graph.n} nodes, {graph.adj.nnz} edges, communities per level {graph.params['communities']}, {time.perf_counter() - t0:.1f}s")
+    if not has_court_edges(graph):
+        print("warning: the graph has no court edges (the corpus holds no court considerations that cite): runs leave "
+              "the graph signals off over it; build the corpus with court_considerations.csv (notebook 01) and rebuild")
 except LexragError as e:
     raise SystemExit(f"error: {e}") from None

@@ -45,6 +45,7 @@ from lexrag.eval.validation import (
     plot_ablation,
     validate_run,
 )
+from lexrag.eval.status import run_status
 from lexrag.kaggle.paths import resolve_paths
 from lexrag.pipeline import Artifacts
 
@@ -68,6 +69,7 @@ try:
     metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths)
 except LexragError as e:  # a user error: one line that names the file, line or field, and the run stops
     raise SystemExit(f"error: {e}") from None
+print(run_status(cfg, art, result).table())
 print(format_metrics(metrics, title=f"validation on {queries}"))
 print(json.dumps({"timings_s": result.timings, "cost": result.cost_totals(), "model_loads": result.model_loads}, indent=1))
 

@@ -74,17 +74,19 @@ def _artifacts_dir(args: argparse.Namespace, cfg) -> tuple[str, Path]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from lexrag.artifacts import check_makeable
-    from lexrag.index.build import build_artifacts
+    from lexrag.index.build import build_artifacts, courts_beside
 
     cfg = _config(args)
     check_makeable(args.out, "--out")
-    build_artifacts(cfg, args.laws, args.out, courts=args.courts, law_keys=args.law_keys, train=args.train,
+    courts = courts_beside(args.laws, False if args.no_courts else args.courts)
+    build_artifacts(cfg, args.laws, args.out, courts=courts, law_keys=args.law_keys, train=args.train,
                     abbreviations=args.abbreviations)
     print(f"artifacts written to {args.out}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from lexrag.eval.status import run_status
     from lexrag.eval.submission import write_submission
     from lexrag.pipeline import run_pipeline
     from lexrag.queries import load_queries
@@ -104,6 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if result.dropped:
         note += f"; dropped for time: {', '.join(result.dropped)}"
     print(f"wrote {args.out}: {len(result.query_ids)} queries, {n} citations, {result.timings['total']:.2f}s{note}")
+    print(run_status(cfg, art, result).table())
     return 0
 
 
@@ -267,7 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("build", help="build the artifacts (corpus, bm25) from the competition CSVs")
     b.add_argument("--laws", required=True, help="laws_de.csv")
-    b.add_argument("--courts", help="court_considerations.csv (optional)")
+    b.add_argument("--courts", help="court_considerations.csv (default: the one beside --laws, when there is one)")
+    b.add_argument("--no-courts", action="store_true", help="laws only, even with court_considerations.csv beside --laws")
     b.add_argument("--train", help="training CSV with gold_citations: builds the prior artifact (never the validation file)")
     b.add_argument("--law-keys", help="file of law citation keys, one per line; keys missing from --laws join with empty text")
     b.add_argument("--abbreviations", help="abbrev-translations.json (starter kit): French and Italian abbreviations of the law codes")
@@ -326,6 +330,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _disk_error(e: OSError, args: argparse.Namespace) -> str | None:
+    """One line for a disk that refuses a write (full, over quota, read-only, not permitted), naming
+    the file (or the output argument when the system did not name it); None for other errors.
+    Writers write beside their output and rename at the end, so the files already there are kept."""
+    import errno
+
+    causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+              errno.EROFS: "the disk is read-only", errno.EACCES: "permission denied", errno.EPERM: "not permitted"}
+    cause = causes.get(e.errno) or ("the disk is full" if "No space left on device" in str(e) else None)
+    if cause is None:
+        return None
+    where = e.filename or (f"--out {args.out}" if getattr(args, "out", None) else "an output file")
+    return (f"{where}: {cause} ({e.strerror or str(e).splitlines()[0][:200]}); free space or write elsewhere "
+            "(the files that were there are kept)")
+
+
 def main(argv: list[str] | None = None) -> int:
     import logging
 
@@ -337,6 +357,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (LexragError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        line = _disk_error(e, args)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `lexrag evaluate ... | head`: the reader left; not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 from lexrag import stages as _stages  # noqa: F401  (registers the built-in stages)
 from lexrag.config import Config
 from lexrag.errors import ArtifactError, LexragError, StageError
-from lexrag.index.build import corpus_id
+from lexrag.index.build import corpus_id, has_court_edges
 from lexrag.modelpaths import cache_name, find_model
 from lexrag.index.corpus import Corpus
 from lexrag.index.graph import CitationGraph
@@ -38,6 +38,7 @@ from lexrag.stages.base import (
     Context,
     Phase,
     Stage,
+    asked_for,
     check_degrade_order,
     stages_for,
 )
@@ -104,7 +105,9 @@ class Artifacts:
                 if not degrade:
                     raise
                 art.missing[name] = f"{type(e).__name__}: {e}".splitlines()[0]
-                log.warning("%s is not available (%s); its stages are switched off", name, art.missing[name])
+                off = [s.name for s in asked_for(cfg) if name in getattr(s, "needs", ())]
+                log.warning("%s is not available (%s); stages switched off: %s", name, art.missing[name],
+                            ", ".join(off) or "none the config asks for")
 
         if cfg.lexical.enabled:
             part("bm25", lambda: setattr(art, "bm25", BM25Index.load(locate("bm25"), cfg.lexical, corpus_id=cid)))
@@ -112,6 +115,11 @@ class Artifacts:
             part("graph", lambda: setattr(art, "graph", CitationGraph.load(locate("graph"), len(corpus), corpus_id=cid,
                                                                             resolutions=cfg.graph.resolutions,
                                                                             aliases=corpus.aliases_digest)))
+        if art.graph is not None and not has_court_edges(art.graph):
+            art.graph = None
+            art.missing["graph"] = ("the graph has no court edges (its corpus holds no court considerations that cite); "
+                                    "rebuild the corpus with court_considerations.csv, then the graph")
+            log.warning("graph: left off (%s)", art.missing["graph"])
         if cfg.uses_prior():
             part("prior", lambda: setattr(art, "prior", TrainingPrior.load(locate("prior"))))
         if cfg.semantic.enabled:

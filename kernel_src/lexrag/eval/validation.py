@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lexrag.config import Config
 from lexrag.eval.metrics import evaluate, per_query_table
+from lexrag.eval.status import run_status
 from lexrag.eval.submission import write_submission
 from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
@@ -78,7 +79,8 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
         w.writerows(rows)
     n = max(len(result.query_ids), 1)
     totals = result.cost_totals()
-    doc = {"metrics": metrics, "queries": str(queries_path), "timings_s": result.timings,
+    status = run_status(cfg, artifacts, result)
+    doc = {"status": status.to_dict(), "metrics": metrics, "queries": str(queries_path), "timings_s": result.timings,
            "degraded": result.degraded, "skipped": result.skipped, "dropped": result.dropped,
            "failed": result.failed, "model_loads": result.model_loads,
            "cost": {"total": totals, "per_query_mean": {s: {k: v / n for k, v in a.items()} for s, a in totals.items()},

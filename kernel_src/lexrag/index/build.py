@@ -47,7 +47,12 @@ def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path
         return build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), dest, cfg.lexical, corpus_id=cid,
                           progress=progress, n_docs_hint=len(corpus))
     if name == "graph":
-        return build_graph(corpus, dest, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=cid, progress=progress)
+        graph = build_graph(corpus, dest, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=cid, progress=progress)
+        if not has_court_edges(graph):
+            log.warning("graph at %s has %d nodes and no court edges: the corpus holds no court considerations that cite "
+                        "(build it with court_considerations.csv); runs leave the graph signals off over this graph",
+                        dest, graph.n)
+        return graph
     if name == "embeddings":
         from lexrag.index.semantic import build_embeddings
 
@@ -56,6 +61,36 @@ def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path
                                 batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields, device=sc.device,
                                 fp16=sc.fp16, devices=sc.devices or None, progress=progress, **kw)
     raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
+
+
+COURTS_FILE = "court_considerations.csv"
+
+
+def courts_beside(laws: str | Path | None, courts: str | Path | bool | None) -> Path | None:
+    """The court considerations a corpus build reads: ``courts`` as given; when it is ``None``,
+    ``court_considerations.csv`` beside ``laws`` if there is one (the competition ships them side
+    by side); ``False`` (or ``""``, ``"false"``, ``"none"``) for laws only.  Each choice is logged,
+    since a corpus without courts gives a graph without edges."""
+    if isinstance(courts, str) and courts.strip().lower() in ("", "false", "none", "no"):
+        courts = False
+    if courts is False:
+        log.warning("courts: off by request: the corpus holds laws only and its graph will have no court edges")
+        return None
+    if courts is not None and courts is not True:
+        return Path(courts)
+    beside = Path(laws).parent / COURTS_FILE if laws else None
+    if beside is not None and beside.is_file():
+        log.info("courts: %s (beside the laws file; pass courts=False / --no-courts for laws only)", beside)
+        return beside
+    log.warning("courts: none given and no %s beside %s: the corpus holds laws only and its graph will have no "
+                "court edges", COURTS_FILE, laws)
+    return None
+
+
+def has_court_edges(graph) -> bool:
+    """A graph with at least one citation edge; without one (a law-only corpus) the graph signals
+    carry nothing but article siblings, which lowered Macro F1 on held-out legal areas."""
+    return graph.adj.nnz > 0
 
 
 def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, abbreviations=None) -> None:

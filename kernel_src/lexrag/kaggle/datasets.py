@@ -347,8 +347,10 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
     return problems
 
 
-def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | None = None, message: str = "") -> None:
-    """Push each artifact folder with the kaggle CLI: a new version if the dataset exists, else create it."""
+def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | None = None, message: str = "",
+           owner: str | None = None) -> None:
+    """Push each artifact folder with the kaggle CLI: a new version if the dataset exists, else
+    create it; ``owner`` (a Kaggle user or organisation) replaces the owner the folders were built for."""
     if shutil.which("kaggle") is None:
         raise ManifestError("the kaggle CLI is not on PATH: pip install kaggle and put your API token in place (see the kaggle CLI docs)")
     problems = check(manifest_path, out_dir, only)
@@ -360,6 +362,8 @@ def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] |
         if entry["name"] not in names:
             continue
         folder = Path(out_dir) / entry["name"]
+        if owner:
+            _dataset_metadata(folder, entry, owner)
         meta = json.loads((folder / "dataset-metadata.json").read_text(encoding="utf-8"))
         status = subprocess.run(["kaggle", "datasets", "status", meta["id"]], capture_output=True, text=True)
         said = (status.stdout + status.stderr).strip()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lexrag.config import load_config
+from lexrag.eval.status import run_status
 from lexrag.eval.submission import validate_submission, write_submission
 from lexrag.kaggle.paths import resolve_paths
 from lexrag.pipeline import Artifacts, Budget, run_pipeline
@@ -31,8 +32,9 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
                    artifacts_dir: str | Path | None = None, out: str | Path | None = None,
                    started_at: float | None = None) -> dict:
     """Answer the queries (``test.csv`` from the competition input by default) into ``out``
-    (``submission.csv`` in the working folder).  Returns a summary: queries, citations written,
-    seconds per stage, stages skipped or failed, parts missing, cost per stage."""
+    (``submission.csv`` in the working folder).  Returns a summary: the run status (OK, DEGRADED)
+    with its stage table (``status``, ``status_table``, ``stages``), queries, citations written,
+    seconds per stage, stages skipped, dropped or failed, parts missing, cost per stage."""
     cfg = load_config(config, overrides)
     cfg.runtime = replace(cfg.runtime, on_stage_error="skip")
     if os.environ.get("CI"):
@@ -53,7 +55,9 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     if problems:  # never replace a valid fallback with a broken file
         raise RuntimeError(f"the submission failed validation, the fallback file stays: {problems[:5]}")
     tmp.replace(out_path)
+    status = run_status(cfg, art, res)
     summary = {
+        "status": status.status, "status_table": status.table(), "stages": status.to_dict()["stages"],
         "submission": str(out_path), "queries": len(qs), "citations": sum(len(v) for v in res.predictions.values()),
         "empty_rows": sum(1 for v in res.predictions.values() if not v), "load_s": round(load_s, 1),
         "seconds": {k: round(v, 2) for k, v in res.timings.items()}, "budget_elapsed_s": round(budget.elapsed(), 1),
@@ -61,5 +65,5 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
         "missing": art.missing,
         "model_loads": res.model_loads, "cost": res.cost_totals(),
     }
-    log.info("wrote %s: %d queries, %d citations", out_path, len(qs), summary["citations"])
+    log.info("wrote %s: %d queries, %d citations; %s", out_path, len(qs), summary["citations"], status.headline)
     return summary

@@ -89,6 +89,7 @@ def _previous(mem: AgentMemory) -> str:
 class Agent:
     name = "agent"
     family = "agent"
+    needs = ("llm",)
     phase = Phase.RERANK
     essential = False
     signals = ("agent",)

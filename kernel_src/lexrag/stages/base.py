@@ -46,6 +46,7 @@ __all__ = [
     "unregister_stage",
     "registered_stages",
     "stages_for",
+    "asked_for",
     "check_degrade_order",
     "RETRIEVAL_PHASES",
     "OptionalBM25Stage",
@@ -72,6 +73,9 @@ class Stage(Protocol):
     phase: Phase
     essential: bool
     signals: tuple[str, ...]  # signal names it may emit (registered for config validation)
+    # optional: the loaded parts it needs (``bm25``, ``semantic``, ``graph``, ``prior``, ``reranker``,
+    # ``llm``), so a run can say which stages a missing part turned off
+    # needs: tuple[str, ...]
 
     def enabled(self, cfg: "Config", art: Any) -> bool: ...
 
@@ -86,6 +90,7 @@ class OptionalBM25Stage:
     family = "lexical"
     phase = Phase.CONTENT
     essential = False
+    needs = ("bm25",)
 
     def enabled(self, cfg: "Config", art: Any) -> bool:
         return getattr(cfg, self.name).enabled and cfg.lexical.enabled and art.bm25 is not None
@@ -190,3 +195,21 @@ def check_degrade_order(order, estimates=None) -> None:
 def stages_for(cfg: "Config", art: Any, phases: tuple[Phase, ...] | None = None) -> list[Stage]:
     """The enabled stages, in order, optionally only of ``phases``."""
     return [s for s in registered_stages() if (phases is None or s.phase in phases) and s.enabled(cfg, art)]
+
+
+class _AllLoaded:
+    """Loaded artifacts with every part present, so ``stage.enabled(cfg, it)`` says whether the
+    config alone switches a stage on."""
+
+    bm25 = graph = prior = dense = calibration = corpus = object()
+    llm_ready = True
+
+    def has_model(self, name: str) -> bool:
+        return True
+
+
+def asked_for(cfg: "Config") -> list[Stage]:
+    """The stages the config switches on, whatever is loaded (seed fusion, which follows from the
+    graph and prior stages, left out)."""
+    every = _AllLoaded()
+    return [s for s in registered_stages() if s.phase != Phase.SEED_FUSION and s.enabled(cfg, every)]

@@ -32,6 +32,7 @@ class GraphSignals:
     phase = Phase.GRAPH
     essential = False
     signals = GRAPH_SIGNALS
+    needs = ("graph",)
 
     def enabled(self, cfg, art) -> bool:
         return cfg.graph.enabled and art.graph is not None
@@ -87,6 +88,7 @@ class PriorSignals:
     phase = Phase.GRAPH
     essential = False
     signals = PRIOR_SIGNALS
+    needs = ("prior",)
 
     def enabled(self, cfg, art) -> bool:
         return cfg.prior.enabled and art.prior is not None

@@ -14,6 +14,7 @@ class BM25Variants:
     name = "bm25"
     reads = ("lexical",)  # config sections its output depends on (the signal cache keys on them)
     family = "lexical"
+    needs = ("bm25",)
     phase = Phase.CONTENT
     essential = True
     signals = tuple(f"bm25_{v}" for v in VARIANTS)

@@ -51,6 +51,7 @@ class Rerank:
 
     name = "rerank"
     family = "rerank"
+    needs = ("reranker",)
     phase = Phase.RERANK
     essential = False
     signals = ()

@@ -12,6 +12,7 @@ __all__ = ["LLMRewrite"]
 class LLMRewrite:
     name = "rewrite"
     family = "rewrite"
+    needs = ("llm",)
     phase = Phase.REWRITE
     essential = False
     signals = ()

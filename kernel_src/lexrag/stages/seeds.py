@@ -64,6 +64,7 @@ class LLMSeeds:
     phase = Phase.CONTENT
     essential = False
     signals = ("llm_seeds",)
+    needs = ("llm",)
 
     def enabled(self, cfg, art) -> bool:
         return cfg.seeds.enabled and cfg.llm.enabled and art.llm_ready

@@ -16,6 +16,7 @@ class DenseVariants:
     name = "dense"
     reads = ("semantic",)  # config sections its output depends on (the signal cache keys on them)
     family = "semantic"
+    needs = ("semantic",)
     phase = Phase.CONTENT
     essential = False
     signals = tuple(f"dense_{v}" for v in VARIANTS)

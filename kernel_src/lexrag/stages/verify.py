@@ -100,6 +100,7 @@ def graph_neighbours(graph, doc: int, k: int) -> list[int]:
 class Verify:
     name = "verify"
     family = "rerank"
+    needs = ("llm",)
     phase = Phase.RERANK
     essential = False
     signals = ("verify",)
