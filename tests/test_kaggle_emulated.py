@@ -79,6 +79,12 @@ def _outputs(nb: Path) -> str:
     return "".join("".join(o.get("text", "")) for c in doc["cells"] for o in c.get("outputs", []))
 
 
+def _last_output(nb: Path) -> str:
+    doc = json.loads(nb.read_text(encoding="utf-8"))
+    cells = [c for c in doc["cells"] if c["cell_type"] == "code"]
+    return "".join("".join(o.get("text", "")) for o in cells[-1].get("outputs", []))
+
+
 def _listing(root: Path) -> list[tuple[str, int]]:
     return sorted((str(p.relative_to(root)), p.stat().st_size) for p in root.rglob("*"))
 
@@ -93,8 +99,13 @@ def test_save_and_run_all_installs_offline_and_writes_a_scored_file(sim, tmp_pat
     assert r.returncode == 0, r.stderr[-3000:]
     text = _outputs(tmp_path / "out.ipynb")
     assert "lexrag-install: lexrag from" in text and ": ok" in text
-    assert "OK " in text and "22 rows" in text
+    # the last cell starts with the status and the table: the kaggle preset asks for more than is attached
+    last = _last_output(tmp_path / "out.ipynb")
+    assert last.startswith("DEGRADED: "), last[:300]
+    assert "\nstage " in last and "\nrewrite         missing  llm: " in last and "\ndense           missing  semantic: " in last
+    assert "DEGRADED " + str(tmp_path / "working" / "submission.csv") + ": 22 rows" in last
     summary = json.loads(text[text.index("{\n"): text.index("\n}") + 2])
+    assert summary["status"] == "DEGRADED" and summary["stages"]["bm25"] == {"state": "ran", "queries": 22, "total": 22}
     # the kaggle preset asks for more than is attached: those parts are left out, named, and the rest answers
     assert {"semantic", "reranker", "llm", "prior"} <= set(summary["missing"])
     assert summary["queries"] == 22 and summary["empty_rows"] == 0 and summary["failed"] == {}
@@ -120,9 +131,24 @@ def test_without_the_wheels_the_fallback_file_stays(sim, tmp_path, demo_artifact
     r = _run_notebook(sim, tmp_path, root)
     assert r.returncode == 0, r.stderr[-3000:]
     text = _outputs(tmp_path / "out.ipynb")
-    assert "no lexrag_install.py among the inputs" in text and "OK " in text
+    assert "no lexrag_install.py is among the inputs" in text and "OK " not in text
+    assert _last_output(tmp_path / "out.ipynb").startswith("FAILED: lexrag is not installed")
+    assert "the fallback file (every query id, no citations) is what this notebook leaves to submit" in text
     rows = (tmp_path / "working" / "submission.csv").read_text(encoding="utf-8").splitlines()
     assert rows[0] == "query_id,predicted_citations" and len(rows) == 23 and all(r.endswith(",") for r in rows[1:])
+
+
+@pytest.mark.slow
+def test_without_a_corpus_the_run_is_failed_and_says_the_fallback_is_submitted(sim, tmp_path, demo_artifacts, demo_queries):
+    root = tmp_path / "input"
+    _layout(root, "nested", demo_artifacts, demo_queries, sim["wheels"])
+    shutil.rmtree(root / "datasets" / "lexrag" / "lexrag-corpus")
+    r = _run_notebook(sim, tmp_path, root)
+    assert r.returncode == 0, r.stderr[-3000:]
+    last = _last_output(tmp_path / "out.ipynb")
+    assert last.startswith("FAILED: artifact 'corpus' not found"), last[:300]
+    assert "leaves to submit" in last and "OK" not in last
+    assert "FAILED " + str(tmp_path / "working" / "submission.csv") + ": 22 rows, 0 with citations" in last
 
 
 # ---------------------------------------------------------------- failure paths, in process
@@ -177,7 +203,7 @@ def test_a_missing_model_folder_leaves_its_stage_out(kaggle_tree, demo_queries, 
     from lexrag.kaggle.notebook import run_submission
 
     summary = run_submission("kaggle", {"semantic.model": "bge-m3-not-attached"})
-    assert "model folder 'bge-m3-not-attached' not found" in summary["missing"]["semantic"]
+    assert "semantic.model: no model folder matches bge-m3-not-attached" in summary["missing"]["semantic"]
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
 
 
@@ -187,8 +213,10 @@ def test_when_the_budget_runs_out_the_essential_stages_still_answer(kaggle_tree,
     with pytest.warns(UserWarning, match="time budget"):  # started an hour ago with a budget of 10 minutes
         summary = run_submission("kaggle", {"runtime.time_budget_s": 600.0, "runtime.reserve_s": 60.0},
                                  started_at=time.time() - 3600)
-    # every optional stage the preset enables is skipped (here: statutes, feedback, articles and graph); BM25 and seeds answer
-    assert summary["skipped"] == {"graph": 22, "statutes": 22, "feedback": 22, "articles": 22} and summary["empty_rows"] == 0
+    # every optional stage the preset enables is skipped (here: statutes, feedback and articles; the demo
+    # graph has no court edges, so it is left off); BM25 and seeds answer
+    assert summary["skipped"] == {"statutes": 22, "feedback": 22, "articles": 22} and summary["empty_rows"] == 0
+    assert summary["status"] == "DEGRADED" and summary["stages"]["statutes"]["state"] == "dropped"
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
 
 
@@ -215,6 +243,10 @@ def test_with_every_llm_stage_a_short_budget_or_a_failing_query_still_writes_a_v
                                         "runtime.stage_estimates_s": est})
     assert list(summary["dropped"]) == ["agent"] and summary["skipped"] == {"agent": 22}
     assert summary["cost"]["verify"]["llm_calls"] > 0 and summary["empty_rows"] == 0
+    # the run measures itself beside the plan: seconds per query against the estimate, LLM tokens per second
+    verify = summary["measured"]["stages"]["verify"]
+    assert verify["plan_s_per_query"] == 1.0 and verify["s_per_query"] >= 0 and "gen_tok_per_s" in verify
+    assert "\nmeasured " in summary["status_table"] and summary["status"] == "DEGRADED"  # the agent was dropped
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
 
     real = agent_mod.judge
@@ -278,3 +310,30 @@ def test_the_cli_finds_the_attached_datasets_without_artifacts(kaggle_tree, tmp_
     assert seen == [working / "calibration"]
     assert main(["run", "--queries", str(demo_queries), "--out", str(tmp_path / "c.csv"), "--config", cfg,
                  "--set", "count.method=adaptive"]) == 0
+
+
+def test_the_kaggle_preset_without_an_llm_is_degraded_naming_every_stage_it_turns_off(kaggle_tree):
+    """No LLM, no encoder, no reranker, no prior, a graph without court edges: DEGRADED, each
+    stage the preset asks for has its row with the reason and the fix; the stages that ran say so."""
+    from lexrag.kaggle.notebook import run_submission
+
+    summary = run_submission("kaggle")
+    assert summary["status"] == "DEGRADED"
+    rows = summary["stages"]
+    for stage in ("rewrite", "llm_seeds", "verify", "agent"):
+        assert rows[stage]["state"] == "missing" and rows[stage]["why"].startswith("llm: "), rows[stage]
+        assert "lexrag-llm-cache" in rows[stage]["fix"]
+    assert rows["graph"]["state"] == "missing" and "no court edges" in rows["graph"]["why"]
+    assert rows["dense"]["state"] == rows["rerank"]["state"] == rows["prior"]["state"] == "missing"
+    assert all(rows[s] == {"state": "ran", "queries": 22, "total": 22} for s in ("bm25", "citation_seeds", "statutes", "fusion", "count"))
+    table = summary["status_table"].splitlines()
+    assert table[0].startswith("DEGRADED: 8 of 15 stages the config asks for did not run for every query: rewrite, ")
+    assert "rewrite" in table[0] and "verify" in table[0] and "agent" in table[0]
+
+
+def test_a_run_with_every_stage_it_asks_for_is_ok(kaggle_tree):
+    from lexrag.kaggle.notebook import run_submission
+
+    summary = run_submission("lexical")
+    assert summary["status"] == "OK" and summary["status_table"].startswith("OK: every stage the config asks for ran")
+    assert set(summary["stages"]) == {"bm25", "citation_seeds", "fusion", "count"}

@@ -27,6 +27,11 @@ def test_pair_in_sync(py):
     assert b.metadata.get("kernelspec", {}).get("name") == "python3"
 
 
+def _text(nb: Path) -> str:
+    doc = json.loads(Path(nb).read_text(encoding="utf-8"))
+    return "".join("".join(o.get("text", "")) for c in doc["cells"] for o in c.get("outputs", []))
+
+
 def _papermill(nb, out, **params):
     args = [sys.executable, "-m", "papermill", "-k", "python3", str(nb), str(out)]
     for k, v in params.items():
@@ -97,13 +102,30 @@ def test_validation_notebook_adds_the_llm_stages_one_by_one_with_the_scripted_mo
 
 @pytest.mark.slow
 def test_build_and_inference_notebooks(tmp_path, demo_laws, demo_queries):
+    """The competition's files side by side: notebook 01 reads court_considerations.csv beside
+    laws_de.csv without being told, so notebook 03's graph has court edges."""
+    import shutil
+
     art = tmp_path / "art"
+    data = tmp_path / "data"
+    data.mkdir()
+    laws = shutil.copyfile(demo_laws, data / "laws_de.csv")
+    shutil.copyfile(ROOT / "demo" / "courts_demo.csv", data / "court_considerations.csv")
     abbrev = tmp_path / "abbrev-translations.json"
     abbrev.write_text(json.dumps([{"id": "OR", "abbrev": {"de": "OR", "fr": "CO", "it": "CO"}}]), encoding="utf-8")
-    _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1.ipynb", laws=demo_laws, out_dir=art, abbreviations=abbrev)
+    _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1.ipynb", laws=laws, out_dir=art, abbreviations=abbrev)
     assert json.loads((art / "corpus" / "code_aliases.json").read_text(encoding="utf-8")) == {"CO": "OR"}
+    assert "courts: " + str(data / "court_considerations.csv") in _text(tmp_path / "1.ipynb")
     _papermill(ROOT / "notebooks" / "02_build_bm25.ipynb", tmp_path / "2.ipynb", artifacts_dir=art)
     _papermill(ROOT / "notebooks" / "03_build_graph.ipynb", tmp_path / "g.ipynb", artifacts_dir=art)
+    graph = json.loads((art / "graph" / "params.json").read_text(encoding="utf-8"))
+    assert graph["n_edges"] > 0 and "no court edges" not in _text(tmp_path / "g.ipynb")
+    # courts=False: laws only, said in the notebook, and the graph build warns that it has no edges
+    _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1b.ipynb", laws=laws, out_dir=tmp_path / "lawsonly",
+               courts=False)
+    assert "courts: none: laws only" in _text(tmp_path / "1b.ipynb")
+    _papermill(ROOT / "notebooks" / "03_build_graph.ipynb", tmp_path / "gb.ipynb", artifacts_dir=tmp_path / "lawsonly")
+    assert "warning: the graph has no court edges" in _text(tmp_path / "gb.ipynb")
     _papermill(ROOT / "notebooks" / "inference.ipynb", tmp_path / "3.ipynb", artifacts_dir=art,
                queries=demo_queries, out_path=tmp_path / "submission.csv", config_path="lexical")
     lines = (tmp_path / "submission.csv").read_text(encoding="utf-8").splitlines()

@@ -18,7 +18,7 @@ from typing import Any
 from lexrag.config import Config
 from lexrag.stages.base import Phase, asked_for, registered_stages
 
-__all__ = ["StageRow", "RunStatus", "run_status", "failed_status", "FIXES"]
+__all__ = ["StageRow", "RunStatus", "run_status", "failed_status", "measured", "measured_table", "FIXES"]
 
 # how to get a part back, by the name Artifacts.load records it under
 FIXES = {
@@ -116,3 +116,50 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
 def failed_status(reason: str) -> RunStatus:
     """The status of a run that could not answer at all (no corpus, lexrag not installed, an error)."""
     return RunStatus("FAILED", [], [], reason)
+
+
+def measured(cfg: Config, res: Any) -> dict[str, Any]:
+    """What the run measured about itself, beside the plan: per stage that ran, seconds per query
+    against ``runtime.stage_estimates_s`` and, for the LLM stages, prompt and generated tokens per
+    second; per model, its load seconds; per GPU, the peak memory torch allocated (when CUDA ran)."""
+    n = max(len(res.query_ids), 1)
+    totals = res.cost_totals()
+    est = cfg.runtime.stage_estimates_s
+    stages: dict[str, dict[str, float]] = {}
+    for name, secs in res.timings.items():
+        if name == "total":
+            continue
+        row = {"s_per_query": round(secs / n, 3)}
+        if name in est:
+            row["plan_s_per_query"] = float(est[name])
+        amounts = totals.get(name, {})
+        if amounts.get("llm_calls"):
+            llm_s = amounts.get("seconds", secs) or secs
+            row["prompt_tok_per_s"] = round(amounts.get("prompt_tokens", 0.0) / max(llm_s, 1e-9), 1)
+            row["gen_tok_per_s"] = round(amounts.get("gen_tokens", 0.0) / max(llm_s, 1e-9), 1)
+        stages[name] = row
+    out: dict[str, Any] = {"stages": stages, "model_load_s": {k: round(v, 1) for k, v in res.model_load_seconds.items()}}
+    try:
+        import sys
+
+        torch = sys.modules.get("torch")  # only when a model ran: importing torch costs seconds
+        if torch is not None and torch.cuda.is_available():
+            out["peak_gpu_gb"] = {f"cuda:{i}": round(torch.cuda.max_memory_allocated(i) / 2**30, 2)
+                                  for i in range(torch.cuda.device_count())}
+    except Exception:  # noqa: BLE001 - a measurement never fails the run
+        pass
+    return out
+
+
+def measured_table(m: dict[str, Any]) -> str:
+    """The measurements as lines: stage, seconds per query (plan), tokens per second."""
+    lines = [f"{'measured':<15} {'s/query':>8} {'plan':>8}  tokens/s (prompt, generated)"]
+    for name, row in m["stages"].items():
+        plan = f"{row['plan_s_per_query']:.2f}" if "plan_s_per_query" in row else "-"
+        tok = f"{row['prompt_tok_per_s']:.0f}, {row['gen_tok_per_s']:.0f}" if "gen_tok_per_s" in row else ""
+        lines.append(f"{name:<15} {row['s_per_query']:>8.3f} {plan:>8}  {tok}".rstrip())
+    if m["model_load_s"]:
+        lines.append("model loads: " + ", ".join(f"{k} {v}s" for k, v in m["model_load_s"].items()))
+    if m.get("peak_gpu_gb"):
+        lines.append("peak GPU memory: " + ", ".join(f"{k} {v} GB" for k, v in m["peak_gpu_gb"].items()))
+    return "\n".join(lines)

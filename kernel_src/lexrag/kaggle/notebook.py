@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lexrag.config import load_config
-from lexrag.eval.status import run_status
+from lexrag.eval.status import measured, measured_table, run_status
 from lexrag.eval.submission import validate_submission, write_submission
 from lexrag.kaggle.paths import resolve_paths
 from lexrag.pipeline import Artifacts, Budget, run_pipeline
@@ -57,7 +57,8 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     tmp.replace(out_path)
     status = run_status(cfg, art, res)
     summary = {
-        "status": status.status, "status_table": status.table(), "stages": status.to_dict()["stages"],
+        "status": status.status, "status_table": status.table() + "\n" + measured_table(m := measured(cfg, res)),
+        "stages": status.to_dict()["stages"], "measured": m,
         "submission": str(out_path), "queries": len(qs), "citations": sum(len(v) for v in res.predictions.values()),
         "empty_rows": sum(1 for v in res.predictions.values() if not v), "load_s": round(load_s, 1),
         "seconds": {k: round(v, 2) for k, v in res.timings.items()}, "budget_elapsed_s": round(budget.elapsed(), 1),
