@@ -15,10 +15,56 @@ sha256, size, doc count and version of every file.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+
+
+COMMITTED = ROOT / "artifacts_manifest.yaml"
+
+
+def _stage_manifest(manifest: str, record: bool) -> tuple[str, Path | None]:
+    """The manifest a build records into: for the committed manifest (unless --record) a copy in the
+    temporary folder, so that a build of other data (the demo slice) never rewrites it; returns the
+    path to record into and the copy (None when the build records into ``manifest`` itself)."""
+    if record or not Path(manifest).is_file() or Path(manifest).resolve() != COMMITTED.resolve():
+        return manifest, None
+    import shutil
+    import tempfile
+
+    fd, copy = tempfile.mkstemp(prefix="lexrag-manifest-", suffix=".yaml")
+    os.close(fd)
+    shutil.copyfile(manifest, copy)
+    return copy, Path(copy)
+
+
+def _settle_manifest(manifest: str, staged: Path | None, out: str, built: list[str]) -> str:
+    """Where the build's manifest goes: into the committed manifest when it records the same data
+    there (the same document counts and sources: a rebuild, a new wheel), else beside the datasets as
+    ``<out>/artifacts_manifest.yaml`` with a warning (the committed one stays; --record writes it)."""
+    if staged is None:
+        return manifest
+    import shutil
+
+    import yaml
+
+    old = {a.get("name"): a for a in (yaml.safe_load(Path(manifest).read_text(encoding="utf-8")) or {}).get("artifacts", [])}
+    new = {a.get("name"): a for a in (yaml.safe_load(staged.read_text(encoding="utf-8")) or {}).get("artifacts", [])}
+    differ = [f"{n}: {new[n].get('doc_count')} documents, the committed manifest records {old[n].get('doc_count')}"
+              + (" from other sources" if new[n].get("doc_count") == old[n].get("doc_count") else "")
+              for n in built if n in new and n in old
+              and (new[n].get("doc_count"), new[n].get("sources")) != (old[n].get("doc_count"), old[n].get("sources"))]
+    if not differ:
+        shutil.copyfile(staged, manifest)
+        staged.unlink()
+        return manifest
+    target = Path(out) / "artifacts_manifest.yaml"
+    shutil.move(str(staged), target)
+    print(f"warning: this build is of other data than the committed manifest records ({'; '.join(differ)}); it is "
+          f"recorded in {target} and {manifest} is unchanged (--record records it there)", file=sys.stderr)
+    return str(target)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", help="YAML config")
     p.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE")
     p.add_argument("--check", action="store_true", help="only verify existing folders against the manifest")
+    p.add_argument("--record", action="store_true", help="record a build of other data (another corpus, such as the demo "
+                   "slice) in the committed manifest; without it such a build is recorded in OUT/artifacts_manifest.yaml")
     p.add_argument("--upload", action="store_true", help="push the folders with the kaggle CLI after building/checking")
     p.add_argument("--message", default="", help="version message for --upload")
     args = p.parse_args(argv)
@@ -61,12 +109,26 @@ def main(argv: list[str] | None = None) -> int:
                                     ("--config", args.config)) if v]
             if given:
                 print(f"warning: {', '.join(given)} not read: --check builds nothing", file=sys.stderr)
+            if only is None:  # what was built: artifacts with no folder in --out are named, not mismatches
+                from lexrag.kaggle.datasets import load_manifest
+
+                entries = load_manifest(args.manifest)["artifacts"]
+                checked = [a["name"] for a in entries if (Path(args.out) / a["name"]).is_dir()]
+                absent = [a["name"] for a in entries if a["name"] not in checked]
+                if not checked:
+                    print(f"MISMATCH nothing is built in {args.out}: build the datasets first (README, Kaggle quickstart)")
+                    return 1
+                if absent:
+                    print(f"warning: not built in {args.out}, so not checked: {', '.join(absent)} "
+                          f"(--only {','.join(absent)} checks them)", file=sys.stderr)
         else:
             cfg = load_config(args.config, parse_overrides(args.set))
+            committed, (args.manifest, staged) = args.manifest, _stage_manifest(args.manifest, args.record)
             courts = courts_beside(args.laws, False if args.no_courts else args.courts) if args.laws else args.courts
             doc = rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=courts, only=only, owner=args.owner,
                           law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache, abbreviations=args.abbreviations)
             checked = doc["built"]
+            args.manifest = _settle_manifest(committed, staged, args.out, checked)
         if args.message and not args.upload:
             print("warning: --message is read only with --upload", file=sys.stderr)
         problems = check(args.manifest, args.out, checked) if checked != [] else []

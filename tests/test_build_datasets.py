@@ -95,6 +95,8 @@ def test_check_of_unbuilt_manifest_is_a_failure(tmp_path):
     m = tmp_path / "m.yaml"
     m.write_text("artifacts:\n- name: corpus\n  dataset: x\n  files: []\n", encoding="utf-8")
     r = run("--manifest", m, "--out", tmp_path, "--check")
+    assert r.returncode == 1 and "nothing is built in" in r.stdout
+    r = run("--manifest", m, "--out", tmp_path, "--check", "--only", "corpus")
     assert r.returncode == 1 and "never built" in r.stdout
     r = run("--manifest", tmp_path / "nope.yaml", "--out", tmp_path, "--check")
     assert r.returncode == 2 and "manifest not found" in r.stderr
@@ -168,3 +170,26 @@ def test_check_lists_a_damaged_params_json_among_the_other_problems(tmp_path, ma
     r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus,bm25")
     assert r.returncode == 1, r.stderr
     assert "MISMATCH corpus: params.json has size" in r.stdout and "MISMATCH bm25: extra.txt is not in the manifest" in r.stdout
+
+
+def test_check_without_only_checks_what_was_built_and_upload_reads_the_owner(tmp_path, manifest, tiny_inputs):
+    """`--check --out DIR` as the README gives it, after building some of the datasets: what is there
+    is checked, what was never built here is named; `--check --upload --owner ME` uploads as ME."""
+    laws, _ = tiny_inputs
+    out = tmp_path / "ds"
+    assert run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus,bm25").returncode == 0
+    r = run("--manifest", manifest, "--out", out, "--check")
+    assert r.returncode == 0 and "(corpus, bm25 checked)" in r.stdout, r.stdout + r.stderr
+    assert "not built in" in r.stderr and "embeddings" in r.stderr and "llm_cache" in r.stderr
+    r = run("--manifest", manifest, "--out", tmp_path / "empty", "--check")
+    assert r.returncode == 1 and "nothing is built in" in r.stdout
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "kaggle.log"
+    (bindir / "kaggle").write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nexit 0\n")
+    (bindir / "kaggle").chmod(0o755)
+    r = run("--manifest", manifest, "--out", out, "--check", "--upload", "--owner", "me",
+            env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert r.returncode == 0 and "--owner not read" not in r.stderr, r.stderr
+    assert log.read_text().splitlines()[0] == "datasets status me/lexrag-corpus"
+    assert json.loads((out / "bm25" / "dataset-metadata.json").read_text())["id"] == "me/lexrag-bm25"

@@ -150,7 +150,7 @@ class Artifacts:
         run or an ablation can switch to the adaptive count)."""
         from lexrag.stages.count import Calibration
 
-        adaptive = cfg.count.method == "adaptive"
+        adaptive = cfg.count.method == "adaptive" and cfg.count.w_cal > 0  # w_cal 0: the term is off, nothing to read
         if cfg.count.calibration:  # named explicitly: it must be there
             part("calibration", lambda: setattr(self, "calibration", Calibration.load(cfg.count.calibration, cid)))
             return
