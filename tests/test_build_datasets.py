@@ -193,3 +193,50 @@ def test_check_without_only_checks_what_was_built_and_upload_reads_the_owner(tmp
     assert r.returncode == 0 and "--owner not read" not in r.stderr, r.stderr
     assert log.read_text().splitlines()[0] == "datasets status me/lexrag-corpus"
     assert json.loads((out / "bm25" / "dataset-metadata.json").read_text())["id"] == "me/lexrag-bm25"
+
+
+def test_a_damaged_llm_cache_given_to_build_datasets_is_one_line_and_nothing_is_recorded(tmp_path, manifest):
+    from lexrag.llm.cache import LLMCache
+
+    LLMCache(tmp_path / "live_cache").close()
+    (tmp_path / "live_cache" / "cache.sqlite").write_bytes(b"not a database" * 50)
+    before = manifest.read_bytes()
+    r = run("--manifest", manifest, "--out", tmp_path / "ds", "--only", "llm_cache", "--llm-cache", tmp_path / "live_cache")
+    assert r.returncode == 2 and "cache.sqlite: not a readable LLM cache (file is not a database" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and manifest.read_bytes() == before
+    assert not (tmp_path / "ds" / "llm_cache" / "cache.sqlite").exists()
+
+
+def _build_datasets_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_datasets_under_test", ROOT / "build_datasets.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_build_of_other_data_leaves_the_committed_manifest_unless_recorded(tmp_path, tiny_inputs, monkeypatch, capsys):
+    laws, _ = tiny_inputs
+    committed = tmp_path / "repo" / "artifacts_manifest.yaml"  # stands in for the committed manifest
+    committed.parent.mkdir()
+    shutil.copy(ROOT / "artifacts_manifest.yaml", committed)
+    before = committed.read_bytes()
+    bd = _build_datasets_module()
+    monkeypatch.setattr(bd, "COMMITTED", committed)
+    monkeypatch.setenv("CI", "true")
+    # the demo slice (or any other corpus) into the committed manifest: recorded beside the datasets instead
+    assert bd.main(["--manifest", str(committed), "--out", str(tmp_path / "ds"), "--laws", str(laws), "--no-courts",
+                    "--only", "corpus"]) == 0
+    out, err = capsys.readouterr()
+    assert committed.read_bytes() == before
+    assert "this build is of other data than the committed manifest records (corpus: 7 documents, the committed " \
+           "manifest records 176043)" in err and "--record" in err
+    assert f"OK: {tmp_path / 'ds'} matches {tmp_path / 'ds' / 'artifacts_manifest.yaml'}" in out
+    side = yaml.safe_load((tmp_path / "ds" / "artifacts_manifest.yaml").read_text(encoding="utf-8"))
+    assert next(a for a in side["artifacts"] if a["name"] == "corpus")["doc_count"] == 7
+    # asked for: recorded in the committed manifest
+    assert bd.main(["--manifest", str(committed), "--out", str(tmp_path / "ds2"), "--laws", str(laws), "--no-courts",
+                    "--only", "corpus", "--record"]) == 0
+    doc = yaml.safe_load(committed.read_text(encoding="utf-8"))
+    assert next(a for a in doc["artifacts"] if a["name"] == "corpus")["doc_count"] == 7

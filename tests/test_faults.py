@@ -424,30 +424,69 @@ def _artifact_hashes(folder: Path) -> dict:
     return out
 
 
+# A child that stops at a named point of its work and waits there to be killed: the test kills on
+# that event (a marker file the child writes), never after a measured time, so a busy or a fast
+# machine kills at the same point.
+PAUSE_AT = """
+import os, sys, time
+from pathlib import Path
+
+def pause(marker):
+    Path(marker).write_text("paused", encoding="utf-8")
+    while True:  # killed here by the test
+        time.sleep(1)
+"""
+
+
+def _wait_for(marker: Path, proc: subprocess.Popen) -> None:
+    """Until the child wrote ``marker`` (it then waits to be killed); a child that ends first fails the test."""
+    import time
+
+    while not marker.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the child ended (exit {proc.returncode}) before reaching {marker.name}")
+        time.sleep(0.01)
+
+
 @pytest.mark.slow
 def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_identical(tmp_path):
     import signal
-    import time
 
     courts = _synthetic_courts(tmp_path / "courts.csv", 15_000)
     laws = DEMO / "laws_demo.csv"
-    cmd = [sys.executable, "-m", "lexrag", "-q", "build", "--laws", str(laws), "--courts", str(courts),
-           "--set", "runtime.progress=false"]
+    args = ["-q", "build", "--laws", str(laws), "--courts", str(courts), "--set", "runtime.progress=false"]
     ref = tmp_path / "ref"
-    t0 = time.perf_counter()
-    assert subprocess.run(cmd + ["--out", str(ref)], capture_output=True).returncode == 0
-    full = time.perf_counter() - t0
+    assert subprocess.run([sys.executable, "-m", "lexrag", *args, "--out", str(ref)], capture_output=True).returncode == 0
     target = tmp_path / "out"
     shutil.copytree(ref, target)  # artifacts already there, then a rebuild that is killed
     (target / "marker.txt").write_text("kept")
     before = tree_state(target)
-    for frac in (0.2, 0.5, 0.8):
-        p = subprocess.Popen(cmd + ["--out", str(target)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(full * frac)
+    script = tmp_path / "paused_build.py"
+    script.write_text(PAUSE_AT + (
+        "import lexrag.index.build as B\n"
+        "point, marker = sys.argv[1], sys.argv[2]\n"
+        "real_corpus, real_index = B.build_corpus, B.build_index\n"
+        "def corpus(folder, *a, **k):\n"
+        "    if point == 'corpus':  # the staging folder made, the corpus half written\n"
+        "        Path(folder).mkdir(parents=True, exist_ok=True); (Path(folder) / 'part.parquet').write_bytes(b'x')\n"
+        "        pause(marker)\n"
+        "    return real_corpus(folder, *a, **k)\n"
+        "def index(name, *a, **k):\n"
+        "    if name == point:  # the artifacts before it built in the staging folder\n"
+        "        pause(marker)\n"
+        "    return real_index(name, *a, **k)\n"
+        "B.build_corpus, B.build_index = corpus, index\n"
+        "from lexrag.cli import main\n"
+        "sys.exit(main(sys.argv[3:]))\n"), encoding="utf-8")
+    for point in ("corpus", "bm25", "graph"):
+        marker = tmp_path / f"paused-{point}"
+        p = subprocess.Popen([sys.executable, str(script), point, str(marker), *args, "--out", str(target)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_for(marker, p)
         p.send_signal(signal.SIGKILL)
         p.wait()
-        assert {k: v for k, v in tree_state(target).items() if not k.startswith(".")} == before, frac
-    assert subprocess.run(cmd + ["--out", str(target)], capture_output=True).returncode == 0
+        assert {k: v for k, v in tree_state(target).items() if not k.startswith(".")} == before, point
+    assert subprocess.run([sys.executable, "-m", "lexrag", *args, "--out", str(target)], capture_output=True).returncode == 0
     assert _artifact_hashes(target) == _artifact_hashes(ref)
     assert not [p for p in target.iterdir() if p.name.startswith(".")]  # the killed builds' staging folders are gone
 
@@ -455,41 +494,53 @@ def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_i
 @pytest.mark.slow
 def test_an_embeddings_build_killed_mid_way_resumes_to_the_same_shards(tmp_path, demo_artifacts):
     import signal
-    import time
 
     from tinymodels import make_tiny_encoder
 
     enc = make_tiny_encoder(tmp_path / "enc")
     script = tmp_path / "emb.py"
-    script.write_text(
-        "import sys\n"
+    # with a pause point (argv 2, 3): the build stops after that many shards are published, and
+    # while the next one is half written (its temporary file on disk), and waits to be killed
+    script.write_text(PAUSE_AT + (
+        "import types\n"
+        "import lexrag.index.semantic as S\n"
         "from lexrag.index.corpus import Corpus\n"
         "from lexrag.index.semantic import build_embeddings\n"
+        "if len(sys.argv) > 3:\n"
+        "    after, marker, done = int(sys.argv[2]), sys.argv[3], []\n"
+        "    proxy = types.ModuleType('os')\n"
+        "    proxy.__dict__.update(os.__dict__)\n"
+        "    def replace(src, dst):\n"
+        "        if len(done) == after:\n"
+        "            pause(marker)\n"
+        "        os.replace(src, dst)\n"
+        "        done.append(dst)\n"
+        "    proxy.replace = replace\n"
+        "    S.os = proxy\n"
         f"c = Corpus({str(demo_artifacts / 'corpus')!r})\n"
         f"ok = build_embeddings(c, {str(enc)!r}, sys.argv[1], corpus_id='demo', shard_size=400, fields=['text'], "
         "device='cpu', max_seq=32, batch_size=64)\n"
-        "sys.exit(0 if ok else 3)\n", encoding="utf-8")
+        "sys.exit(0 if ok else 3)\n"), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
-    t0 = time.perf_counter()
     assert subprocess.run([sys.executable, str(script), str(tmp_path / "ref")], env=env, capture_output=True).returncode == 0
-    full = time.perf_counter() - t0
-    out = tmp_path / "out"
-    p = subprocess.Popen([sys.executable, str(script), str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(full * 0.6)
+    out, marker = tmp_path / "out", tmp_path / "paused"
+    p = subprocess.Popen([sys.executable, str(script), str(out), "5", str(marker)], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(marker, p)
     p.send_signal(signal.SIGKILL)
     p.wait()
     assert not (out / "params.json").exists()  # a killed build is never mistaken for a finished one
+    assert len(list(out.glob("shard_*[0-9].npy"))) == 5 and len(list(out.glob("shard_*.tmp.npy"))) == 1
     from lexrag.errors import ArtifactError
     from lexrag.index.semantic import Embeddings
 
     with pytest.raises(ArtifactError, match="did not finish"):
         Embeddings(out, 8480)
-    done = len(list(out.glob("shard_*[0-9].npy")))
     assert subprocess.run([sys.executable, str(script), str(out)], env=env, capture_output=True).returncode == 0
     ref = json.loads((tmp_path / "ref" / "params.json").read_text())["files"]
     got = json.loads((out / "params.json").read_text())["files"]
     shards = {k: v for k, v in ref.items() if k.startswith("shard_")}
-    assert len(shards) == 22 and {k: got[k] for k in shards} == shards, f"{done} shards were done before the kill"
+    assert len(shards) == 22 and {k: got[k] for k in shards} == shards
 
 
 def test_publishing_a_build_set_is_all_or_nothing(tmp_path, arts, monkeypatch):
@@ -674,3 +725,390 @@ def test_a_build_replaces_artifacts_and_unfinished_embeddings_but_not_other_fold
         check_replaceable(other)
     with pytest.raises(ArtifactError, match="is a file"):
         check_replaceable(other / "notes.txt")
+
+
+# ---------------------------------------------------------------- 10. the LLM cache, read-only and full disks
+
+
+SCRIPTED = DEMO / "scripted_llm"
+
+
+def llm_run(capsys, tmp_path, arts, cache, *extra):
+    """``lexrag run`` of the demo's LLM config (the scripted stand-in model) over the LLM cache ``cache``."""
+    q = tmp_path / "q.csv"
+    if not q.exists():
+        write(q, QUERIES)
+    out = tmp_path / "s.csv"
+    out.unlink(missing_ok=True)
+    cache_arg = ["--set", f"llm.cache_dir={cache}"] if cache is not None else []
+    return cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", out, "--config", DEMO / "config_llm.yaml",
+               "--set", f"llm.model={SCRIPTED}", *cache_arg, *extra) + (out,)
+
+
+@pytest.fixture
+def full_cache(tmp_path, arts, capsys) -> Path:
+    """An LLM cache holding every answer of the LLM config on QUERIES (a live run filled it)."""
+    cache = tmp_path / "cache"
+    rc, _, err, _ = llm_run(capsys, tmp_path, arts, cache)
+    assert rc == 0, err
+    return cache
+
+
+def _damaged_table_page(cache: Path) -> None:
+    """Overwrite one leaf page of the answers table: the cache opens (its key index is whole) and
+    the replay meets the damage at a lookup."""
+    import sqlite3
+
+    f = cache / "cache.sqlite"
+    con = sqlite3.connect(f)
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    pages = [r[0] for r in con.execute("SELECT pageno FROM dbstat WHERE name = 'generations' AND pagetype = 'leaf' ORDER BY pageno")]
+    con.close()
+    raw = bytearray(f.read_bytes())
+    page = pages[len(pages) // 2]
+    raw[(page - 1) * page_size: page * page_size] = b"\xff" * page_size
+    f.write_bytes(bytes(raw))
+
+
+def _other_schema(cache: Path) -> None:
+    import sqlite3
+
+    (cache / "cache.sqlite").unlink()
+    con = sqlite3.connect(cache / "cache.sqlite")
+    con.execute("CREATE TABLE generations (key TEXT PRIMARY KEY, output TEXT)")
+    con.commit()
+    con.close()
+
+
+CACHE_DAMAGE = {
+    "truncated": (lambda c: _damage_truncate(c / "cache.sqlite"), "not a readable LLM cache (database disk image is malformed"),
+    "not a database": (lambda c: (c / "cache.sqlite").write_bytes(b"garbage" * 100), "not a readable LLM cache (file is not a database"),
+    "damaged page met in a replay": (_damaged_table_page, "not a readable LLM cache (database disk image is malformed"),
+    "other schema": (_other_schema, "not an LLM cache of this lexrag version (other schema: no such column: model"),
+}
+
+
+@pytest.mark.parametrize("mode", ["live", "replay"])
+@pytest.mark.parametrize("case", sorted(CACHE_DAMAGE))
+def test_a_damaged_llm_cache_is_one_line_naming_its_file(tmp_path, arts, capsys, full_cache, case, mode):
+    damage, expected = CACHE_DAMAGE[case]
+    damage(full_cache)
+    rc, _, err, out = llm_run(capsys, tmp_path, arts, full_cache, "--set", f"llm.mode={mode}")
+    assert rc == 2 and f"{full_cache / 'cache.sqlite'}: {expected}" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("case", ["file", "symlink to a file"])
+def test_an_llm_cache_dir_that_is_a_file_is_named(tmp_path, arts, capsys, case):
+    f = write(tmp_path / "notes.txt", "mine")
+    cache = f if case == "file" else tmp_path / "link"
+    if case != "file":
+        cache.symlink_to(f)
+    rc, _, err, _ = llm_run(capsys, tmp_path, arts, cache)
+    assert rc == 2 and f"llm.cache_dir {cache}: it is a file; give a folder" in err and f.read_text() == "mine"
+
+
+def test_an_llm_cache_locked_beyond_the_busy_timeout_is_one_line(tmp_path, arts, capsys, monkeypatch):
+    import sqlite3
+
+    import lexrag.llm.cache as C
+
+    C.LLMCache(tmp_path / "cache").close()
+    holder = sqlite3.connect(tmp_path / "cache" / "cache.sqlite", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing, and not letting go
+    monkeypatch.setattr(C, "BUSY_TIMEOUT_S", 0.05)  # the wait is the same however long; only the test's duration shrinks
+    try:
+        rc, _, err, out = llm_run(capsys, tmp_path, arts, tmp_path / "cache")
+    finally:
+        holder.rollback()
+        holder.close()
+    assert rc == 2 and "cache.sqlite: locked by another process" in err and "its own llm.cache_dir" in err, err
+    assert not out.exists()
+
+
+def test_a_full_cache_on_a_read_only_folder_replays_and_the_run_writes_its_submission(tmp_path, arts, capsys, full_cache,
+                                                                                       monkeypatch, caplog):
+    import lexrag.llm.cache as C
+
+    before = tree_state(full_cache)
+    monkeypatch.setattr(C, "_writable", lambda folder: Path(folder).resolve() != full_cache.resolve())  # a read-only mount
+    opened = []
+    real_connect = C.sqlite3.connect
+    monkeypatch.setattr(C.sqlite3, "connect", lambda target, *a, **k: opened.append(str(target)) or real_connect(target, *a, **k))
+    with caplog.at_level("WARNING", logger="lexrag"):
+        rc, _, err, out = llm_run(capsys, tmp_path, arts, full_cache)
+    assert rc == 0, err
+    assert out.is_file() and "is read-only: its answers are replayed" in caplog.text
+    assert all("immutable=1" in t for t in opened if "cache.sqlite" in t)  # opened immutable: nothing is written
+    assert tree_state(full_cache) == before
+
+
+def test_a_run_keeps_its_answers_when_closing_the_cache_fails(tmp_path, arts, capsys, full_cache, monkeypatch, caplog):
+    import sqlite3
+
+    import lexrag.llm.cache as C
+
+    def failing_close(self, tidy=True):
+        raise sqlite3.OperationalError("attempt to write a readonly database (simulated wal_checkpoint)")
+
+    monkeypatch.setattr(C.LLMCache, "close", failing_close)
+    for policy in ("raise", "skip"):
+        rc, _, err, out = llm_run(capsys, tmp_path, arts, full_cache, "--set", f"runtime.on_stage_error={policy}")
+        assert rc == 0 and out.is_file(), err  # the finished answers are written; the failed cleanup is a warning
+        out.unlink()
+    assert "closing the LLM cache failed" in caplog.text
+
+
+def test_a_read_only_cache_folder_without_a_cache_is_one_line(tmp_path, arts, capsys, monkeypatch):
+    import lexrag.llm.cache as C
+
+    (tmp_path / "ro").mkdir()
+    monkeypatch.setattr(C, "_writable", lambda folder: False)
+    rc, _, err, _ = llm_run(capsys, tmp_path, arts, tmp_path / "ro")
+    assert rc == 2 and f"llm.cache_dir {tmp_path / 'ro'}: the folder is read-only and holds no cache" in err
+
+
+def test_an_answer_with_a_lone_surrogate_is_stored_and_read_back(tmp_path):
+    from lexrag.llm.cache import LLMCache
+
+    c = LLMCache(tmp_path / "c")
+    c.put("k", "m", "t", "h", {}, "Miete \ud800 und \udfff Kündigung", 1, 1, 0.1)
+    assert c.get("k")["output"] == "Miete \ufffd und \ufffd Kündigung"
+    c.close()
+
+
+@pytest.mark.parametrize("depth", [1_500, 100_000])
+def test_llm_json_nested_too_deeply_is_an_llm_output_error(depth):
+    from lexrag.errors import LLMOutputError
+    from lexrag.llm.rewrite import CONCEPT_SCHEMA, parse_json_object
+
+    with pytest.raises(LLMOutputError, match="nested too deeply"):
+        parse_json_object('{"legal_area": ' + "[" * depth + "]" * depth + "}", CONCEPT_SCHEMA)
+
+
+def test_a_huge_llm_answer_without_spaces_is_cut_and_never_split_letter_by_letter(tmp_path, arts, capsys, monkeypatch, caplog):
+    import lexrag.index.decompound as D
+
+    script = tmp_path / "m" / "lexrag_scripted.json"
+    write(script, json.dumps({"format": "lexrag-scripted-llm/1", "default_yes": 0.2,
+                              "rules": [{"when": ["German"], "output": "Miet" + "a" * 1_000_000}]}))
+    tried = []
+    real = D.Decompounder._modifier
+    monkeypatch.setattr(D.Decompounder, "_modifier", lambda self, w: tried.append(len(w)) or real(self, w))
+    with caplog.at_level("WARNING", logger="lexrag"):
+        rc, _, err, out = llm_run(capsys, tmp_path, arts, tmp_path / "cache", "--set", f"llm.model={script.parent}",
+                                  "--set", "llm.tasks=[translate,sparse]", "--set", "verify.enabled=false",
+                                  "--set", "agent.enabled=false")
+    assert rc == 0 and out.is_file(), err
+    assert "cut to llm.max_answer_chars=20000" in caplog.text
+    assert max(tried, default=0) <= D.MAX_WORD  # no word longer than MAX_WORD is tried cut by cut
+    assert D.Decompounder({"miete": 9, "vertrag": 9}, 4, 1).split("miet" + "a" * 100_000) == ()
+
+
+# ---------------------------------------------------------------- 11. outputs that cannot be written
+
+
+def _refuse_writes_in(monkeypatch, folder: Path, err: int):
+    """The file system refuses new files in ``folder`` (a read-only mount, a full disk)."""
+    import tempfile
+
+    import lexrag.artifacts as A
+
+    real = tempfile.mkstemp
+
+    def mkstemp(*a, dir=None, **k):
+        if dir is not None and Path(dir).resolve() == folder.resolve():
+            raise OSError(err, os.strerror(err), str(dir))
+        return real(*a, dir=dir, **k)
+
+    monkeypatch.setattr(A.tempfile, "mkstemp", mkstemp)
+
+
+@pytest.mark.parametrize("command", ["run", "build", "calibrate"])
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path, arts, capsys, monkeypatch, command):
+    import errno
+
+    import lexrag.eval.calibrate
+    import lexrag.index.build
+    import lexrag.pipeline
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    _refuse_writes_in(monkeypatch, ro, errno.EROFS)
+    work = []
+    for mod, name in ((lexrag.pipeline, "run_pipeline"), (lexrag.index.build, "build_artifacts"), (lexrag.eval.calibrate, "calibrate")):
+        monkeypatch.setattr(mod, name, lambda *a, **k: work.append(name))
+    q = write(tmp_path / "q.csv", QUERIES)
+    args = {"run": ["run", "--queries", q, "--artifacts", arts, "--out", ro / "s.csv"],
+            "build": ["build", "--laws", DEMO / "laws_demo.csv", "--out", ro / "art"],
+            "calibrate": ["calibrate", "--queries", q, "--artifacts", arts, "--out", ro / "cal"]}[command]
+    rc, _, err = cli(capsys, *args)
+    assert rc == 2 and f"nothing can be written in {ro} (Read-only file system)" in err and work == [], err
+
+
+def test_a_full_disk_is_one_line_naming_the_output_and_the_old_files_stay(tmp_path, arts, capsys, monkeypatch):
+    import errno
+
+    import lexrag.eval.submission as S
+    import lexrag.index.build as B
+
+    q = write(tmp_path / "q.csv", QUERIES)
+    out = write(tmp_path / "s.csv", "old submission")
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")  # a write that fails: the system names no file
+
+    monkeypatch.setattr(S, "write_submission", full)
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", out)
+    assert rc == 2 and f"--out {out}: the disk is full (No space left on device)" in err and len(err.strip().splitlines()) == 1
+    assert out.read_text() == "old submission"
+    before = tree_state(arts)
+    monkeypatch.setattr(B, "build_graph", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device",
+                                                                                        str(arts / "x.parquet"))))
+    rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", arts, "--set", "runtime.progress=false")
+    assert rc == 2 and f"{arts / 'x.parquet'}: the disk is full" in err and len(err.strip().splitlines()) == 1, err
+    assert tree_state(arts) == before
+
+
+# ---------------------------------------------------------------- 12. hostile config, model and artifact files
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefg", "bcdefgh"))
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once_as_a_config_file_or_a_set_value(tmp_path, capsys):
+    cfg = write(tmp_path / "bomb.yaml", BOMB + "llm:\n  tasks: [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n")
+    assert cfg.stat().st_size < 1024
+    rc, _, err = cli(capsys, "config", "--config", cfg)
+    assert rc == 2 and "its aliases expand it to more than 100,000 nodes" in err and len(err) < 400, err
+    value = "[" + ", ".join(f"&{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefg", "bcdefgh")).replace(
+        "&b [*a", "&a [x, x, x, x, x, x, x, x, x], &b [*a", 1) + "]"
+    rc, _, err = cli(capsys, "config", "--set", f"llm.tasks={value}")
+    assert rc == 2 and "its aliases expand it" in err and len(err) < 600, err
+
+
+def test_a_shared_value_that_expands_too_far_is_refused_and_messages_cut_long_values():
+    from lexrag.config import ConfigError, load_config
+
+    x = ["translate"] * 10
+    for _ in range(8):
+        x = [x] * 10  # 10**9 items when expanded, a few hundred objects in memory
+    with pytest.raises(ConfigError, match="expands to more than 10,000 items"):
+        load_config(overrides={"llm": {"tasks": x}})
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides={"llm": {"model": ["x" * 1_000_000]}})
+    assert len(str(e.value)) < 300 and "llm.model: expected str, got list" in str(e.value)
+
+
+@pytest.mark.parametrize("override,expected", [
+    ("llm.replay_dirs=[[a, b]]", "llm.replay_dirs[0]: expected a str, got list ['a', 'b']"),
+    ("llm.tasks=[translate, 3]", "llm.tasks[1]: expected a str, got int 3"),
+    ("llm.tasks=[{a: 1}]", "llm.tasks[0]: expected a str, got dict {'a': 1}"),
+    ("graph.resolutions=[1.0, x]", "graph.resolutions[1]: expected a number, got str 'x'"),
+])
+def test_list_elements_of_the_wrong_type_are_named(capsys, override, expected):
+    rc, _, err = cli(capsys, "config", "--set", override)
+    assert rc == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("case", ["pickled weights", "chat template refused by the sandbox"])
+def test_a_model_folder_refused_for_safety_is_a_one_line_model_load_error(tmp_path, tiny_llm, case):
+    import torch
+
+    from lexrag.errors import ModelLoadError
+    from lexrag.models import load_causal_lm
+
+    folder = tmp_path / "llm"
+    shutil.copytree(tiny_llm, folder)
+    if case == "pickled weights":
+        class Payload:
+            def __reduce__(self):
+                return (os.system, (f"touch {tmp_path / 'ran'}",))
+
+        (folder / "model.safetensors").unlink()
+        torch.save({"x": Payload()}, folder / "pytorch_model.bin")
+        with pytest.raises(ModelLoadError, match="weights are a pickle that torch's safe loader refuses") as e:
+            load_causal_lm(folder, quantization="none", device="cpu")
+    else:
+        for f in folder.glob("chat_template*"):
+            f.unlink()
+        doc = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        doc["chat_template"] = "{{ messages.__class__.__mro__[1].__subclasses__() }}"
+        (folder / "tokenizer_config.json").write_text(json.dumps(doc), encoding="utf-8")
+        lm = load_causal_lm(folder, quantization="none", device="cpu")
+        with pytest.raises(ModelLoadError, match="its chat template was refused \\(SecurityError") as e:
+            lm.render_chat([{"role": "user", "content": "Wer haftet?"}])
+    assert len(str(e.value).splitlines()) == 1 and not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("entry", ["../../secret.txt", "ABSOLUTE", "corpus/../../secret.txt", "link.txt"])
+def test_a_params_file_list_naming_a_file_outside_the_artifact_is_refused_unread(tmp_path, arts, capsys, monkeypatch, entry):
+    import lexrag.artifacts as A
+
+    secret = write(tmp_path / "secret.txt", "s" * 4321)
+    if entry == "ABSOLUTE":
+        entry = str(secret)
+    if entry == "link.txt":
+        (arts / "graph" / "link.txt").symlink_to(secret)
+    p = arts / "graph" / "params.json"
+    doc = json.loads(p.read_text())
+    doc["files"][entry] = {"size": 4321, "sha256": A.sha256_file(secret)}
+    p.write_text(json.dumps(doc))
+    touched = []
+    real = A.sha256_file
+    monkeypatch.setattr(A, "sha256_file", lambda path, *a: touched.append(Path(path).name) or real(path, *a))
+    rc, _, err = cli(capsys, "run", "--queries", write(tmp_path / "q.csv", QUERIES), "--artifacts", arts, "--out", tmp_path / "s.csv")
+    assert rc == 2 and "which is not a file inside the artifact folder" in err and "4321" not in err, err
+    assert "secret.txt" not in touched
+
+
+def test_an_llm_cache_inside_an_artifact_folder_is_refused_and_a_rebuild_never_deletes_one(tmp_path, arts, capsys):
+    rc, _, err, _ = llm_run(capsys, tmp_path, arts, arts / "corpus" / "llm_cache")
+    assert rc == 2 and f"lies inside the artifact folder {arts / 'corpus'}" in err and not (arts / "corpus" / "llm_cache").exists()
+    q = write(tmp_path / "q.csv", QUERIES)  # the artifacts found by the resolver, the working folder inside one of them
+    rc, _, err = cli(capsys, "run", "--queries", q, "--out", tmp_path / "s.csv", "--config", DEMO / "config_llm.yaml",
+                     "--set", f"llm.model={SCRIPTED}", "--set", f"paths.artifacts_dir={arts}",
+                     "--set", f"paths.working_dir={arts / 'bm25'}")
+    assert rc == 2 and f"lies inside the artifact folder {arts / 'bm25'}" in err, err
+    import lexrag.llm.cache as C
+
+    cache = arts / "graph" / "llm_cache"  # written there by an older kit
+    cache.mkdir()
+    C.write_params(cache, C.ARTIFACT, "test", {}, files=False)
+    rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", arts)
+    assert rc == 2 and f"holds another artifact, {cache}" in err and (cache / "params.json").is_file()
+
+
+# ---------------------------------------------------------------- 13. silently wrong, poor messages
+
+
+def test_a_query_id_with_spaces_around_it_is_refused_not_trimmed(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", QUERIES.replace("q2,", "q2 ,"))
+    out = tmp_path / "s.csv"
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", out)
+    assert rc == 2 and "line 3: query_id 'q2 ' has spaces around it" in err and not out.exists()
+    sub = _sub(tmp_path, "q1,\nq2,\nq3,\nq4,\n")  # the trimmed ids: Kaggle would not match 'q2 '
+    rc, out_text, err = cli(capsys, "validate-submission", sub, "--queries", q)
+    assert rc == 2 and "OK" not in out_text and "has spaces around it" in err
+
+
+def test_two_grid_flags_for_one_field_are_refused_not_overwritten(tmp_path, arts, capsys):
+    rc, _, err = cli(capsys, "tune", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts,
+                     "--grid", "count.k=3,5", "--grid", "count.k=10")
+    assert rc == 2 and "--grid count.k is given twice" in err and "--grid count.k=3,5,10" in err
+
+
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/stdin"])
+def test_a_device_given_as_the_queries_file_is_named_as_such(tmp_path, arts, capsys, device):
+    rc, _, err = cli(capsys, "run", "--queries", device, "--artifacts", arts, "--out", tmp_path / "s.csv")
+    assert rc == 2 and f"{device}: not a regular file (a device, pipe or socket" in err and "file not found" not in err
+
+
+def test_calibrating_on_gold_that_the_corpus_lacks_warns(tmp_path, arts, capsys, caplog):
+    gold = write(tmp_path / "g.csv", "query_id,query,gold_citations\n"
+                 "q1,Wer haftet für einen Schaden?,Art. 9999 XYZ\nq2,Welche Frist gilt?,Art. 8888 XYZ\n")
+    with caplog.at_level("WARNING", logger="lexrag"):
+        rc, _, err = cli(capsys, "calibrate", "--queries", gold, "--artifacts", arts, "--out", tmp_path / "cal")
+    assert rc == 0, err
+    assert "none of the 2 gold citations" in caplog.text and "is a citation of the corpus" in caplog.text

@@ -78,10 +78,12 @@ def staged(dest: str | Path) -> Iterator[Path]:
     _replace_dir(tmp, dest)
 
 
-def check_makeable(folder: str | Path, what: str = "") -> None:
+def check_makeable(folder: str | Path, what: str = "", writable: bool = True) -> None:
     """Refuse, naming it, an output folder that cannot be made because a file stands there (the
-    folder itself or one above it); ``what`` names the parameter (``--out``, ``out_dir``).  The one
-    check every writer runs before any work."""
+    folder itself or one above it), or (with ``writable``) one where nothing can be written (a
+    read-only disk or folder: tried by creating and removing a file in it, or in the nearest folder
+    above it that exists); ``what`` names the parameter (``--out``, ``out_dir``).  The one check
+    every writer runs before any work, so no work is done for an output that cannot be written."""
     folder = Path(folder)
     label = f"{what} {folder}" if what else str(folder)
     for f in (folder, *folder.parents):
@@ -89,7 +91,20 @@ def check_makeable(folder: str | Path, what: str = "") -> None:
             if not f.is_dir():
                 raise ArtifactError(f"{label}: {'it is a file' if f == folder else f'{f} is a file'}; give a folder "
                                     "(it is created when missing)")
+            if writable:
+                _check_writable(f, label)
             return
+
+
+def _check_writable(folder: Path, label: str) -> None:
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".lexrag-write-test-", dir=folder)
+    except OSError as e:
+        raise ArtifactError(f"{label}: nothing can be written in {folder} ({e.strerror or e}); choose a writable "
+                            "folder (nothing was done)") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 def _aside(dest: Path) -> Path:
@@ -110,6 +125,12 @@ def check_replaceable(dest: str | Path) -> None:
     if dest.is_dir() and not ours and any(not e.name.startswith(".") for e in dest.iterdir()):
         raise ArtifactError(f"{dest} holds files but no params.json, so it is no lexrag artifact and the build does not "
                             "replace it: move it away or choose another output folder")
+    if dest.is_dir():  # another artifact inside this one (an LLM cache of a working folder set there) would go with it
+        for entry in dest.iterdir():
+            if entry.is_dir() and not entry.name.startswith(".") and next(entry.rglob(PARAMS), None) is not None:
+                raise ArtifactError(f"{dest} holds another artifact, {entry}; replacing {dest} would delete it: move it out "
+                                    "first (an LLM cache belongs outside the artifact folders: set llm.cache_dir or "
+                                    "paths.working_dir elsewhere)")
 
 
 def _replace_dir(src: Path, dest: Path) -> None:
@@ -269,6 +290,22 @@ def write_params(folder: str | Path, artifact: str, builder: str, params: Mappin
     return doc
 
 
+def _check_entry(folder: Path, rel: Any, meta: Any, artifact: str) -> None:
+    """Refuse a ``files`` entry of params.json that is not a file name inside ``folder``: an absolute
+    path, a ``..``, a backslash or drive, or a link out of the folder would make loading stat, open and
+    hash a file elsewhere (and its messages tell that file's size)."""
+    ok = isinstance(rel, str) and isinstance(meta, dict) and rel and "\\" not in rel and "\x00" not in rel
+    parts = rel.split("/") if ok else []
+    ok = ok and not rel.startswith("/") and ":" not in parts[0] and all(p not in ("", ".", "..") for p in parts)
+    if ok:
+        real, root = os.path.realpath(folder / rel), os.path.realpath(folder)
+        ok = real.startswith(root + os.sep)
+    if not ok:
+        shown = repr(rel)[:80] if isinstance(rel, str) else type(rel).__name__
+        raise ArtifactError(f"{folder / PARAMS}: its file list names {shown}, which is not a file inside the artifact folder "
+                            f"(damaged or tampered with); nothing outside {folder} is read; {rebuild_hint(artifact)}")
+
+
 def verify_files(folder: Path, doc: dict) -> None:
     """Refuse an artifact whose files are not the ones its build recorded (missing, another size,
     other contents), naming the file and the command that rebuilds it.  Contents are hashed once per
@@ -278,6 +315,8 @@ def verify_files(folder: Path, doc: dict) -> None:
     if not isinstance(files, dict):
         return  # built before file hashes were recorded
     artifact = doc.get("artifact", "?")
+    for rel, meta in files.items():  # checked before any file is looked at: nothing outside the folder is touched
+        _check_entry(folder, rel, meta, artifact)
     cache = _load_hash_cache()
     dirty = False
     try:

@@ -358,13 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     except (LexragError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `lexrag evaluate ... | head`: the reader left; not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except OSError as e:
         line = _disk_error(e, args)
         if line is None:
             raise
         print(f"error: {line}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # `lexrag evaluate ... | head`: the reader left; not an error of ours
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0

@@ -58,8 +58,11 @@ def check_input_file(path: Path, what: str = "file") -> None:
     surface as a header of stray characters or a decode error."""
     if path.is_dir():
         raise CsvInputError(f"{path}: is a folder; give the {what} itself")
-    if not path.is_file():
+    if not path.exists():
         raise CsvInputError(f"{path}: file not found")
+    if not path.is_file():  # read twice (checked, then parsed), so a stream would arrive empty the second time
+        raise CsvInputError(f"{path}: not a regular file (a device, pipe or socket, such as /dev/stdin or /dev/null); "
+                            f"save the {what} to a file and give its path")
     with open(path, "rb") as f:
         head = f.read(4096)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(b"\x00") > len(head) // 4:  # ASCII in UTF-16: every other byte

@@ -78,6 +78,16 @@ def _folder(path: str | Path, what: str, setting: str) -> Path:
     return p
 
 
+def _load_error(path: Path, what: str, e: BaseException) -> ModelLoadError:
+    """One line for a model folder the libraries refuse to load: pickled weights that torch's safe
+    loader (``weights_only``) rejects are named as such, anything else with its first line."""
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    if "weights_only" in str(e) or "Weights only load failed" in str(e) or type(e).__name__ == "UnpicklingError":
+        return ModelLoadError(f"{path}: the {what} weights are a pickle that torch's safe loader refuses (weights_only; "
+                              "pickles can run code): use the model's safetensors files (model.safetensors)")
+    return ModelLoadError(f"{path}: cannot load the {what} ({type(e).__name__}: {first})")
+
+
 def model_id(model_path: str | Path) -> str:
     """Folder name plus a hash of its JSON config files: identifies the weights without reading them."""
     path = Path(model_path)
@@ -110,7 +120,10 @@ def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True
     from sentence_transformers import SentenceTransformer
 
     device = resolve_device(device)
-    model = SentenceTransformer(str(path), device=device, local_files_only=True)
+    try:
+        model = SentenceTransformer(str(path), device=device, local_files_only=True)
+    except Exception as e:  # noqa: BLE001  (whatever the libraries raise for a folder they cannot read)
+        raise _load_error(path, "encoder", e) from None
     config = getattr(getattr(model[0], "auto_model", None), "config", None)
     model.max_seq_length = _clip_to_positions(path.name, "max_seq", max_seq, config.to_dict() if config is not None else {})
     if fp16 and device.startswith("cuda"):
@@ -131,7 +144,10 @@ def load_cross_encoder(model_path: str | Path, device: str = "auto", max_length:
             max_length = _clip_to_positions(path.name, "rerank.max_length", max_length, json.loads(config.read_text(encoding="utf-8")))
         except (ValueError, UnicodeDecodeError) as e:
             raise ModelLoadError(f"{config}: not a readable JSON model config ({e})") from None
-    model = CrossEncoder(str(path), device=device, max_length=max_length, local_files_only=True)
+    try:
+        model = CrossEncoder(str(path), device=device, max_length=max_length, local_files_only=True)
+    except Exception as e:  # noqa: BLE001  (whatever the libraries raise for a folder they cannot read)
+        raise _load_error(path, "reranker", e) from None
     if fp16 and device.startswith("cuda"):
         model.model.half()
     return model
@@ -150,7 +166,17 @@ class CausalLM:
     def render_chat(self, messages: list[dict]) -> str:
         if not getattr(self.tokenizer, "chat_template", None):
             raise ModelLoadError(f"{self.name}: the tokenizer has no chat template (use an instruction-tuned model folder)")
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        try:
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        except Exception as e:  # noqa: BLE001
+            import jinja2
+
+            if not isinstance(e, jinja2.TemplateError):
+                raise
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            raise ModelLoadError(f"{self.name}: its chat template was refused ({type(e).__name__}: {first}); templates run "
+                                 "in Jinja's sandbox: use the model's own chat template (tokenizer_config.json or "
+                                 "chat_template.jinja)") from None
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -248,8 +274,8 @@ def load_causal_lm(model_path: str | Path, quantization: str = "nf4", device: st
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, **kw)
-    except (OSError, ValueError) as e:
-        raise ModelLoadError(f"{path}: cannot load the LLM ({e})") from e
+    except Exception as e:  # noqa: BLE001  (whatever the libraries raise for a folder they cannot read)
+        raise _load_error(path, "LLM", e) from None
     model.eval()
     tok.padding_side = "left"
     if tok.pad_token_id is None:

@@ -89,6 +89,9 @@ def _rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[s
         qid = row["query_id"].strip()
         if not qid:
             raise QueryFileError(f"{path}: line {line}: empty query_id")
+        if qid != row["query_id"]:  # trimmed, the submission would name another id: Kaggle matches ids exactly
+            raise QueryFileError(f"{path}: line {line}: query_id {row['query_id'][:80]!r} has spaces around it; Kaggle "
+                                 "matches ids exactly, so a trimmed id would not match: remove the spaces in the file")
         if any(ord(c) < 32 or ord(c) == 127 for c in qid):
             raise QueryFileError(f"{path}: line {line}: query_id {qid!r} holds a control character; it would be copied "
                                  "into the submission")

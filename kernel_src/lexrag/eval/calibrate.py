@@ -62,6 +62,16 @@ def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: st
     gold = {q: g for q, g in load_gold(queries_path).items() if g}  # a blank gold cell is no gold, not "cites nothing"
     if not gold:
         raise CsvInputError(f"{queries_path}: no query has gold citations; calibrate needs a validation file")
+    known = {" ".join(c.split()) for c in art.corpus.citations}
+    cited = {" ".join(c.split()) for g in gold.values() for c in g}
+    found = sum(c in known for c in cited)
+    if found == 0:  # every answer then scores 0: the fit is noise, whatever it writes
+        log.warning("calibration: none of the %d gold citations of %s is a citation of the corpus at %s, so every F1 is 0 "
+                    "and the thresholds carry no information (another corpus? give the artifacts the gold was written for)",
+                    len(cited), queries_path, art.corpus.folder)
+    elif found < len(cited) / 2:
+        log.warning("calibration: only %d of the %d gold citations of %s are citations of the corpus at %s; the fit "
+                    "sees the rest as misses", found, len(cited), queries_path, art.corpus.folder)
     cfg = copy.deepcopy(cfg)
     cfg.count.method, cfg.count.calibration = "fixed", ""  # the fit never depends on an earlier calibration
     res = run_pipeline(queries, art, cfg, paths=paths)

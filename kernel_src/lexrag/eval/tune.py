@@ -53,6 +53,7 @@ def parse_grid(items: Sequence[str]) -> dict[str, list]:
     from lexrag.errors import ConfigError
 
     grid: dict[str, list] = {}
+    first: dict[str, str] = {}
     for item in items:
         if "=" not in item:
             raise ConfigError(f"--grid {item!r} is not of the form section.field=v1,v2,...")
@@ -63,7 +64,12 @@ def parse_grid(items: Sequence[str]) -> dict[str, list]:
             raise ConfigError(f"--grid {item!r}: a value is not valid YAML ({str(e).splitlines()[0]})") from None
         if not values:
             raise ConfigError(f"--grid {item!r} lists no values")
-        grid[path.strip()] = values
+        field = path.strip()
+        if field in grid:  # two flags for one field: keeping only the last would drop values silently
+            raise ConfigError(f"--grid {field} is given twice ({first[field]!r} and {item!r}); list every value in one "
+                              f"flag: --grid {field}={','.join(_split_top(first[field].split('=', 1)[1]) + _split_top(raw))}")
+        grid[field] = values
+        first[field] = item
     return grid
 
 

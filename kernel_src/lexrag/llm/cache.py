@@ -147,7 +147,7 @@ class LLMCache:
             raise
 
     def _open_own(self, folder: Path) -> None:
-        check_makeable(folder, "llm.cache_dir")
+        check_makeable(folder, "llm.cache_dir", writable=False)  # a read-only cache is replayed (below)
         _inside_artifact(folder)
         try:
             folder.mkdir(parents=True, exist_ok=True)
