@@ -74,6 +74,10 @@ def test_missing_or_mismatched_embeddings_are_refused(tmp_path, tiny_encoder, co
         Embeddings(tmp_path / "emb", 17)
     with pytest.raises(ArtifactError, match="over corpus 'c', not 'd'"):
         Embeddings(tmp_path / "emb", len(corpus), "d")
+    import shutil
+
+    mounted = shutil.copytree(tiny_encoder, tmp_path / "models" / "baai" / "bge-m3" / "transformers" / "default" / "1")
+    Embeddings(tmp_path / "emb", len(corpus), "c", mounted)  # the same weights in a Kaggle Model version folder
     other = make_tiny_encoder(tmp_path / "other", seed=1)
     (other / "config_sentence_transformers.json").write_text(json.dumps({"note": "another model"}))
     with pytest.raises(ArtifactError, match="queries and documents must share one model"):

@@ -98,6 +98,12 @@ def model_id(model_path: str | Path) -> str:
     return f"{path.name}-{h.hexdigest()[:12]}"
 
 
+def same_model(a: str, b: str) -> bool:
+    """Two :func:`model_id` values name the same weights: their config hashes agree, whatever the
+    folders are called (a Kaggle Model mounts its files in a version folder such as ``1/``)."""
+    return a.rsplit("-", 1)[-1] == b.rsplit("-", 1)[-1]
+
+
 def _clip_to_positions(name: str, setting: str, wanted: int, config: dict) -> int:
     """``wanted`` tokens, or fewer where the model (its config as a dict) has fewer positions,
     with a warning: a longer input would fail inside the model (BERT-like models have 512, tiny

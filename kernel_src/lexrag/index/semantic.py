@@ -30,7 +30,7 @@ import numpy as np
 
 from lexrag.artifacts import ArtifactError, check_params, reading, write_params
 from lexrag.errors import ModelLoadError
-from lexrag.models import load_encoder, model_id
+from lexrag.models import load_encoder, model_id, same_model
 
 __all__ = ["load_encoder", "build_embeddings", "Embeddings", "DenseIndex", "SemanticError", "model_id", "choose_index_kind"]
 
@@ -165,7 +165,7 @@ class Embeddings:
             raise ArtifactError(f"embeddings at {folder} cover {p.get('n_docs')} documents, the corpus has {n_docs}; rebuild them")
         if corpus_id is not None and p.get("corpus_id") != corpus_id:
             raise ArtifactError(f"embeddings at {folder} were built over corpus {p.get('corpus_id')!r}, not {corpus_id!r}; rebuild them")
-        if model_path is not None and p.get("model") != model_id(model_path):
+        if model_path is not None and not same_model(str(p.get("model")), model_id(model_path)):
             raise ArtifactError(
                 f"embeddings at {folder} were built with model {p.get('model')!r}, the configured encoder is "
                 f"{model_id(model_path)!r}; queries and documents must share one model"
