@@ -37,6 +37,30 @@ def test_folds_never_split_a_course():
             assert seen.setdefault(many[q], i) == i  # a course sits in one fold only
 
 
+def test_courses_that_cite_the_same_law_codes_form_one_legal_area():
+    from lexrag.eval.cv import area_groups, code_overlap, format_area_map, legal_areas, locked_areas
+
+    gold = {"t1": ["Art. 1 DBG", "Art. 2 DBG", "Art. 3 OR"], "t2": ["Art. 5 DBG"],  # tax
+            "u1": ["Art. 9 DBG", "Art. 4 VStG"], "u2": ["Art. 7 DBG", "Art. 1 OR"],  # company tax
+            "m1": ["Art. 1 AIG", "Art. 8 BV"], "m2": ["Art. 3 AsylG"],  # migration
+            "w1": ["Art. 1 OR", "Art. 2 ZGB"], "w2": ["BGE 140 III 1 E. 2"]}  # one OR citation in common with tax
+    courses = {"t1": "Steuer", "t2": "Steuer", "u1": "UStR", "u2": "UStR", "m1": "Migration", "m2": "Migration",
+               "w1": "Wertpapier", "w2": "Wertpapier"}
+    areas = legal_areas(gold, courses)
+    assert areas["Steuer"] == areas["UStR"] == "Steuer + UStR"  # DBG: 0.75 and 0.5 of their law citations
+    assert areas["Migration"] == "Migration" and areas["Wertpapier"] == "Wertpapier"
+    assert legal_areas(gold, courses, threshold=0.9)["UStR"] == "UStR"  # the threshold decides
+    assert legal_areas(dict(reversed(gold.items())), dict(reversed(courses.items()))) == areas  # order does not matter
+    assert code_overlap({"OR": 0.5, "DBG": 0.5}, {"OR": 0.2, "ZGB": 0.8}) == pytest.approx(0.2)
+    q_area = area_groups(courses, areas)
+    folds = grouped_folds(list(gold), q_area)
+    assert len(folds) == 3 and sorted(len(f) for f in folds) == [2, 2, 4]
+    text = format_area_map(gold, courses, areas)
+    assert text.splitlines()[0].startswith("area  1 (4 questions; DBG 0.62, OR 0.25") and text.count("area ") == 3
+    locked = locked_areas(areas, {"Steuer + UStR": 4, "Migration": 2, "Wertpapier": 2}, seed=0)
+    assert len(locked) == 1 and locked == locked_areas(areas, {"Steuer + UStR": 4, "Migration": 2, "Wertpapier": 2}, seed=0)
+
+
 def test_without_a_course_column_folds_are_by_query_with_a_warning(caplog):
     with caplog.at_level("WARNING"):
         folds = grouped_folds([f"q{i}" for i in range(12)], {})

@@ -1,10 +1,15 @@
-"""Cross-validation folds grouped by course.
+"""Cross-validation folds grouped by course or by legal area.
 
 Exam questions of one course cite the same statutes, so a fold that puts some of a course's
 questions in training and others in testing lets whatever is fitted (a k, a weight, a threshold,
 the training prior) memorise that course's statutes: leave-one-query-out overstates every gain.
 Here a course is never split: with up to ``max_folds`` courses every course is a fold
 (leave-one-course-out), with more they are packed into ``max_folds`` folds of similar size.
+
+Courses of one legal area share their statutes too (a tax course and a company tax course both
+cite DBG), so leaving one course out still trains on its area.  :func:`legal_areas` clusters the
+courses by the law codes their gold cites; folds by area are what predicts a legal area the
+training questions do not cover.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from typing import Sequence
 
 from lexrag.csvio import FileReport, read_csv_rows
 
-__all__ = ["refits_prior", "read_groups", "grouped_folds", "held_out_artifacts"]
+__all__ = ["refits_prior", "read_groups", "grouped_folds", "held_out_artifacts", "law_code_shares", "code_overlap", "legal_areas",
+           "area_groups", "format_area_map", "locked_areas", "fold_groups", "AREA_OVERLAP"]
 
 log = logging.getLogger(__name__)
 
@@ -72,3 +78,108 @@ def held_out_artifacts(art, cfg, gold: dict[str, Sequence[str]], texts: dict[str
 
     train = {q: g for q, g in gold.items() if q not in held_out}
     return dataclasses.replace(art, prior=TrainingPrior(train, questions={q: texts[q] for q in train if q in texts}))
+
+
+# --- legal areas ------------------------------------------------------------------------------
+
+# Two groups of courses join when, on average over their pairs of courses, the share of gold
+# citations they put on the same law codes is at least this (sum over codes of the smaller share).
+# At 0.3 lexam_dev's tax courses join (DBG), the property and succession courses (ZGB, GBV), the
+# contract and company courses (OR), the financial market courses (FINMAG), while courses that
+# share only the ubiquitous OR or ZGB with a few citations stay apart.
+AREA_OVERLAP = 0.3
+
+
+def law_code_shares(gold: dict[str, Sequence[str]], groups: dict[str, str]) -> dict[str, dict[str, float]]:
+    """course -> law code -> share of the course's gold law citations that cite it (court
+    citations and strings that do not parse are left out)."""
+    from lexrag.citations import try_parse
+
+    counts: dict[str, dict[str, int]] = {}
+    for q, cits in gold.items():
+        g = groups.get(q, "")
+        if not g:
+            continue
+        c = counts.setdefault(g, {})
+        for s in cits:
+            p = try_parse(s)
+            if p is not None and p.kind == "law":
+                c[p.code] = c.get(p.code, 0) + 1
+    return {g: {k: v / sum(c.values()) for k, v in c.items()} if c else {} for g, c in counts.items()}
+
+
+def code_overlap(a: dict[str, float], b: dict[str, float]) -> float:
+    """The share of citations two code distributions have in common: sum over codes of the
+    smaller share (1 for the same distribution, 0 for no code in common)."""
+    return sum(min(v, b.get(k, 0.0)) for k, v in a.items())
+
+
+def legal_areas(gold: dict[str, Sequence[str]], groups: dict[str, str], threshold: float = AREA_OVERLAP) -> dict[str, str]:
+    """course -> legal area: courses clustered by the law codes their gold cites (average-linkage
+    agglomerative clustering on :func:`code_overlap`, merging the closest pair of clusters while
+    their mean overlap is at least ``threshold``; ties by name, so the result is deterministic).
+    Average linkage, not single: one small course citing OR and ZGB alike must not chain every
+    private-law course into one area.  An area is named by its courses joined with " + "."""
+    shares = law_code_shares(gold, groups)
+    clusters = [[c] for c in sorted({g for g in groups.values() if g})]
+    pair = {(a, b): code_overlap(shares.get(a, {}), shares.get(b, {})) for a in shares for b in shares}
+
+    def link(x: list[str], y: list[str]) -> float:
+        return sum(pair.get((a, b), 0.0) for a in x for b in y) / (len(x) * len(y))
+
+    while len(clusters) > 1:
+        best = max(((link(x, y), -i, -j) for i, x in enumerate(clusters) for j, y in enumerate(clusters) if i < j))
+        if best[0] < threshold:
+            break
+        i, j = -best[1], -best[2]
+        clusters[i] = sorted(clusters[i] + clusters[j])
+        del clusters[j]
+    return {c: " + ".join(cl) for cl in clusters for c in cl}
+
+
+def area_groups(groups: dict[str, str], areas: dict[str, str]) -> dict[str, str]:
+    """query id -> legal area, from query id -> course and course -> area."""
+    return {q: areas.get(c, c) for q, c in groups.items()}
+
+
+def format_area_map(gold: dict[str, Sequence[str]], groups: dict[str, str], areas: dict[str, str], top: int = 3) -> str:
+    """One line per area: its questions, its most cited law codes with their shares, its courses."""
+    by_area: dict[str, list[str]] = {}
+    for q, c in groups.items():
+        if q in gold and c:
+            by_area.setdefault(areas.get(c, c), []).append(q)
+    shares = law_code_shares(gold, {q: areas.get(c, c) for q, c in groups.items()})
+    lines = []
+    for i, (area, qs) in enumerate(sorted(by_area.items(), key=lambda t: (-len(t[1]), t[0])), 1):
+        codes = ", ".join(f"{k} {v:.2f}" for k, v in sorted(shares.get(area, {}).items(), key=lambda t: (-t[1], t[0]))[:top])
+        lines.append(f"area {i:>2} ({len(qs)} questions; {codes or 'no law codes'}): {area}")
+    return "\n".join(lines)
+
+
+def locked_areas(areas: dict[str, str], sizes: dict[str, int], seed: int = 0) -> list[str]:
+    """A third of the areas for a final report only: areas sorted by size (questions, then name),
+    cut into consecutive triples (the last may be shorter), one area drawn from each with
+    ``random.Random(seed)``, so the locked areas span large and small ones."""
+    names = sorted(set(areas.values()), key=lambda a: (-sizes.get(a, 0), a))
+    rng = random.Random(seed)
+    return sorted(rng.choice(names[i:i + 3]) for i in range(0, len(names), 3))
+
+
+def fold_groups(path: str | Path, by: str, gold: dict[str, Sequence[str]] | None = None,
+                threshold: float = AREA_OVERLAP) -> dict[str, str]:
+    """query id -> fold group of a query file: ``course`` (its course column), ``area`` (the legal
+    area of its course, :func:`legal_areas` over ``gold``) or ``query`` (none: folds by query)."""
+    from lexrag.errors import ConfigError
+
+    if by not in ("course", "area", "query"):
+        raise ConfigError(f"folds by {by!r}: choose course, area or query")
+    if by == "query":
+        return {}
+    groups = read_groups(path)
+    if by == "area" and groups:
+        if gold is None:
+            from lexrag.queries import load_gold
+
+            gold = {q: g for q, g in load_gold(path).items() if g}
+        return area_groups(groups, legal_areas(gold, groups, threshold))
+    return groups
