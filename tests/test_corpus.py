@@ -174,3 +174,35 @@ def test_a_damaged_alias_file_is_refused(tmp_path, tiny_inputs, content, message
     (tmp_path / "c" / "params.json").write_text(json.dumps(params))
     with pytest.raises(ArtifactError, match=f"code_aliases\\.json: {message}"):
         Corpus(tmp_path / "c")
+
+
+def _index_state(index):
+    return index.by_key, index.children, index.codes, index.aliases, index.extract_codes
+
+
+def test_citation_lookups_come_from_the_keys_the_build_parsed(tmp_path, tiny_inputs):
+    """The corpus keeps each citation's lookup key and law code (citation_keys.parquet), so
+    loading builds the same lookups as parsing every citation again, and a corpus built before
+    that file existed still loads by parsing."""
+    from lexrag.citations import CitationIndex
+    from lexrag.index.corpus import KEYS_FILE
+
+    laws, courts = tiny_inputs
+    extra = tmp_path / "more.csv"  # a repeated citation (other text), whitespace and a trailing dot
+    extra.write_text("citation,text\nBGE 145 II 32 E. 3.1,anders\n5A_800/2019  E. 3.,x\n1C_1/2020,y\n", encoding="utf-8")
+    folder = tmp_path / "corpus"
+    build_corpus(folder, laws, courts, abbreviations=None)
+    c = Corpus(folder)
+    assert (folder / KEYS_FILE).is_file()
+    assert _index_state(c.index) == _index_state(CitationIndex(c.citations, c.aliases))
+    build_corpus(tmp_path / "c2", laws, extra)
+    c2 = Corpus(tmp_path / "c2")
+    assert _index_state(c2.index) == _index_state(CitationIndex(c2.citations, c2.aliases))
+    for cit in set(c2.citations) | {"nothing"}:
+        assert c2.docs_of(cit) == [i for i, s in enumerate(c2.citations) if s == cit]
+    (folder / KEYS_FILE).unlink()  # an older corpus: lookups by parsing
+    params = json.loads((folder / "params.json").read_text())
+    del params["files"][KEYS_FILE]
+    (folder / "params.json").write_text(json.dumps(params))
+    old = Corpus(folder)
+    assert _index_state(old.index) == _index_state(c.index)

@@ -170,6 +170,32 @@ def test_build_graph_edges_and_citation_counts(tiny_graph):
     np.testing.assert_array_equal(loaded.communities, g.communities)
 
 
+def test_worker_processes_build_the_same_graph_as_one_process(tmp_path):
+    """References are read by worker processes one row group at a time; nodes, edges,
+    communities and citation counts are those of one pass in document order."""
+    import random
+
+    from lexrag.config import CorpusConfig
+
+    rnd = random.Random(0)
+    laws = [f"Art. {a} Abs. {p} {code}" for code in ("OR", "ZGB", "GebV SchKG") for a in range(1, 30) for p in (1, 2)]
+    decisions = [f"BGE {140 + i % 9} {rnd.choice(['I', 'II', 'IV'])} {10 + i}" if i % 3 else f"{i % 9 + 1}C_{i}/2020"
+                 for i in range(120)]
+    (tmp_path / "laws.csv").write_text("citation,text,title\n" + "".join(f"{c},Text.,T\n" for c in laws), encoding="utf-8")
+    rows = []
+    for d in decisions:
+        for e in range(1, 6):
+            refs = [rnd.choice(laws) if rnd.random() < 0.4 else f"{rnd.choice(decisions)} E. {rnd.randint(1, 5)}"
+                    for _ in range(rnd.randint(0, 5))]
+            rows.append(f'{d} E. {e},"Erwägung ({"), (".join(refs)}) und Art. 8 und 9 ZGB sowie CC."\n')
+    (tmp_path / "courts.csv").write_text("citation,text\n" + "".join(rows), encoding="utf-8")
+    build_corpus(tmp_path / "corpus", tmp_path / "laws.csv", tmp_path / "courts.csv", CorpusConfig(chunk_rows=97))
+    corpus = Corpus(tmp_path / "corpus")
+    one = build_graph(corpus, tmp_path / "one", corpus_id="c1", workers=1)
+    two = build_graph(corpus, tmp_path / "two", corpus_id="c1", workers=2)
+    assert one.params["n_references"] > 1000 and one.params["files"] == two.params["files"]
+
+
 def test_french_and_italian_considerations_cite_the_german_codes(tmp_path):
     (tmp_path / "laws.csv").write_text(LAWS, encoding="utf-8")
     (tmp_path / "courts.csv").write_text(COURTS + """6B_1/2020 E. 1.,"Selon l'art. 8 CC et l'art. 100 al. 1 LTF, le recours est recevable."

@@ -41,6 +41,7 @@ CORPUS_FILE = "corpus.parquet"
 REPORT_FILE = "build_report.json"
 TEXTS_FILE = "texts.bin"
 OFFSETS_FILE = "text_offsets.npy"
+KEYS_FILE = "citation_keys.parquet"  # per document: the lookup key of its citation and its law code, as parsed at build
 ALIASES_FILE = "code_aliases.json"  # other names of the corpus's law codes (French, Italian), when built with them
 
 SCHEMA = pa.schema(
@@ -54,6 +55,8 @@ SCHEMA = pa.schema(
         ("lang", pa.string()),
     ]
 )
+
+KEYS_SCHEMA = pa.schema([("key", pa.string()), ("code", pa.string())])
 
 _LANG_WORDS = {
     "de": {"der", "die", "das", "und", "nicht", "ist", "des", "dem", "mit", "eine", "zu", "auf", "wird"},
@@ -80,13 +83,17 @@ class _Writer:
         self.folder = folder
         self.writer = pq.ParquetWriter(folder / (CORPUS_FILE + ".tmp"), SCHEMA, compression="zstd")
         self.blob = open(folder / (TEXTS_FILE + ".tmp"), "wb")
+        self.keys = pq.ParquetWriter(folder / (KEYS_FILE + ".tmp"), KEYS_SCHEMA, compression="zstd")
+        self.key_buf: dict[str, list] = {"key": [], "code": []}
         self.offsets = array("Q", [0])
         self.chunk_rows = chunk_rows
         self.buf: dict[str, list] = {n: [] for n in SCHEMA.names}
         self.n = 0
 
-    def add(self, **row: object) -> None:
+    def add(self, key: str, code: str, **row: object) -> None:
         row["doc_id"] = self.n
+        self.key_buf["key"].append(key)
+        self.key_buf["code"].append(code)
         for k in SCHEMA.names:
             self.buf[k].append(row[k])
         self.n += 1
@@ -96,6 +103,8 @@ class _Writer:
     def flush(self) -> None:
         if self.buf["doc_id"]:
             self.writer.write_table(pa.table(self.buf, schema=SCHEMA))
+            self.keys.write_table(pa.table(self.key_buf, schema=KEYS_SCHEMA))
+            self.key_buf = {"key": [], "code": []}
             pos = self.offsets[-1]
             for text in self.buf["text"]:
                 b = text.encode("utf-8", "surrogatepass")
@@ -107,9 +116,11 @@ class _Writer:
     def close(self) -> None:
         self.flush()
         self.writer.close()
+        self.keys.close()
         self.blob.close()
         np.save(self.folder / OFFSETS_FILE, np.frombuffer(self.offsets, dtype=np.uint64), allow_pickle=False)
         os.replace(self.folder / (TEXTS_FILE + ".tmp"), self.folder / TEXTS_FILE)
+        os.replace(self.folder / (KEYS_FILE + ".tmp"), self.folder / KEYS_FILE)
         os.replace(self.folder / (CORPUS_FILE + ".tmp"), self.folder / CORPUS_FILE)
 
 
@@ -198,6 +209,8 @@ def _ingest(
         if kind == "law":
             laws_seen[citation] = parsed.code  # the codes the aliases are kept for, parsed once
         w.add(
+            key=parsed.key(),
+            code=parsed.code if kind == "law" else "",
             citation=citation,
             text=text,
             title=row.get("title", "") if kind == "law" else "",
@@ -298,9 +311,13 @@ def _refuse_unusable(reports: list[FileReport], inputs: list[tuple[str, Path]]) 
 
 
 class Corpus:
-    """The corpus artifact's metadata columns in memory (citations, sources, parents; no text)."""
+    """The corpus artifact's metadata columns in memory (citations, sources, parents; no text).
 
-    def __init__(self, folder: str | Path):
+    ``lookups``: build the citation lookups (:attr:`index`, :meth:`docs_of`) at load, from the
+    keys the build parsed (``citation_keys.parquet``; a corpus built without it parses its
+    citations here), so the first question does not pay for them; otherwise on first use."""
+
+    def __init__(self, folder: str | Path, lookups: bool = True):
         self.folder = Path(folder)
         self.params = check_params(self.folder, ARTIFACT, {"schema": SCHEMA.names})
         with reading(ARTIFACT, self.folder):
@@ -313,9 +330,13 @@ class Corpus:
         self.parents: list[str] = table.column("parent").to_pylist()
         self.aliases: dict[str, str] = {**cit.ENGLISH_ABBREVIATIONS, **self._read_aliases()}
         self._index: cit.CitationIndex | None = None
-        self._docs_by_citation: dict[str, list[int]] | None = None
+        self._first_doc: dict[str, int] | None = None  # citation -> its first document
+        self._more_docs: dict[str, list[int]] = {}  # citation -> all its documents, for the few that repeat
         self._blob: np.ndarray | None = None
         self._offsets: np.ndarray | None = None
+        if lookups:
+            self.index  # noqa: B018 (built now)
+            self.docs_of("")
 
     def __len__(self) -> int:
         return len(self.citations)
@@ -344,17 +365,36 @@ class Corpus:
         """Citation lookup over the corpus's strings, with the other names of its law codes
         (English ones always, French and Italian ones when built with ``--abbreviations``)."""
         if self._index is None:
-            self._index = cit.CitationIndex(self.citations, self.aliases)
+            path = self.folder / KEYS_FILE
+            if path.is_file():  # the keys the build parsed: no citation is parsed again
+                with reading(ARTIFACT, self.folder):
+                    keys = pq.read_table(path)
+                if keys.num_rows != len(self):
+                    raise ArtifactError(f"{path}: {keys.num_rows} rows, the corpus has {len(self)}; {rebuild_hint(ARTIFACT)}")
+                self._index = cit.CitationIndex.from_parsed(self.citations, keys.column("key").to_pylist(), self.parents,
+                                                            keys.column("code").to_pylist(), self.aliases)
+            else:  # built before the keys were kept
+                self._index = cit.CitationIndex(self.citations, self.aliases)
         return self._index
 
     def docs_of(self, citation: str) -> list[int]:
         """doc_ids carrying exactly this corpus citation string (court citations can repeat)."""
-        if self._docs_by_citation is None:
-            d: dict[str, list[int]] = {}
-            for i, c in enumerate(self.citations):
-                d.setdefault(c, []).append(i)
-            self._docs_by_citation = d
-        return self._docs_by_citation.get(citation, [])
+        if self._first_doc is None:
+            n = len(self.citations)
+            # the first document of each citation (the last write of a key wins, so write backwards)
+            first = dict(zip(reversed(self.citations), range(n - 1, -1, -1)))
+            more: dict[str, list[int]] = {}
+            if len(first) < n:
+                for i, c in enumerate(self.citations):
+                    j = first[c]
+                    if j != i:
+                        more.setdefault(c, [j]).append(i)
+            self._first_doc, self._more_docs = first, more
+        more = self._more_docs.get(citation)
+        if more is not None:
+            return list(more)
+        d = self._first_doc.get(citation)
+        return [] if d is None else [d]
 
     def column(self, name: str) -> list:
         """One column of the corpus table for every document (e.g. ``title``), read on demand."""
