@@ -235,12 +235,12 @@ def test_replay_reproduces_a_live_run_byte_for_byte_without_loading_a_model(tmp_
     assert res.costs["a"]["rewrite"]["llm_calls"] >= 5 and res.costs["a"]["rewrite"]["gen_tokens"] > 0
     write_submission(tmp_path / "live.csv", res.predictions, res.query_ids)
 
-    import lexrag.pipeline
+    import lexrag.pipeline.artifacts
 
     def no_loading(*a, **k):
         raise AssertionError("replay loaded a model")
 
-    monkeypatch.setattr(lexrag.pipeline, "load_causal_lm", no_loading)
+    monkeypatch.setattr(lexrag.pipeline.artifacts, "load_causal_lm", no_loading)
     export_cache(tmp_path / "cache", tmp_path / "shipped")  # a cache as shipped in a Kaggle dataset
     (tmp_path / "shipped").chmod(0o555)
     replay = llm_cfg(tiny_llm.parent / "not-attached", tmp_path / "nowhere",

@@ -172,3 +172,27 @@ def test_a_failing_stage_leaves_no_half_written_query_state(demo_artifacts):
     assert a.llm_citations == ["Art. 1 OR"] and res.costs["a"]["half"]["llm_calls"] == 1  # once, not twice
     assert b.llm_citations == [] and "llm_calls" not in res.costs["b"].get("half", {}) and "de" not in b.variants
     assert res.failed == {"half": {"b": "RuntimeError: the LLM ran out of memory halfway"}}
+
+
+def test_stage_order_is_data_not_import_order():
+    """The walk order is STAGE_ORDER; a stage it does not list runs after the listed stages of its
+    phase, whenever it was registered."""
+    from lexrag.stages.base import STAGE_ORDER, Phase, register_stage, registered_stages, unregister_stage
+
+    assert [s.name for s in registered_stages()] == list(STAGE_ORDER)
+
+    class Extra:
+        name, family, phase, essential, signals = "extra_content", "lexical", Phase.CONTENT, False, ("extra_content",)
+
+        def enabled(self, cfg, art):
+            return True
+
+        def run(self, batch, ctx):
+            return []
+
+    register_stage(Extra())
+    try:
+        names = [s.name for s in registered_stages()]
+        assert names.index("extra_content") == names.index("feedback") + 1 < names.index("seed_fusion")
+    finally:
+        unregister_stage("extra_content")

@@ -1,12 +1,15 @@
 """One module per stage, each on the protocol of :mod:`lexrag.stages.base`.
 
-Importing this package registers the built-in stages in their phases: rewrite (LLM query
-variants) -> content (citation seeds, LLM seeds, BM25, dense) -> seed fusion -> graph and prior
--> fusion -> rerank -> verify -> agentic loop -> count.
+Importing this package registers the built-in stages. Their order inside a phase is
+:data:`lexrag.stages.base.STAGE_ORDER`, not the order of the imports below: rewrite (LLM query
+variants) -> content (statutes, articles, BM25, citation seeds, LLM seeds, dense, feedback) ->
+seed fusion -> graph and prior -> fusion -> rerank -> verify -> agentic loop -> count.
 """
 
 from lexrag.stages import (  # noqa: F401
+    agent,
     count,
+    feedback,
     fusion,
     graph,
     lexical,
@@ -14,13 +17,12 @@ from lexrag.stages import (  # noqa: F401
     rewrite,
     seeds,
     semantic,
-    verify,  # imported after rerank, so it registers after it: the verifier judges the reranked order
+    statutes,
+    verify,
 )
-from lexrag.stages import agent  # noqa: F401,E402  (after verify: round 0 observes the verified order)
-from lexrag.stages import statutes  # noqa: F401,E402  (a content signal: BM25 within the statutes a question names)
-from lexrag.stages import feedback  # noqa: F401,E402  (a content signal: BM25 of the question expanded by feedback)
 from lexrag.stages.base import (  # noqa: F401
     RETRIEVAL_PHASES,
+    STAGE_ORDER,
     BatchState,
     Context,
     Phase,

@@ -47,6 +47,7 @@ __all__ = [
     "registered_stages",
     "stages_for",
     "asked_for",
+    "STAGE_ORDER",
     "check_degrade_order",
     "RETRIEVAL_PHASES",
     "OptionalBM25Stage",
@@ -147,6 +148,20 @@ class Context:
         return self.models.get(name, self.art.loader(name))
 
 
+# The built-in stages in walk order.  Inside a phase the order matters: the verifier judges the
+# reranked order, the agentic loop's round 0 observes the verified order, and the content
+# signals are fused in this order (ties keep it).  A stage not listed here runs after the listed
+# stages of its phase, in the order it was registered.
+STAGE_ORDER: tuple[str, ...] = (
+    "rewrite",
+    "statutes", "articles", "bm25", "citation_seeds", "llm_seeds", "dense", "feedback",
+    "seed_fusion",
+    "graph", "prior",
+    "fusion",
+    "rerank", "verify", "agent",
+    "count",
+)
+
 _STAGES: dict[str, Stage] = {}
 
 
@@ -171,9 +186,11 @@ def unregister_stage(name: str) -> None:
 
 
 def registered_stages() -> list[Stage]:
-    """Every registered stage in phase order (registration order inside a phase)."""
-    order = {n: i for i, n in enumerate(_STAGES)}
-    return sorted(_STAGES.values(), key=lambda s: (int(s.phase), order[s.name]))
+    """Every registered stage in phase order, and inside a phase in :data:`STAGE_ORDER` (stages
+    it does not list after, in registration order)."""
+    listed = {n: i for i, n in enumerate(STAGE_ORDER)}
+    order = {n: len(listed) + i for i, n in enumerate(_STAGES)}
+    return sorted(_STAGES.values(), key=lambda s: (int(s.phase), listed.get(s.name, order[s.name])))
 
 
 def check_degrade_order(order, estimates=None) -> None:

@@ -1,0 +1,202 @@
+"""Everything a run loads, loaded once: :class:`Artifacts` (the corpus, the indexes, the prior, the
+model folders and their loaders) and where the run's LLM cache lives."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from lexrag import stages as _stages  # noqa: F401  (registers the built-in stages)
+from lexrag.config import Config
+from lexrag.errors import ArtifactError, LexragError
+from lexrag.index.build import corpus_id, has_court_edges
+from lexrag.index.corpus import Corpus
+from lexrag.index.graph import CitationGraph
+from lexrag.index.lexical import BM25Index
+from lexrag.index.prior import TrainingPrior
+from lexrag.modelpaths import find_model
+from lexrag.models import load_causal_lm, load_encoder, usable_gpus
+from lexrag.stages.base import (
+    asked_for,
+    check_degrade_order,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Artifacts:
+    """Everything a run loads, loaded once; models are only located here (their folders checked)
+    and loaded on first use through the model pool."""
+
+    corpus: Corpus
+    bm25: BM25Index | None
+    graph: CitationGraph | None = None
+    prior: TrainingPrior | None = None
+    dense: object | None = None  # lexrag.index.semantic.DenseIndex
+    model_paths: dict[str, Path] = field(default_factory=dict)  # encoder, reranker, llm
+    loaders: dict[str, Callable[[], Any]] = field(default_factory=dict)
+    cache_dirs: list[Path] = field(default_factory=list)  # read-only LLM caches found by the resolver
+    llm_replay: bool = False  # LLM answers only from caches (llm.mode replay, or no model folder when degrading)
+    missing: dict[str, str] = field(default_factory=dict)  # parts left out when degrading: name -> why
+    calibration: object | None = None  # lexrag.stages.count.Calibration (count.method adaptive)
+
+    def has_model(self, name: str) -> bool:
+        return name in self.loaders
+
+    def loader(self, name: str) -> Callable[[], Any]:
+        if name not in self.loaders:
+            raise ArtifactError(f"no {name} model configured for this run")
+        return self.loaders[name]
+
+    @classmethod
+    def load(cls, folder: str | Path | None, cfg: Config, paths=None, degrade: bool = False) -> "Artifacts":
+        """Load from ``folder`` (holding ``corpus/``, ``bm25/``, ...) or, when ``paths`` (a
+        :class:`lexrag.kaggle.paths.Paths`) is given, from wherever the resolver finds each
+        artifact and model.  Only what the config switches on is loaded; a missing artifact or
+        model folder is an error now, before any query runs (in LLM replay mode the LLM folder
+        is not needed).  With ``degrade=True`` (the Kaggle notebook) only the corpus is required:
+        any other part that is missing or broken is logged, listed in ``missing``, and its stages
+        stay off; a missing LLM folder falls back to replaying an attached cache."""
+        check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)  # before any slow load
+        if paths is not None:  # several copies of an artifact among the inputs: the set built over one corpus
+            wanted = ["corpus"] + [n for n, on in (("bm25", cfg.lexical.enabled), ("graph", cfg.graph.enabled),
+                                                    ("prior", cfg.uses_prior()), ("embeddings", cfg.semantic.enabled)) if on]
+            chosen = paths.artifact_set(wanted)
+            locate = lambda name: chosen.get(name) or paths.artifact(name)  # noqa: E731
+        else:
+            locate = lambda name: Path(folder) / name  # noqa: E731
+        model_path = ((lambda value, setting: paths.model(value, setting)) if paths is not None
+                      else (lambda value, setting: find_model(value, [], setting, search=False)))
+        corpus_dir = locate("corpus")
+        corpus = Corpus(corpus_dir)
+        cid = corpus_id(corpus_dir)
+        art = cls(corpus=corpus, bm25=None)
+
+        def part(name: str, fn: Callable[[], None]) -> None:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - degrading: any broken part is left out, logged
+                if not degrade:
+                    raise
+                art.missing[name] = f"{type(e).__name__}: {e}".splitlines()[0]
+                off = [s.name for s in asked_for(cfg) if name in getattr(s, "needs", ())]
+                log.warning("%s is not available (%s); stages switched off: %s", name, art.missing[name],
+                            ", ".join(off) or "none the config asks for")
+
+        if cfg.lexical.enabled:
+            part("bm25", lambda: setattr(art, "bm25", BM25Index.load(locate("bm25"), cfg.lexical, corpus_id=cid)))
+        if cfg.graph.enabled:
+            part("graph", lambda: setattr(art, "graph", CitationGraph.load(locate("graph"), len(corpus), corpus_id=cid,
+                                                                            resolutions=cfg.graph.resolutions,
+                                                                            aliases=corpus.aliases_digest)))
+        if art.graph is not None and not has_court_edges(art.graph):
+            art.graph = None
+            art.missing["graph"] = ("the graph has no court edges (its corpus holds no court considerations that cite); "
+                                    "rebuild the corpus with court_considerations.csv, then the graph")
+            log.warning("graph: left off (%s)", art.missing["graph"])
+        if cfg.uses_prior():
+            part("prior", lambda: setattr(art, "prior", TrainingPrior.load(locate("prior"))))
+        if cfg.semantic.enabled:
+            part("semantic", lambda: art._load_dense(cfg, locate, model_path, cid))
+        if cfg.rerank.enabled:
+            part("reranker", lambda: art._load_reranker(cfg, model_path))
+        # through the resolver: the calibration this session wrote (`lexrag calibrate` without --artifacts), else an attached one
+        art._load_calibration(cfg, (lambda name: paths.built(name)) if paths is not None else locate, cid, part)
+        if cfg.llm.enabled:
+            lc = cfg.llm
+            if paths is not None and not lc.replay_dirs:
+                own = Path(llm_cache_dir(cfg, paths)).resolve()
+                art.cache_dirs = [f for f in paths.find_artifacts("llm_cache") if Path(f).resolve() != own]
+            if lc.mode == "replay":
+                art.llm_replay = True
+                with contextlib.suppress(LexragError, OSError):
+                    art.model_paths["llm"] = model_path(lc.model, "llm.model")
+            else:
+                part("llm", lambda: art._load_llm(cfg, model_path, degrade))
+                if "llm" in art.missing and (art.cache_dirs or lc.replay_dirs):
+                    log.warning("no LLM folder: answering the LLM calls from the attached cache only (replay)")
+                    art.llm_replay = True
+        return art
+
+    def _load_calibration(self, cfg: Config, locate, cid: str, part) -> None:
+        """The calibration named by ``count.calibration`` (an error when absent), or the
+        ``calibration`` artifact when there is one (small: loaded whatever the count method, so a
+        run or an ablation can switch to the adaptive count)."""
+        from lexrag.stages.count import Calibration
+
+        adaptive = cfg.count.method == "adaptive" and cfg.count.w_cal > 0  # w_cal 0: the term is off, nothing to read
+        if cfg.count.calibration:  # named explicitly: it must be there
+            part("calibration", lambda: setattr(self, "calibration", Calibration.load(cfg.count.calibration, cid)))
+            return
+        try:
+            folder = locate("calibration")
+        except LexragError:
+            folder = None
+        if folder is None or not (Path(folder) / "params.json").is_file():
+            if not adaptive:
+                return
+            self.missing["calibration"] = "no calibration artifact (run `python -m lexrag calibrate`)"
+            log.warning("count.method=adaptive without a calibration: n_cal is left out of the count "
+                        "(run `python -m lexrag calibrate --queries FILE --artifacts DIR`)")
+            return
+        if adaptive:
+            part("calibration", lambda: setattr(self, "calibration", Calibration.load(folder, cid)))
+        else:
+            try:
+                self.calibration = Calibration.load(folder, cid)
+            except LexragError as e:
+                log.warning("calibration at %s not used: %s", folder, e)
+
+    def _load_dense(self, cfg: Config, locate, model_path, cid: str) -> None:
+        from lexrag.index.semantic import DenseIndex, Embeddings, choose_index_kind
+
+        sc = cfg.semantic
+        enc = self._model("encoder", model_path(sc.model, "semantic.model"), "semantic.model")
+        emb = Embeddings(locate("embeddings"), len(self.corpus), cid, enc,
+                         expected={"fields": list(sc.fields), "max_seq": sc.max_seq})
+        kind = choose_index_kind(emb, sc.index)
+        self.dense = DenseIndex(emb, kind, sc.nlist, sc.pq_m, sc.nprobe, sc.rescore_k, use_gpu=sc.faiss_gpu)
+        self.loaders["encoder"] = lambda: load_encoder(enc, sc.device, sc.fp16, sc.max_seq)
+
+    def _load_reranker(self, cfg: Config, model_path) -> None:
+        from lexrag.stages.rerank import Reranker
+
+        rc = cfg.rerank
+        rr = self._model("reranker", model_path(rc.model, "rerank.model"), "rerank.model")
+        self.loaders["reranker"] = lambda: Reranker(rr, rc.device, rc.max_length, rc.batch_size)
+
+    def _load_llm(self, cfg: Config, model_path, degrade: bool = False) -> None:
+        lc = cfg.llm
+        lm = self._model("llm", model_path(lc.model, "llm.model"), "llm.model")
+        from lexrag.llm.scripted import is_scripted, load_scripted
+
+        if is_scripted(lm):  # the scripted stand-in (demo and tests): fixed answers, no weights
+            load_scripted(lm)  # a broken script is an error now, before any query runs
+            self.loaders["llm"] = lambda: load_scripted(lm)
+            return
+        if degrade and lc.device != "cpu" and not usable_gpus():
+            self.model_paths.pop("llm", None)
+            raise ArtifactError("no usable GPU (compute capability >= 7.0): a 7B LLM on the CPU would not finish in the "
+                                "budget (set llm.device=cpu to force it)")
+        self.loaders["llm"] = lambda: load_causal_lm(lm, lc.quantization, lc.device, lc.compute_dtype)
+
+    @property
+    def llm_ready(self) -> bool:
+        """An LLM can answer: a model folder to load, or a cache to replay."""
+        return self.has_model("llm") or self.llm_replay
+
+    def _model(self, name: str, path: Path, setting: str) -> Path:
+        if not Path(path).is_dir():
+            raise ArtifactError(f"{name} model folder not found: {path} (attach the model dataset or set {setting})")
+        self.model_paths[name] = Path(path)
+        return Path(path)
+
+
+def llm_cache_dir(cfg: Config, paths=None) -> Path:
+    if cfg.llm.cache_dir:
+        return Path(cfg.llm.cache_dir)
+    return (paths.working_dir if paths is not None else Path(".")) / "llm_cache"

@@ -1,0 +1,287 @@
+"""The walk: orchestration only.
+
+:func:`run_pipeline` turns queries into query states and walks the phases (rewrite -> content
+-> seed fusion -> graph and prior -> fusion -> rerank -> count) over them.  Each enabled stage
+runs on chunks of ``runtime.batch_size`` queries: the walk times every call, checks the time
+budget before it (past the budget only essential stages run: citation seeds, BM25, fusion,
+count) and records which queries each stage skipped, then checks every ranking at the border.
+Phase by phase over all queries means each model is loaded once per phase and the encoder,
+the reranker and the LLM take turns on one GPU (see :class:`lexrag.models.ModelPool`).
+:func:`retrieve` runs the retrieval phases alone for any query texts (the agentic loop's call).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from lexrag import stages as _stages  # noqa: F401  (registers the built-in stages)
+from lexrag.config import Config
+from lexrag.errors import StageError
+from lexrag.pipeline.artifacts import Artifacts
+from lexrag.pipeline.budget import Budget, degrade
+from lexrag.pipeline.context import make_context
+from lexrag.pipeline.signal_cache import SignalCache, remember
+from lexrag.queries import Query, QueryState, Variant
+from lexrag.ranking import Ranking
+from lexrag.stages.base import (
+    RETRIEVAL_PHASES,
+    BatchState,
+    Context,
+    Phase,
+    Stage,
+    check_degrade_order,
+    stages_for,
+)
+from lexrag.stages.count import unique_citations, with_whole_articles
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    query_ids: list[str]
+    predictions: dict[str, list[str]]
+    ranked: dict[str, list[str]]
+    signals: list[Ranking]
+    fused: Ranking  # all signals fused
+    current: Ranking  # the order the count stage cut (fused, or reranked where the reranker ran)
+    timings: dict[str, float] = field(default_factory=dict)
+    degraded: list[str] = field(default_factory=list)  # queries some stage skipped for lack of time
+    skipped: dict[str, list[str]] = field(default_factory=dict)  # stage -> query ids
+    failed: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> query id -> error
+    states: list[QueryState] = field(default_factory=list)
+    costs: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # query -> stage -> amounts
+    model_loads: dict[str, int] = field(default_factory=dict)
+    model_load_seconds: dict[str, float] = field(default_factory=dict)
+    current_by: dict[str, str] = field(default_factory=dict)  # query id -> stage that made its final order
+    dropped: dict[str, str] = field(default_factory=dict)  # optional stages the budget dropped -> why
+
+    @property
+    def traces(self) -> list[dict]:
+        """The agentic loop's round records of every query, in query order."""
+        return [r for q in self.states for r in q.trace]
+
+    def cost_totals(self) -> dict[str, dict[str, float]]:
+        """Per stage, every amount summed over queries (LLM calls, tokens, seconds...)."""
+        out: dict[str, dict[str, float]] = {}
+        for per_stage in self.costs.values():
+            for stage, amounts in per_stage.items():
+                acc = out.setdefault(stage, {})
+                for k, v in amounts.items():
+                    acc[k] = acc.get(k, 0.0) + v
+        return out
+
+
+def _merge(batch: BatchState, stage: Stage, out: Any, n_docs: int) -> None:
+    phase = stage.phase
+    if phase == Phase.REWRITE:
+        if not isinstance(out, dict):
+            raise StageError(f"stage {stage.name!r} (rewrite) must return {{query_id: [Variant, ...]}}, got {type(out).__name__}")
+        by_id = {q.query_id: q for q in batch.queries}
+        for qid, variants in out.items():
+            for v in variants:
+                if not isinstance(v, Variant):
+                    raise StageError(f"stage {stage.name!r}: query {qid!r}: {v!r} is not a Variant")
+                by_id[qid].add_variant(v.name, v.text, v.origin)
+        return
+    if phase in (Phase.CONTENT, Phase.GRAPH):
+        if not isinstance(out, list) or not all(isinstance(r, Ranking) for r in out):
+            raise StageError(f"stage {stage.name!r} must return a list of Rankings")
+        for r in out:
+            r.validate(n_docs=n_docs, query_ids=batch.query_ids)
+            batch.signals.setdefault(r.signal, Ranking(r.signal, r.family)).hits.update(r.hits)
+        return
+    if not isinstance(out, Ranking):
+        raise StageError(f"stage {stage.name!r} ({phase.name.lower()}) must return one Ranking")
+    out.validate(n_docs=n_docs, query_ids=batch.query_ids)
+    target = {Phase.SEED_FUSION: batch.seeds, Phase.FUSION: batch.fused, Phase.RERANK: batch.current,
+              Phase.COUNT: batch.final}[phase]
+    target.update(out.hits)
+    if phase == Phase.FUSION:
+        batch.current.update(out.hits)
+    if phase in (Phase.FUSION, Phase.RERANK):
+        batch.current_by.update({qid: "fused" if phase == Phase.FUSION else stage.name for qid in out.hits})
+
+
+def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase] | None = None,
+         project: bool = True) -> BatchState:
+    """Run the enabled stages of ``phases`` (all by default) over ``batch`` in phase order, in
+    chunks of ``runtime.batch_size`` queries, with the time budget applied before each call.
+
+    Before each call the time the rest of the run needs is projected (per stage: its measured
+    seconds per query once it has run, else ``runtime.stage_estimates_s``, times the queries it
+    has left); while that exceeds the budget left, the next group of ``runtime.degrade_order``
+    is dropped for the rest of the run (agentic loop, verification, reranking, dense, graph and
+    prior, rewrite, the extra BM25 passes).  Past the budget every optional stage is skipped; the essential ones (citation
+    seeds, BM25, fusion, count) always run, so every query gets the best answer left.  The
+    queries a stage skipped are recorded in ``batch.skipped``.  ``project=False`` (the agent's
+    retrieval calls) only honours what the run has dropped."""
+    cfg = ctx.cfg
+    n_docs = len(ctx.art.corpus)
+    size = cfg.runtime.batch_size
+    live = [q for q in batch.queries if q.text]
+    stages = stages_for(cfg, ctx.art, tuple(phases) if phases is not None else None)
+    done: dict[str, int] = {}
+    for i, stage in enumerate(stages):
+        for start in range(0, len(live), size):
+            chunk = batch.chunk(live[start : start + size])
+            if not stage.essential:
+                if project:
+                    degrade(stages[i:], len(live) - start, len(live), done, batch.timings, budget, cfg)
+                if stage.name in budget.dropped or budget.exhausted():
+                    batch.skipped.setdefault(stage.name, []).extend(chunk.query_ids)
+                    continue
+            memo = ctx.signal_cache if ctx.signal_cache is not None and SignalCache.applies(stage) else None
+            keys: dict[str, tuple] = {}
+            if memo is not None:
+                keys = {q.query_id: memo.key(stage, q, chunk, ctx) for q in chunk.queries}
+                todo = []
+                for q in chunk.queries:
+                    hit = memo.get(keys[q.query_id])
+                    if hit is None:
+                        todo.append(q)
+                        continue
+                    for signal, family, hits in hit:
+                        batch.signals.setdefault(signal, Ranking(signal, family)).hits[q.query_id] = list(hits)
+                if not todo:
+                    continue
+                chunk = batch.chunk(todo)
+            t0 = time.perf_counter()
+            _run_chunk(stage, chunk, ctx, n_docs, budget,
+                       (lambda out, c=chunk, k=keys, m=memo, st=stage: remember(m, st, c, k, out)) if memo is not None else None)
+            dt = time.perf_counter() - t0
+            batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
+            done[stage.name] = done.get(stage.name, 0) + len(chunk.queries)
+            for q in chunk.queries:
+                q.add_cost(stage.name, seconds=dt / len(chunk.queries))
+    return batch
+
+
+def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budget: "Budget", on_output=None) -> None:
+    """Run one stage call.  With ``runtime.on_stage_error: skip`` a failing call is undone (the
+    query states it touched are restored), retried one query at a time, and the queries that
+    still fail lose that stage only (logged, recorded in ``failed``); with ``raise`` (the
+    default) the error propagates."""
+    snap = _snapshot(chunk.queries)
+    try:
+        out = stage.run(chunk, ctx)
+        _merge(chunk, stage, out, n_docs)
+        if on_output is not None:
+            on_output(out)
+        return
+    except Exception as e:  # noqa: BLE001 - the whole point is to contain any stage failure
+        if ctx.cfg.runtime.on_stage_error != "skip" or isinstance(e, StageError):
+            raise
+        _restore(snap)
+        _after_failure(e)
+        if len(chunk.queries) == 1:
+            _record_failure(stage, chunk, chunk.queries[0].query_id, e)
+            return
+    for q in chunk.queries:
+        if not stage.essential and budget.exhausted():
+            chunk.skipped.setdefault(stage.name, []).append(q.query_id)
+            continue
+        one = chunk.chunk([q])
+        snap = _snapshot([q])
+        try:
+            out = stage.run(one, ctx)
+            _merge(one, stage, out, n_docs)
+            if on_output is not None:
+                on_output(out)
+        except Exception as e:  # noqa: BLE001
+            if isinstance(e, StageError):
+                raise
+            _restore(snap)
+            _after_failure(e)
+            _record_failure(stage, chunk, q.query_id, e)
+
+
+def _snapshot(queries: list[QueryState]) -> list[tuple]:
+    """What a stage may change in a query state (variants, concepts, LLM citations, cost, trace)."""
+    return [(q, dict(q.variants), dict(q.concepts), list(q.llm_citations), {k: dict(v) for k, v in q.cost.items()},
+             list(q.trace)) for q in queries]
+
+
+def _restore(snap: list[tuple]) -> None:
+    for q, variants, concepts, cits, cost, trace in snap:
+        q.variants, q.concepts, q.llm_citations, q.cost, q.trace = variants, concepts, cits, cost, trace
+
+
+def _after_failure(e: Exception) -> None:
+    if "out of memory" in str(e).lower():
+        from lexrag.models import release_memory
+
+        release_memory()
+
+
+def _record_failure(stage: Stage, batch: BatchState, query_id: str, e: Exception) -> None:
+    msg = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+    log.warning("stage %s failed for query %r (%s); the query goes on without it", stage.name, query_id, msg)
+    batch.failed.setdefault(stage.name, {})[query_id] = msg
+
+
+def retrieve(states: list[QueryState], ctx: Context, budget: Budget | None = None) -> dict[str, list[tuple[int, float]]]:
+    """The fused ranking for any query texts (content, seed fusion, graph and prior, fusion);
+    the agentic loop calls this once per reformulation."""
+    batch = walk(BatchState(list(states)), ctx, budget or ctx.budget or Budget(), RETRIEVAL_PHASES, project=False)
+    return {q.query_id: batch.fused.get(q.query_id, []) for q in states}
+
+
+def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: Config, paths=None,
+                 ctx: Context | None = None, budget: Budget | None = None, cache: SignalCache | None = None) -> RunResult:
+    """Answer ``queries``: every phase over all queries, then the count cut.  Queries with an
+    empty text get an empty prediction.  ``budget`` defaults to ``runtime.time_budget_s`` from
+    now; past it the non-essential stages are skipped for the remaining chunks and the queries
+    are listed in ``degraded`` (with a warning), so a submission is always complete."""
+    t_start = time.perf_counter()
+    own = ctx is None
+    ctx = ctx or make_context(cfg, art, paths)
+    budget = budget or Budget(cfg.runtime.time_budget_s, t_start, cfg.runtime.reserve_s)
+    check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)
+    ctx.budget = budget
+    ctx.retrieve = lambda sub: retrieve(sub, ctx, budget)
+    if cache is not None:
+        ctx.signal_cache = cache
+    states = [QueryState.of(q) for q in queries]
+    try:
+        batch = walk(BatchState(states), ctx, budget)
+    finally:
+        if own:  # a context made here is closed here: models freed, cache written out
+            # cleanup only: every answer is in the cache (committed as it came) and in the batch,
+            # so a failing close (a read-only or full disk) is a warning and never costs the run
+            # its finished answers
+            try:
+                ctx.models.release()
+            except Exception as e:  # noqa: BLE001
+                log.warning("releasing the run's models failed (%s: %s); the answers are kept", type(e).__name__, e)
+            if ctx.llm is not None:
+                try:
+                    ctx.llm.cache.close()
+                except Exception as e:  # noqa: BLE001
+                    log.warning("closing the LLM cache failed (%s: %s); the answers are kept", type(e).__name__, e)
+    degraded = sorted({q for qs in batch.skipped.values() for q in qs}, key=[s.query_id for s in states].index)
+    if degraded:
+        warnings.warn(f"time budget of {budget.seconds}s ran out: {len(degraded)} queries skipped stages "
+                      f"{', '.join(sorted(batch.skipped))}")
+    predictions: dict[str, list[str]] = {}
+    ranked: dict[str, list[str]] = {}
+    corpus = art.corpus
+    whole, start = cfg.count.whole_articles, cfg.count.whole_articles_from
+    for q in states:
+        _, cits, scores = unique_citations(batch.current.get(q.query_id, []), corpus)
+        ranked[q.query_id] = with_whole_articles(cits, scores, whole, start)[0]
+        final = batch.final.get(q.query_id, [])
+        emitted = [corpus.citations[d] for d, _ in final]
+        predictions[q.query_id] = with_whole_articles(emitted, [s for _, s in final], whole, start)[0][: len(emitted)]
+    timings = dict(batch.timings)
+    timings["total"] = time.perf_counter() - t_start
+    fused = Ranking("fused", "fused", dict(batch.fused))
+    reordered = any(by != "fused" for by in batch.current_by.values())
+    current = Ranking("rerank" if reordered else "fused", "rerank" if reordered else "fused", dict(batch.current))
+    return RunResult([q.query_id for q in states], predictions, ranked, list(batch.signals.values()), fused, current, timings,
+                     degraded, dict(batch.skipped), dict(batch.failed), states, {q.query_id: q.cost for q in states},
+                     dict(ctx.models.loads), dict(ctx.models.load_seconds), dict(batch.current_by), dict(budget.dropped))
