@@ -42,7 +42,7 @@ from lexrag.kaggle.paths import InputNotFound, resolve_paths
 
 try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
     laws = notebook_path("laws", laws)
-    courts = notebook_path("courts", courts)
+    courts = False if courts is False else notebook_path("courts", courts)  # False: laws only
     abbreviations = notebook_path("abbreviations", abbreviations)
     out_dir = notebook_path("out_dir", out_dir)
     cfg = load_config(config_path, overrides)

@@ -37,13 +37,19 @@ def demo_queries() -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_artifacts(tmp_path_factory, demo_laws) -> Path:
+def demo_courts() -> Path:
+    return DEMO / "courts_demo.csv"
+
+
+@pytest.fixture(scope="session")
+def demo_artifacts(tmp_path_factory, demo_laws, demo_courts) -> Path:
+    """The artifacts `make demo` builds: the law slice and the demo's court considerations."""
     from lexrag.config import load_config
     from lexrag.index.build import build_artifacts
 
     out = tmp_path_factory.mktemp("demo_artifacts")
     cfg = load_config(overrides={"runtime.progress": False})
-    build_artifacts(cfg, demo_laws, out)
+    build_artifacts(cfg, demo_laws, out, courts=demo_courts)
     return out
 
 

@@ -532,10 +532,11 @@ def test_an_embeddings_build_killed_mid_way_resumes_to_the_same_shards(tmp_path,
     assert not (out / "params.json").exists()  # a killed build is never mistaken for a finished one
     assert len(list(out.glob("shard_*[0-9].npy"))) == 5 and len(list(out.glob("shard_*.tmp.npy"))) == 1
     from lexrag.errors import ArtifactError
+    from lexrag.index.corpus import Corpus
     from lexrag.index.semantic import Embeddings
 
     with pytest.raises(ArtifactError, match="did not finish"):
-        Embeddings(out, 8480)
+        Embeddings(out, len(Corpus(demo_artifacts / "corpus")))
     assert subprocess.run([sys.executable, str(script), str(out)], env=env, capture_output=True).returncode == 0
     ref = json.loads((tmp_path / "ref" / "params.json").read_text())["files"]
     got = json.loads((out / "params.json").read_text())["files"]

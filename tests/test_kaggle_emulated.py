@@ -213,9 +213,8 @@ def test_when_the_budget_runs_out_the_essential_stages_still_answer(kaggle_tree,
     with pytest.warns(UserWarning, match="time budget"):  # started an hour ago with a budget of 10 minutes
         summary = run_submission("kaggle", {"runtime.time_budget_s": 600.0, "runtime.reserve_s": 60.0},
                                  started_at=time.time() - 3600)
-    # every optional stage the preset enables is skipped (here: statutes, feedback and articles; the demo
-    # graph has no court edges, so it is left off); BM25 and seeds answer
-    assert summary["skipped"] == {"statutes": 22, "feedback": 22, "articles": 22} and summary["empty_rows"] == 0
+    # every optional stage the preset enables is skipped (here: statutes, feedback, articles and graph); BM25 and seeds answer
+    assert summary["skipped"] == {"graph": 22, "statutes": 22, "feedback": 22, "articles": 22} and summary["empty_rows"] == 0
     assert summary["status"] == "DEGRADED" and summary["stages"]["statutes"]["state"] == "dropped"
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
 
@@ -313,8 +312,8 @@ def test_the_cli_finds_the_attached_datasets_without_artifacts(kaggle_tree, tmp_
 
 
 def test_the_kaggle_preset_without_an_llm_is_degraded_naming_every_stage_it_turns_off(kaggle_tree):
-    """No LLM, no encoder, no reranker, no prior, a graph without court edges: DEGRADED, each
-    stage the preset asks for has its row with the reason and the fix; the stages that ran say so."""
+    """No LLM, no encoder, no reranker, no prior: DEGRADED, each stage the preset asks for has its
+    row with the reason and the fix; the stages that ran say so."""
     from lexrag.kaggle.notebook import run_submission
 
     summary = run_submission("kaggle")
@@ -323,11 +322,12 @@ def test_the_kaggle_preset_without_an_llm_is_degraded_naming_every_stage_it_turn
     for stage in ("rewrite", "llm_seeds", "verify", "agent"):
         assert rows[stage]["state"] == "missing" and rows[stage]["why"].startswith("llm: "), rows[stage]
         assert "lexrag-llm-cache" in rows[stage]["fix"]
-    assert rows["graph"]["state"] == "missing" and "no court edges" in rows["graph"]["why"]
     assert rows["dense"]["state"] == rows["rerank"]["state"] == rows["prior"]["state"] == "missing"
-    assert all(rows[s] == {"state": "ran", "queries": 22, "total": 22} for s in ("bm25", "citation_seeds", "statutes", "fusion", "count"))
+    assert "lexrag-prior" in rows["prior"]["fix"] and "semantic.model: no model folder matches" in rows["dense"]["why"]
+    assert all(rows[s] == {"state": "ran", "queries": 22, "total": 22}
+               for s in ("bm25", "citation_seeds", "statutes", "graph", "fusion", "count"))
     table = summary["status_table"].splitlines()
-    assert table[0].startswith("DEGRADED: 8 of 15 stages the config asks for did not run for every query: rewrite, ")
+    assert table[0].startswith("DEGRADED: 7 of 15 stages the config asks for did not run for every query: rewrite, ")
     assert "rewrite" in table[0] and "verify" in table[0] and "agent" in table[0]
 
 
