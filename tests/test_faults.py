@@ -1113,3 +1113,14 @@ def test_calibrating_on_gold_that_the_corpus_lacks_warns(tmp_path, arts, capsys,
         rc, _, err = cli(capsys, "calibrate", "--queries", gold, "--artifacts", arts, "--out", tmp_path / "cal")
     assert rc == 0, err
     assert "none of the 2 gold citations" in caplog.text and "is a citation of the corpus" in caplog.text
+
+
+def test_an_alias_bomb_in_expected_scores_or_a_grid_value_is_refused_at_once(tmp_path, arts, capsys):
+    metrics = write(tmp_path / "m.json", json.dumps({"metrics": {"macro_f1": 0.5}}))
+    exp = write(tmp_path / "e.yaml", BOMB + "metrics: [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n")
+    rc, _, err = cli(capsys, "check-scores", metrics, "--expected", exp)
+    assert rc == 2 and "its aliases expand it to more than 100,000 nodes" in err and len(err) < 400, err
+    value = "[" + ", ".join(f"&{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefg", "bcdefgh")).replace(
+        "&b [*a", "&a [x, x, x, x, x, x, x, x, x], &b [*a", 1) + "]"
+    rc, _, err = cli(capsys, "tune", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--grid", f"llm.tasks={value}")
+    assert rc == 2 and "its aliases expand it" in err, err

@@ -43,8 +43,10 @@ def check_expected(metrics: dict | str | Path, expected: dict | str | Path) -> l
     if not isinstance(expected, dict):
         path = Path(expected)
         try:
-            expected = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as e:
+            from lexrag.config import _UniqueKeyLoader  # aliases bounded, a key given twice refused
+
+            expected = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
             raise ConfigError(f"{path}: not a readable expectations file ({str(e).splitlines()[0]})") from None
     rows = []
     for name, spec in (expected.get("metrics") or {}).items():

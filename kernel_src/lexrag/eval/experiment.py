@@ -1,0 +1,485 @@
+"""The one experiment harness: configurations measured by nested cross-validation on held-out
+courses or legal areas.
+
+A *variant* is a preset name plus config overrides (``exam``, ``exam;statutes.learned=false``,
+``"no graph=default;graph.enabled=false"``).  Each variant ranks every question of the tuning
+file (lexam_dev.csv) held out: the question's fold (its course, its legal area, or a slice of
+queries) is ranked with the training prior and the learned statute model refitted on the other
+folds' gold only (:func:`held_out_runs`, the one place that does this).  Every choice — the count
+``k``, and among variants which one — is made *nested*: for outer fold A it is made on inner
+rankings of the other folds B, each ranked with a prior fitted without A and B, and the number
+reported is A's at that choice.  Signals are computed once per process (one :class:`SignalCache`:
+a grid over fusion weights or the count re-fuses the stored signal runs).
+
+A locked split (``repro/locked_split.yaml``: a third of the legal areas) is left out of every
+fold; only ``--final`` reads it, ranking it once with the prior fitted on the other areas and the
+``k`` they chose.  Other query files (train_dev.csv, val.csv) are only scored, at that same ``k``.
+
+    python scripts/quality.py --data ../shared/data --artifacts ARTIFACTS [--final] [--json OUT]
+
+writes a metrics JSON whose flat ``metrics`` block ``lexrag check-scores`` compares with
+``repro/lexam_dev.yaml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import json
+import logging
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+import yaml
+
+from lexrag.config import Config, _UniqueKeyLoader, load_config
+from lexrag.eval.cv import (AREA_OVERLAP, area_groups, format_area_map, grouped_folds, held_out_artifacts, legal_areas,
+                            read_groups, refits_prior)
+from lexrag.eval.metrics import prf, recall_at_k
+from lexrag.eval.stats import bootstrap_ci
+from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
+from lexrag.queries import load_gold, load_queries
+
+__all__ = ["Variant", "PRESET_VARIANTS", "GPU_STAGES_OFF", "parse_variant", "held_out_runs", "held_out_rankings",
+           "f1_at_ks", "FoldScores", "fold_scores", "nested_picks", "ceilings", "run_experiment", "format_report",
+           "read_locked_split", "write_locked_split", "KS", "RANK_DEPTH", "arg_parser", "run_from_args", "variants_from_args"]
+
+log = logging.getLogger(__name__)
+
+KS = tuple(range(1, 31))  # the counts a nested choice picks from
+RANK_DEPTH = 300  # every variant ranks this deep (Recall@100, whole articles); the count cuts it
+RANK = {"runtime.progress": False, "count.method": "fixed", "count.k": RANK_DEPTH}
+# the kaggle preset without the stages that need a GPU or an LLM: what this harness can run on a CPU
+GPU_STAGES_OFF = {"semantic.enabled": False, "rerank.enabled": False, "llm.enabled": False, "verify.enabled": False,
+                  "agent.enabled": False}
+LOCKED_SPLIT = Path(__file__).resolve().parents[3] / "repro" / "locked_split.yaml"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A configuration to measure: a preset (None: the defaults) plus dotted-key overrides."""
+
+    name: str
+    preset: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def config(self, base: str | Path | None = None) -> Config:
+        """The variant's config ranking :data:`RANK_DEPTH` deep (the count is chosen by the harness);
+        ``base`` replaces the defaults under a variant without a preset."""
+        return load_config(self.preset or base, {**RANK, **self.overrides})
+
+
+PRESET_VARIANTS = (
+    Variant("lexical", "lexical"),
+    Variant("default"),
+    Variant("exam", "exam"),
+    Variant("kaggle (CPU stages)", "kaggle", GPU_STAGES_OFF),
+)
+
+
+def parse_variant(spec: str) -> Variant:
+    """``PRESET``, ``PRESET;section.field=value;...`` or ``NAME=PRESET;...`` (``default``: no preset;
+    values are YAML)."""
+    from lexrag.errors import ConfigError
+
+    name, _, rest = spec.partition("=") if "=" in spec.split(";", 1)[0] else ("", "", spec)
+    head, *over = [p for p in rest.split(";")]
+    preset = head.strip() or "default"
+    overrides = {}
+    for o in over:
+        if not o.strip():
+            continue
+        if "=" not in o:
+            raise ConfigError(f"variant {spec!r}: {o!r} is not section.field=value")
+        k, v = o.split("=", 1)
+        overrides[k.strip()] = yaml.load(v, Loader=_UniqueKeyLoader)
+    for pv in PRESET_VARIANTS:  # a preset variant's name stands for it (with its overrides)
+        if preset == pv.name:
+            return Variant(name.strip() or spec, pv.preset, {**pv.overrides, **overrides})
+    return Variant(name.strip() or spec, None if preset == "default" else preset, overrides)
+
+
+# --- held-out rankings: the one place a fold is ranked without its own gold ---------------------
+
+def held_out_runs(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold: Mapping[str, Sequence[str]],
+                  folds: Sequence[Sequence[str]], cache: SignalCache | None = None, also_exclude: Sequence[str] = (),
+                  before: Callable[[str], None] | None = None) -> Iterator[tuple[list[str], Artifacts, RunResult]]:
+    """Each fold of ``folds`` ranked with the prior and learned statute model refitted on the gold
+    of ``gold``'s other queries (minus ``also_exclude``): yields (fold, its artifacts, its run).
+    When ``cfg`` reads no prior the artifacts are used as loaded, in one run over every fold.
+    ``queries``: query id -> QueryState; ``before(qid)``: run the queries one at a time, calling
+    it before each (an oracle that reads the query's gold)."""
+    texts = {q: x.text for q, x in queries.items()}
+    if not refits_prior(art, cfg):
+        every = [q for f in folds for q in f]
+        if before is None:
+            res = run_pipeline([queries[q] for q in every], art, cfg, cache=cache)
+            for f in folds:
+                yield list(f), art, res
+            return
+        folds = [every]
+    for fold in folds:
+        fart = held_out_artifacts(art, cfg, gold, texts, set(fold) | set(also_exclude))
+        if before is None:
+            res = run_pipeline([queries[q] for q in fold], fart, cfg, cache=cache)
+            yield list(fold), fart, res
+        else:
+            for q in fold:
+                before(q)
+                yield [q], fart, run_pipeline([queries[q]], fart, cfg, cache=cache)
+        if cache is not None and fart is not art:
+            cache.store.clear()  # keyed by the refitted prior: never reused, so not kept (the BM25 texts are)
+
+
+def held_out_rankings(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold: Mapping[str, Sequence[str]],
+                      folds: Sequence[Sequence[str]], cache: SignalCache | None = None,
+                      also_exclude: Sequence[str] = ()) -> dict[str, list[str]]:
+    """query id -> its held-out ranking (citations, :data:`RANK_DEPTH` deep) for every query of ``folds``."""
+    out: dict[str, list[str]] = {}
+    for fold, _, res in held_out_runs(cfg, art, queries, gold, folds, cache, also_exclude):
+        out.update({q: res.ranked.get(q, []) for q in fold})
+    return out
+
+
+def f1_at_ks(gold: Sequence[str], ranked: Sequence[str], ks: Sequence[int] = KS) -> np.ndarray:
+    """F1 of ``ranked`` cut at each k of ``ks``."""
+    return np.array([prf(gold, ranked[:k])[2] for k in ks], dtype=np.float64)
+
+
+@dataclass
+class FoldScores:
+    """One variant's held-out scores under one grouping: ``outer[q]`` F1 at each k of :data:`KS`
+    (the query ranked without its fold), ``inner[i][q]`` the same for the queries outside fold
+    ``i`` ranked also without fold ``i`` (what a choice for fold ``i`` may read), ``recall100[q]``,
+    and the outer rankings."""
+
+    folds: list[list[str]]
+    outer: dict[str, np.ndarray]
+    inner: list[dict[str, np.ndarray]]
+    recall100: dict[str, float]
+    ranked: dict[str, list[str]]
+
+
+def fold_scores(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold: Mapping[str, Sequence[str]],
+                groups: Mapping[str, str], cache: SignalCache | None = None, nested: bool = True,
+                ranked_once: Mapping[str, list[str]] | None = None) -> FoldScores:
+    """Outer and inner held-out scores of one variant over ``gold``'s queries grouped by ``groups``.
+    Without a prior refit the inner rankings are the outer ones (nothing fitted depends on the
+    fold); with one, fold j's inner ranking for outer fold i uses a prior fitted without i and j.
+    ``ranked_once``: the rankings of a variant that refits nothing, reused instead of ranking again."""
+    qids = [q for q in gold if q in queries]
+    folds = grouped_folds(qids, dict(groups))
+    refit = refits_prior(art, cfg)
+    if ranked_once is not None and not refit:
+        ranked = {q: ranked_once[q] for q in qids}
+    else:
+        ranked = held_out_rankings(cfg, art, queries, gold, folds, cache)
+    outer = {q: f1_at_ks(gold[q], ranked[q]) for q in qids}
+    inner: list[dict[str, np.ndarray]] = []
+    for i, fold in enumerate(folds):
+        others = [f for j, f in enumerate(folds) if j != i]
+        if refit and nested:
+            r = held_out_rankings(cfg, art, queries, gold, others, cache, also_exclude=fold)
+            inner.append({q: f1_at_ks(gold[q], r[q]) for q in r})
+        else:
+            inner.append({q: outer[q] for f in others for q in f})
+    return FoldScores(folds, outer, inner, {q: recall_at_k(gold[q], ranked[q], 100) for q in qids}, ranked)
+
+
+def nested_picks(scores: Sequence[FoldScores]) -> list[tuple[int, int]]:
+    """For each outer fold (the folds of ``scores[0]``): the (variant index, k) with the best mean
+    inner F1 over the other folds' queries; ties go to the earlier variant and the smaller k."""
+    picks = []
+    for i in range(len(scores[0].folds)):
+        means = np.array([np.mean(list(s.inner[i].values()), axis=0) for s in scores])  # variants x ks
+        v, k = np.unravel_index(int(np.argmax(means)), means.shape)
+        picks.append((int(v), KS[int(k)]))
+    return picks
+
+
+def _row(f1: dict[str, float], recall100: dict[str, float] | None = None) -> dict:
+    vals = list(f1.values())
+    lo, hi = bootstrap_ci(vals)
+    row = {"macro_f1": round(float(np.mean(vals)), 4), "ci": [round(lo, 4), round(hi, 4)], "n": len(vals)}
+    if recall100 is not None:
+        row["recall@100"] = round(float(np.mean([recall100[q] for q in f1])), 4)
+    return row
+
+
+CEILINGS = ("as ranked", "oracle citation form", "k = gold count", "best k per question")
+
+
+def ceilings(gold: Mapping[str, Sequence[str]], ranked: Mapping[str, Sequence[str]], k: int = 3) -> dict[str, float]:
+    """Where Macro F1 at ``k`` is lost, on the same rankings: as they are; with each paragraph
+    written as its whole article where that is the form the gold cites and the paragraph is not
+    ("Art. 41 OR" for "Art. 41 Abs. 1 OR"); cut at each question's own gold count; cut at each
+    question's best k (1..30).  Upper bounds for a citation-form rule, a count rule and the count
+    together with nothing else changed."""
+    from lexrag.citations import parent, scoring_form
+
+    out = dict.fromkeys(CEILINGS, 0.0)
+    for q, g in gold.items():
+        r = list(ranked.get(q, []))
+        gs = {scoring_form(x) for x in g}
+        formed: list[str] = []
+        for c in r:
+            whole = parent(c) if c.startswith("Art") else c
+            c = whole if scoring_form(c) not in gs and scoring_form(whole) in gs else c
+            if c not in formed:
+                formed.append(c)
+        out["as ranked"] += prf(g, r[:k])[2]
+        out["oracle citation form"] += prf(g, formed[:k])[2]
+        out["k = gold count"] += prf(g, r[: len(gs)])[2]
+        out["best k per question"] += max(prf(g, r[:kk])[2] for kk in KS)
+    return {name: v / max(len(gold), 1) for name, v in out.items()}
+
+
+# --- the locked split ---------------------------------------------------------------------------
+
+def read_locked_split(path: str | Path = LOCKED_SPLIT) -> dict:
+    """``repro/locked_split.yaml``: the locked areas (their courses), the seed and the overlap
+    threshold they were drawn with; empty when the file is absent."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
+
+
+def write_locked_split(queries_path: str | Path, path: str | Path = LOCKED_SPLIT, seed: int = 0) -> dict:
+    """Draw the locked areas of ``queries_path`` (:func:`lexrag.eval.cv.locked_areas`) and record them."""
+    from lexrag.eval.cv import locked_areas
+
+    gold = {q: g for q, g in load_gold(queries_path).items() if g}
+    groups = read_groups(queries_path)
+    areas = legal_areas(gold, groups)
+    sizes: dict[str, int] = {}
+    for q in gold:
+        a = areas.get(groups.get(q, ""), "")
+        sizes[a] = sizes.get(a, 0) + 1
+    locked = locked_areas(areas, sizes, seed)
+    doc = {"file": Path(queries_path).name, "seed": seed, "area_overlap": AREA_OVERLAP,
+           "areas": [{"area": a, "questions": sizes.get(a, 0), "courses": a.split(" + ")} for a in locked]}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("# The locked final split: a third of lexam_dev's legal areas, drawn once (one per size triple,\n"
+                          "# random.Random(seed)); left out of every fold, read only by `scripts/quality.py --final`.\n"
+                          + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return doc
+
+
+# --- an experiment --------------------------------------------------------------------------------
+
+def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str | Path, tune_on: str = "lexam_dev.csv",
+                   others: Sequence[str] = ("train_dev.csv", "val.csv"), by: Sequence[str] = ("course", "area"),
+                   final: bool = False, locked: dict | None = None, dev_areas: int | None = None, nested: bool = True,
+                   config: str | Path | None = None) -> dict:
+    """Measure ``variants``: on ``tune_on`` held out and nested under each grouping of ``by``
+    (``course``, ``area``, ``query``), with a nested pick among the variants; ``others`` scored at
+    the k the area-grouped outer rankings favour; with ``final`` the locked areas too.  Returns the
+    metrics document (``rows``, the flat ``metrics`` that check-scores reads, the area map, picks)."""
+    t_start = time.perf_counter()
+    data = Path(data)
+    tune_file = data / tune_on
+    all_gold = {q: g for q, g in load_gold(tune_file).items() if g}
+    courses = read_groups(tune_file)
+    areas = legal_areas(all_gold, courses)
+    q_area = area_groups(courses, areas)
+    locked = read_locked_split() if locked is None else locked
+    locked_courses = {c for a in locked.get("areas", []) for c in a.get("courses", [])}
+    locked_q = [q for q in all_gold if courses.get(q, "") in locked_courses]
+    dev = {q: g for q, g in all_gold.items() if q not in set(locked_q)}
+    if dev_areas:  # a smaller development run: every n-th area by size
+        names = sorted({q_area[q] for q in dev}, key=lambda a: (-sum(q_area[q] == a for q in dev), a))
+        keep = set(names[:: max(1, len(names) // dev_areas)][:dev_areas])
+        dev = {q: g for q, g in dev.items() if q_area[q] in keep}
+    log.info("legal areas of %s (courses joined where their gold's law codes overlap >= %s):\n%s", tune_on, AREA_OVERLAP,
+             format_area_map(all_gold, courses, areas))
+    log.info("locked: %d questions of %s; folds over %d questions of %d areas", len(locked_q),
+             sorted({q_area[q] for q in locked_q}), len(dev), len({q_area[q] for q in dev}))
+    groupings = {"course": courses, "area": q_area, "query": {}}
+    base_cfg = load_config(config, {**RANK, "graph.enabled": True, "prior.enabled": True})
+    base_art = Artifacts.load(artifacts, base_cfg)
+    cache = SignalCache()
+    rows: dict[str, dict] = {}
+    scores: dict[str, dict[str, FoldScores]] = {g: {} for g in by}
+    other_gold = {f: {q: g for q, g in load_gold(data / f).items() if g} for f in others}
+    timings: dict[str, float] = {}
+    for v in variants:
+        t0 = time.perf_counter()
+        cfg = v.config(config)
+        art = dataclasses.replace(base_art, graph=base_art.graph if cfg.graph.enabled else None,
+                                  prior=base_art.prior if cfg.uses_prior() else None)
+        qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
+        once = None
+        if not refits_prior(art, cfg):  # nothing fitted: every question ranked once, for every grouping
+            once = held_out_rankings(cfg, art, qs, dev, [list(dev) + (locked_q if final else [])], cache)
+        row: dict[str, Any] = {"preset": v.preset or "default", "overrides": dict(v.overrides)}
+        for g in by:
+            fs = fold_scores(cfg, art, qs, dev, groupings[g], cache, nested, once)
+            scores[g][v.name] = fs
+            picks = [k for _, k in nested_picks([fs])]
+            chosen = {q: float(fs.outer[q][k - 1]) for f, k in zip(fs.folds, picks) for q in f}
+            row[g] = {"folds": len(fs.folds), "f1@3": round(float(np.mean([fs.outer[q][2] for q in fs.outer])), 4),
+                      "f1@5": round(float(np.mean([fs.outer[q][4] for q in fs.outer])), 4),
+                      "nested": _row(chosen, fs.recall100), "k_picks": picks}
+        # the count for everything outside the folds: the k the area-grouped (else first) outer rankings favour
+        ref = scores["area" if "area" in by else by[0]][v.name]
+        k_star = KS[int(np.argmax(np.mean(list(ref.outer.values()), axis=0)))]
+        row["k"] = k_star
+        fit = None
+        if others or (final and locked_q):
+            fit = held_out_artifacts(art, cfg, dev, {q: x.text for q, x in qs.items()}, set())  # the prior of every dev area
+        for f in others:
+            fq = {q.query_id: q for q in load_queries(data / f, cfg.query.max_chars) if q.query_id in other_gold[f]}
+            res = run_pipeline(list(fq.values()), fit, cfg, cache=cache)
+            gold = other_gold[f]
+            row[f] = {**_row({q: prf(gold[q], res.ranked.get(q, [])[:k_star])[2] for q in gold},
+                             {q: recall_at_k(gold[q], res.ranked.get(q, []), 100) for q in gold}),
+                      "f1@3": round(float(np.mean([prf(gold[q], res.ranked.get(q, [])[:3])[2] for q in gold])), 4)}
+        if final and locked_q:
+            if once is not None:
+                lr = {q: once[q] for q in locked_q}
+            else:
+                lr = run_pipeline([qs[q] for q in locked_q], fit, cfg, cache=cache).ranked
+            lg = {q: all_gold[q] for q in locked_q}
+            row["locked"] = {**_row({q: prf(lg[q], lr.get(q, [])[:k_star])[2] for q in lg},
+                                    {q: recall_at_k(lg[q], lr.get(q, []), 100) for q in lg}),
+                             "f1@3": round(float(np.mean([prf(lg[q], lr.get(q, [])[:3])[2] for q in lg])), 4)}
+        ref_ranked = scores["area" if "area" in by else by[0]][v.name].ranked
+        row["ceilings"] = {k: round(x, 4) for k, x in ceilings({q: dev[q] for q in ref_ranked}, ref_ranked).items()}
+        cache.store.clear()
+        timings[v.name] = round(time.perf_counter() - t0, 1)
+        rows[v.name] = row
+        log.info("%s: %.0f s; %s", v.name, timings[v.name], "; ".join(
+            f"{g} nested F1 {row[g]['nested']['macro_f1']:.4f} R@100 {row[g]['nested']['recall@100']:.4f}" for g in by))
+    # the nested pick among the variants: which configuration, and its k, chosen on inner folds
+    selection: dict[str, dict] = {}
+    if len(variants) > 1:
+        names = [v.name for v in variants]
+        for g in by:
+            fs_list = [scores[g][n] for n in names]
+            picks = nested_picks(fs_list)
+            chosen = {q: float(fs_list[vi].outer[q][k - 1]) for f, (vi, k) in zip(fs_list[0].folds, picks) for q in f}
+            r100 = {q: fs_list[vi].recall100[q] for f, (vi, k) in zip(fs_list[0].folds, picks) for q in f}
+            selection[g] = {**_row(chosen, r100), "picks": [f"{names[vi]} k={k}" for vi, k in picks]}
+    metrics: dict[str, float] = {}
+    for name, row in rows.items():
+        for g in by:
+            metrics[f"{name} | {g} | f1 nested"] = row[g]["nested"]["macro_f1"]
+            metrics[f"{name} | {g} | recall@100"] = row[g]["nested"]["recall@100"]
+        for f in [*others, *(["locked"] if "locked" in row else [])]:
+            metrics[f"{name} | {f} | f1"] = row[f]["macro_f1"]
+            metrics[f"{name} | {f} | recall@100"] = row[f]["recall@100"]
+    for g, s in selection.items():
+        metrics[f"nested pick among the variants | {g} | f1 nested"] = s["macro_f1"]
+    seconds = round(time.perf_counter() - t_start, 1)
+    return {"command": " ".join(sys.argv), "date": _dt.date.today().isoformat(), "seconds": seconds,
+            "tune_on": tune_on, "questions": len(dev), "locked_questions": len(locked_q), "final": final,
+            "areas": sorted(set(q_area[q] for q in dev)), "locked_areas": [a.get("area") for a in locked.get("areas", [])],
+            "area_map": format_area_map(all_gold, courses, areas), "by": list(by), "rows": rows, "selection": selection,
+            "metrics": metrics, "seconds_per_variant": timings,
+            "signals_computed": sum(cache.computed.values()) + sum(cache.text_computed.values()), "reused": cache.reused}
+
+
+def format_report(doc: dict) -> str:
+    """The results table: per variant, Macro F1 at k = 3 and nested (k chosen on inner folds, with
+    its 95% bootstrap interval) and Recall@100 under each grouping side by side, then the files
+    only scored (and the locked areas) at the k the development areas chose."""
+    by = doc["by"]
+    others = [k for k in next(iter(doc["rows"].values()), {}) if k.endswith(".csv")]
+    head = [x for g in by for x in (f"{g} F1@3", f"{g} F1 nested [95% CI]", f"{g} R@100")] + ["k"]
+    head += [x for f in others for x in (f"{Path(f).stem} F1@k", "R@100")]
+    final = any("locked" in r for r in doc["rows"].values())
+    if final:
+        head += ["locked F1@k [95% CI]", "locked R@100"]
+    lines = ["| variant | " + " | ".join(head) + " |", "| --- |" + " --- |" * len(head)]
+    for name, r in doc["rows"].items():
+        cells = []
+        for g in by:
+            n = r[g]["nested"]
+            cells += [f"{r[g]['f1@3']:.3f}", f"{n['macro_f1']:.3f} [{n['ci'][0]:.3f}, {n['ci'][1]:.3f}]", f"{n['recall@100']:.3f}"]
+        cells.append(str(r["k"]))
+        for f in others:
+            cells += [f"{r[f]['macro_f1']:.3f}", f"{r[f]['recall@100']:.3f}"]
+        if final:
+            lo = r.get("locked")
+            cells += [f"{lo['macro_f1']:.3f} [{lo['ci'][0]:.3f}, {lo['ci'][1]:.3f}]", f"{lo['recall@100']:.3f}"] if lo else ["–", "–"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if doc.get("selection"):
+        cells = []
+        for g in by:
+            s = doc["selection"][g]
+            cells += ["–", f"{s['macro_f1']:.3f} [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]", f"{s['recall@100']:.3f}"]
+        cells += ["–"] * (len(head) - len(cells))
+        lines.append("| nested pick among the variants | " + " | ".join(cells) + " |")
+    picks = []
+    for name, r in doc["rows"].items():
+        picks.append(f"  {name}: k per fold " + "; ".join(f"{g} {r[g]['k_picks']}" for g in by))
+    for g, s in doc.get("selection", {}).items():
+        picks.append(f"  nested pick ({g}): " + ", ".join(s["picks"]))
+    g = "area" if "area" in by else by[0]
+    ceil = [f"| {name} | " + " | ".join(f"{r['ceilings'][c]:.3f}" for c in CEILINGS) + " |" for name, r in doc["rows"].items()]
+    return "\n".join(lines + ["", "choices made on the inner folds:"] + picks
+                     + ["", f"where F1@3 is lost ({g}-grouped held-out rankings; each column changes one thing, as an oracle)",
+                        "| variant | " + " | ".join(CEILINGS) + " |", "| --- |" + " --- |" * len(CEILINGS)] + ceil)
+
+
+def arg_parser(description: str = __doc__) -> argparse.ArgumentParser:
+    """The options of ``scripts/quality.py`` (:func:`run_from_args` runs them)."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--artifacts", help="built with --train lexam_dev.csv (docs/experiments.md); without it they are built "
+                    "into a temporary folder")
+    ap.add_argument("--variants", nargs="*", help="PRESET, PRESET;section.field=value;... or NAME=PRESET;... "
+                    "(default: lexical, default, exam, kaggle (CPU stages))")
+    ap.add_argument("--ablation", metavar="PRESET", help="the preset's incremental ablation as the variants (one row per stage)")
+    ap.add_argument("--by", nargs="*", default=["course", "area"], choices=["course", "area", "query"])
+    ap.add_argument("--tune-on", default="lexam_dev.csv")
+    ap.add_argument("--queries", nargs="*", default=["train_dev.csv", "val.csv"], help="files only scored")
+    ap.add_argument("--final", action="store_true", help="also score the locked areas (the final report only)")
+    ap.add_argument("--dev-areas", type=int, help="fold over only this many of the development areas (a quick run)")
+    ap.add_argument("--not-nested", action="store_true", help="inner rankings = the outer ones (faster, optimistic)")
+    ap.add_argument("--config", help="base config under variants without a preset")
+    ap.add_argument("--json", help="write the metrics document here")
+    ap.add_argument("--expected", help="check the metrics against this reproduction file (e.g. repro/lexam_dev.yaml)")
+    return ap
+
+
+def variants_from_args(args: argparse.Namespace) -> list[Variant]:
+    if args.ablation:
+        from lexrag.eval.validation import incremental_steps
+
+        preset = None if args.ablation == "default" else args.ablation
+        cpu = GPU_STAGES_OFF if preset == "kaggle" else {}  # what this harness can run
+        return [Variant(s["run"], preset, {**cpu, **s["overrides"]})
+                for s in incremental_steps(load_config(preset, cpu)) if "count.method" not in s["overrides"]]
+    return [parse_variant(s) for s in args.variants] if args.variants else list(PRESET_VARIANTS)
+
+
+def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
+    """Run the experiment the options ask for: (metrics document, report text, reproduction
+    checks; empty without ``--expected``); writes ``--json``."""
+    if Path(args.tune_on).name == "val.csv":
+        from lexrag.errors import ConfigError
+
+        raise ConfigError("never tune on val.csv")
+    doc = run_experiment(variants_from_args(args), args.data, args.artifacts, args.tune_on, args.queries, args.by,
+                         args.final, dev_areas=args.dev_areas, nested=not args.not_nested, config=args.config)
+    text = (f"legal areas of {doc['tune_on']}:\n{doc['area_map']}\n\n" + format_report(doc)
+            + f"\n\n{doc['date']}, {doc['seconds']:.0f} s ({doc['seconds'] / 60:.1f} min); {doc['questions']} questions in the "
+            f"folds" + (f", {doc['locked_questions']} locked (scored)" if doc["final"] else ", the locked areas not read"))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    checks: list[dict] = []
+    if args.expected:
+        from lexrag.eval.expect import check_expected, format_checks
+
+        checks = check_expected(doc["metrics"], args.expected)
+        text += "\n\nreproduction check against " + str(args.expected) + ":\n" + format_checks(checks)
+    return doc, text, checks
