@@ -109,7 +109,8 @@ def test_nodes_to_docs_prefers_lexical_match_then_citations():
     assert dict(zip(nodes.tolist(), w.tolist())) == {0: 0.5, 1: 0.5}
 
 
-def test_leiden_levels_are_nested_and_repeatable():
+@pytest.mark.parametrize("method", ["igraph", "leidenalg"])
+def test_leiden_levels_are_nested_and_repeatable(method):
     src, dst, w = [], [], []
     for c in range(4):
         for i in range(10):
@@ -121,12 +122,13 @@ def test_leiden_levels_are_nested_and_repeatable():
         dst.append(((c + 1) % 4) * 10)
         w.append(0.5)
     args = (40, np.array(src), np.array(dst), np.array(w, np.float32), [0.05, 1.0, 3.0])
-    lv = leiden_levels(*args, seed=1)
+    lv = leiden_levels(*args, seed=1, method=method)
     for level in range(2):
         for fine in set(lv[level + 1]):
             assert len(set(lv[level][lv[level + 1] == fine])) == 1
     assert len(set(lv[2])) == 8 and len(set(lv[1])) == 4
-    np.testing.assert_array_equal(lv, leiden_levels(*args, seed=1))
+    np.testing.assert_array_equal(lv, leiden_levels(*args, seed=1, method=method))
+    assert np.bincount(lv[2]).tolist() == sorted(np.bincount(lv[2]).tolist(), reverse=True)  # largest first
 
 
 COURTS = """citation,text

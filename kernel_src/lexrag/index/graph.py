@@ -13,10 +13,11 @@ they cite nothing).  Stored as an artifact folder of arrays and parquet, no pick
   decision to emit;
 * ``params.json``.
 
-Communities: Leiden (leidenalg, RB configuration model, fixed seed) on the undirected graph with
-summed weights.  The finest level (highest resolution) is found first on the full graph; each
-coarser level is Leiden at its lower resolution on the graph aggregated by the level below, so
-every coarse community is a union of finer ones (nested by construction).
+Communities: Leiden (RB configuration model, fixed seed) on the undirected graph with summed
+weights.  The finest level (highest resolution) is found first on the full graph (igraph's
+Leiden; ``params.finest``, absent in graphs whose finest level leidenalg found); each coarser
+level is leidenalg's Leiden at its lower resolution on the graph aggregated by the level below,
+so every coarse community is a union of finer ones (nested by construction).
 """
 
 from __future__ import annotations
@@ -48,23 +49,45 @@ KINDS = ("law", "bge", "docket")
 
 
 def leiden_levels(
-    n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, resolutions: Sequence[float], seed: int = 42
+    n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, resolutions: Sequence[float], seed: int = 42,
+    method: str = "igraph",
 ) -> np.ndarray:
     """Nested Leiden partitions, one row per resolution in ``resolutions`` (sorted coarse -> fine).
 
     Returns an int32 array of shape ``(len(resolutions), n)``.  The finest partition is computed
     on the graph; each coarser one by Leiden on the aggregate of the next finer partition.
+
+    ``method``: who finds the finest partition, the one run over every edge.  ``igraph``
+    (default): igraph's own Leiden (``community_leiden``, C), which optimises the same quality
+    (modularity with a resolution is the RB configuration model divided by twice the total
+    weight) about 15 times faster than leidenalg on 1.7M edges, with as good a partition;
+    ``leidenalg``: ``leidenalg.find_partition``, as graphs built before were.  The coarser
+    levels are leidenalg's either way (on the aggregate graphs, which are small).
     """
+    import random
+
     import igraph as ig
     import leidenalg as la
 
     res = sorted(resolutions)
-    g = ig.Graph(n=n, edges=np.column_stack([src, dst]).tolist(), directed=False)
+    g = ig.Graph(n=n, edges=list(zip(src.tolist(), dst.tolist())), directed=False)
     g.es["weight"] = weight.astype(float).tolist()
     g = g.simplify(multiple=True, loops=False, combine_edges="sum")
     out = np.zeros((len(res), n), dtype=np.int32)
-    part = la.find_partition(g, la.RBConfigurationVertexPartition, weights="weight",
-                             resolution_parameter=res[-1], seed=seed)
+    if method == "igraph":
+        ig.set_random_number_generator(random.Random(seed))
+        try:
+            fine = g.community_leiden(objective_function="modularity", weights="weight", resolution=res[-1],
+                                      n_iterations=2).membership
+        finally:
+            ig.set_random_number_generator(random)
+        part = la.RBConfigurationVertexPartition(g, weights="weight", resolution_parameter=res[-1], initial_membership=fine)
+        part.renumber_communities()  # largest community first, as leidenalg numbers them
+    elif method == "leidenalg":
+        part = la.find_partition(g, la.RBConfigurationVertexPartition, weights="weight",
+                                 resolution_parameter=res[-1], seed=seed)
+    else:
+        raise ValueError(f"leiden method {method!r}: igraph or leidenalg")
     membership = np.asarray(part.membership, dtype=np.int32)
     out[-1] = membership
     for level in range(len(res) - 2, -1, -1):
@@ -245,11 +268,13 @@ def build_graph(
     corpus_id: str = "",
     progress: bool = False,
     workers: int = 0,
+    leiden: str = "igraph",
 ) -> CitationGraph:
     """Extract references from every court consideration of ``corpus`` and save the graph.
 
     ``workers``: processes that read and search the court texts (0: one per core, at most 8); the
-    graph is the same for any number."""
+    graph is the same for any number.  ``leiden``: who finds the finest communities
+    (:func:`leiden_levels`)."""
     from lexrag.index.corpus import CORPUS_FILE
 
     t0 = time.perf_counter()
@@ -326,7 +351,7 @@ def build_graph(
     weight = weight.astype(np.float32)
     t1 = time.perf_counter()
     if len(src):
-        comm = leiden_levels(n, src, dst, weight, resolutions, seed)
+        comm = leiden_levels(n, src, dst, weight, resolutions, seed, leiden)
     else:  # no links: every node is its own community
         comm = np.tile(np.arange(n, dtype=np.int32), (len(resolutions), 1))
     t2 = time.perf_counter()
@@ -347,7 +372,8 @@ def build_graph(
     np.save(out / "doc_cited.npy", doc_cited, allow_pickle=False)
     write_params(
         out, ARTIFACT, "lexrag.index.graph.build_graph",
-        {"resolutions": sorted(resolutions), "seed": seed, "leiden": "RBConfigurationVertexPartition"},
+        {"resolutions": sorted(resolutions), "seed": seed, "leiden": "RBConfigurationVertexPartition",
+         **({"finest": leiden} if leiden != "leidenalg" else {})},
         n_docs=len(corpus), n_nodes=n, n_edges=int(len(src)), n_references=n_refs, corpus_id=corpus_id,
         code_aliases=len(index.aliases), aliases=corpus.aliases_digest,
         communities=[int(c.max()) + 1 if n else 0 for c in comm],
