@@ -32,7 +32,8 @@ def test_rebuild_records_and_check_names_mismatches(tmp_path, manifest, tiny_inp
     doc = yaml.safe_load(manifest.read_text())
     corpus = next(a for a in doc["artifacts"] if a["name"] == "corpus")
     assert corpus["doc_count"] == 10 and corpus["version"]
-    assert {f["path"] for f in corpus["files"]} == {"corpus.parquet", "params.json", "build_report.json", "texts.bin", "text_offsets.npy"}
+    assert {f["path"] for f in corpus["files"]} == {"corpus.parquet", "params.json", "build_report.json", "texts.bin", "text_offsets.npy",
+                                                   "citation_keys.parquet"}
     meta = json.loads((out / "bm25" / "dataset-metadata.json").read_text())
     assert meta["id"] == "lexrag/lexrag-bm25"
     assert run("--manifest", manifest, "--out", out, "--check", "--only", "corpus,bm25").returncode == 0

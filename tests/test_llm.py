@@ -101,7 +101,7 @@ def test_a_missing_model_folder_is_a_clear_error(tmp_path, demo_artifacts):
     with pytest.raises(ModelLoadError, match="LLM model folder not found"):
         load_causal_lm(tmp_path / "no-model")
     cfg = load_config(None, {"llm.enabled": True, "llm.model": str(tmp_path / "no-model"), "runtime.progress": False})
-    with pytest.raises(ArtifactError, match="llm.model: no model folder matches .*no-model"):
+    with pytest.raises(ArtifactError, match="llm.model: no model folder at .*no-model"):
         Artifacts.load(demo_artifacts, cfg)
 
 

@@ -125,7 +125,7 @@ def test_model_folders_are_found_in_attached_datasets(tmp_path, monkeypatch):
     (tmp_path / "bge-m3-dataset" / "bge-m3" / "modules.json").write_text("{}", encoding="utf-8")
     cfg = load_config(None, {"paths.artifacts_dir": str(tmp_path)})
     monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
-    with pytest.raises(ModelNotFound, match=r"semantic.model: no model folder matches bge-m3 \(searched this machine by path\)"):
+    with pytest.raises(ModelNotFound, match=r"semantic.model: no model folder at bge-m3: set semantic.model to a folder"):
         resolve_paths(cfg.paths).model("bge-m3", "semantic.model")  # locally: only a path counts
     here = tmp_path / "bge-m3-dataset" / "bge-m3"
     assert resolve_paths(cfg.paths).model(f"nothing-here | {here}") == here

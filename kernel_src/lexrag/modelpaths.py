@@ -194,10 +194,12 @@ def find_model(value: str, roots: list[Path], setting: str, search: bool) -> Pat
                 if len(cands) > 1 or c != str(hit):
                     log.info("%s: %r found at %s", setting, c, hit)
                 return hit
-    seen = folders if folders is not None else (model_folders(roots) if search else [])
-    where = ", ".join(map(str, roots)) if search else "this machine"
-    lines = [f"{setting}: no model folder matches {' | '.join(cands)} (searched {where} by path"
-             + (", Kaggle Model handle, folder name and config.json" if search else "") + ")"]
+    if not search:
+        raise ModelNotFound(f"{setting}: no model folder at {' | '.join(cands)}: set {setting} to a folder holding the "
+                            "model's config.json")
+    seen = folders if folders is not None else [d for d in model_folders(roots) if _fits(d, setting)]
+    lines = [f"{setting}: no model folder matches {' | '.join(cands)} (searched {', '.join(map(str, roots))} by path, "
+             "Kaggle Model handle, folder name and config.json)"]
     if seen:
         picks = list(dict.fromkeys(f"{setting}={setting_for(d, roots)}" for d in seen[:10]))
         lines.append(f"; model folders seen: {', '.join(map(str, seen[:10]))}{' ...' if len(seen) > 10 else ''}"

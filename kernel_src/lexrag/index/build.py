@@ -63,6 +63,54 @@ def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path
     raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
 
 
+# ---------------------------------------------------------------- registry steps (lexrag.registry)
+
+
+def build_corpus_step(cfg: Config, dest: Path, inputs) -> dict:
+    return build_corpus(dest, inputs.laws, inputs.courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=inputs.law_keys,
+                 abbreviations=inputs.abbreviations)
+
+
+def build_bm25_step(cfg: Config, dest: Path, inputs):
+    return build_index("bm25", cfg, inputs.corpus_dir, dest, inputs.corpus)
+
+
+def build_graph_step(cfg: Config, dest: Path, inputs):
+    return build_index("graph", cfg, inputs.corpus_dir, dest, inputs.corpus)
+
+
+def build_embeddings_step(cfg: Config, dest: Path, inputs):
+    return build_index("embeddings", cfg, inputs.corpus_dir, dest, inputs.corpus, **inputs.extra)
+
+
+def build_prior_step(cfg: Config, dest: Path, inputs) -> None:
+    p = build_prior(inputs.train, dest)
+    log.info("prior: %d training queries from %s", len(p), inputs.train)
+
+
+def load_corpus_step(folder: Path, cfg: Config, art) -> Corpus:
+    return Corpus(folder)
+
+
+def load_bm25_step(folder: Path, cfg: Config, art):
+    from lexrag.index.lexical import BM25Index
+
+    return BM25Index.load(folder, cfg.lexical, corpus_id=corpus_id(art.corpus_dir))
+
+
+def load_graph_step(folder: Path, cfg: Config, art):
+    from lexrag.index.graph import CitationGraph
+
+    return CitationGraph.load(folder, len(art.corpus), corpus_id=corpus_id(art.corpus_dir), resolutions=cfg.graph.resolutions,
+                              aliases=art.corpus.aliases_digest)
+
+
+def load_prior_step(folder: Path, cfg: Config, art):
+    from lexrag.index.prior import TrainingPrior
+
+    return TrainingPrior.load(folder)
+
+
 COURTS_FILE = "court_considerations.csv"
 
 
@@ -138,27 +186,31 @@ def build_artifacts(
     Every input is checked first (it exists, is a file, has the columns it needs, does not lie
     inside a folder the build replaces), so a wrong path fails in seconds, not after hours; each
     artifact is built in a staging folder and replaces the old one only when it is complete."""
+    from lexrag.registry import ARTIFACTS, BuildInputs
+
     out = Path(out_dir)
     check_build_inputs(out, laws, courts, law_keys, train, abbreviations)
-    for name, on in (("corpus", True), ("bm25", cfg.lexical.enabled), ("embeddings", cfg.semantic.enabled),
-                     ("graph", cfg.graph.enabled), ("prior", bool(train))):
-        if on:  # before any work: a folder of other files there is never replaced
-            check_replaceable(out / name)
+    inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations)
+    # what this build makes: every artifact `lexrag build` owns that the config asks for and whose input is given
+    # (one that reads an input, such as the prior from --train, whenever that input is given; the graph whenever
+    # court considerations are given, so a run may switch it on though the defaults leave it off)
+    todo = [a for a in ARTIFACTS if a.in_build and a.has_input(inputs)
+            and (a.needs_input or a.wanted(cfg) or (a.name == "graph" and bool(courts)))]
+    for a in todo:  # before any work: a folder of other files there is never replaced
+        check_replaceable(out / a.name)
     with staged_set(out) as stage:
-        t0 = time.perf_counter()
-        report = build_corpus(stage / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys,
-                              abbreviations=abbreviations)
-        corpus = Corpus(stage / "corpus")
-        log.info("corpus: %d documents in %.1fs", len(corpus), time.perf_counter() - t0)
-        for name, on in (("bm25", cfg.lexical.enabled), ("embeddings", cfg.semantic.enabled), ("graph", cfg.graph.enabled)):
-            if on:
-                t = time.perf_counter()
-                result = build_index(name, cfg, stage / "corpus", stage / name, corpus)
-                if result is False:
-                    raise ArtifactError("embeddings: incomplete (a shard or time limit); build them with "
-                                        "notebooks/04_build_embeddings or build_datasets.py --only embeddings, which resume")
-                log.info("%s: built in %.1fs", name, time.perf_counter() - t)
-        if train:
-            p = build_prior(train, stage / "prior")
-            log.info("prior: %d training queries from %s", len(p), train)
+        inputs.corpus_dir = stage / "corpus"
+        for a in todo:
+            t = time.perf_counter()
+            result = a.build_step()(cfg, stage / a.name, inputs)
+            if a.name == "corpus":
+                inputs.corpus = Corpus(stage / "corpus")
+                report = result
+                log.info("corpus: %d documents in %.1fs", len(inputs.corpus), time.perf_counter() - t)
+                continue
+            if result is False:
+                raise ArtifactError(f"{a.name}: incomplete (a shard or time limit); build it with "
+                                    f"notebooks/{a.notebook} or build_datasets.py --only {a.name}, which resume")
+            if a.name != "prior":
+                log.info("%s: built in %.1fs", a.name, time.perf_counter() - t)
     return report

@@ -26,9 +26,10 @@ from lexrag.errors import LexragError
 
 __all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError", "ARTIFACT_ORDER", "missing_wheels", "build_lexrag_wheel"]
 
+from lexrag.registry import ARTIFACTS, BuildInputs, names
 log = logging.getLogger(__name__)
 
-ARTIFACT_ORDER = ("corpus", "bm25", "embeddings", "graph", "prior", "llm_cache", "wheels")
+ARTIFACT_ORDER = tuple(names())  # build order: the registry's (lexrag.registry)
 
 
 class ManifestError(LexragError, RuntimeError):
@@ -111,7 +112,7 @@ def build_lexrag_wheel(dest: Path) -> Path:
     return next(dest.glob("lexrag-*.whl"))
 
 
-def _build_wheels(folder: Path, entry: dict) -> None:
+def build_wheels_step(folder: Path, entry: dict) -> None:
     """The lexrag wheel, the installer script, and for every Python version Kaggle may run the
     pinned wheels its image lacks (one ``pip download`` per version, over several manylinux
     tags: a single tag picks stale releases)."""
@@ -134,7 +135,7 @@ def _build_wheels(folder: Path, entry: dict) -> None:
         raise ManifestError("wheels missing after the download: " + "; ".join(missing))
     from lexrag.artifacts import write_params
 
-    write_params(folder, "wheels", "lexrag.kaggle.datasets._build_wheels", params, files=False)  # the manifest hashes them
+    write_params(folder, "wheels", "lexrag.kaggle.datasets.build_wheels_step", params, files=False)  # the manifest hashes them
 
 
 def missing_wheels(params: dict, files: Sequence[str]) -> list[str]:
@@ -212,9 +213,6 @@ def rebuild(
     """Build the selected artifacts into ``out_dir/<name>/`` and record them in the manifest.
     The prior is built only when a training file is given (never from validation gold); the LLM
     cache only when a cache folder that a live run filled is given (it is exported compact)."""
-    from lexrag.index.build import build_index
-    from lexrag.index.corpus import build_corpus
-    from lexrag.index.prior import build_prior
 
     doc = load_manifest(manifest_path)
     owner = owner or doc.get("owner", "lexrag")
@@ -223,7 +221,7 @@ def rebuild(
     from lexrag.artifacts import check_makeable, check_replaceable
 
     check_makeable(out, "--out")
-    for name in ("corpus", "bm25", "graph", "prior", "llm_cache", "wheels"):  # the folders this selection replaces
+    for name in ARTIFACT_ORDER:  # the folders this selection replaces
         if name in names:
             check_replaceable(out / name)
     # every input the selection reads is checked before anything is built, so a wrong path costs seconds
@@ -245,42 +243,28 @@ def rebuild(
         log.warning("%s: read only when the corpus is built, and --only leaves it out; add corpus to --only "
                     "(then rebuild the graph too) or leave %s out", ", ".join(unread), "them" if len(unread) > 1 else "it")
     built: list[str] = []
-    for name in ARTIFACT_ORDER:
+    inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations,
+                         llm_cache=llm_cache, corpus_dir=out / "corpus")
+    for a in ARTIFACTS:
+        name = a.name
         if name not in names:
             continue
         entry = _entry(doc, name)
         folder = out / name
-        if name == "corpus":
-            if not laws:
-                raise ManifestError("building the corpus needs --laws")
-            build_corpus(folder, laws, courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=law_keys,
-                         abbreviations=abbreviations)
-        elif name == "embeddings" and not cfg.semantic.model:
+        if name == "embeddings" and not cfg.semantic.model:
             if only and "embeddings" in only:
                 raise ManifestError("building embeddings needs --set semantic.model=FOLDER (and a GPU at 2.47M documents)")
             log.warning("embeddings: skipped (needs --set semantic.model=FOLDER; the manifest entry stays as it was)")
             continue
-        elif name in ("bm25", "embeddings", "graph"):
-            if build_index(name, cfg, out / "corpus", folder) is False:
-                raise ManifestError(f"{name} at {folder} is incomplete; run again to resume")
-        elif name == "prior":
-            if not train:
-                if only and "prior" in only:
-                    raise ManifestError("building the prior needs --train (a training CSV with gold_citations)")
-                log.warning("prior: skipped (needs --train; the manifest entry stays as it was)")
-                continue
-            build_prior(train, folder)
-        elif name == "llm_cache":
-            if not llm_cache:
-                if only and "llm_cache" in only:
-                    raise ManifestError("building the LLM cache needs --llm-cache DIR (the llm.cache_dir of a live run)")
-                log.warning("llm_cache: skipped (needs --llm-cache DIR; the manifest entry stays as it was)")
-                continue
-            from lexrag.llm.cache import export_cache
-
-            export_cache(llm_cache, folder)
-        elif name == "wheels":
-            _build_wheels(folder, entry)
+        if not a.has_input(inputs):
+            if name == "corpus" or (only and name in only):
+                raise ManifestError(f"building the {name.replace('_', ' ')} needs {a.input_flag}")
+            log.warning("%s: skipped (needs %s; the manifest entry stays as it was)", name, a.input_flag.split(" (")[0])
+            continue
+        step = a.build_step()
+        result = step(cfg, folder, inputs) if name != "wheels" else step(folder, entry)
+        if result is False:
+            raise ManifestError(f"{name} at {folder} is incomplete; run again to resume")
         params = read_params(folder, name)
         if name != "wheels":
             entry["params"] = params["params"]

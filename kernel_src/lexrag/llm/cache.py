@@ -303,3 +303,9 @@ def export_cache(src: str | Path, dest: str | Path) -> Path:
     con.close()
     write_params(dest, ARTIFACT, "lexrag.llm.cache.export_cache", {"format": "sqlite", "table": "generations"}, n_entries=n)
     return out
+
+
+def build_cache_step(cfg, dest: str | Path, inputs) -> Path:
+    """The ``llm_cache`` artifact's build step (:mod:`lexrag.registry`): the cache a live run
+    filled (``inputs.llm_cache``), exported compact for replay."""
+    return export_cache(inputs.llm_cache, dest)

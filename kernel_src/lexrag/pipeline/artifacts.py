@@ -19,6 +19,7 @@ from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
 from lexrag.modelpaths import find_model
 from lexrag.models import load_causal_lm, load_encoder, usable_gpus
+from lexrag.registry import ARTIFACTS
 from lexrag.stages.base import (
     asked_for,
     check_degrade_order,
@@ -33,7 +34,7 @@ class Artifacts:
     and loaded on first use through the model pool."""
 
     corpus: Corpus
-    bm25: BM25Index | None
+    bm25: "BM25Index | None"
     graph: CitationGraph | None = None
     prior: TrainingPrior | None = None
     dense: object | None = None  # lexrag.index.semantic.DenseIndex
@@ -43,6 +44,7 @@ class Artifacts:
     llm_replay: bool = False  # LLM answers only from caches (llm.mode replay, or no model folder when degrading)
     missing: dict[str, str] = field(default_factory=dict)  # parts left out when degrading: name -> why
     calibration: object | None = None  # lexrag.stages.count.Calibration (count.method adaptive)
+    corpus_dir: Path | None = None  # where the corpus was loaded from (the indexes check they were built over it)
 
     def has_model(self, name: str) -> bool:
         return name in self.loaders
@@ -62,10 +64,9 @@ class Artifacts:
         any other part that is missing or broken is logged, listed in ``missing``, and its stages
         stay off; a missing LLM folder falls back to replaying an attached cache."""
         check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)  # before any slow load
+        wanted = [a for a in ARTIFACTS if a.name == "corpus" or (a.in_build and a.wanted(cfg))]
         if paths is not None:  # several copies of an artifact among the inputs: the set built over one corpus
-            wanted = ["corpus"] + [n for n, on in (("bm25", cfg.lexical.enabled), ("graph", cfg.graph.enabled),
-                                                    ("prior", cfg.uses_prior()), ("embeddings", cfg.semantic.enabled)) if on]
-            chosen = paths.artifact_set(wanted)
+            chosen = paths.artifact_set([a.name for a in wanted])
             locate = lambda name: chosen.get(name) or paths.artifact(name)  # noqa: E731
         else:
             locate = lambda name: Path(folder) / name  # noqa: E731
@@ -74,7 +75,7 @@ class Artifacts:
         corpus_dir = locate("corpus")
         corpus = Corpus(corpus_dir)
         cid = corpus_id(corpus_dir)
-        art = cls(corpus=corpus, bm25=None)
+        art = cls(corpus=corpus, bm25=None, corpus_dir=Path(corpus_dir))
 
         def part(name: str, fn: Callable[[], None]) -> None:
             try:
@@ -87,19 +88,15 @@ class Artifacts:
                 log.warning("%s is not available (%s); stages switched off: %s", name, art.missing[name],
                             ", ".join(off) or "none the config asks for")
 
-        if cfg.lexical.enabled:
-            part("bm25", lambda: setattr(art, "bm25", BM25Index.load(locate("bm25"), cfg.lexical, corpus_id=cid)))
-        if cfg.graph.enabled:
-            part("graph", lambda: setattr(art, "graph", CitationGraph.load(locate("graph"), len(corpus), corpus_id=cid,
-                                                                            resolutions=cfg.graph.resolutions,
-                                                                            aliases=corpus.aliases_digest)))
-        if art.graph is not None and not has_court_edges(art.graph):
-            art.graph = None
-            art.missing["graph"] = ("the graph has no court edges (its corpus holds no court considerations that cite); "
-                                    "rebuild the corpus with court_considerations.csv, then the graph")
-            log.warning("graph: left off (%s)", art.missing["graph"])
-        if cfg.uses_prior():
-            part("prior", lambda: setattr(art, "prior", TrainingPrior.load(locate("prior"))))
+        for a in wanted:  # the artifacts the registry declares a load step for (the dense index needs its model)
+            step = a.load_step() if a.attr and a.name != "corpus" else None
+            if step is not None:
+                part(a.name, lambda a=a, step=step: setattr(art, a.attr, step(locate(a.name), cfg, art)))
+            if a.name == "graph" and art.graph is not None and not has_court_edges(art.graph):
+                art.graph = None
+                art.missing["graph"] = ("the graph has no court edges (its corpus holds no court considerations that "
+                                        "cite); rebuild the corpus with court_considerations.csv, then the graph")
+                log.warning("graph: left off (%s)", art.missing["graph"])
         if cfg.semantic.enabled:
             part("semantic", lambda: art._load_dense(cfg, locate, model_path, cid))
         if cfg.rerank.enabled:

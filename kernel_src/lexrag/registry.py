@@ -1,0 +1,123 @@
+"""The artifact registry: every artifact a run can load or a build can make, declared once.
+
+Each :class:`ArtifactSpec` names the artifact's build step and load step (as ``module:function``
+paths, imported when used, so this module sits on the ground floor), what it depends on, the
+config switch or build input that asks for it, its Kaggle dataset and build notebook, and the
+:class:`lexrag.pipeline.Artifacts` attribute it fills.  ``lexrag build`` (``build_artifacts``),
+``build_datasets.py`` (``rebuild``, ``check``), ``Artifacts.load`` and the build notebooks all
+walk :data:`ARTIFACTS`; adding an artifact is one entry here plus its two steps in the module
+that owns it.
+
+A build step is ``step(cfg, dest, inputs) -> bool | None`` (``False``: incomplete, run again to
+resume) over a :class:`BuildInputs`; a load step is ``step(folder, cfg, art) -> object`` where
+``art`` holds what is loaded already (the corpus first).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lexrag.config import Config
+
+__all__ = ["ArtifactSpec", "BuildInputs", "ARTIFACTS", "spec", "names", "register_artifact"]
+
+
+@dataclass
+class BuildInputs:
+    """The files a build reads; ``corpus_dir`` is the corpus the indexes are built over."""
+
+    laws: str | Path | None = None
+    courts: str | Path | None = None
+    law_keys: str | Path | None = None
+    train: str | Path | None = None
+    abbreviations: str | Path | None = None
+    llm_cache: str | Path | None = None
+    corpus_dir: str | Path | None = None
+    corpus: Any = None  # a loaded lexrag.index.corpus.Corpus, shared by the index builds
+    extra: dict = field(default_factory=dict)  # passed to the build step (embeddings: model, max_shards, ...)
+
+
+@dataclass(frozen=True)
+class ArtifactSpec:
+    name: str
+    build: str  # "module:function" of the build step
+    load: str | None = None  # "module:function" of the load step; None: not loaded by a run
+    depends_on: tuple[str, ...] = ()
+    switch: str | None = None  # config field that asks for it ("lexical.enabled"); None: always
+    needs_input: str | None = None  # BuildInputs field without which the build skips it ("train")
+    input_flag: str | None = None  # how a user gives that input ("--train TRAIN.csv")
+    dataset: str = ""
+    notebook: str | None = None
+    attr: str | None = None  # the Artifacts attribute its load step fills
+    in_build: bool = True  # `lexrag build` makes it (wheels and the LLM cache come from build_datasets.py only)
+
+    def wanted(self, cfg: "Config") -> bool:
+        """The config asks for it (``switch`` on, or no switch)."""
+        if self.switch is None:
+            return True
+        if self.switch == "prior":
+            return bool(cfg.uses_prior())
+        section, fld = self.switch.split(".")
+        return bool(getattr(getattr(cfg, section), fld))
+
+    def has_input(self, inputs: BuildInputs) -> bool:
+        return self.needs_input is None or bool(getattr(inputs, self.needs_input))
+
+    def build_step(self) -> Callable:
+        return _resolve(self.build)
+
+    def load_step(self) -> Callable | None:
+        return _resolve(self.load) if self.load else None
+
+
+def _resolve(path: str) -> Callable:
+    module, _, attr = path.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+ARTIFACTS: list[ArtifactSpec] = [
+    ArtifactSpec("corpus", "lexrag.index.build:build_corpus_step", "lexrag.index.build:load_corpus_step",
+                 needs_input="laws", input_flag="--laws laws_de.csv", dataset="lexrag-corpus",
+                 notebook="01_build_corpus", attr="corpus"),
+    ArtifactSpec("bm25", "lexrag.index.build:build_bm25_step", "lexrag.index.build:load_bm25_step", ("corpus",),
+                 switch="lexical.enabled", dataset="lexrag-bm25", notebook="02_build_bm25", attr="bm25"),
+    ArtifactSpec("embeddings", "lexrag.index.build:build_embeddings_step", None, ("corpus",),
+                 switch="semantic.enabled", dataset="lexrag-embeddings", notebook="04_build_embeddings"),
+    ArtifactSpec("graph", "lexrag.index.build:build_graph_step", "lexrag.index.build:load_graph_step", ("corpus",),
+                 switch="graph.enabled", dataset="lexrag-graph", notebook="03_build_graph", attr="graph"),
+    ArtifactSpec("prior", "lexrag.index.build:build_prior_step", "lexrag.index.build:load_prior_step",
+                 switch="prior", needs_input="train", input_flag="--train TRAIN.csv (a training CSV with gold_citations)",
+                 dataset="lexrag-prior", attr="prior"),
+    ArtifactSpec("llm_cache", "lexrag.llm.cache:build_cache_step", None, switch="llm.enabled", needs_input="llm_cache",
+                 input_flag="--llm-cache DIR (the llm.cache_dir of a live run)", dataset="lexrag-llm-cache", in_build=False),
+    ArtifactSpec("wheels", "lexrag.kaggle.datasets:build_wheels_step", None, dataset="lexrag-wheels", in_build=False),
+]
+
+
+def register_artifact(s: ArtifactSpec) -> ArtifactSpec:
+    """Add an artifact (after the built-in ones; its dependencies must come first)."""
+    if any(a.name == s.name for a in ARTIFACTS):
+        raise ValueError(f"an artifact named {s.name!r} is already registered")
+    missing = [d for d in s.depends_on if d not in names()]
+    if missing:
+        raise ValueError(f"artifact {s.name!r} depends on {missing}, which no earlier entry provides")
+    ARTIFACTS.append(s)
+    return s
+
+
+def names() -> list[str]:
+    return [a.name for a in ARTIFACTS]
+
+
+def spec(name: str) -> ArtifactSpec:
+    for a in ARTIFACTS:
+        if a.name == name:
+            return a
+    raise KeyError(f"no artifact named {name!r}; known: {', '.join(names())}")
