@@ -13,7 +13,7 @@ artifacts_dir = None  # folder with corpus/ and bm25/; None: the resolver's arti
 out_dir = "validation_out"  # where metrics.json and per_query.csv go
 stages = {}  # stage switches, e.g. {"lexical": False, "seeds": True}
 ablation = False  # also run with each active stage switched off: ablation.csv and ablation.png
-incremental = False  # also add the stages one by one (BM25, +seeds, +semantic, +graph, +prior, +reranker, +LLM rewrite, +verification, +agentic loop, +adaptive count): incremental.csv, incremental.png
+incremental = False  # also add the stages one by one (BM25 alone, then one row per stage the config asks for): incremental.csv, incremental.png
 llm_cache = None  # an LLM cache folder (e.g. the lexrag-llm-cache dataset): replay it, load no model
 
 # %%

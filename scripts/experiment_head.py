@@ -45,14 +45,14 @@ from scipy.stats import spearmanr
 
 from lexrag.citations import scoring_form, try_parse
 from lexrag.config import load_config
-from lexrag.eval.cv import grouped_folds, held_out_artifacts, read_groups
+from lexrag.eval.cv import grouped_folds, read_groups
+from lexrag.eval.experiment import GPU_STAGES_OFF, held_out_runs
 from lexrag.eval.metrics import evaluate
 from lexrag.index.corpus import Corpus
-from lexrag.pipeline import Artifacts, run_pipeline
+from lexrag.pipeline import Artifacts
 from lexrag.queries import load_gold, load_queries
 from lexrag.stages.statutes import detector_for, predicted_codes
 
-from quality import KAGGLE_RETRIEVAL, experiment_args  # scripts/ is on the path when a script runs
 
 HEAD = 30  # the head the kaggle preset reorders (fusion.head)
 DEPTH = 300  # ranks kept per question
@@ -86,7 +86,7 @@ def held_out(art_dir: Path, tune_file: Path) -> tuple[dict, Counter]:
     """Per question of ``tune_file``: gold (scoring form), course, text length, the held-out
     ranking, each signal's ranks by citation, and the three code predictors' scores; and the
     corpus's paragraph count per law code."""
-    cfg = load_config(None, {"runtime.progress": False, "count.method": "fixed", "count.k": DEPTH, **KAGGLE_RETRIEVAL})
+    cfg = load_config("kaggle", {**GPU_STAGES_OFF, "runtime.progress": False, "count.method": "fixed", "count.k": DEPTH})
     art = Artifacts.load(art_dir, cfg)
     gold = {q: g for q, g in load_gold(tune_file).items() if g}
     qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
@@ -95,9 +95,7 @@ def held_out(art_dir: Path, tune_file: Path) -> tuple[dict, Counter]:
     det = detector_for(art.corpus)
     cits = art.corpus.column("citation")
     rows = {}
-    for fold in grouped_folds(list(gold), groups):
-        fart = held_out_artifacts(art, cfg, gold, texts, set(fold))
-        res = run_pipeline([qs[q] for q in fold], fart, cfg)
+    for fold, fart, res in held_out_runs(cfg, art, qs, gold, grouped_folds(list(gold), groups)):
         for q in fold:
             ranks: dict[str, dict[str, int]] = {}
             for r in res.signals:
@@ -410,6 +408,19 @@ def part_references(rows: dict, refs: dict[str, set[str]]) -> None:
         print(f"| the ranking's articles {5 * b + 1}-{5 * b + 5} | {n} | {slots[(b, 'hit')] / max(n, 1):.3f} |")
     print(f"| cited by the first five, not among the first three | {cited['n']} | {cited['hit'] / max(cited['n'], 1):.3f} "
           f"({cited['ranked']} of them already in the first 100) |")
+
+
+def experiment_args(doc: str):
+    """``--data`` and ``--artifacts`` (built with ``--train lexam_dev.csv``, docs/experiments.md); library warnings silenced."""
+    import argparse
+    import warnings
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (docs/experiments.md)")
+    args = ap.parse_args()
+    warnings.simplefilter("ignore", UserWarning)
+    return args
 
 
 def main() -> int:

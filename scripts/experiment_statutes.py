@@ -18,19 +18,19 @@ from pathlib import Path
 
 from lexrag.citations import law_codes
 from lexrag.config import load_config
-from lexrag.eval.cv import grouped_folds, held_out_artifacts, read_groups
+from lexrag.eval.cv import grouped_folds, read_groups
+from lexrag.eval.experiment import GPU_STAGES_OFF, held_out_runs
 from lexrag.eval.metrics import evaluate
-from lexrag.pipeline import Artifacts, run_pipeline
+from lexrag.pipeline import Artifacts
 from lexrag.queries import load_gold, load_queries
 import lexrag.stages.statutes as statutes
 
-from quality import KAGGLE_RETRIEVAL, experiment_args  # scripts/ is on the path when a script runs
 
 
 def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) -> tuple[dict, dict]:
     # without the bm25_statute_agreed signal (statutes.agree 0): the oracle replaces the codes of
     # bm25_statute alone, and the rows stay comparable with those measured before that signal
-    cfg = load_config(None, {"runtime.progress": False, "count.method": "fixed", "count.k": 300, **KAGGLE_RETRIEVAL,
+    cfg = load_config("kaggle", {**GPU_STAGES_OFF, "runtime.progress": False, "count.method": "fixed", "count.k": 300,
                              "statutes.agree": 0.0, **over})
     art = Artifacts.load(art_dir, cfg)
     gold = {q: g for q, g in load_gold(tune_file).items() if g}
@@ -39,15 +39,27 @@ def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) 
     ranked: dict = {}
     real = statutes.statute_codes
     try:
-        for fold in grouped_folds(list(gold), groups):
-            fart = held_out_artifacts(art, cfg, gold, {q: x.text for q, x in qs.items()}, set(fold))
-            for q in fold:  # one query at a time, so the oracle knows whose gold to read
-                if oracle:
-                    statutes.statute_codes = lambda det, text, sc, prior=None, query_id=None, _q=q: law_codes(gold[_q])[: sc.max_codes]
-                ranked[q] = run_pipeline([qs[q]], fart, cfg).ranked[q]
+        def oracle_for(q):  # the oracle knows whose gold to read: one query at a time
+            statutes.statute_codes = lambda det, text, sc, prior=None, query_id=None, _q=q: law_codes(gold[_q])[: sc.max_codes]
+
+        for fold, _, res in held_out_runs(cfg, art, qs, gold, grouped_folds(list(gold), groups), before=oracle_for if oracle else None):
+            ranked.update({q: res.ranked[q] for q in fold})
     finally:
         statutes.statute_codes = real
     return gold, ranked
+
+
+def experiment_args(doc: str):
+    """``--data`` and ``--artifacts`` (built with ``--train lexam_dev.csv``, docs/experiments.md); library warnings silenced."""
+    import argparse
+    import warnings
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (docs/experiments.md)")
+    args = ap.parse_args()
+    warnings.simplefilter("ignore", UserWarning)
+    return args
 
 
 def main() -> int:

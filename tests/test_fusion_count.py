@@ -38,6 +38,23 @@ def test_cross_signal_boost_only_for_content_and_graph():
     assert fused[3] == pytest.approx(1 / 62)
 
 
+def test_the_prior_is_its_own_family_and_the_boost_names_the_pairs_it_applies_to():
+    from lexrag.signals import PRIOR_SIGNALS, family_of
+    from lexrag.stages.fusion import BOOST_PAIRS
+    from lexrag.stages.graph import PriorSignals
+
+    assert PriorSignals.family == "prior" and {family_of(s) for s in PRIOR_SIGNALS} == {"prior"}
+    assert ("lexical", "graph") in BOOST_PAIRS and not any("prior" in pair for pair in BOOST_PAIRS)
+    lex = run("bm25_query", "lexical", [1, 2])
+    prior = run("prior_frequent", "prior", [2])
+    graph = run("ppr", "graph", [1])
+    fused = dict(reciprocal_rank_fusion([lex, prior, graph], rrf_k=60, boost=5.0).hits["q"])
+    assert fused[2] == pytest.approx(1 / 62 + 1 / 61)  # content x prior: no boost
+    assert fused[1] == pytest.approx(5.0 * (1 / 61 + 1 / 61))  # content x graph: boosted
+    both = dict(reciprocal_rank_fusion([lex, prior], rrf_k=60, boost=5.0, boost_pairs=[("lexical", "prior")]).hits["q"])
+    assert both[2] == pytest.approx(5.0 * (1 / 62 + 1 / 61))  # a pair named is boosted
+
+
 def test_ranking_validation_names_signal_and_query():
     r = Ranking("bm25_query", "lexical", {"q1": [(1, 2.0), (1, 1.0)]})
     with pytest.raises(RankingError, match="'bm25_query', query 'q1': a document appears twice"):

@@ -1,4 +1,4 @@
-"""Issue 12: retrieval that transfers to unseen legal areas (statute vote, SR-number weight)."""
+"""Retrieval that transfers to unseen legal areas (statute vote, SR-number weight), and the presets the harness measures."""
 
 from __future__ import annotations
 
@@ -67,12 +67,12 @@ def test_the_popular_signal_weighs_question_hits_by_court_citations(tmp_path, ti
     from lexrag.index.build import build_artifacts
 
     laws, courts = tiny_inputs
-    cfg = load_config(None, {"runtime.progress": False, "graph.seed_k": 3})
+    cfg = load_config(None, {"runtime.progress": False, "graph.enabled": True, "graph.seed_k": 3})
     build_artifacts(cfg, laws, tmp_path / "art", courts=courts)
     q = [QueryState("q", "Die Beschwerde ist innert 30 Tagen einzureichen. Gilt Treu und Glauben? Wer trägt die Beweislast?")]
     art = Artifacts.load(tmp_path / "art", cfg)
     assert "popular" not in {s.signal for s in run_pipeline(q, art, cfg).signals}  # off by default
-    on = load_config(None, {"runtime.progress": False, "graph.seed_k": 3, "graph.signals": {"popular": True}})
+    on = load_config(None, {"runtime.progress": False, "graph.enabled": True, "graph.seed_k": 3, "graph.signals": {"popular": True}})
     res = run_pipeline(q, Artifacts.load(tmp_path / "art", on), on)
     got = [(art.corpus.citations[d], s) for d, s in next(r for r in res.signals if r.signal == "popular").hits["q"]]
     # independent expectation: BM25 score x log(1 + times the court cites the article or decision)
@@ -170,52 +170,43 @@ def test_whole_articles_follow_their_nth_paragraph_and_take_a_slot_of_the_count(
         load_config(None, {"count.whole_articles": -1})
 
 
-def test_the_quality_scripts_measure_the_retrieval_the_kaggle_preset_runs():
-    # scripts/quality.py's "kaggle retrieval" row (and experiment_statutes.py) stand for the preset's
-    # retrieval stages in the README's numbers: a stage switched in the preset must be switched there too
-    import importlib.util
+def test_the_harness_measures_the_retrieval_the_kaggle_preset_runs():
+    # the harness's "kaggle (CPU stages)" variant is the preset itself with only the GPU and LLM stages off
+    from lexrag.eval.experiment import GPU_STAGES_OFF, PRESET_VARIANTS
+    from lexrag.eval.validation import stage_switches
 
-    from conftest import ROOT
-
-    spec = importlib.util.spec_from_file_location("quality_script", ROOT / "scripts" / "quality.py")
-    quality = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quality)
-    preset = load_config("kaggle")
-    for section in ("graph", "prior", "statutes", "feedback", "articles"):
-        assert quality.KAGGLE_RETRIEVAL.get(f"{section}.enabled", False) == getattr(preset, section).enabled, section
-    assert quality.KAGGLE_RETRIEVAL["statutes.learned"] == preset.statutes.learned
-    assert quality.KAGGLE_RETRIEVAL["fusion.head"] == preset.fusion.head
-    assert quality.KAGGLE_RETRIEVAL.get("count.whole_articles", 0) == preset.count.whole_articles
-    assert quality.KAGGLE_RETRIEVAL.get("lexical.question_weight", 1) == preset.lexical.question_weight
+    v = next(v for v in PRESET_VARIANTS if v.name == "kaggle (CPU stages)")
+    cfg, preset = v.config(), load_config("kaggle")
+    for section in ("lexical", "seeds", "graph", "prior", "statutes", "feedback", "articles", "fusion"):
+        assert getattr(cfg, section) == getattr(preset, section), section
+    assert set(GPU_STAGES_OFF) == {f"{s}.enabled" for s in ("semantic", "rerank", "llm", "verify", "agent")}
+    stages = {x.name: x for x in every_stage()}
+    needs = {n for s in stage_switches(cfg) for n in getattr(stages[s], "needs", None) or ()}
+    assert not needs & {"llm", "semantic", "reranker"}  # nothing it runs needs a GPU model
 
 
-def test_the_exam_preset_is_the_configuration_the_readme_measures():
-    # the "exam" preset stands for the quality table's "kaggle retrieval + whole articles" row
-    import importlib.util
+def every_stage():
+    from lexrag.stages.base import registered_stages
 
-    from conftest import ROOT
+    return registered_stages()
 
-    spec = importlib.util.spec_from_file_location("quality_script", ROOT / "scripts" / "quality.py")
-    quality = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quality)
-    exam = load_config("exam")
-    measured = load_config(None, {**quality.KAGGLE_RETRIEVAL, **quality.WHOLE_ARTICLES, "count.method": "fixed", "count.k": 3})
-    assert exam.to_dict() == measured.to_dict()
+
+def test_the_exam_preset_is_the_kaggle_retrieval_with_whole_articles():
+    # the "exam" preset: the kaggle preset's CPU retrieval, plus whole articles and a fixed count
+    exam, kaggle = load_config("exam"), load_config("kaggle")
+    for section in ("lexical", "seeds", "graph", "prior", "statutes", "feedback", "articles", "fusion"):
+        assert getattr(exam, section) == getattr(kaggle, section), section
+    assert exam.count.method == "fixed" and exam.count.whole_articles == 1
     assert not exam.semantic.enabled and not exam.llm.enabled and not exam.rerank.enabled  # runs on a CPU
 
 
-def test_the_quality_script_shows_where_f1_at_three_is_lost():
-    import importlib.util
+def test_the_ceilings_show_where_f1_at_three_is_lost():
+    from lexrag.eval.experiment import ceilings
 
-    from conftest import ROOT
-
-    spec = importlib.util.spec_from_file_location("quality_script", ROOT / "scripts" / "quality.py")
-    quality = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quality)
     gold = {"a": ["Art. 41 OR", "Art. 97 Abs. 1 OR"], "b": ["Art. 8 ZGB"]}
     ranked = {"a": ["Art. 41 Abs. 1 OR", "Art. 41 Abs. 2 OR", "Art. 1 OR", "Art. 97 Abs. 1 OR"],
               "b": ["Art. 1 ZGB", "Art. 8 ZGB", "Art. 2 ZGB"]}
-    c = quality.ceilings(gold, ranked, k=3)
+    c = ceilings(gold, ranked, k=3)
     # a: nothing in its first three (F1 0); b: 1 of 3 emitted, 1 gold: 2 * 1/3 * 1 / (1/3 + 1) = 0.5
     assert c["as ranked"] == pytest.approx(0.25)
     # a written in the gold's form: "Art. 41 OR" (once, for both paragraphs), "Art. 1 OR", "Art. 97 Abs. 1 OR"

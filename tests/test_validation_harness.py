@@ -121,54 +121,104 @@ def test_tune_reports_in_sample_and_grouped_cv_and_writes_a_config_that_loads(tm
     rc = main(["tune", "--queries", str(dev), "--artifacts", str(demo_artifacts), "--config", str(DEMO / "config.yaml"),
                "--grid", "count.k=1,2,5", "--out", str(out)])
     text = capsys.readouterr().out
-    assert rc == 0 and "in-sample" in text and "grouped by course, 3 folds" in text
+    assert rc == 0 and "in-sample" in text and "grouped by course, 3 folds" in text  # the demo's courses share one area
+    assert text.strip().splitlines()[-1].startswith("nested Macro F1")  # the headline comes last
     picks = text.split("picked on the other folds: ")[1].splitlines()[0]
     assert sum(int(n) for n in re.findall(r"in (\d+) of 3 folds", picks)) == 3 and "count.k" in picks
     tuned = load_config(out)
-    assert tuned.count.k in (1, 2, 5) and "grouped CV by course (3 folds)" in out.read_text().splitlines()[1]
+    assert tuned.count.k in (1, 2, 5) and "nested by course (3 folds)" in out.read_text().splitlines()[1]
     assert main(["tune", "--queries", str(dev), "--artifacts", str(demo_artifacts), "--grid", "count.k=0,5"]) == 2  # k=0 refused
 
 
-def test_tune_picks_on_held_out_courses_not_on_rankings_whose_prior_saw_their_course(tmp_path, demo_artifacts, demo_queries,
-                                                                                     monkeypatch):
-    # A fake scorer stands in for the pipeline: with a prior that has seen a query's course, k = 1
-    # scores 1 (the prior shines on the courses it knows); with one fitted without it, k = 5 does.
-    # tune must pick, and call best, the point that wins on held-out courses.
-    import lexrag.eval.tune as tune_mod
+def test_nested_choices_never_read_the_outer_fold(monkeypatch):
+    # A fake pipeline stands in: a query ranked with a prior that has seen its own fold puts its gold
+    # first (k = 1 scores 1), one ranked without it puts the gold fifth (k = 5 is best).  The inner
+    # rankings of fold i must come from priors fitted without fold i and without their own fold, so
+    # each outer fold picks k = 5 on them, whatever the outer rankings would favour.
+    import types
 
-    class Held:
-        def __init__(self, test):
-            self.test = frozenset(test)
+    import numpy as np
 
-    calls = []
+    import lexrag.eval.experiment as ex
 
-    def fake_scores(c, art, queries, gold, cache, paths=None):
-        calls.append((c.count.k, getattr(art, "test", None), {q.query_id for q in queries}))
-        out = {}
+    fitted_without = []
+
+    def fake_artifacts(art, cfg, gold, texts, exclude):
+        fitted_without.append(frozenset(exclude))
+        return types.SimpleNamespace(exclude=frozenset(exclude))
+
+    def fake_run(queries, art, cfg, cache=None, paths=None):
+        ranked = {}
         for q in queries:
-            unseen = isinstance(art, Held) and q.query_id in art.test
-            out[q.query_id] = float((c.count.k == 5) == unseen)
-        return out
+            seen = q.query_id not in art.exclude
+            ranked[q.query_id] = ["Art. 1 X"] + ["Art. 9 Y"] * 0 + [f"Art. {i} Z" for i in range(2, 6)] if seen else \
+                [f"Art. {i} Z" for i in range(2, 6)] + ["Art. 1 X"]
+        return types.SimpleNamespace(ranked=ranked, predictions=ranked)
 
-    monkeypatch.setattr(tune_mod, "held_out_artifacts", lambda art, cfg, gold, texts, test: Held(test))
-    monkeypatch.setattr(tune_mod, "_scores", fake_scores)
-    dev = _with_courses(tmp_path, demo_queries)
-    cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False})
-    res = tune_mod.tune(cfg, Artifacts.load(demo_artifacts, cfg), dev, {"count.k": [1, 5]})
-    assert res["best"] == {"count.k": 5} and res["macro_f1_held_out"] == 1.0 and res["macro_f1_in_sample"] == 0.0
-    assert [p["point"] for p in res["fold_picks"]] == [{"count.k": 5}] * 3 and res["macro_f1_grouped_cv"] == 1.0
-    held_calls = [(k, test, qs) for k, test, qs in calls if test is not None]
-    assert len(held_calls) == 2 * 3 and all(qs == test for _, test, qs in held_calls)  # each fold ranks its own queries only
+    monkeypatch.setattr(ex, "held_out_artifacts", fake_artifacts)
+    monkeypatch.setattr(ex, "run_pipeline", fake_run)
+    monkeypatch.setattr(ex, "refits_prior", lambda art, cfg: True)
+    qids = [f"q{i}" for i in range(9)]
+    gold = {q: ["Art. 1 X"] for q in qids}
+    groups = {q: f"area{i % 3}" for i, q in enumerate(qids)}
+    queries = {q: types.SimpleNamespace(query_id=q, text=q) for q in qids}
+    fs = ex.fold_scores(None, None, queries, gold, groups)
+    assert len(fs.folds) == 3 and all(np.argmax(v) == 4 for v in fs.outer.values())  # held out: gold at 5
+    for i, fold in enumerate(fs.folds):
+        assert set(fs.inner[i]) == set(qids) - set(fold)  # the outer fold's queries are never scored inside
+    pairs = [e for e in fitted_without if len(e) == 6]
+    assert len(pairs) == 6 and all(any(set(f) <= e for f in fs.folds) for e in pairs)  # without i and j
+    assert [k for _, k in ex.nested_picks([fs])] == [5, 5, 5]
+    # a second variant whose inner scores are better is picked fold by fold
+    better = ex.FoldScores(fs.folds, fs.outer, [{q: v + 1 for q, v in d.items()} for d in fs.inner], fs.recall100, fs.ranked)
+    assert [v for v, _ in ex.nested_picks([fs, better])] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("preset", ["exam", "kaggle"])
+def test_the_incremental_ablation_has_one_row_per_stage_of_the_preset(preset):
+    from lexrag.eval.validation import _apply, incremental_steps, stage_switches
+    from lexrag.stages.base import asked_for
+
+    cfg = load_config(preset)
+    stages = set(stage_switches(cfg))  # every stage the preset asks for that a section switches
+    steps = incremental_steps(cfg)
+    first = _apply(cfg, steps[0]["overrides"])
+    assert steps[0]["run"] == "BM25" and {s.name for s in asked_for(first)} == {"bm25", "fusion", "count"}  # BM25 alone
+    added = [n for st in steps for n in st["adds"] if n != "count"]
+    assert sorted(added) == sorted(stages)  # each stage in exactly one row
+    done: set[str] = set()
+    for st in steps:  # each row's config asks for exactly the stages added so far
+        done |= {n for n in st["adds"] if n != "count"}
+        assert {s.name for s in asked_for(_apply(cfg, st["overrides"]))} & stages == done
+    if preset == "exam":
+        assert len(steps) == len(stages) == 7 and all(len(st["adds"]) == 1 for st in steps)
+        assert {"statutes", "articles", "feedback", "graph", "prior"} <= stages
+    else:  # the LLM seeds need the rewrite's switch and the seeds' together: they share the rewrite's row
+        shared = [st["adds"] for st in steps if len(st["adds"]) > 1]
+        assert shared == [["rewrite", "llm_seeds"]] and steps[-1]["run"] == "+adaptive count"
+        assert all(st["overrides"]["count.method"] == "fixed" for st in steps[:-1])
+
+
+def test_variants_parse_as_presets_plus_overrides():
+    from lexrag.eval.experiment import GPU_STAGES_OFF, parse_variant
+
+    v = parse_variant("no learned=exam;statutes.learned=false;fusion.head=0")
+    assert (v.name, v.preset, dict(v.overrides)) == ("no learned", "exam", {"statutes.learned": False, "fusion.head": 0})
+    assert parse_variant("default").preset is None and parse_variant("lexical").config().graph.enabled is False
+    kaggle = parse_variant("kaggle (CPU stages)")
+    assert kaggle.preset == "kaggle" and dict(kaggle.overrides) == GPU_STAGES_OFF
+    cfg = kaggle.config()
+    assert not (cfg.semantic.enabled or cfg.llm.enabled or cfg.rerank.enabled) and cfg.count.method == "fixed"
 
 
 def test_the_score_checker_passes_the_demo_and_fails_a_regression(tmp_path):
     from lexrag.eval.expect import check_expected
 
-    good = {"macro_f1": 0.357, "precision": 0.227, "recall": 0.909, "recall@10": 0.932, "recall@100": 0.955, "n_queries": 22}
+    good = {"macro_f1": 0.286, "precision": 0.182, "recall": 0.727, "recall@10": 0.864, "recall@100": 0.955, "n_queries": 22}
     assert {r["status"] for r in check_expected(good, DEMO / "expected.yaml")} == {"OK"}
     better = {**good, "macro_f1": 0.5}
     assert {r["status"] for r in check_expected(better, DEMO / "expected.yaml")} == {"OK"}  # direction: higher
-    worse = {**good, "macro_f1": 0.343, "recall@100": 0.80}
+    worse = {**good, "macro_f1": 0.272, "recall@100": 0.80}
     status = {r["metric"]: r["status"] for r in check_expected(worse, DEMO / "expected.yaml")}
     assert status["macro_f1"] == "OKish" and status["recall@100"] == "FAIL"
     metrics = tmp_path / "metrics.json"

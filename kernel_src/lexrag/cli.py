@@ -171,10 +171,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         picked[str(p["point"])] = picked.get(str(p["point"]), 0) + 1
     print("picked on the other folds: " + "; ".join(f"{p} in {n} of {res['folds']} folds"
                                                    for p, n in sorted(picked.items(), key=lambda t: -t[1])))
-    print(f"best {res['best']}: Macro F1 held out {res['macro_f1_held_out']:.4f}, "
-          f"in-sample {res['macro_f1_in_sample']:.4f}, cross-validated "
-          f"(grouped by {res['grouped_by']}, {res['folds']} folds) {res['macro_f1_grouped_cv']:.4f}; "
+    print(f"best {res['best']}: Macro F1 held out {res['macro_f1_held_out']:.4f}, in-sample {res['macro_f1_in_sample']:.4f}; "
           f"{res['signals_computed']} signals computed, {res['reused']} reused" + (f"; tuned config: {args.out}" if args.out else ""))
+    others = "".join(f", by {g} ({res['folds_by'][g]} folds) {v:.4f}" for g, v in res["macro_f1_nested_by"].items()
+                     if g != res["grouped_by"])
+    print(f"nested Macro F1 (each fold scored at the point picked on inner folds of the others), grouped by "
+          f"{res['grouped_by']}, {res['folds']} folds: {res['macro_f1_nested']:.4f}{others}")
     return 0
 
 
@@ -294,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     cfg_args(k)
     k.set_defaults(func=cmd_calibrate)
 
-    t = sub.add_parser("tune", help="grid over config fields, scored by cross-validation grouped by course")
+    t = sub.add_parser("tune", help="grid over config fields, scored by nested cross-validation on held-out legal areas and courses")
     t.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find them (on Kaggle the attached datasets, else paths.artifacts_dir or ./artifacts)")
     t.add_argument("--queries", required=True, help="a CSV with gold_citations (and a course column for grouped CV)")
     t.add_argument("--grid", action="append", required=True, metavar="SECTION.FIELD=V1,V2,...",

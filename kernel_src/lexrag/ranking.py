@@ -10,7 +10,7 @@ from lexrag.errors import StageError
 
 __all__ = ["Ranking", "RankingError", "FAMILIES"]
 
-FAMILIES = ("seed", "lexical", "semantic", "graph", "fused", "rerank", "agent", "final")
+FAMILIES = ("seed", "lexical", "semantic", "graph", "prior", "fused", "rerank", "agent", "final")
 
 
 class RankingError(StageError, ValueError):

@@ -44,7 +44,8 @@ PRIOR_SIGNALS = ("prior_cocited", "prior_frequent", "prior_similar")
 _REGISTRY: dict[str, str] = {"citation_seeds": "seed", "llm_seeds": "seed"}
 _REGISTRY.update({f"bm25_{v}": "lexical" for v in VARIANTS})
 _REGISTRY.update({f"dense_{v}": "semantic" for v in VARIANTS})
-_REGISTRY.update({s: "graph" for s in GRAPH_SIGNALS + PRIOR_SIGNALS})
+_REGISTRY.update({s: "graph" for s in GRAPH_SIGNALS})
+_REGISTRY.update({s: "prior" for s in PRIOR_SIGNALS})  # training gold, not the citation graph: its own family
 # The statute stage's signals register when it is imported, like any later stage's; they are
 # named here too because the default fusion weights name one (bm25_statute_agreed), and the config
 # is validated before any stage is imported (config is below stages in the layers).

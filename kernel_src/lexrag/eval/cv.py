@@ -168,7 +168,8 @@ def locked_areas(areas: dict[str, str], sizes: dict[str, int], seed: int = 0) ->
 def fold_groups(path: str | Path, by: str, gold: dict[str, Sequence[str]] | None = None,
                 threshold: float = AREA_OVERLAP) -> dict[str, str]:
     """query id -> fold group of a query file: ``course`` (its course column), ``area`` (the legal
-    area of its course, :func:`legal_areas` over ``gold``) or ``query`` (none: folds by query)."""
+    area of its course, :func:`legal_areas` over ``gold``; by course when the courses form one
+    area) or ``query`` (none: folds by query)."""
     from lexrag.errors import ConfigError
 
     if by not in ("course", "area", "query"):
@@ -181,5 +182,8 @@ def fold_groups(path: str | Path, by: str, gold: dict[str, Sequence[str]] | None
             from lexrag.queries import load_gold
 
             gold = {q: g for q, g in load_gold(path).items() if g}
-        return area_groups(groups, legal_areas(gold, groups, threshold))
+        areas = area_groups(groups, legal_areas(gold, groups, threshold))
+        if len({areas[q] for q in gold if q in areas}) >= 2:
+            return areas
+        log.warning("%s: its courses form one legal area; folds by course instead", path)
     return groups

@@ -47,7 +47,7 @@ from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
 
 __all__ = ["Variant", "PRESET_VARIANTS", "GPU_STAGES_OFF", "parse_variant", "held_out_runs", "held_out_rankings",
-           "f1_at_ks", "FoldScores", "fold_scores", "nested_picks", "ceilings", "run_experiment", "format_report",
+           "f1_at_ks", "ranking_f1", "FoldScores", "fold_scores", "nested_picks", "ceilings", "run_experiment", "format_report",
            "read_locked_split", "write_locked_split", "KS", "RANK_DEPTH", "arg_parser", "run_from_args", "variants_from_args"]
 
 log = logging.getLogger(__name__)
@@ -166,27 +166,36 @@ class FoldScores:
     ranked: dict[str, list[str]]
 
 
+def ranking_f1(gold: Sequence[str], res: RunResult, qid: str) -> np.ndarray:
+    """The default measure of a held-out run: F1 of the query's ranking cut at each k of :data:`KS`."""
+    return f1_at_ks(gold, res.ranked.get(qid, []))
+
+
 def fold_scores(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold: Mapping[str, Sequence[str]],
                 groups: Mapping[str, str], cache: SignalCache | None = None, nested: bool = True,
-                ranked_once: Mapping[str, list[str]] | None = None) -> FoldScores:
-    """Outer and inner held-out scores of one variant over ``gold``'s queries grouped by ``groups``.
-    Without a prior refit the inner rankings are the outer ones (nothing fitted depends on the
-    fold); with one, fold j's inner ranking for outer fold i uses a prior fitted without i and j.
-    ``ranked_once``: the rankings of a variant that refits nothing, reused instead of ranking again."""
+                measure: Callable[[Sequence[str], RunResult, str], np.ndarray] = ranking_f1) -> FoldScores:
+    """Outer and inner held-out scores of one variant over ``gold``'s queries grouped by ``groups``
+    (``measure``: a query's scores from its run; default F1 at each k).  Without a prior refit the
+    inner scores are the outer ones (nothing fitted depends on the fold); with one, fold j's inner
+    ranking for outer fold i uses a prior fitted without i and j."""
     qids = [q for q in gold if q in queries]
     folds = grouped_folds(qids, dict(groups))
     refit = refits_prior(art, cfg)
-    if ranked_once is not None and not refit:
-        ranked = {q: ranked_once[q] for q in qids}
-    else:
-        ranked = held_out_rankings(cfg, art, queries, gold, folds, cache)
-    outer = {q: f1_at_ks(gold[q], ranked[q]) for q in qids}
+
+    def score(fs, exclude=()):
+        out, ranked = {}, {}
+        for fold, _, res in held_out_runs(cfg, art, queries, gold, fs, cache, also_exclude=exclude):
+            for q in fold:
+                out[q] = measure(gold[q], res, q)
+                ranked[q] = res.ranked.get(q, [])
+        return out, ranked
+
+    outer, ranked = score(folds)
     inner: list[dict[str, np.ndarray]] = []
     for i, fold in enumerate(folds):
         others = [f for j, f in enumerate(folds) if j != i]
         if refit and nested:
-            r = held_out_rankings(cfg, art, queries, gold, others, cache, also_exclude=fold)
-            inner.append({q: f1_at_ks(gold[q], r[q]) for q in r})
+            inner.append(score(others, fold)[0])
         else:
             inner.append({q: outer[q] for f in others for q in f})
     return FoldScores(folds, outer, inner, {q: recall_at_k(gold[q], ranked[q], 100) for q in qids}, ranked)
@@ -320,7 +329,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             once = held_out_rankings(cfg, art, qs, dev, [list(dev) + (locked_q if final else [])], cache)
         row: dict[str, Any] = {"preset": v.preset or "default", "overrides": dict(v.overrides)}
         for g in by:
-            fs = fold_scores(cfg, art, qs, dev, groupings[g], cache, nested, once)
+            fs = fold_scores(cfg, art, qs, dev, groupings[g], cache, nested)
             scores[g][v.name] = fs
             picks = [k for _, k in nested_picks([fs])]
             chosen = {q: float(fs.outer[q][k - 1]) for f, k in zip(fs.folds, picks) for q in f}

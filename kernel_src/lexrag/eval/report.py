@@ -24,7 +24,7 @@ from lexrag.eval.metrics import prf
 
 __all__ = ["signal_analysis", "write_report", "RETRIEVAL_FAMILIES"]
 
-RETRIEVAL_FAMILIES = ("seed", "lexical", "semantic", "graph")
+RETRIEVAL_FAMILIES = ("seed", "lexical", "semantic", "graph", "prior")
 
 
 def _kind(c: str) -> str:

@@ -1,15 +1,17 @@
-"""``lexrag tune``: a grid over config fields, scored by cross-validation grouped by course.
+"""``lexrag tune``: a grid over config fields, scored by nested cross-validation on held-out legal
+areas (and courses).
 
 Every grid point runs the pipeline over the tuning file with one shared :class:`SignalCache`, so
 retrieval is computed once and a point costs only what its fields change (fusion, count, the graph
 signals when the seeds move).  The score of a point is the Macro F1 over queries.  Each point is
-scored twice: in-sample (the artifacts' own prior) and held out (each course ranked with a prior
-and statute model fitted on the other courses only, when the prior is on; otherwise the two are
-the same).  The best point is the one with the best held-out score: the one that transfers to an
-area the training questions do not cover.  Grouped CV is the honest estimate of that choice: each
-course's questions scored with the point picked on the other courses' held-out scores.  The tuned
-config (the best point, every field written out) is a YAML file ``--config`` accepts; its header
-records the scores and the grid.
+scored in-sample (the artifacts' own prior) and held out (each fold ranked with a prior and
+statute model fitted on the other folds only, when the prior is on).  Folds are the legal areas of
+the file's courses (:func:`lexrag.eval.cv.legal_areas`), and the courses beside them.  The headline
+is nested: for each area the point is picked on inner folds of the other areas (each ranked with a
+prior fitted without both), and the area is scored at that point; that estimates what tuning gains
+on an area the training questions do not cover.  The tuned config is the point with the best
+held-out score over all areas, every field written out, a YAML file ``--config`` accepts; its
+header records the scores and the grid.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import numpy as np
 import yaml
 
 from lexrag.config import Config, _UniqueKeyLoader, with_overrides
-from lexrag.eval.cv import grouped_folds, held_out_artifacts, read_groups
-from lexrag.eval.metrics import per_query_table
+from lexrag.eval.cv import fold_groups, read_groups
+from lexrag.eval.experiment import fold_scores, nested_picks
+from lexrag.eval.metrics import per_query_table, prf
 from lexrag.pipeline import Artifacts, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
 
@@ -78,11 +81,16 @@ def _scores(cfg: Config, art: Artifacts, queries, gold, cache: SignalCache, path
     return {r["query_id"]: r["f1"] for r in per_query_table(gold, res.predictions, res.ranked)}
 
 
+def _prediction_f1(gold, res, qid) -> np.ndarray:
+    return np.array([prf(gold, res.predictions.get(qid, []))[2]])
+
+
 def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[str, list], out: str | Path | None = None,
          paths=None) -> dict:
     """Search ``grid``; returns and (with ``out``) writes the result: the best point (the best
-    held-out score), its held-out, in-sample and grouped-CV Macro F1, each point's held-out and
-    in-sample scores, the per-fold picks, and the tuned config."""
+    held-out score over all folds), the nested Macro F1 by area and by course (the headline: each
+    fold scored at the point picked on inner folds of the others), its held-out and in-sample
+    Macro F1, each point's held-out and in-sample scores, the per-fold picks, and the tuned config."""
     from lexrag.errors import CsvInputError
 
     queries = load_queries(queries_path, cfg.query.max_chars)
@@ -90,51 +98,49 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     if not gold:
         raise CsvInputError(f"{queries_path}: no query has gold citations; tune needs a file with gold")
     queries = [q for q in queries if q.query_id in gold]
+    qs = {q.query_id: q for q in queries}
     names = list(grid)
     points = [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
     configs = [with_overrides(cfg, p) for p in points]  # every point checked before anything runs
-    groups = read_groups(queries_path)
-    folds = grouped_folds([q.query_id for q in queries], groups)
+    courses = read_groups(queries_path)
+    areas = fold_groups(queries_path, "area", gold) if courses else {}
+    by_area = bool(courses) and any(areas.get(q) != courses.get(q) for q in gold)
+    groupings = {"area": areas, "course": courses} if by_area else {"course" if courses else "query": courses}
     cache = SignalCache()
     in_sample = [_scores(c, art, queries, gold, cache, paths) for c in configs]  # the artifacts' own prior (if any)
     means = [float(np.mean(list(s.values()))) for s in in_sample]
-    # every course ranked at every point with a prior (and statute model) fitted on the other
-    # courses only: one pass over the queries per point, each fold running just its own queries
-    held_out = [dict() for _ in configs]
-    texts = {q.query_id: q.text for q in queries}
-    for fold in folds:
-        test = set(fold)
-        fold_art = held_out_artifacts(art, cfg, gold, texts, test)
-        fold_queries = [q for q in queries if q.query_id in test]
-        for i, c in enumerate(configs):
-            s = in_sample[i] if fold_art is art else _scores(c, fold_art, fold_queries, {q: gold[q] for q in test}, cache, paths)
-            held_out[i].update({q: s[q] for q in fold})
-    # a course's point is picked on the other courses' held-out scores: rankings of the kind it is
-    # applied to (picks on rankings whose prior has seen their own course favour the prior)
-    held: dict[str, float] = {}
-    picks = []
-    for fold in folds:
-        test = set(fold)
-        train_means = [np.mean([v for q, v in s.items() if q not in test]) for s in held_out]
-        pick = int(np.argmax(train_means))
-        picks.append({"held_out": sorted({groups.get(q, q) for q in fold})[:3], "queries": len(fold), "point": points[pick]})
-        held.update({q: held_out[pick][q] for q in fold})
-    cv = float(np.mean([held[q] for q in gold if q in held]))
-    held_means = [float(np.mean(list(h.values()))) for h in held_out]
+    nested: dict[str, float] = {}
+    picks: list[dict] = []
+    held_means: list[float] = []
+    n_folds = {}
+    for g, groups in groupings.items():
+        scores = [fold_scores(c, art, qs, gold, groups, cache, nested=True, measure=_prediction_f1) for c in configs]
+        fold_picks = nested_picks(scores)
+        chosen = {q: float(scores[v].outer[q][0]) for f, (v, _) in zip(scores[0].folds, fold_picks) for q in f}
+        nested[g] = float(np.mean(list(chosen.values())))
+        n_folds[g] = len(scores[0].folds)
+        if not held_means:  # the headline grouping: its picks and held-out means
+            held_means = [float(np.mean([x[0] for x in s.outer.values()])) for s in scores]
+            picks = [{"held_out": sorted({groups.get(q, q) for q in f})[:3], "queries": len(f), "point": points[v]}
+                     for f, (v, _) in zip(scores[0].folds, fold_picks)]
+    head = next(iter(groupings))
     best = int(np.argmax(held_means))
     result = {"grid": {k: list(v) for k, v in grid.items()}, "points": len(points), "queries": len(gold),
-              "folds": len(folds), "grouped_by": "course" if groups else "query (no course column)",
+              "folds": n_folds[head], "grouped_by": head if head != "query" else "query (no course column)",
               "best": points[best], "macro_f1_in_sample": round(means[best], 4), "macro_f1_held_out": round(held_means[best], 4),
-              "macro_f1_grouped_cv": round(cv, 4),
-              "fold_picks": picks, "per_point": [{"point": p, "macro_f1": round(m, 4), "macro_f1_held_out": round(h, 4)}
+              "macro_f1_nested": round(nested[head], 4), "macro_f1_nested_by": {g: round(v, 4) for g, v in nested.items()},
+              "folds_by": n_folds, "fold_picks": picks,
+              "per_point": [{"point": p, "macro_f1": round(m, 4), "macro_f1_held_out": round(h, 4)}
                             for p, m, h in zip(points, means, held_means)],
               "signals_computed": sum(cache.computed.values()) + sum(cache.text_computed.values()), "reused": cache.reused}
     if out:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
+        others = "".join(f", by {g} ({n_folds[g]} folds) {v:.4f}" for g, v in nested.items() if g != head)
         header = (f"# tuned by `lexrag tune` on {queries_path} ({len(gold)} queries, {len(points)} grid points)\n"
-                  f"# best point {points[best]}: Macro F1 held out {held_means[best]:.4f}, in-sample {means[best]:.4f}, grouped CV by "
-                  f"{result['grouped_by']} ({len(folds)} folds) {cv:.4f}\n")
+                  f"# best point {points[best]}: Macro F1 nested by {result['grouped_by']} ({n_folds[head]} folds) "
+                  f"{nested[head]:.4f}{others}; held out {held_means[best]:.4f}, in-sample {means[best]:.4f}\n")
         out.write_text(header + yaml.safe_dump(configs[best].to_dict(), sort_keys=False, allow_unicode=True), encoding="utf-8")
-    log.info("tune: best %s held out %.4f, in-sample %.4f, grouped CV %.4f", points[best], held_means[best], means[best], cv)
+    log.info("tune: best %s, nested by %s %.4f, held out %.4f, in-sample %.4f", points[best], head, nested[head],
+             held_means[best], means[best])
     return result

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import csv
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -16,28 +18,86 @@ from lexrag.queries import load_gold, load_queries
 
 log = logging.getLogger(__name__)
 
-__all__ = ["validate_run", "format_metrics", "ablation_table", "incremental_ablation", "plot_ablation", "ABLATABLE",
-           "INCREMENTAL"]
+__all__ = ["validate_run", "format_metrics", "ablation_table", "incremental_ablation", "plot_ablation", "stage_switches",
+           "incremental_steps", "STAGE_LABELS"]
 
-# stage -> (config switch, Artifacts field that carries it or None)
-ABLATABLE = {
-    "seeds": ("seeds", None),
-    "lexical": ("lexical", "bm25"),  # also drops BM25's choice of a graph node's document
-    "semantic": ("semantic", "dense"),
-    "graph": ("graph", "graph"),
-    "prior": ("prior", "prior"),
-    "rerank": ("rerank", None),
-    "llm": ("llm", None),
-    "verify": ("verify", None),
-    "agent": ("agent", None),
-}
+# how a stage is named in an ablation row (other stages by their name)
+STAGE_LABELS = {"bm25": "BM25", "citation_seeds": "citation seeds", "llm_seeds": "LLM seeds", "dense": "semantic",
+                "rerank": "reranker", "rewrite": "LLM rewrite", "verify": "verification", "agent": "agentic loop",
+                "articles": "article ranking", "feedback": "feedback (PRF)"}
+# Artifacts field of each part a stage ``needs``
+_PARTS = {"bm25": "bm25", "graph": "graph", "prior": "prior", "semantic": "dense"}
 
-# the incremental ablation: (row, what it switches on), each row adding one stage to the row before
-INCREMENTAL = (
-    ("BM25", "lexical"), ("+citation seeds", "seeds"), ("+semantic", "semantic"), ("+graph", "graph"), ("+prior", "prior"),
-    ("+reranker", "rerank"), ("+LLM rewrite", "llm"), ("+verification", "verify"), ("+agentic loop", "agent"),
-    ("+adaptive count", "count"),
-)
+
+def _switch_sections(cfg: Config) -> list[str]:
+    return [f.name for f in dataclasses.fields(cfg) if hasattr(getattr(cfg, f.name), "enabled")]
+
+
+def _with(cfg: Config, on: dict[str, bool]) -> Config:
+    c = copy.deepcopy(cfg)
+    for sec, v in on.items():
+        getattr(c, sec).enabled = v
+    return c
+
+
+def stage_switches(cfg: Config) -> dict[str, list[str]]:
+    """Each stage the config asks for (:func:`lexrag.stages.base.asked_for`) -> the config sections
+    whose ``enabled`` it needs, read from the stage's own ``enabled``: the sections that, switched
+    off alone, switch it off.  Stages no section switches (fusion, count) are left out."""
+    from lexrag.stages.base import _AllLoaded, asked_for
+
+    every = _AllLoaded()
+    sections = [sec for sec in _switch_sections(cfg) if getattr(cfg, sec).enabled]
+    out = {}
+    for s in asked_for(cfg):
+        need = [sec for sec in sections if not s.enabled(_with(cfg, {sec: False}), every)]
+        if need:
+            out[s.name] = need
+    return out
+
+
+def incremental_steps(cfg: Config) -> list[dict]:
+    """The incremental ablation of ``cfg``, generated from its stages' declarations: the first row
+    runs BM25 alone (every other stage's section off), each later row switches on the sections of
+    one more stage (the essential ones first, then pipeline order), until the row is ``cfg``'s own retrieval; a stage is taken
+    out of order when the next one would switch on another stage too, and stages no section
+    separates share a row.  With an adaptive count the last row switches it on (earlier rows use a
+    fixed count).  Each step: ``run`` (its name), ``adds`` (stage names) and ``overrides``
+    (dotted config keys from ``cfg``)."""
+    from lexrag.stages.base import asked_for
+
+    switches = stage_switches(cfg)
+    sections = sorted({sec for need in switches.values() for sec in need})
+    fixed = {"count.method": "fixed"} if cfg.count.method == "adaptive" else {}
+
+    def asked(on: set[str]) -> set[str]:
+        return {s.name for s in asked_for(_with(cfg, {sec: sec in on for sec in sections})) if s.name in switches}
+
+    def step(name: str, adds: list[str], on: set[str]) -> dict:
+        return {"run": name, "adds": adds, "overrides": {**{f"{sec}.enabled": sec in on for sec in sections}, **fixed}}
+
+    # the core first (the essential stages: BM25, citation seeds), then the rest in pipeline order
+    order = [s.name for s in sorted(every_stage(), key=lambda s: not s.essential) if s.name in switches]
+    first = "bm25" if "bm25" in switches else order[0]
+    on = set(switches[first])
+    done = asked(on)
+    steps = [step(" + ".join(STAGE_LABELS.get(n, n) for n in sorted(done, key=order.index)), sorted(done, key=order.index), on)]
+    while len(done) < len(switches):
+        remaining = [n for n in order if n not in done]
+        pick = next((n for n in remaining if asked(on | set(switches[n])) - done == {n}), remaining[0])
+        on |= set(switches[pick])
+        adds = sorted(asked(on) - done, key=order.index)
+        done |= set(adds)
+        steps.append(step("+" + " +".join(STAGE_LABELS.get(n, n) for n in adds), adds, set(on)))
+    if fixed:
+        steps.append({"run": "+adaptive count", "adds": ["count"], "overrides": {**steps[-1]["overrides"], "count.method": "adaptive"}})
+    return steps
+
+
+def every_stage():
+    from lexrag.stages.base import registered_stages
+
+    return registered_stages()
 
 
 def format_metrics(metrics: dict, title: str = "") -> str:
@@ -123,16 +183,21 @@ def write_run_file(path: str | Path, result: RunResult, corpus) -> Path:
     return Path(path)
 
 
+def _parts_left(cfg: Config, art: Artifacts) -> Artifacts:
+    """``art`` without the loaded parts no stage ``cfg`` asks for needs (so switching a stage off
+    also drops, e.g., BM25's choice of a graph node's document when no stage reads BM25)."""
+    from lexrag.stages.base import asked_for
+
+    needed = {n for s in asked_for(cfg) for n in getattr(s, "needs", None) or ()}
+    return dataclasses.replace(art, **{f: None for n, f in _PARTS.items() if n not in needed and getattr(art, f) is not None})
+
+
 def ablation_table(cfg: Config, artifacts: Artifacts, queries_path: str | Path, out_dir: str | Path) -> list[dict]:
-    """Metrics of the full run and of the run with each active stage switched off in turn.
-
-    Artifacts are loaded once; switching a stage off clears its config flag and its loaded
-    component.  Writes ``ablation.csv`` (one row per run, with the change in Macro F1 and
-    Recall@100 against the full run) and returns the rows.
-    """
-    import copy
-    import dataclasses
-
+    """Metrics of the full run and of the run with each stage the config asks for switched off in
+    turn (its own section: of the sections it needs, the one that switches off fewest other
+    stages; :func:`stage_switches`).  Artifacts are loaded once; a part no remaining stage needs
+    is dropped too.  Writes ``ablation.csv`` (one row per run, with the change in Macro F1 and
+    Recall@100 against the full run) and returns the rows."""
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = load_gold(queries_path)
 
@@ -142,13 +207,13 @@ def ablation_table(cfg: Config, artifacts: Artifacts, queries_path: str | Path, 
         return _measure(name, c, art, queries, gold, cache=cache)
 
     rows = [measure("full", cfg, artifacts)]
-    for stage, (section, field) in ABLATABLE.items():
-        if not getattr(cfg, section).enabled or (field and getattr(artifacts, field) is None):
-            continue
-        c = copy.deepcopy(cfg)
-        getattr(c, section).enabled = False
-        art = dataclasses.replace(artifacts, **({field: None} if field else {}))
-        rows.append(measure(f"without {stage}", c, art))
+    switches = stage_switches(cfg)
+    for stage, need in switches.items():
+        if not next(s for s in every_stage() if s.name == stage).enabled(cfg, artifacts):
+            continue  # absent here (no artifact or model): nothing to switch off
+        own = min(need, key=lambda sec: (sum(sec in n for n in switches.values()), sec))
+        c = _with(cfg, {own: False})
+        rows.append(measure(f"without {STAGE_LABELS.get(stage, stage)}", c, _parts_left(c, artifacts)))
     for r in rows:
         r["delta_macro_f1"] = r["macro_f1"] - rows[0]["macro_f1"]
         r["delta_recall@100"] = r["recall@100"] - rows[0]["recall@100"]
@@ -169,64 +234,48 @@ def _measure(name: str, c: Config, art: Artifacts, queries, gold, paths=None, ca
             "seconds": round(res.timings["total"], 2), "seconds_per_query": round(res.timings["total"] / n, 4)}
 
 
-def _available(cfg: Config, art: Artifacts, switch: str) -> str | None:
-    """Why stage ``switch`` cannot be added in this run (None: it can)."""
-    if switch == "count":
-        return None
-    if not getattr(cfg, switch).enabled:
-        return "off in this config"
-    field = ABLATABLE.get(switch, (None, None))[1]
-    if field and getattr(art, field) is None:
-        return "absent (no artifact or model)"
-    if switch in ("llm", "verify", "agent") and not (cfg.llm.enabled and art.llm_ready):
-        return "absent (no LLM)"
-    return None
+def _apply(cfg: Config, overrides: dict) -> Config:
+    c = copy.deepcopy(cfg)
+    for key, v in overrides.items():
+        sec, fld = key.split(".", 1)
+        setattr(getattr(c, sec), fld, v)
+    return c
 
 
 def incremental_ablation(cfg: Config, artifacts: Artifacts, queries_path: str | Path, out_dir: str | Path,
                          paths=None, cache: SignalCache | None = None) -> list[dict]:
-    """The stages added one after the other (:data:`INCREMENTAL`: BM25, +citation seeds,
-    +semantic, +graph, +prior, +reranker, +LLM rewrite, +verification, +agentic loop, +adaptive
-    count); a stage the config leaves off or whose artifact is absent is listed as such and not
-    added.  Before the last row the count is the config's own (``fixed`` when the config says
-    ``adaptive``).  Signals are computed once (a shared :class:`SignalCache`): a row reuses every
-    signal an earlier row computed with the same inputs.  Each row has Macro F1 with a 95%
-    bootstrap interval over queries, precision, recall, the change in Macro F1 against the row
-    before with a paired permutation p-value, Recall@100, nDCG@10 and seconds per query.  Writes
-    ``incremental.csv`` and ``incremental_per_query.csv`` (per-query F1 of every row)."""
-    import copy
-
+    """The stages the config asks for added one after the other (:func:`incremental_steps`: BM25
+    alone, then one row per stage, then the adaptive count when the config has one); a stage whose
+    artifact or model is absent here is listed as such and its row not run.  Signals are computed
+    once (a shared :class:`SignalCache`): a row reuses every signal an earlier row computed with
+    the same inputs.  Each row has Macro F1 with a 95% bootstrap interval over queries, precision,
+    recall, the change in Macro F1 against the row before with a paired permutation p-value,
+    Recall@100, nDCG@10 and seconds per query.  Writes ``incremental.csv`` and
+    ``incremental_per_query.csv`` (per-query F1 of every row)."""
     from lexrag.eval.stats import bootstrap_ci, paired_p_value
 
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = load_gold(queries_path)
     cache = cache or SignalCache()
-    c = copy.deepcopy(cfg)
-    for section in ("seeds", "semantic", "graph", "prior", "rerank", "llm", "verify", "agent"):
-        getattr(c, section).enabled = False
-    c.lexical.enabled = True
-    if c.count.method == "adaptive":
-        c.count.method = "fixed"
+    stages = {s.name: s for s in every_stage()}
     rows: list[dict] = []
     per_query: dict[str, dict[str, float]] = {}
     prev = None
-    for name, switch in INCREMENTAL:
-        why = _available(cfg, artifacts, switch)
-        if why is not None:
-            rows.append({"run": name, "status": why})
+    for st in incremental_steps(cfg):
+        c = _apply(cfg, st["overrides"])
+        absent = [n for n in st["adds"] if n != "count" and not stages[n].enabled(c, artifacts)]
+        if absent:
+            why = "absent (no LLM)" if any("llm" in (getattr(stages[n], "needs", None) or ()) for n in absent) \
+                else "absent (no artifact or model)"
+            rows.append({"run": st["run"], "status": why})
             continue
-        c = copy.deepcopy(c)
-        if switch == "count":
-            c.count.method = "adaptive"
-        else:
-            getattr(c, switch).enabled = True
         res = run_pipeline(queries, artifacts, c, paths=paths, cache=cache)
         table = {r["query_id"]: r for r in per_query_table(gold, res.predictions, res.ranked)}
         f1 = [table[q]["f1"] for q in sorted(table)]
-        per_query[name] = {q: table[q]["f1"] for q in table}
+        per_query[st["run"]] = {q: table[q]["f1"] for q in table}
         m = evaluate(gold, res.predictions, res.ranked)
         lo, hi = bootstrap_ci(f1)
-        row = {"run": name, "status": "ran", "macro_f1": m["macro_f1"], "ci_low": lo, "ci_high": hi,
+        row = {"run": st["run"], "status": "ran", "macro_f1": m["macro_f1"], "ci_low": lo, "ci_high": hi,
                "precision": m["precision"], "recall": m["recall"], "recall@100": m["recall@100"], "ndcg@10": m["ndcg@10"],
                "seconds_per_query": round(res.timings["total"] / max(len(res.query_ids), 1), 4)}
         if prev is not None:

@@ -7,10 +7,12 @@ from typing import Mapping, Sequence
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
 
-__all__ = ["reciprocal_rank_fusion", "fuse", "reorder_head", "SeedFusion", "Fusion", "CONTENT_FAMILIES", "GRAPH_FAMILY"]
+__all__ = ["reciprocal_rank_fusion", "fuse", "reorder_head", "SeedFusion", "Fusion", "BOOST_PAIRS"]
 
-CONTENT_FAMILIES = frozenset({"lexical", "semantic", "seed"})
-GRAPH_FAMILY = "graph"
+# The family pairs the cross-signal boost applies to: a document that a content family (lexical,
+# semantic, seeds) and the citation graph both find.  The training prior (family "prior") is not
+# among them: what earlier questions cited is no independent evidence of a question's content.
+BOOST_PAIRS = (("lexical", "graph"), ("semantic", "graph"), ("seed", "graph"))
 
 
 def reciprocal_rank_fusion(
@@ -22,13 +24,14 @@ def reciprocal_rank_fusion(
     boost: float = 1.0,
     boost_exclude: frozenset[str] | set[str] = frozenset(),
     signal: str = "fused",
+    boost_pairs: Sequence[tuple[str, str]] = BOOST_PAIRS,
 ) -> Ranking:
     """Fuse rankings: ``score(d) = sum_s w_s / (k + r_s(d))`` with 1-based ranks ``r_s``.
 
     Reciprocal rank fusion after Cormack, Clarke and Buettcher (SIGIR 2009), k = 60; weighted
-    per signal as in the Hybrid GraphRAG paper.  A document found by a content family (lexical,
-    semantic, seeds) and by the graph family has its fused score multiplied by ``boost``
-    (paper: 5.0); signals in ``boost_exclude`` do not count towards it (siblings: being another
+    per signal as in the Hybrid GraphRAG paper.  A document found by both families of one of
+    ``boost_pairs`` (:data:`BOOST_PAIRS`: a content family and the graph) has its fused score
+    multiplied by ``boost`` (paper: 5.0); signals in ``boost_exclude`` do not count towards it (siblings: being another
     paragraph of a lexical hit is not independent evidence).  Ties break by doc_id so results
     repeat exactly.  ``depth`` keeps the top
     documents per query.
@@ -49,7 +52,7 @@ def reciprocal_rank_fusion(
     for qid, acc in fused.items():
         if boost != 1.0:
             for doc, fams in families.get(qid, {}).items():
-                if GRAPH_FAMILY in fams and fams & CONTENT_FAMILIES:
+                if any(a in fams and b in fams for a, b in boost_pairs):
                     acc[doc] *= boost
         ranked = sorted(acc.items(), key=lambda kv: (-kv[1], kv[0]))
         if depth is not None:

@@ -84,7 +84,7 @@ class PriorSignals:
 
     name = "prior"
     reads = ("prior", "graph")
-    family = "graph"
+    family = "prior"
     phase = Phase.GRAPH
     essential = False
     signals = PRIOR_SIGNALS
@@ -95,7 +95,7 @@ class PriorSignals:
 
     def run(self, batch, ctx):
         pc, art = ctx.cfg.prior, ctx.art
-        out = {name: Ranking(name, "graph") for name in PRIOR_SIGNALS if name != "prior_similar" or pc.neighbours}
+        out = {name: Ranking(name, "prior") for name in PRIOR_SIGNALS if name != "prior_similar" or pc.neighbours}
         for q in batch.queries:
             seeds = batch.seeds.get(q.query_id, [])[: ctx.cfg.graph.seed_k]
             total = sum(max(s, 0.0) for _, s in seeds) or 1.0
