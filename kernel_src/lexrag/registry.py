@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:  # pragma: no cover
     from lexrag.config import Config
 
-__all__ = ["ArtifactSpec", "BuildInputs", "ARTIFACTS", "spec", "names", "register_artifact"]
+__all__ = ["ArtifactSpec", "BuildInputs", "ARTIFACTS", "spec", "names", "register_artifact", "unregister_artifact"]
 
 
 @dataclass
@@ -110,6 +110,10 @@ def register_artifact(s: ArtifactSpec) -> ArtifactSpec:
         raise ValueError(f"artifact {s.name!r} depends on {missing}, which no earlier entry provides")
     ARTIFACTS.append(s)
     return s
+
+
+def unregister_artifact(name: str) -> None:
+    ARTIFACTS[:] = [a for a in ARTIFACTS if a.name != name]
 
 
 def names() -> list[str]:

@@ -224,6 +224,9 @@ class _AllLoaded:
     def has_model(self, name: str) -> bool:
         return True
 
+    def __getattr__(self, name: str) -> Any:  # any other part a registered artifact adds
+        return object()
+
 
 def asked_for(cfg: "Config") -> list[Stage]:
     """The stages the config switches on, whatever is loaded (seed fusion, which follows from the
