@@ -30,27 +30,12 @@ __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_he
 
 
 
-# Valid ranges: every int field is >= 0 and every float field finite and >= 0 unless listed here as
-# (lowest, highest) with None for open (bounds inclusive).
-RANGES: dict[str, tuple[float | None, float | None]] = {
-    "corpus.chunk_rows": (1, None), "statutes.max_codes": (1, None), "statutes.top_k": (1, None),
-    "articles.top_articles": (1, None), "articles.top_k": (1, None), "feedback.docs": (1, None), "feedback.terms": (1, None),
-    "feedback.term_weight": (1, None), "lexical.k1": (1e-9, None), "lexical.b": (0, 1), "lexical.top_k": (1, None),
-    "lexical.min_token_len": (1, None), "lexical.decompound_min_part": (2, None), "lexical.decompound_min_count": (1, None), "lexical.question_weight": (1, None), "lexical.numbered_code_weight": (0, 1), "lexical.code_vote_depth": (1, None), "statutes.agree": (0, None), "prior.neighbours": (0, None), "statutes.vote_depth": (1, None), "statutes.agreed_top_k": (1, None), "fusion.depth": (1, None), "semantic.batch_size": (1, None),
-    "semantic.max_seq": (8, None), "semantic.shard_size": (1, None), "semantic.nlist": (1, None), "semantic.pq_m": (1, None),
-    "semantic.nprobe": (1, None), "semantic.rescore_k": (1, None), "semantic.top_k": (1, None), "rerank.top_n": (1, None),
-    "rerank.tau": (None, None), "rerank.batch_size": (1, None), "rerank.max_length": (8, None), "graph.seed_k": (1, None),
-    "graph.top_k": (1, None), "graph.docs_per_node": (1, None), "graph.hits_max_nodes": (1, None), "prior.top_k": (1, None),
-    "prior.min_count": (1, None), "verify.depth": (1, None), "verify.threshold": (0, 1), "verify.max_text_chars": (1, None),
-    "verify.expand_weight": (0, 0.999), "agent.threshold": (0, 1), "count.k": (1, None), "count.max_k": (1, None), "count.whole_articles": (0, None), "count.whole_articles_from": (0, None), "fusion.head": (0, None), "fusion.head_boost": (0, None),
-    "query.max_chars": (1, None),
-    "llm.batch_size": (1, None), "llm.max_new_tokens": (1, None), "llm.max_question_chars": (1, None), "llm.max_answer_chars": (1, None),
-    "runtime.batch_size": (1, None), "runtime.resident_models": (1, None),
-}
+# Valid ranges: every int field is >= 0 and every float field finite and >= 0 unless its field
+# says otherwise (``_f(..., range=(lowest, highest))``, None for open, bounds inclusive).
 
 
 def _check_ranges(cfg: Any) -> None:
-    """Every numeric field within its range (:data:`RANGES`), named in the error."""
+    """Every numeric field within its range (the field's ``range``), named in the error."""
     import math
 
     for sec in dataclasses.fields(cfg):
@@ -58,25 +43,32 @@ def _check_ranges(cfg: Any) -> None:
         hints = typing.get_type_hints(type(section))
         for f in dataclasses.fields(section):
             tp, v, name = hints[f.name], getattr(section, f.name), f"{sec.name}.{f.name}"
+            choices = f.metadata.get("choices")
+            if choices and v not in choices:
+                raise ConfigError(f"{name} must be {', '.join(choices[:-1])} or {choices[-1]}, got {short(v)}")
             if tp not in (int, float):
                 continue
             if tp is float and not math.isfinite(v):
                 raise ConfigError(f"{name} must be a finite number, got {v!r}")
-            lo, hi = RANGES.get(name, (0, None))
+            lo, hi = f.metadata.get("range", (0, None))
             if (lo is not None and v < lo) or (hi is not None and v > hi):
                 want = f"between {lo} and {hi}" if lo is not None and hi is not None else (f">= {lo}" if lo is not None else f"<= {hi}")
                 raise ConfigError(f"{name} must be {want}, got {v!r}")
 
 
-def _f(default: Any, help: str, **kw: Any) -> Any:
+def _f(default: Any, help: str, range: tuple[float | None, float | None] | None = None,
+       choices: tuple[str, ...] | None = None, **kw: Any) -> Any:
+    """A config field: its default, its help text and, for a number, its valid range (for a
+    string, its choices)."""
+    meta = {"help": help, **({"range": range} if range is not None else {}), **({"choices": choices} if choices else {})}
     if isinstance(default, (dict, list)):
-        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)
-    return field(default=default, metadata={"help": help}, **kw)
+        return field(default_factory=lambda d=default: type(d)(d), metadata=meta, **kw)
+    return field(default=default, metadata=meta, **kw)
 
 
 @dataclass
 class CorpusConfig:
-    chunk_rows: int = _f(20_000, "rows written per parquet row group when streaming the input CSVs (bounds memory)")
+    chunk_rows: int = _f(20_000, "rows written per parquet row group when streaming the input CSVs (bounds memory)", range=(1, None))
     max_error_examples: int = _f(20, "bad rows quoted (row number and reason) in the build report")
     strict_quotes: bool = _f(True, "a record with an unmatched quote (it swallows the rows after it) stops the build, naming its lines; false: drop it and count its lines in the build report")
 
@@ -84,25 +76,25 @@ class CorpusConfig:
 @dataclass
 class LexicalConfig:
     enabled: bool = _f(True, "run the BM25 signals")
-    k1: float = _f(1.5, "BM25 k1")
-    b: float = _f(0.75, "BM25 b")
-    method: str = _f("lucene", "BM25 variant (bm25s method): lucene | robertson | atire")
+    k1: float = _f(1.5, "BM25 k1", range=(1e-09, None))
+    b: float = _f(0.75, "BM25 b", range=(0, 1))
+    method: str = _f("lucene", "BM25 variant (bm25s method): lucene | robertson | atire", choices=('lucene', 'robertson', 'atire'))
     stemmer: str = _f("german", "Snowball stemmer language (PyStemmer); empty string: no stemming")
-    min_token_len: int = _f(2, "tokens shorter than this are dropped (paper: drop 1-char tokens)")
+    min_token_len: int = _f(2, "tokens shorter than this are dropped (paper: drop 1-char tokens)", range=(1, None))
     decompound: bool = _f(True, "index and search German compounds also by their parts (Mietvertrag: miet, vertrag), split by the corpus' own word counts (lexrag.index.decompound)")
-    decompound_min_part: int = _f(4, "letters a compound part has at least")
-    decompound_min_count: int = _f(5, "times a compound part occurs in the corpus at least")
-    top_k: int = _f(100, "documents kept per BM25 signal")
+    decompound_min_part: int = _f(4, "letters a compound part has at least", range=(2, None))
+    decompound_min_count: int = _f(5, "times a compound part occurs in the corpus at least", range=(1, None))
+    top_k: int = _f(100, "documents kept per BM25 signal", range=(1, None))
     fields: list = _f(
         ["citation", "title", "text"],
         "corpus columns joined into each BM25 document (the citation brings the code abbreviation, the title the law's name)",
     )
     query_dedup: bool = _f(True, "count each query term once")
-    question_weight: int = _f(1, "the terms of the question's sentences that end in '?' count this many times (1: like every other term; for case stories that end in the question asked)")
+    question_weight: int = _f(1, "the terms of the question's sentences that end in '?' count this many times (1: like every other term; for case stories that end in the question asked)", range=(1, None))
     max_query_terms: int = _f(0, "keep only this many distinct query terms, the rarest in the corpus (0: all; for long case stories)")
     code_vote: float = _f(1.0, "statute vote: the best code_vote_depth law paragraphs vote for their law code with their scores, and every law paragraph's score is multiplied by (1 + code_vote x share) / (1 + code_vote), share being its code's vote over the best code's (0: off)")
-    code_vote_depth: int = _f(50, "law paragraphs that vote in the statute vote")
-    numbered_code_weight: float = _f(0.5, "score factor for paragraphs of laws keyed by an SR number instead of an abbreviation (no lexam_dev, train_dev or val gold cites one; 0 drops them)")
+    code_vote_depth: int = _f(50, "law paragraphs that vote in the statute vote", range=(1, None))
+    numbered_code_weight: float = _f(0.5, "score factor for paragraphs of laws keyed by an SR number instead of an abbreviation (no lexam_dev, train_dev or val gold cites one; 0 drops them)", range=(0, 1))
     variants: list = _f(
         ["query", "de", "hyde", "sparse", "concepts"],
         f"query variants searched, one signal bm25_<variant> each, when the query has that variant ({', '.join(VARIANTS)})",
@@ -112,29 +104,29 @@ class LexicalConfig:
 @dataclass
 class StatutesConfig:
     enabled: bool = _f(False, "statute detection: BM25 restricted to the law codes the question names (abbreviations, statute names from the law titles) as the bm25_statute signal, and to the agreed codes (see agree) as bm25_statute_agreed")
-    max_codes: int = _f(3, "codes taken from a question at most, in the order it names them")
+    max_codes: int = _f(3, "codes taken from a question at most, in the order it names them", range=(1, None))
     learned: bool = _f(False, "after the codes a question names, add the codes a model of the training questions predicts (needs the prior artifact built with --train)")
     learned_codes: int = _f(2, "codes the learned model adds at most")
-    agree: float = _f(1.5, "a code is 'agreed' when the question names it or, with learned, its learned similarity over the best code's plus its statute vote over the best code's reaches this (2: both predictors' best); agreed codes form the bm25_statute_agreed signal (0: no such signal)")
-    vote_depth: int = _f(100, "law paragraphs whose BM25 scores vote for their codes in the agreement")
-    agreed_top_k: int = _f(300, "documents kept in the bm25_statute_agreed signal")
-    top_k: int = _f(100, "documents kept in the bm25_statute signal")
+    agree: float = _f(1.5, "a code is 'agreed' when the question names it or, with learned, its learned similarity over the best code's plus its statute vote over the best code's reaches this (2: both predictors' best); agreed codes form the bm25_statute_agreed signal (0: no such signal)", range=(0, None))
+    vote_depth: int = _f(100, "law paragraphs whose BM25 scores vote for their codes in the agreement", range=(1, None))
+    agreed_top_k: int = _f(300, "documents kept in the bm25_statute_agreed signal", range=(1, None))
+    top_k: int = _f(100, "documents kept in the bm25_statute signal", range=(1, None))
 
 
 @dataclass
 class ArticlesConfig:
     enabled: bool = _f(False, "article-level ranking: articles scored from their paragraphs' BM25, the paragraphs of the best articles as the bm25_article signal")
     sum_weight: float = _f(0.3, "an article scores its best paragraph plus this times its other paragraphs' scores")
-    top_articles: int = _f(30, "articles whose paragraphs are emitted")
-    top_k: int = _f(100, "documents kept in the bm25_article signal")
+    top_articles: int = _f(30, "articles whose paragraphs are emitted", range=(1, None))
+    top_k: int = _f(100, "documents kept in the bm25_article signal", range=(1, None))
 
 
 @dataclass
 class FeedbackConfig:
     enabled: bool = _f(False, "pseudo-relevance feedback: the question expanded with the terms that weigh most in its top BM25 documents, as the bm25_prf signal")
-    docs: int = _f(10, "top documents the expansion terms come from")
-    terms: int = _f(15, "expansion terms added")
-    term_weight: int = _f(1, "times each expansion term is repeated in the expanded query (its weight against the question's terms)")
+    docs: int = _f(10, "top documents the expansion terms come from", range=(1, None))
+    terms: int = _f(15, "expansion terms added", range=(1, None))
+    term_weight: int = _f(1, "times each expansion term is repeated in the expanded query (its weight against the question's terms)", range=(1, None))
 
 
 @dataclass
@@ -153,12 +145,12 @@ class FusionConfig:
         "per-signal RRF weight; signals not listed get default_weight",
     )
     default_weight: float = _f(1.0, "weight of a signal missing from weights")
-    depth: int = _f(300, "fused candidates kept per query")
+    depth: int = _f(300, "fused candidates kept per query", range=(1, None))
     boost: float = _f(5.0, "score factor for documents found by a content family and the graph family (paper: 5.0)")
     boost_exclude: list = _f(["siblings", "popular"], "signals that do not count towards the cross-signal boost (both restate content hits)")
     head: int = _f(0, "reorder the top n fused documents by a second fusion with head_boost and head_weights (the weights that put the "
-                      "best citations first cost depth when used for the whole list); their scores keep their sorted values; 0: off")
-    head_boost: float = _f(2.0, "cross-signal boost of the head's fusion")
+                      "best citations first cost depth when used for the whole list); their scores keep their sorted values; 0: off", range=(0, None))
+    head_boost: float = _f(2.0, "cross-signal boost of the head's fusion", range=(0, None))
     head_weights: dict = _f({"prior_frequent": 2.0}, "per-signal RRF weights of the head's fusion that differ from weights")
 
 
@@ -169,17 +161,17 @@ class SemanticConfig:
     device: str = _f("auto", "cuda | cpu | auto")
     devices: list = _f([], "encode the corpus on several devices at once, e.g. [cuda:0, cuda:1] (Kaggle 2xT4)")
     fp16: bool = _f(True, "half precision on GPU")
-    batch_size: int = _f(256, "encoding batch size (paper: 256)")
-    max_seq: int = _f(256, "encoder max sequence length (paper: 256)")
-    shard_size: int = _f(100_000, "documents per embeddings shard (a resumable unit; paper: checkpoint every 100K)")
+    batch_size: int = _f(256, "encoding batch size (paper: 256)", range=(1, None))
+    max_seq: int = _f(256, "encoder max sequence length (paper: 256)", range=(8, None))
+    shard_size: int = _f(100_000, "documents per embeddings shard (a resumable unit; paper: checkpoint every 100K)", range=(1, None))
     fields: list = _f(["title", "text"], "corpus columns joined into the encoded text")
-    index: str = _f("flat", "flat (exact IndexFlatIP) | ivfpq (compressed, exact re-scoring of the top rescore_k) | auto (flat when it fits in memory)")
-    faiss_gpu: str = _f("auto", "auto: the index on the last usable GPU when faiss has GPU support and it takes <= 40% of that GPU | cpu | gpu")
-    nlist: int = _f(2048, "IVF lists (ivfpq; about sqrt(N), trained on 100K vectors)")
-    pq_m: int = _f(64, "PQ sub-quantizers, bytes per vector (ivfpq)")
-    nprobe: int = _f(64, "IVF lists searched per query (ivfpq)")
-    rescore_k: int = _f(1000, "candidates re-scored exactly against the fp16 embeddings (ivfpq)")
-    top_k: int = _f(100, "documents kept per semantic signal (paper: 100)")
+    index: str = _f("flat", "flat (exact IndexFlatIP) | ivfpq (compressed, exact re-scoring of the top rescore_k) | auto (flat when it fits in memory)", choices=('flat', 'ivfpq', 'auto'))
+    faiss_gpu: str = _f("auto", "auto: the index on the last usable GPU when faiss has GPU support and it takes <= 40% of that GPU | cpu | gpu", choices=('auto', 'cpu', 'gpu'))
+    nlist: int = _f(2048, "IVF lists (ivfpq; about sqrt(N), trained on 100K vectors)", range=(1, None))
+    pq_m: int = _f(64, "PQ sub-quantizers, bytes per vector (ivfpq)", range=(1, None))
+    nprobe: int = _f(64, "IVF lists searched per query (ivfpq)", range=(1, None))
+    rescore_k: int = _f(1000, "candidates re-scored exactly against the fp16 embeddings (ivfpq)", range=(1, None))
+    top_k: int = _f(100, "documents kept per semantic signal (paper: 100)", range=(1, None))
     variants: list = _f(
         ["query", "de", "hyde", "dense"],
         "query variants encoded, one signal dense_<variant> each, when the query has that variant (paper: query, German, HyDE)",
@@ -191,23 +183,23 @@ class RerankConfig:
     enabled: bool = _f(False, "cross-encoder reranking of the fused candidates (needs a model folder)")
     model: str = _f("", "CrossEncoder folder (bge-reranker-v2-m3 on Kaggle); candidates separated by '|', as for semantic.model")
     device: str = _f("auto", "cuda | cpu | auto")
-    top_n: int = _f(300, "fused candidates reranked (paper: 300)")
-    tau: float = _f(0.5, "candidates scoring below this are dropped (paper: 0.5)")
-    batch_size: int = _f(32, "pairs per batch")
-    max_length: int = _f(512, "tokens per (query, document) pair; longer pairs are truncated")
+    top_n: int = _f(300, "fused candidates reranked (paper: 300)", range=(1, None))
+    tau: float = _f(0.5, "candidates scoring below this are dropped (paper: 0.5)", range=(None, None))
+    batch_size: int = _f(32, "pairs per batch", range=(1, None))
+    max_length: int = _f(512, "tokens per (query, document) pair; longer pairs are truncated", range=(8, None))
 
 
 @dataclass
 class GraphConfig:
     enabled: bool = _f(True, "build and use the citation graph signals")
-    seed_k: int = _f(20, "top fused candidates that seed the graph signals (paper: 20)")
+    seed_k: int = _f(20, "top fused candidates that seed the graph signals (paper: 20)", range=(1, None))
     alpha: float = _f(0.40, "PPR probability of following a citation (igraph damping; paper: 0.40)")
     resolutions: list = _f([0.5, 1.0, 2.0], "Leiden resolutions, nested coarse -> fine")
     community_resolution: float = _f(1.0, "resolution whose communities the community signal uses (paper: 1.0)")
     leiden_seed: int = _f(42, "random seed of Leiden, so builds repeat")
-    top_k: int = _f(100, "documents kept per graph signal")
-    docs_per_node: int = _f(2, "documents emitted per graph node (decision or article)")
-    hits_max_nodes: int = _f(2000, "size cap of the HITS candidate subgraph")
+    top_k: int = _f(100, "documents kept per graph signal", range=(1, None))
+    docs_per_node: int = _f(2, "documents emitted per graph node (decision or article)", range=(1, None))
+    hits_max_nodes: int = _f(2000, "size cap of the HITS candidate subgraph", range=(1, None))
     siblings_kinds: list = _f(
         ["bge", "docket"],
         "parents whose other documents the siblings signal emits: decisions; add 'law' for other paragraphs of an article",
@@ -226,47 +218,47 @@ class GraphConfig:
 @dataclass
 class PriorConfig:
     enabled: bool = _f(False, "use the training-gold prior (needs a prior artifact: build --train FILE)")
-    min_count: int = _f(2, "ignore citations seen in fewer training gold sets")
-    top_k: int = _f(100, "documents kept per prior signal")
-    neighbours: int = _f(0, "prior_similar: the citations of the training questions most like the question (tf-idf cosine), from this many of them (0: off)")
+    min_count: int = _f(2, "ignore citations seen in fewer training gold sets", range=(1, None))
+    top_k: int = _f(100, "documents kept per prior signal", range=(1, None))
+    neighbours: int = _f(0, "prior_similar: the citations of the training questions most like the question (tf-idf cosine), from this many of them (0: off)", range=(0, None))
 
 
 @dataclass
 class VerifyConfig:
     enabled: bool = _f(False, "LLM verification of the top candidates by P(Yes) (needs llm.enabled)")
-    depth: int = _f(30, "candidates judged per query, from the top of the reranked (or fused) order")
-    threshold: float = _f(0.5, "candidates with P(Yes) at or above this move ahead, ordered by P(Yes)")
-    max_text_chars: int = _f(1200, "candidate text shown to the verifier, cut at this many characters")
+    depth: int = _f(30, "candidates judged per query, from the top of the reranked (or fused) order", range=(1, None))
+    threshold: float = _f(0.5, "candidates with P(Yes) at or above this move ahead, ordered by P(Yes)", range=(0, 1))
+    max_text_chars: int = _f(1200, "candidate text shown to the verifier, cut at this many characters", range=(1, None))
     expand: bool = _f(True, "verified items pull in their graph neighbours (siblings and co-cited authorities; needs the graph)")
     expand_k: int = _f(3, "graph neighbours pulled in per verified item")
-    expand_weight: float = _f(0.5, "a neighbour scores this fraction of the P(Yes) of the item that brought it (below it)")
+    expand_weight: float = _f(0.5, "a neighbour scores this fraction of the P(Yes) of the item that brought it (below it)", range=(0, 0.999))
 
 
 @dataclass
 class AgentConfig:
     enabled: bool = _f(False, "agentic reformulation loop: planner -> retrieve -> observer, round by round (needs llm.enabled)")
-    max_rounds: int = _f(10, "planner rounds at most (round 0 observes the question's own ranking)")
-    queries_per_round: int = _f(3, "German keyword queries the planner may write per round")
-    observe_depth: int = _f(20, "top candidates of each retrieved (fused) list the observer judges with the verifier's Yes/No logits")
-    threshold: float = _f(0.5, "the observer keeps a candidate with P(Yes) at or above this")
+    max_rounds: int = _f(10, "planner rounds at most (round 0 observes the question's own ranking)", range=(1, None))
+    queries_per_round: int = _f(3, "German keyword queries the planner may write per round", range=(1, None))
+    observe_depth: int = _f(20, "top candidates of each retrieved (fused) list the observer judges with the verifier's Yes/No logits", range=(1, None))
+    threshold: float = _f(0.5, "the observer keeps a candidate with P(Yes) at or above this", range=(0, 1))
     evidence_items: int = _f(8, "kept items shown to the planner (most retained first)")
     evidence_chars: int = _f(160, "characters of each kept item's text shown to the planner")
 
 
 @dataclass
 class CountConfig:
-    method: str = _f("fixed", "how many citations to emit per query: fixed | elbow | adaptive")
-    k: int = _f(10, "citations emitted per query when method=fixed")
+    method: str = _f("fixed", "how many citations to emit per query: fixed | elbow | adaptive", choices=('fixed', 'elbow', 'adaptive'))
+    k: int = _f(10, "citations emitted per query when method=fixed", range=(1, None))
     min_k: int = _f(8, "lower clip of the elbow and adaptive counts (paper: 8)")
-    max_k: int = _f(50, "upper clip of the elbow and adaptive counts (paper: 50)")
+    max_k: int = _f(50, "upper clip of the elbow and adaptive counts (paper: 50)", range=(1, None))
     w_llm: float = _f(0.4, "adaptive: weight of n_LLM, the count the LLM estimated in concept extraction (paper: 0.4)")
     w_elbow: float = _f(0.3, "adaptive: weight of n_elbow, the elbow of the final score curve (paper: 0.3)")
     w_cal: float = _f(0.3, "adaptive: weight of n_cal, the count above the calibrated score threshold (paper: 0.3)")
     calibration: str = _f("", "adaptive: calibration folder written by `lexrag calibrate`; empty: the artifact 'calibration' among the artifacts")
     whole_articles: int = _f(0, "also emit a law article as a whole ('Art. 41 OR') right after the n-th of its paragraphs in the final order, "
-                                "taking a slot of the count (exam answers and the competition's train.csv cite whole articles that are no corpus key; val.csv's gold is all corpus keys); 0: off")
+                                "taking a slot of the count (exam answers and the competition's train.csv cite whole articles that are no corpus key; val.csv's gold is all corpus keys); 0: off", range=(0, None))
     whole_articles_from: int = _f(0, "with whole_articles: keep the first n slots as ranked (paragraphs stay on top, where they are the gold form more often) "
-                                     "and insert the articles due there right after them; 0: insert from the first slot on")
+                                     "and insert the articles due there right after them; 0: insert from the first slot on", range=(0, None))
 
 
 @dataclass
@@ -274,23 +266,23 @@ class LLMConfig:
     enabled: bool = _f(False, "LLM query rewriting (needs a causal LM folder, or a cache in replay mode)")
     model: str = _f("", "causal LM folder (Qwen2.5-7B-Instruct class on Kaggle); candidates separated by '|', as for semantic.model")
     model_name: str = _f("", "name that keys the LLM cache; empty: the model folder's name (give the same weights the same name everywhere, so a cache built on one machine replays on another)")
-    mode: str = _f("live", "live: generate what the cache lacks | replay: answer from the cache only, never load a model")
+    mode: str = _f("live", "live: generate what the cache lacks | replay: answer from the cache only, never load a model", choices=('live', 'replay'))
     cache_dir: str = _f("", "folder of the LLM cache (cache.sqlite); empty: llm_cache in the working folder")
     replay_dirs: list = _f([], "read-only caches consulted before generating (e.g. an attached lexrag-llm-cache dataset)")
     tasks: list = _f(["translate", "concepts", "hyde", "sparse", "dense"], "rewrite tasks run per query")
-    quantization: str = _f("nf4", "nf4 (bitsandbytes 4-bit NF4, double quantization) | none (fp16 on GPU, fp32 on CPU)")
-    compute_dtype: str = _f("float16", "4-bit compute dtype: float16 (T4 has no bfloat16) | bfloat16 | float32")
+    quantization: str = _f("nf4", "nf4 (bitsandbytes 4-bit NF4, double quantization) | none (fp16 on GPU, fp32 on CPU)", choices=('nf4', 'none'))
+    compute_dtype: str = _f("float16", "4-bit compute dtype: float16 (T4 has no bfloat16) | bfloat16 | float32", choices=('float16', 'bfloat16', 'float32'))
     device: str = _f("auto", "cuda | cpu | auto (GPUs below compute capability 7.0 count as absent)")
-    batch_size: int = _f(8, "prompts per generate call (left padding, longest first)")
-    max_new_tokens: int = _f(1024, "upper bound on generated tokens per call; each template asks for its own, at most this")
-    max_question_chars: int = _f(6000, "longer questions are cut for the LLM prompts, with a warning (about 4 characters a token)")
+    batch_size: int = _f(8, "prompts per generate call (left padding, longest first)", range=(1, None))
+    max_new_tokens: int = _f(1024, "upper bound on generated tokens per call; each template asks for its own, at most this", range=(1, None))
+    max_question_chars: int = _f(6000, "longer questions are cut for the LLM prompts, with a warning (about 4 characters a token)", range=(1, None))
     json_retries: int = _f(1, "repair attempts for output that is not the JSON asked for; then the variant is skipped")
-    max_answer_chars: int = _f(20_000, "longer LLM answers (generated or from a cache) are cut, with a warning, like queries at query.max_chars")
+    max_answer_chars: int = _f(20_000, "longer LLM answers (generated or from a cache) are cut, with a warning, like queries at query.max_chars", range=(1, None))
 
 
 @dataclass
 class QueryConfig:
-    max_chars: int = _f(20_000, "longer queries are truncated (with a warning naming the query)")
+    max_chars: int = _f(20_000, "longer queries are truncated (with a warning naming the query)", range=(1, None))
 
 
 @dataclass
@@ -299,12 +291,12 @@ class RuntimeConfig:
         0.0, "wall-clock budget for a run in seconds, checked before each stage call; past it only essential stages run; 0 = unlimited"
     )
     progress: bool = _f(True, "tqdm progress bars (switched off when CI is set)")
-    batch_size: int = _f(16, "queries per stage call; the budget is checked before each call")
+    batch_size: int = _f(16, "queries per stage call; the budget is checked before each call", range=(1, None))
     reserve_s: float = _f(0.0, "seconds of the budget kept back for writing and checking the submission")
     on_stage_error: str = _f(
         "raise", "raise: a failing stage stops the run | skip: the queries it failed for go on without it (logged, in RunResult.failed)"
-    )
-    resident_models: int = _f(1, "models kept loaded at once (encoder, reranker, LLM take turns on one GPU when 1)")
+    , choices=('raise', 'skip'))
+    resident_models: int = _f(1, "models kept loaded at once (encoder, reranker, LLM take turns on one GPU when 1)", range=(1, None))
     degrade_order: list = _f(
         [["agent"], ["verify"], ["rerank"], ["dense", "graph", "prior"], ["rewrite"], ["statutes", "feedback", "articles"]],
         "groups of optional stages dropped, first group first, when the projected time of the rest of the run exceeds the budget left "
@@ -374,27 +366,13 @@ class Config:
 
     def validate(self) -> "Config":
         _check_ranges(self)
-        if self.count.method not in ("fixed", "elbow", "adaptive"):
-            raise ConfigError(f"count.method must be fixed, elbow or adaptive, got {short(self.count.method)}")
-        for name in ("w_llm", "w_elbow", "w_cal"):
-            if not getattr(self.count, name) >= 0.0:
-                raise ConfigError(f"count.{name} must be >= 0, got {getattr(self.count, name)}")
         if self.count.method == "adaptive" and self.count.w_llm + self.count.w_elbow + self.count.w_cal <= 0:
             raise ConfigError("count.method=adaptive needs a positive count.w_llm, count.w_elbow or count.w_cal")
-        if self.lexical.method not in ("lucene", "robertson", "atire"):
-            raise ConfigError(f"lexical.method must be lucene|robertson|atire, got {short(self.lexical.method)}")
-        for name in ("k", "min_k", "max_k"):
-            if getattr(self.count, name) < 0:
-                raise ConfigError(f"count.{name} must be >= 0")
         if self.count.min_k > self.count.max_k:
             raise ConfigError("count.min_k must be <= count.max_k")
         bad = [f for f in self.lexical.fields if f not in ("citation", "title", "text")]
         if bad or not self.lexical.fields:
             raise ConfigError(f"lexical.fields must be a non-empty subset of citation, title, text; got {self.lexical.fields}")
-        if self.semantic.index not in ("flat", "ivfpq", "auto"):
-            raise ConfigError(f"semantic.index must be flat, ivfpq or auto, got {short(self.semantic.index)}")
-        if self.semantic.faiss_gpu not in ("auto", "cpu", "gpu"):
-            raise ConfigError(f"semantic.faiss_gpu must be auto, cpu or gpu, got {short(self.semantic.faiss_gpu)}")
         if self.semantic.enabled and not self.semantic.model:
             raise ConfigError("semantic.enabled needs semantic.model (the encoder folder)")
         if self.rerank.enabled and not self.rerank.model:
@@ -419,36 +397,9 @@ class Config:
         check_variant_names(self.semantic.variants, "semantic.variants")
         check_variant_names(self.graph.preference_variants, "graph.preference_variants")
         check_task_names(self.llm.tasks, "llm.tasks")
-        if not 0.0 <= self.verify.threshold <= 1.0 or self.verify.depth < 1:
-            raise ConfigError("verify.threshold must be in [0, 1] and verify.depth >= 1")
-        if self.verify.expand_k < 0 or not 0.0 <= self.verify.expand_weight < 1.0:
-            raise ConfigError("verify.expand_k must be >= 0 and verify.expand_weight in [0, 1) (below the item that brought it)")
-        ac = self.agent
-        if not 0.0 <= ac.threshold <= 1.0:
-            raise ConfigError(f"agent.threshold must be in [0, 1], got {ac.threshold}")
-        if ac.evidence_items < 0 or ac.evidence_chars < 0:
-            raise ConfigError("agent.evidence_items and agent.evidence_chars must be >= 0")
-        for name in ("max_rounds", "queries_per_round", "observe_depth"):
-            if getattr(ac, name) < 1:
-                raise ConfigError(f"agent.{name} must be >= 1, got {getattr(ac, name)}")
         self._check_runtime_stages()
-        if self.runtime.on_stage_error not in ("raise", "skip"):
-            raise ConfigError(f"runtime.on_stage_error must be raise or skip, got {short(self.runtime.on_stage_error)}")
-        if self.llm.mode not in ("live", "replay"):
-            raise ConfigError(f"llm.mode must be live or replay, got {short(self.llm.mode)}")
-        if self.llm.quantization not in ("nf4", "none"):
-            raise ConfigError(f"llm.quantization must be nf4 or none, got {short(self.llm.quantization)}")
-        if self.llm.compute_dtype not in ("float16", "bfloat16", "float32"):
-            raise ConfigError(f"llm.compute_dtype must be float16, bfloat16 or float32, got {short(self.llm.compute_dtype)}")
         if self.llm.enabled and not self.llm.model:
             raise ConfigError("llm.enabled needs llm.model (the causal LM folder; in replay mode its name keys the cache)")
-        for name in ("batch_size", "max_new_tokens", "max_question_chars"):
-            if getattr(self.llm, name) < 1:
-                raise ConfigError(f"llm.{name} must be >= 1")
-        if self.runtime.batch_size < 1 or self.runtime.resident_models < 1:
-            raise ConfigError("runtime.batch_size and runtime.resident_models must be >= 1")
-        if self.fusion.rrf_k < 0:
-            raise ConfigError("fusion.rrf_k must be >= 0")
         return self
 
 
