@@ -27,22 +27,11 @@ if importlib.util.find_spec("lexrag") is None:
     importlib.invalidate_caches()
 
 # %%
-import time
-from pathlib import Path
-
-from lexrag.config import load_config, notebook_path
+from lexrag.config import notebook_path
 from lexrag.errors import LexragError
-from lexrag.index.build import build_index
-from lexrag.kaggle.paths import resolve_paths
+from lexrag.kaggle.notebook import build_artifact
 
 try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
-    artifacts_dir = notebook_path("artifacts_dir", artifacts_dir)
-    cfg = load_config(config_path, overrides)
-    paths = resolve_paths(cfg.paths)
-    corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
-    out = Path(artifacts_dir) / "bm25" if artifacts_dir else paths.output_dir / "bm25"
-    t0 = time.perf_counter()
-    index = build_index("bm25", cfg, corpus_dir, out)
-    print(f"{index.n_docs} documents, vocabulary {index.params['vocab_size']}, {time.perf_counter() - t0:.1f}s")
+    print(build_artifact("bm25", config_path, overrides, notebook_path("artifacts_dir", artifacts_dir)))
 except LexragError as e:
     raise SystemExit(f"error: {e}") from None

@@ -27,25 +27,11 @@ if importlib.util.find_spec("lexrag") is None:
     importlib.invalidate_caches()
 
 # %%
-import time
-from pathlib import Path
-
-from lexrag.config import load_config, notebook_path
+from lexrag.config import notebook_path
 from lexrag.errors import LexragError
-from lexrag.index.build import build_index, has_court_edges
-from lexrag.kaggle.paths import resolve_paths
+from lexrag.kaggle.notebook import build_artifact
 
 try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
-    artifacts_dir = notebook_path("artifacts_dir", artifacts_dir)
-    cfg = load_config(config_path, overrides)
-    paths = resolve_paths(cfg.paths)
-    corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
-    out = Path(artifacts_dir) / "graph" if artifacts_dir else paths.output_dir / "graph"
-    t0 = time.perf_counter()
-    graph = build_index("graph", cfg, corpus_dir, out)
-    print(f"{graph.n} nodes, {graph.adj.nnz} edges, communities per level {graph.params['communities']}, {time.perf_counter() - t0:.1f}s")
-    if not has_court_edges(graph):
-        print("warning: the graph has no court edges (the corpus holds no court considerations that cite): runs leave "
-              "the graph signals off over it; build the corpus with court_considerations.csv (notebook 01) and rebuild")
+    print(build_artifact("graph", config_path, overrides, notebook_path("artifacts_dir", artifacts_dir)))
 except LexragError as e:
     raise SystemExit(f"error: {e}") from None

@@ -68,3 +68,30 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     }
     log.info("wrote %s: %d queries, %d citations; %s", out_path, len(qs), summary["citations"], status.headline)
     return summary
+
+
+def build_artifact(name: str, config: str | None = None, overrides: Mapping[str, Any] | None = None,
+                   artifacts_dir: str | Path | None = None) -> str:
+    """A build notebook's one call: build artifact ``name`` (``bm25``, ``graph``, ...) through its
+    registry step over the corpus in ``artifacts_dir`` (written beside it), or over the corpus
+    this session built or an attached one (written to the working folder on Kaggle).  Returns
+    the line the notebook prints: what was built, where, how big, and any warning about it."""
+    from lexrag.artifacts import read_params
+    from lexrag.index.corpus import Corpus
+    from lexrag.registry import BuildInputs, spec
+
+    a = spec(name)
+    cfg = load_config(config, overrides)
+    paths = resolve_paths(cfg.paths)
+    corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
+    out = Path(artifacts_dir) / name if artifacts_dir else paths.output_dir / name
+    t0 = time.perf_counter()
+    if a.build_step()(cfg, out, BuildInputs(corpus_dir=corpus_dir, corpus=Corpus(corpus_dir))) is False:
+        return f"{name}: incomplete after {time.perf_counter() - t0:.1f}s -> {out}: run again to resume"
+    p = read_params(out, name, verify=False)
+    sizes = ", ".join(f"{k} {p[k]}" for k in ("n_docs", "vocab_size", "n_nodes", "n_edges", "communities") if k in p)
+    line = f"{name}: built in {time.perf_counter() - t0:.1f}s -> {out} ({sizes})"
+    if name == "graph" and not p.get("n_edges"):
+        line += ("\nwarning: the graph has no court edges (the corpus holds no court considerations that cite): runs "
+                 "leave the graph signals off over it; build the corpus with court_considerations.csv (notebook 01) and rebuild")
+    return line
