@@ -34,11 +34,12 @@ if importlib.util.find_spec("lexrag") is None:
 import json
 from pathlib import Path
 
-from lexrag.config import load_config, notebook_path
+from lexrag.config import load_config
 from lexrag.errors import LexragError
 from lexrag.index.build import courts_beside
 from lexrag.index.corpus import build_corpus
 from lexrag.kaggle.paths import InputNotFound, resolve_paths
+from lexrag.notebook_params import notebook_path
 
 try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
     laws = notebook_path("laws", laws)

@@ -27,9 +27,9 @@ if importlib.util.find_spec("lexrag") is None:
     importlib.invalidate_caches()
 
 # %%
-from lexrag.config import notebook_path
 from lexrag.errors import LexragError
 from lexrag.kaggle.notebook import build_artifact
+from lexrag.notebook_params import notebook_path
 
 try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
     print(build_artifact("graph", config_path, overrides, notebook_path("artifacts_dir", artifacts_dir)))

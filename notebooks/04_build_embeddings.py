@@ -35,10 +35,11 @@ if importlib.util.find_spec("lexrag") is None:
 import time
 from pathlib import Path
 
-from lexrag.config import load_config, notebook_path
+from lexrag.config import load_config
 from lexrag.errors import LexragError
 from lexrag.index.build import build_index
 from lexrag.kaggle.paths import resolve_paths
+from lexrag.notebook_params import notebook_path
 
 try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
     artifacts_dir = notebook_path("artifacts_dir", artifacts_dir)

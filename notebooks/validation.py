@@ -37,7 +37,9 @@ if importlib.util.find_spec("lexrag") is None:
 import json
 from pathlib import Path
 
-from lexrag.config import load_config, notebook_flag, notebook_mapping, notebook_path
+from lexrag.config import load_config
+from lexrag.errors import LexragError
+from lexrag.eval.status import run_status
 from lexrag.eval.validation import (
     ablation_table,
     format_metrics,
@@ -45,11 +47,9 @@ from lexrag.eval.validation import (
     plot_ablation,
     validate_run,
 )
-from lexrag.eval.status import run_status
 from lexrag.kaggle.paths import resolve_paths
+from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path
 from lexrag.pipeline import Artifacts
-
-from lexrag.errors import LexragError
 
 try:
     queries, artifacts_dir, out_dir, llm_cache = (notebook_path(n, v) for n, v in (

@@ -212,8 +212,8 @@ def test_resolver_finds_everything_in_either_kaggle_layout(tmp_path, monkeypatch
 
 
 def test_notebook_parameters_from_papermill_strings():
-    from lexrag.config import notebook_flag, notebook_mapping
     from lexrag.errors import ConfigError
+    from lexrag.notebook_params import notebook_flag, notebook_mapping
 
     assert [notebook_flag("x", v) for v in (True, "false", "False", "yes", "0", 1)] == [True, False, False, True, False, True]
     assert notebook_mapping("stages", '{"graph": false}') == {"graph": False} and notebook_mapping("o", None) == {}
@@ -257,7 +257,7 @@ def test_with_two_copies_of_the_corpus_the_set_built_over_one_corpus_is_loaded(t
     from lexrag.pipeline import Artifacts
 
     laws, courts = tiny_inputs
-    cfg = load_config(None, {"runtime.progress": False})
+    cfg = load_config(None, {"runtime.progress": False, "graph.enabled": True})
     old, new = tmp_path / "old", tmp_path / "new"
     build_artifacts(cfg, laws, old)
     build_artifacts(cfg, laws, new, courts=courts)

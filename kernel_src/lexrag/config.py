@@ -15,7 +15,8 @@ from typing import Any, Mapping
 
 import yaml
 
-from lexrag.errors import ConfigError
+from lexrag.errors import ConfigError, short
+from lexrag.notebook_params import notebook_mapping, notebook_path
 from lexrag.signals import (
     GRAPH_SIGNALS,
     VARIANTS,
@@ -23,9 +24,9 @@ from lexrag.signals import (
     check_task_names,
     check_variant_names,
 )
+from lexrag.yamlio import UniqueKeyLoader, read_yaml_file, yaml_problem
 
-__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides",
-           "notebook_path"]
+__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides"]
 
 
 
@@ -408,18 +409,6 @@ LIST_ELEMENTS: dict[str, tuple[type, ...]] = {"graph.resolutions": (int, float),
 MAX_VALUE_NODES = 10_000  # a config value (every list, mapping and scalar in it, shared ones counted each time) at most
 
 
-def short(value: Any, width: int = 80) -> str:
-    """``repr(value)`` cut to about ``width`` characters without building the whole repr (a value
-    of shared references, such as a YAML alias bomb, would expand to gigabytes)."""
-    import reprlib
-
-    r = reprlib.Repr()
-    r.maxlevel, r.maxlist, r.maxdict, r.maxtuple, r.maxset = 3, 6, 6, 6, 6
-    r.maxstring = r.maxother = r.maxlong = width
-    text = r.repr(value)
-    return text if len(text) <= width + 8 else text[:width] + "..."
-
-
 def expanded_size(value: Any, limit: int = MAX_VALUE_NODES) -> int:
     """How many lists, mappings and scalars ``value`` holds when every shared reference is counted
     each time it occurs (what printing or copying it would expand); stops counting past ``limit``
@@ -518,7 +507,7 @@ def parse_overrides(items: list[str] | None) -> dict:
                 raise ConfigError(f"override {short(item)}: an earlier override set {'.'.join(parts[:i + 1])} to {short(node)}, "
                                   "so it has no fields to set")
         try:
-            node[parts[-1]] = yaml.load(raw, Loader=_UniqueKeyLoader)
+            node[parts[-1]] = yaml.load(raw, Loader=UniqueKeyLoader)
         except yaml.YAMLError as e:
             raise ConfigError(f"override {short(item)}: the value {short(raw)} is not valid YAML ({yaml_problem(e)}); "
                               f"quote strings, write lists as [a, b]") from None
@@ -528,155 +517,9 @@ def parse_overrides(items: list[str] | None) -> dict:
 PRESETS = Path(__file__).resolve().parent / "presets"
 
 
-def yaml_problem(e: yaml.YAMLError) -> str:
-    """A YAML error in one line: where (line, column) and what, without the quoted snippet."""
-    mark = getattr(e, "problem_mark", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return where + (getattr(e, "problem", None) or str(e).splitlines()[0])
-
-
-def read_yaml_file(path: str | Path, error: type[Exception] = ConfigError):
-    """A YAML file (UTF-8, a BOM tolerated) read safely, a key given twice refused; a file that
-    is not UTF-8 or not YAML is ``error`` naming it, the line and the column."""
-    path = Path(path)
-    try:
-        return yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_UniqueKeyLoader)
-    except UnicodeDecodeError as e:
-        raise error(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
-    except yaml.YAMLError as e:
-        raise error(f"{path}: not valid YAML: {yaml_problem(e)}") from None
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a key given twice in one mapping (YAML would keep the last
-    silently: a second ``count:`` section would undo the first), and a document whose aliases
-    expand it beyond :data:`MAX_YAML_NODES` nodes (an alias bomb of a few hundred bytes grows to
-    gigabytes when printed, copied or walked)."""
-
-    def get_single_node(self):
-        node = super().get_single_node()
-        if node is not None and self._aliased:
-            n = _node_size(node, MAX_YAML_NODES)
-            if n > MAX_YAML_NODES:
-                raise yaml.composer.ComposerError(
-                    None, None, f"its aliases expand it to more than {MAX_YAML_NODES:,} nodes (an alias bomb?); "
-                    "write the values out or use fewer aliases", node.start_mark)
-        return node
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.events.AliasEvent):
-            self._aliased = True
-        return super().compose_node(parent, index)
-
-    _aliased = False
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: merged by the parent class
-                continue
-            key = self.construct_object(key_node, deep=deep)
-            try:
-                hash(key)
-            except TypeError:  # a list or map as a key: the parent class names it
-                continue
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {short(key)} appears twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
-                    key_node.start_mark)
-            seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _UniqueKeyLoader.construct_mapping)
-
-MAX_YAML_NODES = 100_000  # a YAML document with aliases expands to at most this many nodes
-
-
-def _node_size(node, limit: int) -> int:
-    """Nodes of a composed YAML document with every alias expanded (shared nodes counted each
-    time), counted with one memo per node so that it costs the document's size, not the expansion;
-    past ``limit`` (or a node that contains itself) it returns ``limit + 1``."""
-    sizes: dict[int, int] = {}
-    active: set[int] = set()
-
-    def size(n) -> int:
-        if isinstance(n, yaml.ScalarNode):
-            return 1
-        key = id(n)
-        if key in sizes:
-            return sizes[key]
-        if key in active:
-            return limit + 1
-        active.add(key)
-        total = 1
-        for child in (x for kv in n.value for x in kv) if isinstance(n, yaml.MappingNode) else n.value:
-            total += size(child)
-            if total > limit:
-                break
-        active.discard(key)
-        sizes[key] = total = min(total, limit + 1)
-        return total
-
-    return size(node)
-
-
 def presets() -> list[str]:
     """Names of the configs shipped with the package (``load_config("kaggle")``)."""
     return sorted(p.stem for p in PRESETS.glob("*.yaml"))
-
-
-def notebook_mapping(name: str, value: Any) -> dict:
-    """A notebook parameter meant as a mapping (``overrides``, ``stages``).  papermill's ``-p``
-    passes ``'{"count.k": 3}'`` as a string: it is read as YAML; anything else that is not a
-    mapping is a :class:`ConfigError` naming the parameter."""
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            parsed = yaml.load(value, Loader=_UniqueKeyLoader)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"parameter {name}: {short(value)} is not valid YAML ({yaml_problem(e)})") from None
-        value = {} if parsed is None else parsed
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"parameter {name}: expected a mapping such as {{\"count.k\": 3}}, got {type(value).__name__} "
-                          f"{short(value)} (papermill: -y '{name}: {{count.k: 3}}' or -p {name} '{{\"count.k\": 3}}')")
-    return dict(value)
-
-
-def notebook_path(name: str, value: Any) -> str | None:
-    """A notebook parameter meant as a file or folder name (``queries``, ``out_dir``,
-    ``artifacts_dir``, ``llm_cache``, ``config_path``): a string (or path) as given, ``None`` for
-    None or an empty string; a number, list or mapping (``-y 'queries: 3'``) is a
-    :class:`ConfigError` naming the parameter."""
-    import os
-
-    if value is None:
-        return None
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, str):
-        raise ConfigError(f"parameter {name}: expected a path (a string), got {type(value).__name__} {short(value, 60)} "
-                          f"(papermill: -p {name} PATH)")
-    if "\x00" in value:
-        raise ConfigError(f"parameter {name}: {short(value, 60)} holds a NUL character; give a path")
-    return value or None
-
-
-_FLAGS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
-
-
-def notebook_flag(name: str, value: Any) -> bool:
-    """A notebook parameter meant as True/False.  papermill's ``-p x false`` passes the string
-    ``"false"``, which Python would count as true: the usual spellings are read, anything else is
-    a :class:`ConfigError` naming the parameter."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _FLAGS:
-        return _FLAGS[value.strip().lower()]
-    raise ConfigError(f"parameter {name}: expected True or False, got {short(value)}")
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:

@@ -8,6 +8,7 @@ the builtin it used to be, so ``except ValueError`` keeps working.
 from __future__ import annotations
 
 __all__ = [
+    "short",
     "LexragError",
     "ConfigError",
     "ArtifactError",
@@ -57,3 +58,15 @@ class ReplayMissError(LexragError, LookupError):
 
 class StageError(LexragError, RuntimeError):
     """A stage that breaks the protocol (unknown phase, duplicate name, bad output)."""
+
+
+def short(value: "object", width: int = 80) -> str:
+    """``repr(value)`` cut to about ``width`` characters without building the whole repr (a value
+    of shared references, such as a YAML alias bomb, would expand to gigabytes)."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxdict, r.maxtuple, r.maxset = 3, 6, 6, 6, 6
+    r.maxstring = r.maxother = r.maxlong = width
+    text = r.repr(value)
+    return text if len(text) <= width + 8 else text[:width] + "..."

@@ -43,9 +43,11 @@ def check_expected(metrics: dict | str | Path, expected: dict | str | Path) -> l
     if not isinstance(expected, dict):
         path = Path(expected)
         try:
-            from lexrag.config import _UniqueKeyLoader  # aliases bounded, a key given twice refused
+            from lexrag.yamlio import (
+                UniqueKeyLoader,  # aliases bounded, a key given twice refused
+            )
 
-            expected = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
+            expected = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
             raise ConfigError(f"{path}: not a readable expectations file ({str(e).splitlines()[0]})") from None
     rows = []

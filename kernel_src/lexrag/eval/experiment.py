@@ -38,7 +38,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 import yaml
 
-from lexrag.config import Config, _UniqueKeyLoader, load_config
+from lexrag.config import Config, load_config
+from lexrag.yamlio import UniqueKeyLoader
 from lexrag.eval.cv import (AREA_OVERLAP, area_groups, format_area_map, grouped_folds, held_out_artifacts, legal_areas,
                             read_groups, refits_prior)
 from lexrag.eval.metrics import prf, recall_at_k
@@ -98,7 +99,7 @@ def parse_variant(spec: str) -> Variant:
         if "=" not in o:
             raise ConfigError(f"variant {spec!r}: {o!r} is not section.field=value")
         k, v = o.split("=", 1)
-        overrides[k.strip()] = yaml.load(v, Loader=_UniqueKeyLoader)
+        overrides[k.strip()] = yaml.load(v, Loader=UniqueKeyLoader)
     for pv in PRESET_VARIANTS:  # a preset variant's name stands for it (with its overrides)
         if preset == pv.name:
             return Variant(name.strip() or spec, pv.preset, {**pv.overrides, **overrides})
@@ -257,7 +258,7 @@ def read_locked_split(path: str | Path = LOCKED_SPLIT) -> dict:
     path = Path(path)
     if not path.is_file():
         return {}
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
 
 
 def write_locked_split(queries_path: str | Path, path: str | Path = LOCKED_SPLIT, seed: int = 0) -> dict:

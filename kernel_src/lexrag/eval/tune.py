@@ -24,12 +24,13 @@ from typing import Mapping, Sequence
 import numpy as np
 import yaml
 
-from lexrag.config import Config, _UniqueKeyLoader, with_overrides
+from lexrag.config import Config, with_overrides
 from lexrag.eval.cv import fold_groups, read_groups
 from lexrag.eval.experiment import fold_scores, nested_picks
 from lexrag.eval.metrics import per_query_table, prf
 from lexrag.pipeline import Artifacts, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
+from lexrag.yamlio import UniqueKeyLoader
 
 __all__ = ["parse_grid", "tune"]
 
@@ -62,7 +63,7 @@ def parse_grid(items: Sequence[str]) -> dict[str, list]:
             raise ConfigError(f"--grid {item!r} is not of the form section.field=v1,v2,...")
         path, raw = item.split("=", 1)
         try:  # commas inside brackets belong to a value: lexical.variants=[query],[query,de]
-            values = [yaml.load(v, Loader=_UniqueKeyLoader) for v in _split_top(raw) if v.strip()]  # aliases bounded
+            values = [yaml.load(v, Loader=UniqueKeyLoader) for v in _split_top(raw) if v.strip()]  # aliases bounded
         except yaml.YAMLError as e:
             raise ConfigError(f"--grid {item!r}: a value is not valid YAML ({str(e).splitlines()[0]})") from None
         if not values:

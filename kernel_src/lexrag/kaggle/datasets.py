@@ -27,6 +27,7 @@ from lexrag.errors import LexragError
 __all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError", "ARTIFACT_ORDER", "missing_wheels", "build_lexrag_wheel"]
 
 from lexrag.registry import ARTIFACTS, BuildInputs, names
+
 log = logging.getLogger(__name__)
 
 ARTIFACT_ORDER = tuple(names())  # build order: the registry's (lexrag.registry)
@@ -40,7 +41,7 @@ def load_manifest(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ManifestError(f"{path}: manifest not found")
-    from lexrag.config import read_yaml_file
+    from lexrag.yamlio import read_yaml_file
 
     doc = read_yaml_file(path, ManifestError) or {}
     if not isinstance(doc, dict):

@@ -1,0 +1,111 @@
+"""Reading YAML safely: one loader for config files, ``--set`` values, notebook parameters,
+expected-score files and the manifest.  It refuses a key given twice in one mapping and a
+document whose aliases expand beyond a bound, and names the line and column of an error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from lexrag.errors import ConfigError, short
+
+__all__ = ["UniqueKeyLoader", "load_yaml", "read_yaml_file", "yaml_problem", "MAX_YAML_NODES"]
+
+
+def load_yaml(text: str):
+    """A YAML string read with :class:`UniqueKeyLoader` (``yaml.YAMLError`` on bad input)."""
+    return yaml.load(text, Loader=UniqueKeyLoader)
+
+
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """A YAML error in one line: where (line, column) and what, without the quoted snippet."""
+    mark = getattr(e, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + (getattr(e, "problem", None) or str(e).splitlines()[0])
+
+
+def read_yaml_file(path: str | Path, error: type[Exception] = ConfigError):
+    """A YAML file (UTF-8, a BOM tolerated) read safely, a key given twice refused; a file that
+    is not UTF-8 or not YAML is ``error`` naming it, the line and the column."""
+    path = Path(path)
+    try:
+        return yaml.load(path.read_text(encoding="utf-8-sig"), Loader=UniqueKeyLoader)
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    except yaml.YAMLError as e:
+        raise error(f"{path}: not valid YAML: {yaml_problem(e)}") from None
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (YAML would keep the last
+    silently: a second ``count:`` section would undo the first), and a document whose aliases
+    expand it beyond :data:`MAX_YAML_NODES` nodes (an alias bomb of a few hundred bytes grows to
+    gigabytes when printed, copied or walked)."""
+
+    def get_single_node(self):
+        node = super().get_single_node()
+        if node is not None and self._aliased:
+            n = _node_size(node, MAX_YAML_NODES)
+            if n > MAX_YAML_NODES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"its aliases expand it to more than {MAX_YAML_NODES:,} nodes (an alias bomb?); "
+                    "write the values out or use fewer aliases", node.start_mark)
+        return node
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.events.AliasEvent):
+            self._aliased = True
+        return super().compose_node(parent, index)
+
+    _aliased = False
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: merged by the parent class
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                hash(key)
+            except TypeError:  # a list or map as a key: the parent class names it
+                continue
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {short(key)} appears twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, UniqueKeyLoader.construct_mapping)
+
+MAX_YAML_NODES = 100_000  # a YAML document with aliases expands to at most this many nodes
+
+
+def _node_size(node, limit: int) -> int:
+    """Nodes of a composed YAML document with every alias expanded (shared nodes counted each
+    time), counted with one memo per node so that it costs the document's size, not the expansion;
+    past ``limit`` (or a node that contains itself) it returns ``limit + 1``."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(n) -> int:
+        if isinstance(n, yaml.ScalarNode):
+            return 1
+        key = id(n)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            return limit + 1
+        active.add(key)
+        total = 1
+        for child in (x for kv in n.value for x in kv) if isinstance(n, yaml.MappingNode) else n.value:
+            total += size(child)
+            if total > limit:
+                break
+        active.discard(key)
+        sizes[key] = total = min(total, limit + 1)
+        return total
+
+    return size(node)
