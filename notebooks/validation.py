@@ -40,13 +40,8 @@ from pathlib import Path
 from lexrag.config import load_config
 from lexrag.errors import LexragError
 from lexrag.eval.status import run_status
-from lexrag.eval.validation import (
-    ablation_table,
-    format_metrics,
-    incremental_ablation,
-    plot_ablation,
-    validate_run,
-)
+from lexrag.eval.report import plot_ablation
+from lexrag.eval.validation import ablation_table, format_metrics, incremental_ablation, validate_run
 from lexrag.kaggle.paths import resolve_paths
 from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path
 from lexrag.pipeline import Artifacts

@@ -196,3 +196,32 @@ def test_stage_order_is_data_not_import_order():
         assert names.index("extra_content") == names.index("feedback") + 1 < names.index("seed_fusion")
     finally:
         unregister_stage("extra_content")
+
+
+def test_no_import_circle():
+    """No module of the package imports, directly or through others, a module that imports it
+    (imports inside functions count too)."""
+    mods = {}
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        mods[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = path
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lexrag"):
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith("lexrag")]
+            graph[mod] |= {n for n in names if n in mods and n != mod and not mod.startswith(n + ".")}
+    def reach(start: str) -> set[str]:
+        out, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()]:
+                if nxt not in out:
+                    out.add(nxt)
+                    todo.append(nxt)
+        return out
+
+    circles = sorted(m for m in graph if m in reach(m))
+    assert not circles, circles

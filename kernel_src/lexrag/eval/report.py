@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 from lexrag import citations as cit
 from lexrag.eval.metrics import prf
 
-__all__ = ["signal_analysis", "write_report", "RETRIEVAL_FAMILIES"]
+__all__ = ["signal_analysis", "write_report", "plot_ablation", "RETRIEVAL_FAMILIES"]
 
 RETRIEVAL_FAMILIES = ("seed", "lexical", "semantic", "graph", "prior")
 
@@ -118,7 +118,6 @@ def write_report(out_dir: str | Path, title: str = "lexrag validation report") -
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from lexrag.eval.validation import plot_ablation
 
     out = Path(out_dir)
     parts = [f"<h1>{html.escape(title)}</h1>"]
@@ -184,3 +183,34 @@ def write_report(out_dir: str | Path, title: str = "lexrag validation report") -
     path = out / "report.html"
     path.write_text(doc, encoding="utf-8")
     return path
+
+
+def plot_ablation(rows: list[dict], path: str | Path, title: str = "ablation") -> Path:
+    """Bar chart of Macro F1 (with its bootstrap interval when the rows have one) and Recall@100
+    per run, saved as PNG; rows that did not run are left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = [r for r in rows if "macro_f1" in r]
+    names = [r["run"] for r in rows]
+    x = np.arange(len(rows))
+    f1 = np.array([r["macro_f1"] for r in rows])
+    err = None
+    if rows and all("ci_low" in r for r in rows):
+        err = np.array([[m - r["ci_low"] for m, r in zip(f1, rows)], [r["ci_high"] - m for m, r in zip(f1, rows)]])
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(rows) + 2.0), 3.6))
+    ax.bar(x - 0.2, f1, 0.4, yerr=err, capsize=3, label="Macro F1" + (" (95% bootstrap CI)" if err is not None else ""))
+    ax.bar(x + 0.2, [r["recall@100"] for r in rows], 0.4, label="Recall@100")
+    ax.set_xticks(x, names, rotation=25, ha="right")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("score (macro average over queries)")
+    ax.set_xlabel("configuration")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, format="png")
+    plt.close(fig)
+    return Path(path) if isinstance(path, (str, Path)) else path

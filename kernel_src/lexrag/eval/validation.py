@@ -18,7 +18,7 @@ from lexrag.queries import load_gold, load_queries
 
 log = logging.getLogger(__name__)
 
-__all__ = ["validate_run", "format_metrics", "ablation_table", "incremental_ablation", "plot_ablation", "stage_switches",
+__all__ = ["validate_run", "format_metrics", "ablation_table", "incremental_ablation", "stage_switches",
            "incremental_steps", "STAGE_LABELS"]
 
 # how a stage is named in an ablation row (other stages by their name)
@@ -301,34 +301,3 @@ def incremental_ablation(cfg: Config, artifacts: Artifacts, queries_path: str | 
             w.writerow([q, *[per_query[n].get(q, "") for n in names]])
     log.info("incremental ablation: %d stage computations, %d reuses", sum(cache.computed.values()), cache.reused)
     return rows
-
-
-def plot_ablation(rows: list[dict], path: str | Path, title: str = "ablation") -> Path:
-    """Bar chart of Macro F1 (with its bootstrap interval when the rows have one) and Recall@100
-    per run, saved as PNG; rows that did not run are left out."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    rows = [r for r in rows if "macro_f1" in r]
-    names = [r["run"] for r in rows]
-    x = np.arange(len(rows))
-    f1 = np.array([r["macro_f1"] for r in rows])
-    err = None
-    if rows and all("ci_low" in r for r in rows):
-        err = np.array([[m - r["ci_low"] for m, r in zip(f1, rows)], [r["ci_high"] - m for m, r in zip(f1, rows)]])
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(rows) + 2.0), 3.6))
-    ax.bar(x - 0.2, f1, 0.4, yerr=err, capsize=3, label="Macro F1" + (" (95% bootstrap CI)" if err is not None else ""))
-    ax.bar(x + 0.2, [r["recall@100"] for r in rows], 0.4, label="Recall@100")
-    ax.set_xticks(x, names, rotation=25, ha="right")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("score (macro average over queries)")
-    ax.set_xlabel("configuration")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, format="png")
-    plt.close(fig)
-    return Path(path) if isinstance(path, (str, Path)) else path
