@@ -235,7 +235,7 @@ def test_with_every_llm_stage_a_short_budget_or_a_failing_query_still_writes_a_v
     import lexrag.stages.agent as agent_mod
     from lexrag.kaggle.notebook import run_submission
 
-    scripted = {"llm.model": str(ROOT / "demo" / "scripted_llm"), "llm.model_name": "demo-scripted",
+    scripted = {"llm.model": str(ROOT / "demo" / "scripted_llm"), "llm.backend": "scripted", "llm.model_name": "demo-scripted",
                 "llm.tasks": ["translate", "concepts"], "llm.cache_dir": str(kaggle_tree.parent / "llm_cache")}
     est = {"agent": 1000.0, "verify": 1.0, "rewrite": 0.0}
     summary = run_submission("kaggle", {**scripted, "runtime.time_budget_s": 3000.0, "runtime.reserve_s": 60.0,

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import weakref
 
+from pathlib import Path
+
 import pytest
 from lexrag.config import load_config
 from lexrag.errors import ConfigError, PromptError, ReplayMissError
@@ -235,12 +237,12 @@ def test_replay_reproduces_a_live_run_byte_for_byte_without_loading_a_model(tmp_
     assert res.costs["a"]["rewrite"]["llm_calls"] >= 5 and res.costs["a"]["rewrite"]["gen_tokens"] > 0
     write_submission(tmp_path / "live.csv", res.predictions, res.query_ids)
 
-    import lexrag.pipeline.artifacts
+    import lexrag.models
 
     def no_loading(*a, **k):
         raise AssertionError("replay loaded a model")
 
-    monkeypatch.setattr(lexrag.pipeline.artifacts, "load_causal_lm", no_loading)
+    monkeypatch.setattr(lexrag.models, "load_causal_lm", no_loading)
     export_cache(tmp_path / "cache", tmp_path / "shipped")  # a cache as shipped in a Kaggle dataset
     (tmp_path / "shipped").chmod(0o555)
     replay = llm_cfg(tiny_llm.parent / "not-attached", tmp_path / "nowhere",
@@ -479,3 +481,19 @@ def test_verification_runs_live_with_the_tiny_model_and_replays_without_it(tmp_p
     replay = llm_cfg(tiny_llm, tmp_path / "cache", **extra, **{"llm.mode": "replay"})
     res2 = run_pipeline(queries, Artifacts.load(demo_artifacts, replay), replay)
     assert res2.predictions == res.predictions and res2.current.hits == res.current.hits and res2.model_loads == {}
+
+
+def test_the_backend_is_named_in_the_config_not_guessed_from_the_folder(tmp_path, demo_artifacts, tiny_llm):
+    """The scripted stand-in runs only with llm.backend=scripted; its folder under the default
+    backend, or a real model folder under the scripted one, is one line saying what to set."""
+    from lexrag.errors import ArtifactError
+    from lexrag.llm.protocol import LLM
+
+    scripted = Path(__file__).resolve().parents[1] / "demo" / "scripted_llm"
+    base = {"llm.enabled": True, "runtime.progress": False, "llm.cache_dir": str(tmp_path / "c")}
+    with pytest.raises(ArtifactError, match="holds a scripted stand-in .* set llm.backend=scripted"):
+        Artifacts.load(demo_artifacts, load_config(None, {**base, "llm.model": str(scripted)}))
+    with pytest.raises(ArtifactError, match="llm.backend=scripted needs a folder holding lexrag_scripted.json"):
+        Artifacts.load(demo_artifacts, load_config(None, {**base, "llm.model": str(tiny_llm), "llm.backend": "scripted"}))
+    art = Artifacts.load(demo_artifacts, load_config(None, {**base, "llm.model": str(scripted), "llm.backend": "scripted"}))
+    assert isinstance(art.loader("llm")(), LLM)

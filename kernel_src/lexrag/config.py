@@ -266,6 +266,9 @@ class CountConfig:
 class LLMConfig:
     enabled: bool = _f(False, "LLM query rewriting (needs a causal LM folder, or a cache in replay mode)")
     model: str = _f("", "causal LM folder (Qwen2.5-7B-Instruct class on Kaggle); candidates separated by '|', as for semantic.model")
+    backend: str = _f("transformers", "how the LLM runs: transformers (a causal LM folder, 4-bit NF4 on a GPU) | scripted "
+                      "(fixed answers from the folder's lexrag_scripted.json: the demo and tests, no weights)",
+                      choices=("transformers", "scripted"))
     model_name: str = _f("", "name that keys the LLM cache; empty: the model folder's name (give the same weights the same name everywhere, so a cache built on one machine replays on another)")
     mode: str = _f("live", "live: generate what the cache lacks | replay: answer from the cache only, never load a model", choices=('live', 'replay'))
     cache_dir: str = _f("", "folder of the LLM cache (cache.sqlite); empty: llm_cache in the working folder")

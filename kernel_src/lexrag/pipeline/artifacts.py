@@ -18,7 +18,7 @@ from lexrag.index.graph import CitationGraph
 from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
 from lexrag.modelpaths import find_model
-from lexrag.models import load_causal_lm, load_encoder, usable_gpus
+from lexrag.models import load_encoder, usable_gpus
 from lexrag.registry import ARTIFACTS
 from lexrag.stages.base import (
     asked_for,
@@ -169,17 +169,25 @@ class Artifacts:
     def _load_llm(self, cfg: Config, model_path, degrade: bool = False) -> None:
         lc = cfg.llm
         lm = self._model("llm", model_path(lc.model, "llm.model"), "llm.model")
-        from lexrag.llm.scripted import is_scripted, load_scripted
+        from lexrag.llm.protocol import backend_loader
+        from lexrag.llm.scripted import SCRIPT_FILE, is_scripted
 
-        if is_scripted(lm):  # the scripted stand-in (demo and tests): fixed answers, no weights
-            load_scripted(lm)  # a broken script is an error now, before any query runs
-            self.loaders["llm"] = lambda: load_scripted(lm)
+        if lc.backend == "scripted":  # fixed answers, no weights (the demo and tests)
+            if not is_scripted(lm):
+                raise ArtifactError(f"llm.backend=scripted needs a folder holding {SCRIPT_FILE}; {lm} has none")
+            load = backend_loader("scripted")
+            load(lm)  # a broken script is an error now, before any query runs
+            self.loaders["llm"] = lambda: load(lm)
             return
+        if is_scripted(lm):
+            raise ArtifactError(f"{lm} holds a scripted stand-in ({SCRIPT_FILE}), not model weights: set "
+                                "llm.backend=scripted to use it")
         if degrade and lc.device != "cpu" and not usable_gpus():
             self.model_paths.pop("llm", None)
             raise ArtifactError("no usable GPU (compute capability >= 7.0): a 7B LLM on the CPU would not finish in the "
                                 "budget (set llm.device=cpu to force it)")
-        self.loaders["llm"] = lambda: load_causal_lm(lm, lc.quantization, lc.device, lc.compute_dtype)
+        load = backend_loader("transformers")
+        self.loaders["llm"] = lambda: load(lm, lc.quantization, lc.device, lc.compute_dtype)
 
     @property
     def llm_ready(self) -> bool:
