@@ -3,8 +3,8 @@
 It exists so that the LLM stages (rewrite, verification, the agentic loop, the adaptive count)
 can be exercised end to end where no GPU and no instruction model are at hand: the demo's
 validation notebook, its ablation rows and tests whose subject is the logic around the model.  It
-is selected by pointing ``llm.model`` at a folder holding ``lexrag_scripted.json``; a real model
-folder (``config.json``) always goes through :func:`lexrag.models.load_causal_lm`.  Its numbers
+is the ``scripted`` backend (``llm.backend: scripted``, :mod:`lexrag.llm.protocol`) with ``llm.model``
+a folder holding ``lexrag_scripted.json``; the ``transformers`` backend refuses such a folder.  Its numbers
 measure the pipeline's plumbing under the script, never a model's quality.
 
 The script::
