@@ -282,6 +282,9 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     fused = Ranking("fused", "fused", dict(batch.fused))
     reordered = any(by != "fused" for by in batch.current_by.values())
     current = Ranking("rerank" if reordered else "fused", "rerank" if reordered else "fused", dict(batch.current))
-    return RunResult([q.query_id for q in states], predictions, ranked, list(batch.signals.values()), fused, current, timings,
-                     degraded, dict(batch.skipped), dict(batch.failed), states, {q.query_id: q.cost for q in states},
-                     dict(ctx.models.loads), dict(ctx.models.load_seconds), dict(batch.current_by), dict(budget.dropped))
+    return RunResult(query_ids=[q.query_id for q in states], predictions=predictions, ranked=ranked,
+                     signals=list(batch.signals.values()), fused=fused, current=current, timings=timings,
+                     degraded=degraded, skipped=dict(batch.skipped), failed=dict(batch.failed), states=states,
+                     costs={q.query_id: q.cost for q in states}, model_loads=dict(ctx.models.loads),
+                     model_load_seconds=dict(ctx.models.load_seconds), current_by=dict(batch.current_by),
+                     dropped=dict(budget.dropped))
