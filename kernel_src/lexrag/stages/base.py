@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from lexrag.errors import StageError
 from lexrag.queries import QueryState
@@ -36,6 +36,8 @@ from lexrag.signals import register_signal
 
 if TYPE_CHECKING:  # pragma: no cover
     from lexrag.config import Config
+    from lexrag.llm.client import LLMClient
+    from lexrag.models import ModelPool
 
 __all__ = [
     "Phase",
@@ -130,17 +132,53 @@ class BatchState:
         return [Ranking(r.signal, r.family, {query_id: r.hits[query_id]}) for r in self.signals.values() if query_id in r.hits]
 
 
+class LoadedArtifacts(Protocol):
+    """What a stage may read of the loaded artifacts (:class:`lexrag.pipeline.Artifacts`)."""
+
+    corpus: Any  # lexrag.index.corpus.Corpus
+    bm25: Any  # lexrag.index.lexical.BM25Index or None
+    graph: Any  # lexrag.index.graph.CitationGraph or None
+    prior: Any  # lexrag.index.prior.TrainingPrior or None
+    dense: Any  # lexrag.index.semantic.DenseIndex or None
+
+    @property
+    def llm_ready(self) -> bool: ...
+
+    def has_model(self, name: str) -> bool: ...
+
+    def loader(self, name: str) -> Callable[[], Any]: ...
+
+
+class RunBudget(Protocol):
+    """The run's time budget as a stage sees it (:class:`lexrag.pipeline.Budget`)."""
+
+    def exhausted(self) -> bool: ...
+
+    def left(self) -> float: ...
+
+
+class TextCache(Protocol):
+    """Per-text results shared by the runs of one process (:class:`lexrag.pipeline.SignalCache`)."""
+
+    def text_key(self, kind: str, section: Any, index: Any, text: str) -> tuple: ...
+
+    def get_text(self, key: tuple) -> Any: ...
+
+    def put_text(self, key: tuple, value: Any) -> None: ...
+
+
 @dataclass
 class Context:
-    """What every stage may use: config, loaded artifacts, the model pool, the LLM client."""
+    """What every stage may use: config, loaded artifacts, the model pool, the LLM client, the
+    run's budget, the signal cache and the retrieval phases (the agentic loop's call)."""
 
     cfg: "Config"
-    art: Any  # lexrag.pipeline.Artifacts
-    models: Any = None  # lexrag.models.ModelPool
-    llm: Any = None  # lexrag.llm.client.LLMClient or None
-    budget: Any = None  # lexrag.pipeline.Budget of the run (a stage that loops may stop early when spent)
-    signal_cache: Any = None  # lexrag.pipeline.SignalCache shared by runs that may reuse signals (ablations, tuning)
-    retrieve: Any = None  # query states -> {query id: fused ranking}: the retrieval phases (the agent's call)
+    art: LoadedArtifacts
+    models: "ModelPool | None" = None
+    llm: "LLMClient | None" = None
+    budget: RunBudget | None = None  # a stage that loops may stop early when it is spent
+    signal_cache: TextCache | None = None  # shared by runs that may reuse signals (ablations, tuning)
+    retrieve: "Callable[[list[QueryState]], dict[str, list[tuple[int, float]]]] | None" = None
 
     def model(self, name: str) -> Any:
         """The loaded model ``name`` (``encoder``, ``reranker``, ``llm``) from the model pool,
