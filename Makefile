@@ -114,7 +114,7 @@ $(error make quality needs the competition data (laws_de.csv, lexam_dev.csv, tra
 endif
 endif
 quality: venv
-	$(PY) scripts/quality.py --data $(DATA)
+	$(PY) scripts/quality.py --data $(DATA) --final --expected repro/lexam_dev.yaml
 
 bench: venv
 	$(PY) scripts/bench_bm25.py

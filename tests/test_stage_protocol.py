@@ -50,7 +50,7 @@ def echo():
 
 def test_a_registered_stage_runs_in_its_phase_is_timed_and_yields_to_the_budget(echo, demo_artifacts):
     assert [s.name for s in registered_stages()].index("echo") > [s.name for s in registered_stages()].index("graph")
-    cfg = load_config(None, {"runtime.progress": False, "fusion.weights": {"echo": 0.5, "bm25_query": 1.0}})
+    cfg = load_config(None, {"runtime.progress": False, "graph.enabled": True, "fusion.weights": {"echo": 0.5, "bm25_query": 1.0}})
     art = Artifacts.load(demo_artifacts, cfg)
     res = run_pipeline(Q, art, cfg)
     # after content and seed fusion (and the graph stage registered before it in the same phase)
