@@ -24,7 +24,7 @@ from lexrag.signals import (
     check_task_names,
     check_variant_names,
 )
-from lexrag.yamlio import UniqueKeyLoader, bounded_size, read_yaml_file, yaml_problem
+from lexrag.yamlio import UniqueKeyLoader, read_yaml_file, yaml_problem
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides"]
 
@@ -417,8 +417,28 @@ def expanded_size(value: Any, limit: int = MAX_VALUE_NODES) -> int:
     """How many lists, mappings and scalars ``value`` holds when every shared reference is counted
     each time it occurs (what printing or copying it would expand); stops counting past ``limit``
     (returns ``limit + 1``), and a value that contains itself counts as past the limit."""
-    return bounded_size(value, lambda v: ((x for kv in v.items() for x in kv) if isinstance(v, dict) else v)
-                        if isinstance(v, (list, tuple, dict)) else None, limit)
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(v: Any) -> int:
+        if not isinstance(v, (list, tuple, dict)):
+            return 1
+        key = id(v)
+        if key in sizes:
+            return sizes[key]
+        if key in active:  # contains itself: endless when expanded
+            return limit + 1
+        active.add(key)
+        n = 1
+        for child in (x for kv in v.items() for x in kv) if isinstance(v, dict) else v:
+            n += size(child)
+            if n > limit:
+                break
+        active.discard(key)
+        sizes[key] = n = min(n, limit + 1)
+        return n
+
+    return size(value)
 
 
 def _check_elements(path: str, value: list) -> list:
