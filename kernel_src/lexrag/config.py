@@ -24,7 +24,7 @@ from lexrag.signals import (
     check_task_names,
     check_variant_names,
 )
-from lexrag.yamlio import UniqueKeyLoader, read_yaml_file, yaml_problem
+from lexrag.yamlio import UniqueKeyLoader, bounded_size, read_yaml_file, yaml_problem
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides"]
 
@@ -192,8 +192,7 @@ class RerankConfig:
 
 @dataclass
 class GraphConfig:
-    enabled: bool = _f(False, "use the citation graph signals (off by default: they lowered Macro F1 on held-out legal areas; "
-                              "the graph artifact is built whenever court considerations are given)")
+    enabled: bool = _f(True, "build and use the citation graph signals")
     seed_k: int = _f(20, "top fused candidates that seed the graph signals (paper: 20)", range=(1, None))
     alpha: float = _f(0.40, "PPR probability of following a citation (igraph damping; paper: 0.40)")
     resolutions: list = _f([0.5, 1.0, 2.0], "Leiden resolutions, nested coarse -> fine")
@@ -417,28 +416,8 @@ def expanded_size(value: Any, limit: int = MAX_VALUE_NODES) -> int:
     """How many lists, mappings and scalars ``value`` holds when every shared reference is counted
     each time it occurs (what printing or copying it would expand); stops counting past ``limit``
     (returns ``limit + 1``), and a value that contains itself counts as past the limit."""
-    sizes: dict[int, int] = {}
-    active: set[int] = set()
-
-    def size(v: Any) -> int:
-        if not isinstance(v, (list, tuple, dict)):
-            return 1
-        key = id(v)
-        if key in sizes:
-            return sizes[key]
-        if key in active:  # contains itself: endless when expanded
-            return limit + 1
-        active.add(key)
-        n = 1
-        for child in (x for kv in v.items() for x in kv) if isinstance(v, dict) else v:
-            n += size(child)
-            if n > limit:
-                break
-        active.discard(key)
-        sizes[key] = n = min(n, limit + 1)
-        return n
-
-    return size(value)
+    return bounded_size(value, lambda v: ((x for kv in v.items() for x in kv) if isinstance(v, dict) else v)
+                        if isinstance(v, (list, tuple, dict)) else None, limit)
 
 
 def _check_elements(path: str, value: list) -> list:

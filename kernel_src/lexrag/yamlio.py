@@ -5,12 +5,13 @@ document whose aliases expand beyond a bound, and names the line and column of a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable, Iterable
 
 import yaml
 
 from lexrag.errors import ConfigError, short
 
-__all__ = ["UniqueKeyLoader", "load_yaml", "read_yaml_file", "yaml_problem", "MAX_YAML_NODES"]
+__all__ = ["UniqueKeyLoader", "load_yaml", "read_yaml_file", "yaml_problem", "bounded_size", "MAX_YAML_NODES"]
 
 
 def load_yaml(text: str):
@@ -83,15 +84,17 @@ UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, 
 MAX_YAML_NODES = 100_000  # a YAML document with aliases expands to at most this many nodes
 
 
-def _node_size(node, limit: int) -> int:
-    """Nodes of a composed YAML document with every alias expanded (shared nodes counted each
-    time), counted with one memo per node so that it costs the document's size, not the expansion;
-    past ``limit`` (or a node that contains itself) it returns ``limit + 1``."""
+def bounded_size(root: Any, children: Callable[[Any], Iterable[Any] | None], limit: int) -> int:
+    """Nodes of a tree whose shared nodes count each time they occur (what printing or copying
+    it would expand), counted with one memo per node, so it costs the tree's size, not its
+    expansion; past ``limit`` (or a node that contains itself) it returns ``limit + 1``.
+    ``children(node)`` gives a node's children, or None for a leaf."""
     sizes: dict[int, int] = {}
     active: set[int] = set()
 
-    def size(n) -> int:
-        if isinstance(n, yaml.ScalarNode):
+    def size(n: Any) -> int:
+        kids = children(n)
+        if kids is None:
             return 1
         key = id(n)
         if key in sizes:
@@ -100,7 +103,7 @@ def _node_size(node, limit: int) -> int:
             return limit + 1
         active.add(key)
         total = 1
-        for child in (x for kv in n.value for x in kv) if isinstance(n, yaml.MappingNode) else n.value:
+        for child in kids:
             total += size(child)
             if total > limit:
                 break
@@ -108,4 +111,14 @@ def _node_size(node, limit: int) -> int:
         sizes[key] = total = min(total, limit + 1)
         return total
 
-    return size(node)
+    return size(root)
+
+
+def _node_size(node: Any, limit: int) -> int:
+    """Nodes of a composed YAML document with every alias expanded."""
+    def children(n: Any) -> Iterable[Any] | None:
+        if isinstance(n, yaml.ScalarNode):
+            return None
+        return (x for kv in n.value for x in kv) if isinstance(n, yaml.MappingNode) else n.value
+
+    return bounded_size(node, children, limit)
