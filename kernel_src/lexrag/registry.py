@@ -54,6 +54,13 @@ class ArtifactSpec:
     notebook: str | None = None
     attr: str | None = None  # the Artifacts attribute its load step fills
     in_build: bool = True  # `lexrag build` makes it (wheels and the LLM cache come from build_datasets.py only)
+    build_with: str | None = None  # BuildInputs field: built whenever it is given, even with the switch off
+
+    def to_build(self, cfg: "Config", inputs: "BuildInputs") -> bool:
+        """``lexrag build`` makes it: its input is there, and the config asks for it, or it reads an
+        input of its own (the prior from --train), or the input it is built with is given."""
+        return (self.in_build and self.has_input(inputs)
+                and (bool(self.needs_input) or self.wanted(cfg) or bool(self.build_with and getattr(inputs, self.build_with))))
 
     def wanted(self, cfg: "Config") -> bool:
         """The config asks for it (``switch`` on, or no switch)."""
@@ -91,7 +98,7 @@ ARTIFACTS: list[ArtifactSpec] = [
     ArtifactSpec("embeddings", "lexrag.index.build:build_embeddings_step", None, ("corpus",),
                  switch="semantic.enabled", dataset="lexrag-embeddings", notebook="04_build_embeddings"),
     ArtifactSpec("graph", "lexrag.index.build:build_graph_step", "lexrag.index.build:load_graph_step", ("corpus",),
-                 switch="graph.enabled", dataset="lexrag-graph", notebook="03_build_graph", attr="graph"),
+                 switch="graph.enabled", dataset="lexrag-graph", notebook="03_build_graph", attr="graph", build_with="courts"),
     ArtifactSpec("prior", "lexrag.index.build:build_prior_step", "lexrag.index.build:load_prior_step",
                  switch="prior", needs_input="train", input_flag="--train TRAIN.csv (a training CSV with gold_citations)",
                  dataset="lexrag-prior", attr="prior"),

@@ -191,11 +191,9 @@ def build_artifacts(
     out = Path(out_dir)
     check_build_inputs(out, laws, courts, law_keys, train, abbreviations)
     inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations)
-    # what this build makes: every artifact `lexrag build` owns that the config asks for and whose input is given
-    # (one that reads an input, such as the prior from --train, whenever that input is given; the graph whenever
-    # court considerations are given, so a run may switch it on though the defaults leave it off)
-    todo = [a for a in ARTIFACTS if a.in_build and a.has_input(inputs)
-            and (a.needs_input or a.wanted(cfg) or (a.name == "graph" and bool(courts)))]
+    # what this build makes (the graph whenever court considerations are given, so a run may switch it on
+    # though the defaults leave it off)
+    todo = [a for a in ARTIFACTS if a.to_build(cfg, inputs)]
     for a in todo:  # before any work: a folder of other files there is never replaced
         check_replaceable(out / a.name)
     with staged_set(out) as stage:
