@@ -964,7 +964,7 @@ def test_a_full_disk_is_one_line_naming_the_output_and_the_old_files_stay(tmp_pa
     assert rc == 2 and f"--out {out}: the disk is full (No space left on device)" in err and len(err.strip().splitlines()) == 1
     assert out.read_text() == "old submission"
     before = tree_state(arts)
-    monkeypatch.setattr(B, "build_graph", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device",
+    monkeypatch.setattr(B, "build_index", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device",
                                                                                         str(arts / "x.parquet"))))
     rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", arts, "--set", "runtime.progress=false")
     assert rc == 2 and f"{arts / 'x.parquet'}: the disk is full" in err and len(err.strip().splitlines()) == 1, err
@@ -1051,8 +1051,8 @@ def test_a_params_file_list_naming_a_file_outside_the_artifact_is_refused_unread
     if entry == "ABSOLUTE":
         entry = str(secret)
     if entry == "link.txt":
-        (arts / "graph" / "link.txt").symlink_to(secret)
-    p = arts / "graph" / "params.json"
+        (arts / "bm25" / "link.txt").symlink_to(secret)
+    p = arts / "bm25" / "params.json"
     doc = json.loads(p.read_text())
     doc["files"][entry] = {"size": 4321, "sha256": A.sha256_file(secret)}
     p.write_text(json.dumps(doc))
@@ -1074,7 +1074,7 @@ def test_an_llm_cache_inside_an_artifact_folder_is_refused_and_a_rebuild_never_d
     assert rc == 2 and f"lies inside the artifact folder {arts / 'bm25'}" in err, err
     import lexrag.llm.cache as C
 
-    cache = arts / "graph" / "llm_cache"  # written there by an older kit
+    cache = arts / "bm25" / "llm_cache"  # written there by an older kit
     cache.mkdir()
     C.write_params(cache, C.ARTIFACT, "test", {}, files=False)
     rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", arts)
