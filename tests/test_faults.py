@@ -273,14 +273,14 @@ def test_a_damaged_artifact_is_an_error_naming_the_file_before_any_query_runs(tm
 
 def test_damage_is_caught_even_in_an_artifact_that_recorded_no_file_hashes(tmp_path, arts, capsys):
     """Artifacts built before hashes were recorded: the loaders still refuse unreadable files."""
-    for name in ("graph",):  # (the corpus's table hash is part of its identity: the indexes would refuse it)
+    for name in ("bm25",):  # (the corpus's table hash is part of its identity: the indexes would refuse it)
         p = arts / name / "params.json"
         doc = json.loads(p.read_text())
         doc.pop("files", None)
         p.write_text(json.dumps(doc))
-    _damage_truncate(arts / "graph" / "edges.parquet")
+    _damage_truncate(arts / "bm25" / "data.csc.index.npy")
     rc, _, err = cli(capsys, "run", "--queries", write(tmp_path / "q.csv", QUERIES), "--artifacts", arts, "--out", tmp_path / "s.csv")
-    assert rc == 2 and "artifact 'graph'" in err and "cannot be read" in err and "rebuild it" in err
+    assert rc == 2 and "artifact 'bm25'" in err and "cannot be read" in err and "rebuild it" in err, err
 
 
 # ---------------------------------------------------------------- 6. config ranges
@@ -554,7 +554,7 @@ def test_publishing_a_build_set_is_all_or_nothing(tmp_path, arts, monkeypatch):
     real = os.replace
 
     def failing(src, dst):
-        if Path(dst).name == "graph" and ".building-" in str(src):
+        if Path(dst).name == "corpus" and ".building-" in str(src):  # the last folder of the set moved in (sorted)
             raise PermissionError(f"[Errno 13] Permission denied: {dst!r} (simulated)")
         return real(src, dst)
 
