@@ -226,3 +226,38 @@ def test_a_run_scores_each_question_once_however_many_stages_ask(demo_artifacts,
     # scores; only feedback's expanded question is scored besides it
     assert len(scored) == len(set(scored)) <= 2 * len(queries)
     assert len(scored) > len(queries)  # feedback did run
+
+
+def test_a_run_longer_than_the_score_cache_scores_each_question_once(demo_artifacts, demo_queries, monkeypatch):
+    """Without a time budget the walk goes chunk by chunk through the stages that share one model
+    at most, so a question's BM25 scores are still cached when the next stage asks, however many
+    questions the run has (here a cache of four vectors, one chunk's, for 22 questions)."""
+    from lexrag.config import load_config
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import load_queries
+
+    cfg = load_config(overrides={"runtime.progress": False, "runtime.batch_size": 4, "statutes.enabled": True,
+                                 "articles.enabled": True, "feedback.enabled": True})
+    art = Artifacts.load(demo_artifacts, cfg)
+    art.bm25.cache_size = 4
+    scored = []
+    real = art.bm25.retriever.get_scores_from_ids
+    monkeypatch.setattr(art.bm25.retriever, "get_scores_from_ids", lambda ids: scored.append(tuple(ids)) or real(ids))
+    queries = load_queries(demo_queries)
+    chunked = run_pipeline(queries, art, cfg)
+    assert len(scored) == len(set(scored)) > len(queries)
+    cfg.runtime.time_budget_s = 1e6  # with a budget, stage by stage: the projection counts stage by stage
+    stagewise = run_pipeline(queries, art, cfg)
+    assert stagewise.predictions == chunked.predictions and stagewise.ranked == chunked.ranked
+
+
+def test_call_order_goes_chunk_by_chunk_within_runs_of_one_model():
+    from types import SimpleNamespace as S
+
+    from lexrag.pipeline.run import call_order
+
+    st = [S(needs=("llm",)), S(needs=("bm25",)), S(), S(needs=("llm",)), S(needs=("semantic",)), S(needs=("graph",)),
+          S(needs=("reranker",))]
+    assert call_order(st, 5, 2, by_chunk=False) == [(i, c) for i in range(7) for c in (0, 2, 4)]
+    assert call_order(st, 5, 2, by_chunk=True) == (
+        [(i, c) for c in (0, 2, 4) for i in range(4)] + [(i, c) for c in (0, 2, 4) for i in (4, 5)] + [(6, 0), (6, 2), (6, 4)])

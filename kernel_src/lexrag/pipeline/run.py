@@ -6,7 +6,8 @@ runs on chunks of ``runtime.batch_size`` queries: the walk times every call, che
 budget before it (past the budget only essential stages run: citation seeds, BM25, fusion,
 count) and records which queries each stage skipped, then checks every ranking at the border.
 Phase by phase over all queries means each model is loaded once per phase and the encoder,
-the reranker and the LLM take turns on one GPU (see :class:`lexrag.models.ModelPool`).
+the reranker and the LLM take turns on one GPU (see :class:`lexrag.models.ModelPool`); without a
+time budget, runs of stages that share one model go chunk by chunk (:func:`call_order`).
 :func:`retrieve` runs the retrieval phases alone for any query texts (the agentic loop's call).
 """
 
@@ -119,46 +120,77 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
     prior, rewrite, the extra BM25 passes).  Past the budget every optional stage is skipped; the essential ones (citation
     seeds, BM25, fusion, count) always run, so every query gets the best answer left.  The
     queries a stage skipped are recorded in ``batch.skipped``.  ``project=False`` (the agent's
-    retrieval calls) only honours what the run has dropped."""
+    retrieval calls) only honours what the run has dropped.  The order of the calls:
+    :func:`call_order`."""
     cfg = ctx.cfg
     n_docs = len(ctx.art.corpus)
     size = cfg.runtime.batch_size
     live = [q for q in batch.queries if q.text]
     stages = stages_for(cfg, ctx.art, tuple(phases) if phases is not None else None)
     done: dict[str, int] = {}
-    for i, stage in enumerate(stages):
-        for start in range(0, len(live), size):
-            chunk = batch.chunk(live[start : start + size])
-            if not stage.essential:
-                if project:
-                    degrade(stages[i:], len(live) - start, len(live), done, batch.timings, budget, cfg)
-                if stage.name in budget.dropped or budget.exhausted():
-                    batch.skipped.setdefault(stage.name, []).extend(chunk.query_ids)
-                    continue
-            memo = ctx.signal_cache if ctx.signal_cache is not None and SignalCache.applies(stage) else None
-            keys: dict[str, tuple] = {}
-            if memo is not None:
-                keys = {q.query_id: memo.key(stage, q, chunk, ctx) for q in chunk.queries}
-                todo = []
-                for q in chunk.queries:
-                    hit = memo.get(keys[q.query_id])
-                    if hit is None:
-                        todo.append(q)
-                        continue
-                    for signal, family, hits in hit:
-                        batch.signals.setdefault(signal, Ranking(signal, family)).hits[q.query_id] = list(hits)
-                if not todo:
-                    continue
-                chunk = batch.chunk(todo)
-            t0 = time.perf_counter()
-            _run_chunk(stage, chunk, ctx, n_docs, budget,
-                       (lambda out, c=chunk, k=keys, m=memo, st=stage: remember(m, st, c, k, out)) if memo is not None else None)
-            dt = time.perf_counter() - t0
-            batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
-            done[stage.name] = done.get(stage.name, 0) + len(chunk.queries)
+    for i, start in call_order(stages, len(live), size, by_chunk=budget.left() == float("inf")):
+        stage = stages[i]
+        chunk = batch.chunk(live[start : start + size])
+        if not stage.essential:
+            if project:
+                degrade(stages[i:], len(live) - start, len(live), done, batch.timings, budget, cfg)
+            if stage.name in budget.dropped or budget.exhausted():
+                batch.skipped.setdefault(stage.name, []).extend(chunk.query_ids)
+                continue
+        memo = ctx.signal_cache if ctx.signal_cache is not None and SignalCache.applies(stage) else None
+        keys: dict[str, tuple] = {}
+        if memo is not None:
+            keys = {q.query_id: memo.key(stage, q, chunk, ctx) for q in chunk.queries}
+            todo = []
             for q in chunk.queries:
-                q.add_cost(stage.name, seconds=dt / len(chunk.queries))
+                hit = memo.get(keys[q.query_id])
+                if hit is None:
+                    todo.append(q)
+                    continue
+                for signal, family, hits in hit:
+                    batch.signals.setdefault(signal, Ranking(signal, family)).hits[q.query_id] = list(hits)
+            if not todo:
+                continue
+            chunk = batch.chunk(todo)
+        t0 = time.perf_counter()
+        _run_chunk(stage, chunk, ctx, n_docs, budget,
+                   (lambda out, c=chunk, k=keys, m=memo, st=stage: remember(m, st, c, k, out)) if memo is not None else None)
+        dt = time.perf_counter() - t0
+        batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
+        done[stage.name] = done.get(stage.name, 0) + len(chunk.queries)
+        for q in chunk.queries:
+            q.add_cost(stage.name, seconds=dt / len(chunk.queries))
     return batch
+
+
+_MODELS = frozenset({"llm", "semantic", "reranker"})  # what a stage ``needs`` that loads a model
+
+
+def call_order(stages: list[Stage], n: int, size: int, by_chunk: bool) -> list[tuple[int, int]]:
+    """(stage index, first query) of every stage call, in the walk's order.  With a time budget
+    (``by_chunk`` false), stage by stage, each over every chunk: the projection and the degrade
+    order count stage by stage.  Without one, each run of consecutive stages that load one model
+    at most goes chunk by chunk through all its stages, so the stages that ask the BM25 index for
+    a question's scores (BM25, statutes, articles, feedback, graph) find them in its cache however
+    many questions the run has; stage by stage, a run of more questions than the cache holds (50
+    at 2.65M documents) would score each question again for every such stage.  Each model still
+    loads once per run of stages."""
+    chunks = range(0, n, size)
+    if not by_chunk:
+        return [(i, start) for i in range(len(stages)) for start in chunks]
+    order: list[tuple[int, int]] = []
+    i = 0
+    while i < len(stages):
+        j, models = i, set()
+        while j < len(stages):
+            m = set(getattr(stages[j], "needs", ())) & _MODELS
+            if m - models and models:  # another model: the next run
+                break
+            models |= m
+            j += 1
+        order += [(k, start) for start in chunks for k in range(i, j)]
+        i = j
+    return order
 
 
 def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budget: "Budget", on_output=None) -> None:
