@@ -33,7 +33,8 @@ def script(folder: Path, rules: list[dict], default_output: str = "", default_ye
 
 
 def cfg_for(model: Path, cache: Path, **extra):
-    over = {"runtime.progress": False, "llm.enabled": True, "llm.model": str(model), "llm.backend": "scripted",
+    over = {"runtime.progress": False, "graph.enabled": True, "llm.enabled": True, "llm.model": str(model),
+            "llm.backend": "scripted" if (Path(model) / "lexrag_scripted.json").is_file() else "transformers",
             "llm.cache_dir": str(cache),
             "llm.tasks": ["translate", "concepts"], "verify.enabled": True, "verify.depth": 10,
             "agent.enabled": True, "agent.max_rounds": 3, "count.k": 5}

@@ -138,7 +138,7 @@ def test_a_build_failing_half_way_publishes_nothing(tmp_path, arts, monkeypatch)
     monkeypatch.setattr(build, "build_graph", broken)
     before = tree_state(arts)
     with pytest.raises(RuntimeError, match="disk full"):
-        build.build_artifacts(load_config(overrides={"runtime.progress": False}), DEMO / "laws_demo.csv", arts)
+        build.build_artifacts(load_config(overrides={"runtime.progress": False, "graph.enabled": True}), DEMO / "laws_demo.csv", arts)
     assert tree_state(arts) == before  # the corpus and BM25 built before the failure were not published alone
     assert not [p for p in arts.iterdir() if p.name.startswith(".")]  # no staging folder left behind
 
@@ -266,7 +266,7 @@ def test_a_damaged_artifact_is_an_error_naming_the_file_before_any_query_runs(tm
     damage(target)
     q = write(tmp_path / "q.csv", QUERIES)
     out = tmp_path / "s.csv"
-    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", out)
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", out, "--set", "graph.enabled=true")
     assert rc == 2 and message in err and not out.exists()
     assert "Traceback" not in err
 

@@ -41,7 +41,7 @@ def test_stage_switches_and_time_budget(demo_artifacts):
     assert [s.signal for s in res.signals] == ["citation_seeds"]
     assert res.predictions["a"] == ["Art. 337 Abs. 1 OR", "Art. 337 Abs. 2 OR", "Art. 337 Abs. 3 OR"]
     assert res.predictions["b"] == []
-    cfg = load_config(None, {"runtime.time_budget_s": 1e-9, "runtime.progress": False})
+    cfg = load_config(None, {"runtime.time_budget_s": 1e-9, "runtime.progress": False, "graph.enabled": True})
     assert Artifacts.load(demo_artifacts, cfg).graph is not None
     with pytest.warns(UserWarning, match="time budget"):
         res = run_pipeline(q, Artifacts.load(demo_artifacts, cfg), cfg)
@@ -112,7 +112,8 @@ def test_graph_and_prior_signals_in_the_pipeline(tmp_path, tiny_inputs):
     train = tmp_path / "train.csv"
     train.write_text("query_id,query,gold_citations\nt1,x,Art. 100 Abs. 1 BGG;Art. 8 ZGB\nt2,y,Art. 100 Abs. 1 BGG\n",
                      encoding="utf-8")
-    cfg = load_config(None, {"runtime.progress": False, "prior.enabled": True, "prior.min_count": 1, "graph.seed_k": 2})
+    cfg = load_config(None, {"runtime.progress": False, "prior.enabled": True, "prior.min_count": 1, "graph.enabled": True,
+                             "graph.seed_k": 2})
     build_artifacts(cfg, laws, tmp_path / "art", courts=courts, train=train)
     art = Artifacts.load(tmp_path / "art", cfg)
     res = run_pipeline([Query("q", "Wer trägt die Beweislast nach Art. 8 ZGB?")], art, cfg)
@@ -125,6 +126,6 @@ def test_graph_and_prior_signals_in_the_pipeline(tmp_path, tiny_inputs):
     assert by["prior_cocited"] == ["Art. 100 Abs. 1 BGG"]  # co-cited with Art. 8 ZGB in t1
     assert set(by) >= {"citation_seeds", "bm25_query", "ppr", "hits_authority", "hits_hub", "coupling",
                        "cocitation", "community", "siblings", "prior_cocited", "prior_frequent"}
-    cfg_off = load_config(None, {"runtime.progress": False, "graph.signals": {"ppr": False}})
+    cfg_off = load_config(None, {"runtime.progress": False, "graph.enabled": True, "graph.signals": {"ppr": False}})
     res = run_pipeline([Query("q", "Beweislast nach Art. 8 ZGB")], Artifacts.load(tmp_path / "art", cfg_off), cfg_off)
     assert "ppr" not in {r.signal for r in res.signals} and "hits_hub" in {r.signal for r in res.signals}
