@@ -100,6 +100,11 @@ def test_a_planner_that_is_done_or_writes_no_json_ends_the_loop_after_one_round(
     res = run_pipeline([Query("q1", Q1), Query("q2", Q2)], Artifacts.load(demo_artifacts, cfg), cfg)
     assert [r["round"] for r in res.traces] == [0, 1, 0, 1]
     assert res.costs["q2"]["agent"]["json_failures"] == 1
+    # the run status says so: the loop ran for both questions, one planner answer was not usable
+    from lexrag.eval.status import run_status
+
+    row = run_status(cfg, Artifacts.load(demo_artifacts, cfg), res).to_dict()["stages"]["agent"]
+    assert row["state"] == "ran" and row["queries"] == 2 and row["why"].startswith("1 LLM answers were not usable JSON")
 
 
 # ---------------------------------------------------------------- bad LLM output

@@ -43,7 +43,10 @@ class StageRow:
 
     def line(self) -> str:
         ran = f"{self.queries}/{self.total} queries"
-        detail = {"ran": ran, "missing": f"{self.why}; {self.fix}" if self.fix else self.why}.get(self.state, f"{ran}; {self.why}")
+        if self.state == "missing":
+            detail = f"{self.why}; {self.fix}" if self.fix else self.why
+        else:
+            detail = f"{ran}; {self.why}" if self.why else ran
         return f"{self.stage:<15} {self.state:<8} {detail}"
 
 
@@ -84,6 +87,7 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
     live = n_queries if n_queries is not None else len([q for q in res.states if q.text]) if res.states else len(res.query_ids)
     rows: list[StageRow] = []
     off: list[str] = []
+    totals = res.cost_totals()
     asked = {s.name for s in asked_for(cfg)}
     for stage in registered_stages():
         if stage.phase == Phase.SEED_FUSION:
@@ -111,6 +115,10 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
             rows.append(StageRow(stage.name, "failed", ran, live, f"{len(failed)} queries failed, first {first[0]!r}: {first[1]}"))
         else:
             rows.append(StageRow(stage.name, "ran", ran, live))
+        bad_json = int(totals.get(stage.name, {}).get("json_failures", 0))
+        if bad_json:  # the stage ran, but some of its LLM answers could not be used
+            rows[-1].why = "; ".join(x for x in (rows[-1].why, f"{bad_json} LLM answers were not usable JSON and were "
+                                                 "left out (the log names the queries)") if x)
     status = "OK" if all(r.state == "ran" for r in rows) else "DEGRADED"
     return RunStatus(status, rows, off)
 
