@@ -97,7 +97,7 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
             continue
         if not stage.enabled(cfg, art):
             parts = [p for p in getattr(stage, "needs", ()) if p in art.missing] or list(getattr(stage, "needs", ()))
-            why = "; ".join(f"{p}: {art.missing[p]}" for p in parts if p in art.missing) or \
+            why = "; ".join(f"{p}: {_brief(art.missing[p])}" for p in parts if p in art.missing) or \
                 f"needs {', '.join(parts) or 'a part'} that was not loaded"
             # a reason that carries its own fix (a graph without court edges) gets no second one
             fix = "" if "rebuild" in why else "; ".join(FIXES[p] for p in parts if p in FIXES)
@@ -121,6 +121,15 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
                                                  "left out (the log names the queries)") if x)
     status = "OK" if all(r.state == "ran" for r in rows) else "DEGRADED"
     return RunStatus(status, rows, off)
+
+
+def _brief(reason: str, width: int = 160) -> str:
+    """A missing part's reason for the table: without the exception's class name and the list of
+    places searched (the log has the whole message)."""
+    head, sep, rest = reason.partition(": ")
+    text = rest if sep and head.isidentifier() and head[:1].isupper() else reason
+    text = text.split(" (searched ")[0]
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def failed_status(reason: str) -> RunStatus:
