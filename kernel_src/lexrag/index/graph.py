@@ -70,9 +70,14 @@ def leiden_levels(
     import leidenalg as la
 
     res = sorted(resolutions)
-    g = ig.Graph(n=n, edges=list(zip(src.tolist(), dst.tolist())), directed=False)
-    g.es["weight"] = weight.astype(float).tolist()
-    g = g.simplify(multiple=True, loops=False, combine_edges="sum")
+    # the undirected graph with summed weights, as igraph's simplify(combine_edges="sum") makes it
+    # (edges sorted by their lower then higher end), merged in numpy: igraph is handed half the edges
+    lo = np.minimum(src, dst).astype(np.int64)
+    hi = np.maximum(src, dst).astype(np.int64)
+    key, inverse = np.unique(lo * max(n, 1) + hi, return_inverse=True)
+    summed = np.bincount(inverse.ravel(), weights=np.asarray(weight, dtype=np.float64), minlength=len(key))
+    g = ig.Graph(n=n, edges=list(zip((key // max(n, 1)).tolist(), (key % max(n, 1)).tolist())), directed=False)
+    g.es["weight"] = summed.tolist()
     out = np.zeros((len(res), n), dtype=np.int32)
     if method == "igraph":
         ig.set_random_number_generator(random.Random(seed))
