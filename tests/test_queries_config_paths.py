@@ -145,6 +145,19 @@ def test_the_kaggle_presets_models_are_found_as_users_attach_them(tmp_path, monk
 
     qwen = "models/qwen-lm/qwen2.5/transformers/7b-instruct" if layout == "nested" else "qwen2.5/transformers/7b-instruct"
     ds = (lambda s: f"datasets/someone/{s}") if layout == "nested" else (lambda s: s)
+    if layout == "nested":  # BGE-M3 and the reranker as Kaggle Models too, under folder names that say nothing
+        other = tmp_path.with_name(tmp_path.name + "-as-models")
+        _tree(other, {
+            "models/baai/bge-m3/transformers/default/1/config.json": json.dumps({"architectures": ["XLMRobertaModel"]}),
+            "models/baai/bge-reranker-v2-m3/pytorch/default/2/config.json":
+                json.dumps({"architectures": ["XLMRobertaForSequenceClassification"]}),
+        })
+        monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+        monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(other))
+        k = load_config("kaggle")
+        pm = resolve_paths(k.paths)
+        assert pm.model(k.semantic.model, "semantic.model") == other / "models/baai/bge-m3/transformers/default/1"
+        assert pm.model(k.rerank.model, "rerank.model") == other / "models/baai/bge-reranker-v2-m3/pytorch/default/2"
     _tree(tmp_path, {
         f"{qwen}/1/config.json": json.dumps({"architectures": ["Qwen2ForCausalLM"]}),
         f"{qwen}/2/config.json": json.dumps({"architectures": ["Qwen2ForCausalLM"]}),
