@@ -213,22 +213,11 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-# how to rebuild each artifact, for the messages that refuse a broken one
-REBUILD = {
-    "corpus": "python -m lexrag build --laws LAWS.csv [--courts COURTS.csv] [--abbreviations abbrev-translations.json] --out ARTIFACTS "
-              "(or build_datasets.py --only corpus)",
-    "bm25": "python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only bm25)",
-    "graph": "python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only graph)",
-    "prior": "python -m lexrag build ... --train TRAIN.csv --out ARTIFACTS (or build_datasets.py --only prior)",
-    "embeddings": "notebooks/04_build_embeddings (or build_datasets.py --only embeddings) on a GPU",
-    "calibration": "python -m lexrag calibrate --queries FILE --artifacts ARTIFACTS",
-    "llm_cache": "a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "
-                 "(or attach the lexrag-llm-cache dataset)",
-}
-
-
 def rebuild_hint(artifact: str) -> str:
-    return f"rebuild it: {REBUILD.get(artifact, 'rebuild the artifact')}"
+    """How to rebuild ``artifact``, for the messages that refuse a broken one (the registry's entry)."""
+    from lexrag.registry import rebuild_command
+
+    return f"rebuild it: {rebuild_command(artifact)}"
 
 
 def _hash_cache_file() -> Path:

@@ -55,6 +55,7 @@ class ArtifactSpec:
     attr: str | None = None  # the Artifacts attribute its load step fills
     in_build: bool = True  # `lexrag build` makes it (wheels and the LLM cache come from build_datasets.py only)
     build_with: str | None = None  # BuildInputs field: built whenever it is given, even with the switch off
+    rebuild: str = ""  # the command that rebuilds it, for the messages that refuse a broken one
 
     def to_build(self, cfg: "Config", inputs: "BuildInputs") -> bool:
         """``lexrag build`` makes it: its input is there, and the config asks for it, or it reads an
@@ -92,19 +93,28 @@ def _resolve(path: str) -> Callable:
 ARTIFACTS: list[ArtifactSpec] = [
     ArtifactSpec("corpus", "lexrag.index.build:build_corpus_step", "lexrag.index.build:load_corpus_step",
                  needs_input="laws", input_flag="--laws laws_de.csv", dataset="lexrag-corpus",
-                 notebook="01_build_corpus", attr="corpus"),
+                 notebook="01_build_corpus", attr="corpus",
+                 rebuild="python -m lexrag build --laws LAWS.csv [--courts COURTS.csv] [--abbreviations abbrev-translations.json] "
+                         "--out ARTIFACTS (or build_datasets.py --only corpus)"),
     ArtifactSpec("bm25", "lexrag.index.build:build_bm25_step", "lexrag.index.build:load_bm25_step", ("corpus",),
-                 switch="lexical.enabled", dataset="lexrag-bm25", notebook="02_build_bm25", attr="bm25"),
+                 switch="lexical.enabled", dataset="lexrag-bm25", notebook="02_build_bm25", attr="bm25",
+                 rebuild="python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only bm25)"),
     ArtifactSpec("embeddings", "lexrag.index.build:build_embeddings_step", None, ("corpus",),
-                 switch="semantic.enabled", dataset="lexrag-embeddings", notebook="04_build_embeddings"),
+                 switch="semantic.enabled", dataset="lexrag-embeddings", notebook="04_build_embeddings",
+                 rebuild="notebooks/04_build_embeddings (or build_datasets.py --only embeddings) on a GPU"),
     ArtifactSpec("graph", "lexrag.index.build:build_graph_step", "lexrag.index.build:load_graph_step", ("corpus",),
-                 switch="graph.enabled", dataset="lexrag-graph", notebook="03_build_graph", attr="graph", build_with="courts"),
+                 switch="graph.enabled", dataset="lexrag-graph", notebook="03_build_graph", attr="graph", build_with="courts",
+                 rebuild="python -m lexrag build ... --courts COURTS.csv --out ARTIFACTS (or build_datasets.py --only graph)"),
     ArtifactSpec("prior", "lexrag.index.build:build_prior_step", "lexrag.index.build:load_prior_step",
                  switch="prior", needs_input="train", input_flag="--train TRAIN.csv (a training CSV with gold_citations)",
-                 dataset="lexrag-prior", attr="prior"),
+                 dataset="lexrag-prior", attr="prior",
+                 rebuild="python -m lexrag build ... --train TRAIN.csv --out ARTIFACTS (or build_datasets.py --only prior)"),
     ArtifactSpec("llm_cache", "lexrag.llm.cache:build_cache_step", None, switch="llm.enabled", needs_input="llm_cache",
-                 input_flag="--llm-cache DIR (the llm.cache_dir of a live run)", dataset="lexrag-llm-cache", in_build=False),
-    ArtifactSpec("wheels", "lexrag.kaggle.datasets:build_wheels_step", None, dataset="lexrag-wheels", in_build=False),
+                 input_flag="--llm-cache DIR (the llm.cache_dir of a live run)", dataset="lexrag-llm-cache", in_build=False,
+                 rebuild="a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "
+                         "(or attach the lexrag-llm-cache dataset)"),
+    ArtifactSpec("wheels", "lexrag.kaggle.datasets:build_wheels_step", None, dataset="lexrag-wheels", in_build=False,
+                 rebuild="python build_datasets.py --only wheels --out DATASETS"),
 ]
 
 
@@ -121,6 +131,17 @@ def register_artifact(s: ArtifactSpec) -> ArtifactSpec:
 
 def unregister_artifact(name: str) -> None:
     ARTIFACTS[:] = [a for a in ARTIFACTS if a.name != name]
+
+
+OTHER_REBUILDS = {"calibration": "python -m lexrag calibrate --queries FILE --artifacts ARTIFACTS"}  # not datasets
+
+
+def rebuild_command(name: str) -> str:
+    """The command that rebuilds artifact ``name``."""
+    for a in ARTIFACTS:
+        if a.name == name and a.rebuild:
+            return a.rebuild
+    return OTHER_REBUILDS.get(name, "rebuild the artifact")
 
 
 def names() -> list[str]:
