@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.eval.experiment import arg_parser, run_from_args
+from lexrag.eval.experiment_cli import arg_parser, run_from_args
 
 
 def main() -> int:

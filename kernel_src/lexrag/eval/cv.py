@@ -20,9 +20,12 @@ import random
 from pathlib import Path
 from typing import Sequence
 
-from lexrag.csvio import FileReport, read_csv_rows
+import yaml
 
-__all__ = ["refits_prior", "read_groups", "grouped_folds", "held_out_artifacts", "law_code_shares", "code_overlap", "legal_areas",
+from lexrag.csvio import FileReport, read_csv_rows
+from lexrag.yamlio import UniqueKeyLoader
+
+__all__ = ["read_locked_split", "write_locked_split", "LOCKED_SPLIT", "refits_prior", "read_groups", "grouped_folds", "held_out_artifacts", "law_code_shares", "code_overlap", "legal_areas",
            "area_groups", "format_area_map", "locked_areas", "fold_groups", "AREA_OVERLAP"]
 
 log = logging.getLogger(__name__)
@@ -187,3 +190,39 @@ def fold_groups(path: str | Path, by: str, gold: dict[str, Sequence[str]] | None
             return areas
         log.warning("%s: its courses form one legal area; folds by course instead", path)
     return groups
+
+
+# where the repository keeps the locked split (a checkout; an installed package has no such file)
+LOCKED_SPLIT = Path(__file__).resolve().parents[3] / "repro" / "locked_split.yaml"
+
+
+# --- the locked split ---------------------------------------------------------------------------
+
+def read_locked_split(path: str | Path = LOCKED_SPLIT) -> dict:
+    """``repro/locked_split.yaml``: the locked areas (their courses), the seed and the overlap
+    threshold they were drawn with; empty when the file is absent."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
+
+
+def write_locked_split(queries_path: str | Path, path: str | Path = LOCKED_SPLIT, seed: int = 0) -> dict:
+    """Draw the locked areas of ``queries_path`` (:func:`lexrag.eval.cv.locked_areas`) and record them."""
+    from lexrag.queries import load_gold
+
+    gold = {q: g for q, g in load_gold(queries_path).items() if g}
+    groups = read_groups(queries_path)
+    areas = legal_areas(gold, groups)
+    sizes: dict[str, int] = {}
+    for q in gold:
+        a = areas.get(groups.get(q, ""), "")
+        sizes[a] = sizes.get(a, 0) + 1
+    locked = locked_areas(areas, sizes, seed)
+    doc = {"file": Path(queries_path).name, "seed": seed, "area_overlap": AREA_OVERLAP,
+           "areas": [{"area": a, "questions": sizes.get(a, 0), "courses": a.split(" + ")} for a in locked]}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("# The locked final split: a third of lexam_dev's legal areas, drawn once (one per size triple,\n"
+                          "# random.Random(seed)); left out of every fold, read only by `scripts/quality.py --final`.\n"
+                          + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return doc

@@ -1,0 +1,122 @@
+"""The experiment harness's command line and report: the arguments ``scripts/quality.py`` takes,
+and the text report of a :func:`lexrag.eval.experiment.run_experiment` document."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from lexrag.config import load_config
+from lexrag.eval.experiment import (
+    CEILINGS,
+    GPU_STAGES_OFF,
+    PRESET_VARIANTS,
+    Variant,
+    parse_variant,
+    run_experiment,
+)
+
+__all__ = ["format_report", "arg_parser", "variants_from_args", "run_from_args"]
+
+log = logging.getLogger(__name__)
+
+
+def format_report(doc: dict) -> str:
+    """The results table: per variant, Macro F1 at k = 3 and nested (k chosen on inner folds, with
+    its 95% bootstrap interval) and Recall@100 under each grouping side by side, then the files
+    only scored (and the locked areas) at the k the development areas chose."""
+    by = doc["by"]
+    others = [k for k in next(iter(doc["rows"].values()), {}) if k.endswith(".csv")]
+    head = [x for g in by for x in (f"{g} F1@3", f"{g} F1 nested [95% CI]", f"{g} R@100")] + ["k"]
+    head += [x for f in others for x in (f"{Path(f).stem} F1@k", "R@100")]
+    final = any("locked" in r for r in doc["rows"].values())
+    if final:
+        head += ["locked F1@k [95% CI]", "locked R@100"]
+    lines = ["| variant | " + " | ".join(head) + " |", "| --- |" + " --- |" * len(head)]
+    for name, r in doc["rows"].items():
+        cells = []
+        for g in by:
+            n = r[g]["nested"]
+            cells += [f"{r[g]['f1@3']:.3f}", f"{n['macro_f1']:.3f} [{n['ci'][0]:.3f}, {n['ci'][1]:.3f}]", f"{n['recall@100']:.3f}"]
+        cells.append(str(r["k"]))
+        for f in others:
+            cells += [f"{r[f]['macro_f1']:.3f}", f"{r[f]['recall@100']:.3f}"]
+        if final:
+            lo = r.get("locked")
+            cells += [f"{lo['macro_f1']:.3f} [{lo['ci'][0]:.3f}, {lo['ci'][1]:.3f}]", f"{lo['recall@100']:.3f}"] if lo else ["–", "–"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if doc.get("selection"):
+        cells = []
+        for g in by:
+            s = doc["selection"][g]
+            cells += ["–", f"{s['macro_f1']:.3f} [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]", f"{s['recall@100']:.3f}"]
+        cells += ["–"] * (len(head) - len(cells))
+        lines.append("| nested pick among the variants | " + " | ".join(cells) + " |")
+    picks = []
+    for name, r in doc["rows"].items():
+        picks.append(f"  {name}: k per fold " + "; ".join(f"{g} {r[g]['k_picks']}" for g in by))
+    for g, s in doc.get("selection", {}).items():
+        picks.append(f"  nested pick ({g}): " + ", ".join(s["picks"]))
+    g = "area" if "area" in by else by[0]
+    ceil = [f"| {name} | " + " | ".join(f"{r['ceilings'][c]:.3f}" for c in CEILINGS) + " |" for name, r in doc["rows"].items()]
+    return "\n".join(lines + ["", "choices made on the inner folds:"] + picks
+                     + ["", f"where F1@3 is lost ({g}-grouped held-out rankings; each column changes one thing, as an oracle)",
+                        "| variant | " + " | ".join(CEILINGS) + " |", "| --- |" + " --- |" * len(CEILINGS)] + ceil)
+
+
+def arg_parser(description: str = __doc__) -> argparse.ArgumentParser:
+    """The options of ``scripts/quality.py`` (:func:`run_from_args` runs them)."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--artifacts", help="built with --train lexam_dev.csv (docs/experiments.md); without it they are built "
+                    "into a temporary folder")
+    ap.add_argument("--variants", nargs="*", help="PRESET, PRESET;section.field=value;... or NAME=PRESET;... "
+                    "(default: lexical, default, exam, kaggle (CPU stages))")
+    ap.add_argument("--ablation", metavar="PRESET", help="the preset's incremental ablation as the variants (one row per stage)")
+    ap.add_argument("--by", nargs="*", default=["course", "area"], choices=["course", "area", "query"])
+    ap.add_argument("--tune-on", default="lexam_dev.csv")
+    ap.add_argument("--queries", nargs="*", default=["train_dev.csv", "val.csv"], help="files only scored")
+    ap.add_argument("--final", action="store_true", help="also score the locked areas (the final report only)")
+    ap.add_argument("--dev-areas", type=int, help="fold over only this many of the development areas (a quick run)")
+    ap.add_argument("--not-nested", action="store_true", help="inner rankings = the outer ones (faster, optimistic)")
+    ap.add_argument("--config", help="base config under variants without a preset")
+    ap.add_argument("--json", help="write the metrics document here")
+    ap.add_argument("--expected", help="check the metrics against this reproduction file (e.g. repro/lexam_dev.yaml)")
+    return ap
+
+
+def variants_from_args(args: argparse.Namespace) -> list[Variant]:
+    if args.ablation:
+        from lexrag.eval.validation import incremental_steps
+
+        preset = None if args.ablation == "default" else args.ablation
+        cpu = GPU_STAGES_OFF if preset == "kaggle" else {}  # what this harness can run
+        return [Variant(s["run"], preset, {**cpu, **s["overrides"]})
+                for s in incremental_steps(load_config(preset, cpu)) if "count.method" not in s["overrides"]]
+    return [parse_variant(s) for s in args.variants] if args.variants else list(PRESET_VARIANTS)
+
+
+def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
+    """Run the experiment the options ask for: (metrics document, report text, reproduction
+    checks; empty without ``--expected``); writes ``--json``."""
+    if Path(args.tune_on).name == "val.csv":
+        from lexrag.errors import ConfigError
+
+        raise ConfigError("never tune on val.csv")
+    doc = run_experiment(variants_from_args(args), args.data, args.artifacts, args.tune_on, args.queries, args.by,
+                         args.final, dev_areas=args.dev_areas, nested=not args.not_nested, config=args.config)
+    text = (f"legal areas of {doc['tune_on']}:\n{doc['area_map']}\n\n" + format_report(doc)
+            + f"\n\n{doc['date']}, {doc['seconds']:.0f} s ({doc['seconds'] / 60:.1f} min); {doc['questions']} questions in the "
+            f"folds" + (f", {doc['locked_questions']} locked (scored)" if doc["final"] else ", the locked areas not read"))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    checks: list[dict] = []
+    if args.expected:
+        from lexrag.eval.expect import check_expected, format_checks
+
+        checks = check_expected(doc["metrics"], args.expected)
+        text += "\n\nreproduction check against " + str(args.expected) + ":\n" + format_checks(checks)
+    return doc, text, checks
