@@ -35,7 +35,7 @@ import json
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.errors import LexragError
+from lexrag.errors import LexragError, disk_error
 from lexrag.index.build import courts_beside
 from lexrag.index.corpus import build_corpus
 from lexrag.kaggle.paths import InputNotFound, resolve_paths
@@ -63,3 +63,7 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
     print(json.dumps({"n_docs": report["n_docs"], "code_aliases": report.get("code_aliases", 0)}))
 except LexragError as e:
     raise SystemExit(f"error: {e}") from None
+except OSError as e:  # a full or read-only disk: one line naming the file
+    if disk_error(e) is None:
+        raise
+    raise SystemExit(f"error: {disk_error(e)}") from None

@@ -27,7 +27,7 @@ if importlib.util.find_spec("lexrag") is None:
     importlib.invalidate_caches()
 
 # %%
-from lexrag.errors import LexragError
+from lexrag.errors import LexragError, disk_error
 from lexrag.kaggle.notebook import build_artifact
 from lexrag.notebook_params import notebook_path
 
@@ -35,3 +35,7 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
     print(build_artifact("bm25", config_path, overrides, notebook_path("artifacts_dir", artifacts_dir)))
 except LexragError as e:
     raise SystemExit(f"error: {e}") from None
+except OSError as e:  # a full or read-only disk: one line naming the file
+    if disk_error(e) is None:
+        raise
+    raise SystemExit(f"error: {disk_error(e)}") from None

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.errors import LexragError
+from lexrag.errors import LexragError, disk_error
 from lexrag.index.build import build_index
 from lexrag.kaggle.paths import resolve_paths
 from lexrag.notebook_params import notebook_path
@@ -55,3 +55,7 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
     print(f"embeddings {'complete' if done else 'incomplete: run again to resume'} in {time.perf_counter() - t0:.1f}s -> {out}")
 except LexragError as e:
     raise SystemExit(f"error: {e}") from None
+except OSError as e:  # a full or read-only disk: one line naming the file
+    if disk_error(e) is None:
+        raise
+    raise SystemExit(f"error: {disk_error(e)}") from None

@@ -97,8 +97,12 @@ if INSTALLED:
                                  artifacts_dir, submission, STARTED_AT)
         print(json.dumps({k: v for k, v in summary.items() if k != "status_table"}, indent=1, default=str))
     except Exception as e:
+        from lexrag.errors import disk_error
+
         if any(c.__name__ == "LexragError" for c in type(e).__mro__):  # a user error: one line names it
             FAILED = str(e)
+        elif isinstance(e, OSError) and disk_error(e):  # a full or read-only disk: one line naming the file
+            FAILED = disk_error(e)
         else:
             traceback.print_exc()
             FAILED = f"{type(e).__name__}: {e}".splitlines()[0]

@@ -38,7 +38,7 @@ import json
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.errors import LexragError
+from lexrag.errors import LexragError, disk_error
 from lexrag.eval.status import run_status
 from lexrag.eval.report import plot_ablation
 from lexrag.eval.validation import ablation_table, format_metrics, incremental_ablation, validate_run
@@ -64,6 +64,10 @@ try:
     metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths)
 except LexragError as e:  # a user error: one line that names the file, line or field, and the run stops
     raise SystemExit(f"error: {e}") from None
+except OSError as e:  # a full or read-only disk: one line naming the file
+    if disk_error(e) is None:
+        raise
+    raise SystemExit(f"error: {disk_error(e)}") from None
 print(run_status(cfg, art, result).table())
 print(format_metrics(metrics, title=f"validation on {queries}"))
 print(json.dumps({"timings_s": result.timings, "cost": result.cost_totals(), "model_loads": result.model_loads}, indent=1))

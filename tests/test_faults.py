@@ -1124,3 +1124,18 @@ def test_an_alias_bomb_in_expected_scores_or_a_grid_value_is_refused_at_once(tmp
         "&b [*a", "&a [x, x, x, x, x, x, x, x, x], &b [*a", 1) + "]"
     rc, _, err = cli(capsys, "tune", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--grid", f"llm.tasks={value}")
     assert rc == 2 and "its aliases expand it" in err, err
+
+
+def test_disk_errors_are_one_line_naming_the_file_in_the_cli_and_the_notebooks():
+    """The one helper the CLI and every notebook use for a disk that refuses a write."""
+    import errno
+
+    from lexrag.errors import disk_error
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/kaggle/working/bm25/data.npy")
+    assert disk_error(full) == ("/kaggle/working/bm25/data.npy: the disk is full (No space left on device); free space or "
+                                "write elsewhere (the files that were there are kept)")
+    assert disk_error(OSError(errno.EROFS, "Read-only file system"), "out_dir x").startswith("out_dir x: the disk is read-only")
+    assert disk_error(OSError(errno.ENOENT, "No such file or directory", "x")) is None  # not a disk refusal
+    notebooks = sorted((ROOT / "notebooks").glob("*.py"))
+    assert all("disk_error" in p.read_text(encoding="utf-8") for p in notebooks), notebooks

@@ -333,19 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _disk_error(e: OSError, args: argparse.Namespace) -> str | None:
-    """One line for a disk that refuses a write (full, over quota, read-only, not permitted), naming
-    the file (or the output argument when the system did not name it); None for other errors.
-    Writers write beside their output and rename at the end, so the files already there are kept."""
-    import errno
+    from lexrag.errors import disk_error
 
-    causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
-              errno.EROFS: "the disk is read-only", errno.EACCES: "permission denied", errno.EPERM: "not permitted"}
-    cause = causes.get(e.errno) or ("the disk is full" if "No space left on device" in str(e) else None)
-    if cause is None:
-        return None
-    where = e.filename or (f"--out {args.out}" if getattr(args, "out", None) else "an output file")
-    return (f"{where}: {cause} ({e.strerror or str(e).splitlines()[0][:200]}); free space or write elsewhere "
-            "(the files that were there are kept)")
+    return disk_error(e, f"--out {args.out}" if getattr(args, "out", None) else "an output file")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "short",
+    "disk_error",
     "LexragError",
     "ConfigError",
     "ArtifactError",
@@ -70,3 +71,18 @@ def short(value: "object", width: int = 80) -> str:
     r.maxstring = r.maxother = r.maxlong = width
     text = r.repr(value)
     return text if len(text) <= width + 8 else text[:width] + "..."
+
+
+def disk_error(e: OSError, where: str = "an output file") -> "str | None":
+    """One line for a disk that refuses a write (full, over quota, read-only, not permitted), naming
+    the file (or ``where`` when the system did not name it); None for other errors.  Writers write
+    beside their output and rename at the end, so the files already there are kept."""
+    import errno
+
+    causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+              errno.EROFS: "the disk is read-only", errno.EACCES: "permission denied", errno.EPERM: "not permitted"}
+    cause = causes.get(e.errno) or ("the disk is full" if "No space left on device" in str(e) else None)
+    if cause is None:
+        return None
+    return (f"{e.filename or where}: {cause} ({e.strerror or str(e).splitlines()[0][:200]}); free space or write "
+            "elsewhere (the files that were there are kept)")
