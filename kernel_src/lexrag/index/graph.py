@@ -27,6 +27,7 @@ import logging
 import multiprocessing as mp
 import os
 import time
+import warnings
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -310,7 +311,9 @@ def build_graph(
         # the corpus's millions of strings stay shared pages
         gc.freeze()
         try:
-            pool = mp.get_context("fork").Pool(n_workers, _init_worker, (corpus.folder, codes, aliases))
+            with warnings.catch_warnings():  # Python 3.12 warns of forking a threaded process; the
+                warnings.simplefilter("ignore", DeprecationWarning)  # workers take no lock the parent's threads hold
+                pool = mp.get_context("fork").Pool(n_workers, _init_worker, (corpus.folder, codes, aliases))
         finally:
             gc.unfreeze()
         results = pool.imap(_group_references, tasks)
