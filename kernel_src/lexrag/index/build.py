@@ -40,7 +40,7 @@ def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path
     """Build artifact ``name`` (``bm25`` | ``embeddings`` | ``graph``) over the corpus artifact at
     ``corpus_dir`` into ``dest`` with the config's parameters; ``kw`` go to ``build_embeddings``
     (``max_shards``, ``time_budget_s``, ``resume_from``, ``model``)."""
-    corpus = corpus or Corpus(corpus_dir)
+    corpus = corpus or Corpus(corpus_dir, lookups=name == "graph")  # the citation lookups: the graph's alone
     cid = corpus_id(corpus_dir)
     progress = cfg.runtime.progress
     if name == "bm25":
@@ -202,7 +202,7 @@ def build_artifacts(
             t = time.perf_counter()
             result = a.build_step()(cfg, stage / a.name, inputs)
             if a.name == "corpus":
-                inputs.corpus = Corpus(stage / "corpus")
+                inputs.corpus = Corpus(stage / "corpus", lookups=False)  # the graph build makes them when it needs them
                 report = result
                 log.info("corpus: %d documents in %.1fs", len(inputs.corpus), time.perf_counter() - t)
                 continue
