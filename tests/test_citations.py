@@ -1,7 +1,7 @@
 import pytest
+from lexrag.citation_index import CitationIndex
 from lexrag.citations import (
     BgeCitation,
-    CitationIndex,
     CitationParseError,
     DocketCitation,
     LawCitation,

@@ -1,24 +1,11 @@
-"""Unified corpus: stream ``laws_de.csv`` and ``court_considerations.csv`` into one parquet file.
-
-One row per document: ``doc_id`` (int64, dense from 0), ``citation`` (the corpus string as
-written), ``text``, ``title`` (laws only), ``source`` (law | bge | docket), ``parent`` (article
-without ``Abs.``, decision without ``E.``), ``lang`` (de | fr | it | ''; a stopword guess for
-court text).  Input is read row by row with the csv module and written in row groups, so memory
-stays bounded at 2.47M rows.  Nothing is lost silently: exact duplicate rows (same citation and
-text) are dropped and counted; malformed rows (wrong field count, empty or unparseable citation,
-csv errors) are dropped, counted and quoted with their line number; rows that are not valid
-UTF-8 are decoded as cp1252 (or latin-1), kept, counted and quoted.
-"""
+"""The corpus artifact as a run reads it: :class:`Corpus` (columns, texts, the citation lookups).
+It is built by :func:`lexrag.index.corpus_build.build_corpus` (re-exported here)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
-import os
-import re
-from array import array
-from collections import Counter
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -27,287 +14,32 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lexrag import citations as cit
-from lexrag.artifacts import ArtifactError, check_params, publishes, reading, rebuild_hint, sha256_file, write_params
-from lexrag.config import CorpusConfig
-from lexrag.csvio import CsvInputError as CorpusError
-from lexrag.csvio import FileReport, check_input_file, read_csv_rows, repair_text
+from lexrag.artifacts import (
+    ArtifactError,
+    check_params,
+    reading,
+    rebuild_hint,
+)
+from lexrag.citation_index import CitationIndex
+from lexrag.index.corpus_build import (  # noqa: F401  (the build's names are part of this module's interface)
+    ALIASES_FILE,
+    ARTIFACT,
+    CORPUS_FILE,
+    KEYS_FILE,
+    KEYS_SCHEMA,
+    OFFSETS_FILE,
+    REPORT_FILE,
+    SCHEMA,
+    TEXTS_FILE,
+    CorpusError,
+    build_corpus,
+    guess_lang,
+    read_abbreviations,
+)
 
 __all__ = ["build_corpus", "Corpus", "CorpusError", "guess_lang", "read_abbreviations"]
 
 log = logging.getLogger(__name__)
-
-ARTIFACT = "corpus"
-CORPUS_FILE = "corpus.parquet"
-REPORT_FILE = "build_report.json"
-TEXTS_FILE = "texts.bin"
-OFFSETS_FILE = "text_offsets.npy"
-KEYS_FILE = "citation_keys.parquet"  # per document: the lookup key of its citation and its law code, as parsed at build
-ALIASES_FILE = "code_aliases.json"  # other names of the corpus's law codes (French, Italian), when built with them
-
-SCHEMA = pa.schema(
-    [
-        ("doc_id", pa.int64()),
-        ("citation", pa.string()),
-        ("text", pa.string()),
-        ("title", pa.string()),
-        ("source", pa.string()),
-        ("parent", pa.string()),
-        ("lang", pa.string()),
-    ]
-)
-
-KEYS_SCHEMA = pa.schema([("key", pa.string()), ("code", pa.string())])
-
-_LANG_WORDS = {
-    "de": {"der", "die", "das", "und", "nicht", "ist", "des", "dem", "mit", "eine", "zu", "auf", "wird"},
-    "fr": {"le", "la", "les", "et", "des", "est", "une", "du", "que", "pas", "qui", "dans", "pour"},
-    "it": {"il", "che", "della", "non", "per", "una", "del", "sono", "alla", "gli", "di", "nel", "è"},
-}
-_WORD = re.compile(r"[^\W\d_]+")
-
-
-def guess_lang(text: str, max_words: int = 200) -> str:
-    """de / fr / it by stopword hits over the first words; '' when there is no evidence."""
-    counts = Counter(_WORD.findall(text[:1200].lower())[:max_words])
-    hits = {lang: sum(counts[w] for w in ws & counts.keys()) for lang, ws in _LANG_WORDS.items()}
-    best = max(hits, key=hits.get)  # type: ignore[arg-type]
-    return best if hits[best] > 0 else ""
-
-
-class _Writer:
-    """Parquet in row groups of ``chunk_rows``, plus the texts as one UTF-8 blob with offsets
-    (``texts.bin``, ``text_offsets.npy``) for random access by doc_id (the reranker reads the
-    texts of a few hundred documents per query)."""
-
-    def __init__(self, folder: Path, chunk_rows: int):
-        self.folder = folder
-        self.writer = pq.ParquetWriter(folder / (CORPUS_FILE + ".tmp"), SCHEMA, compression="zstd")
-        self.blob = open(folder / (TEXTS_FILE + ".tmp"), "wb")
-        self.keys = pq.ParquetWriter(folder / (KEYS_FILE + ".tmp"), KEYS_SCHEMA, compression="zstd")
-        self.key_buf: dict[str, list] = {"key": [], "code": []}
-        self.offsets = array("Q", [0])
-        self.chunk_rows = chunk_rows
-        self.buf: dict[str, list] = {n: [] for n in SCHEMA.names}
-        self.n = 0
-
-    def add(self, key: str, code: str, **row: object) -> None:
-        row["doc_id"] = self.n
-        self.key_buf["key"].append(key)
-        self.key_buf["code"].append(code)
-        for k in SCHEMA.names:
-            self.buf[k].append(row[k])
-        self.n += 1
-        if len(self.buf["doc_id"]) >= self.chunk_rows:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.buf["doc_id"]:
-            self.writer.write_table(pa.table(self.buf, schema=SCHEMA))
-            self.keys.write_table(pa.table(self.key_buf, schema=KEYS_SCHEMA))
-            self.key_buf = {"key": [], "code": []}
-            pos = self.offsets[-1]
-            for text in self.buf["text"]:
-                b = text.encode("utf-8", "surrogatepass")
-                self.blob.write(b)
-                pos += len(b)
-                self.offsets.append(pos)
-            self.buf = {n: [] for n in SCHEMA.names}
-
-    def close(self) -> None:
-        self.flush()
-        self.writer.close()
-        self.keys.close()
-        self.blob.close()
-        np.save(self.folder / OFFSETS_FILE, np.frombuffer(self.offsets, dtype=np.uint64), allow_pickle=False)
-        os.replace(self.folder / (TEXTS_FILE + ".tmp"), self.folder / TEXTS_FILE)
-        os.replace(self.folder / (KEYS_FILE + ".tmp"), self.folder / KEYS_FILE)
-        os.replace(self.folder / (CORPUS_FILE + ".tmp"), self.folder / CORPUS_FILE)
-
-
-def _key_rows(path: Path, report: FileReport) -> Iterator[tuple[int, dict[str, str]]]:
-    """A list of law keys, one per line, as rows with empty text (a line that is not UTF-8 is
-    decoded as cp1252 or latin-1, counted and quoted, as in the CSV files)."""
-    check_input_file(path, "file of law keys")
-    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline=None) as f:
-        line = 0
-        for line, key in enumerate(f, start=1):
-            if key.strip():
-                report.rows_read += 1
-                key, repaired = repair_text(key.strip("\r\n"))
-                if "," in key or '"' in key:  # no law key holds either: a CSV row, not a key
-                    report.malformed += 1
-                    report.note("malformed", line, f"not a single key (a comma or quote: a CSV row?): {key[:80]!r}")
-                    continue
-                if repaired:
-                    report.encoding_repaired += 1
-                    report.note("encoding", line, "not valid UTF-8; decoded as cp1252/latin-1")
-                yield line, {"citation": key, "text": ""}
-        report.lines = line
-
-
-def read_abbreviations(path: str | Path) -> list[tuple[str, str]]:
-    """(alias, German code) pairs of an abbreviations file shaped like the competition's
-    ``abbrev-translations.json``: a list of ``{"id": ..., "abbrev": {"de": "OR", "fr": "CO",
-    "it": "CO"}}``.  Entries without a German abbreviation are skipped; anything else that is not
-    that shape raises :class:`CorpusError` naming the file and the entry."""
-    path = Path(path)
-    if not path.is_file():
-        raise CorpusError(f"{path}: file not found")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8-sig"))
-    except UnicodeDecodeError as e:
-        raise CorpusError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
-    except json.JSONDecodeError as e:
-        raise CorpusError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    if not isinstance(doc, list):
-        raise CorpusError(f"{path}: expected a JSON list of {{\"id\", \"abbrev\": {{\"de\", \"fr\", \"it\"}}}} entries, "
-                          f"got {type(doc).__name__}")
-    pairs: list[tuple[str, str]] = []
-    for i, entry in enumerate(doc, start=1):
-        names = entry.get("abbrev") if isinstance(entry, dict) else None
-        if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()):
-            raise CorpusError(f"{path}: entry {i} ({str(entry)[:80]}): expected \"abbrev\" to map languages to "
-                              "abbreviation strings")
-        de = " ".join(names.get("de", "").split())  # as the corpus's codes are written
-        if de:
-            pairs.extend((alias, de) for lang, alias in names.items() if lang != "de")
-    return pairs
-
-
-def _ingest(
-    path: Path, kind: str, w: _Writer, seen: set[int], cfg: CorpusConfig, progress: bool,
-    laws_seen: dict[str, str], keys_only: bool = False,
-) -> FileReport:
-    report = FileReport(file=path.name, max_examples=cfg.max_error_examples)
-    rows = _key_rows(path, report) if keys_only else read_csv_rows(path, ("citation", "text"), report, strict=cfg.strict_quotes)
-    if progress:
-        from tqdm.auto import tqdm
-
-        rows = tqdm(rows, desc=f"corpus {path.name}", unit="rows", mininterval=5)
-    for line, row in rows:
-        citation = row["citation"].strip()
-        text = row["text"]
-        if not citation:
-            report.malformed += 1
-            report.note("malformed", line, "empty citation")
-            continue
-        parsed = cit.try_parse(citation)
-        if parsed is None or (kind == "law") != (parsed.kind == "law"):
-            report.malformed += 1
-            report.note("malformed", line, f"not a {'law' if kind == 'law' else 'court'} citation: {citation[:80]!r}")
-            continue
-        if keys_only and citation in laws_seen:
-            report.duplicates += 1
-            continue
-        h = int.from_bytes(hashlib.blake2b(f"{citation}\x00{text}".encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
-        if h in seen:
-            report.duplicates += 1
-            continue
-        seen.add(h)
-        if not text.strip():
-            report.empty_text += 1
-        if kind == "law":
-            laws_seen[citation] = parsed.code  # the codes the aliases are kept for, parsed once
-        w.add(
-            key=parsed.key(),
-            code=parsed.code if kind == "law" else "",
-            citation=citation,
-            text=text,
-            title=row.get("title", "") if kind == "law" else "",
-            source=parsed.kind,
-            parent=parsed.parent().format(),
-            lang="de" if kind == "law" else guess_lang(text),
-        )
-        report.written += 1
-    return report
-
-
-@publishes("out_dir")
-def build_corpus(
-    out_dir: str | Path,
-    laws: str | Path,
-    courts: str | Path | None = None,
-    cfg: CorpusConfig | None = None,
-    progress: bool = False,
-    law_keys: str | Path | None = None,
-    abbreviations: str | Path | None = None,
-) -> dict:
-    """Build the corpus artifact in ``out_dir``; returns the build report (also written as JSON).
-
-    ``law_keys`` (one citation per line, e.g. ``laws_de_citations.txt``) adds every law key
-    missing from ``laws`` as a document with empty text: a valid output string that citation
-    seeds and the citation field of BM25 can still reach (the local laws file lacks 35% of the
-    competition's keys' text).  ``abbreviations`` (the competition's ``abbrev-translations.json``)
-    writes ``code_aliases.json``: the French and Italian abbreviations of the corpus's law codes,
-    so that "Art. 17 LAI" in a question finds "Art. 17 IVG" (:func:`lexrag.citations.code_aliases`)."""
-    cfg = cfg or CorpusConfig()
-    out = Path(out_dir)
-    pairs = read_abbreviations(abbreviations) if abbreviations else None  # a bad file fails before anything is written
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "params.json").unlink(missing_ok=True)
-    (out / ALIASES_FILE).unlink(missing_ok=True)
-    w = _Writer(out, cfg.chunk_rows)
-    seen: set[int] = set()
-    laws_seen: dict[str, str] = {}  # law citation -> its code
-    reports = []
-    try:
-        reports.append(_ingest(Path(laws), "law", w, seen, cfg, progress, laws_seen))
-        if law_keys:
-            reports.append(_ingest(Path(law_keys), "law", w, seen, cfg, progress, laws_seen, keys_only=True))
-        if courts:
-            reports.append(_ingest(Path(courts), "court", w, seen, cfg, progress, laws_seen))
-    finally:
-        w.close()
-    _refuse_unusable(reports, [("laws", Path(laws))] + ([("keys", Path(law_keys))] if law_keys else [])
-                     + ([("courts", Path(courts))] if courts else []))
-    report = {"files": [r.__dict__ for r in reports], "n_docs": w.n}
-    if pairs is not None:
-        aliases = cit.code_aliases(pairs, set(laws_seen.values()))
-        (out / ALIASES_FILE).write_text(json.dumps(aliases, indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
-        report["code_aliases"] = len(aliases)
-        log.info("%s: %d aliases of the corpus's law codes", Path(abbreviations).name, len(aliases))
-    for r in report["files"]:
-        r.pop("max_examples", None)
-    (out / REPORT_FILE).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
-    sources = {Path(laws).name: sha256_file(laws)}
-    if law_keys:
-        sources[Path(law_keys).name] = sha256_file(law_keys)
-    if courts:
-        sources[Path(courts).name] = sha256_file(courts)
-    # the aliases are recorded beside the sources, not among them: they change no document, so the
-    # corpus keeps its identity (corpus_id) and the indexes built over it stay valid
-    extra = {"aliases": {Path(abbreviations).name: sha256_file(abbreviations), "count": report["code_aliases"]}} if abbreviations else {}
-    write_params(out, ARTIFACT, "lexrag.index.corpus.build_corpus", {"schema": SCHEMA.names}, n_docs=w.n, sources=sources, **extra)
-    for r in reports:  # a file with dropped or repaired rows is a warning (with -q too), with its first lines
-        lossy = r.malformed or r.lines_lost or r.encoding_repaired
-        (log.warning if lossy else log.info)("%s%s", r.summary(), f"; every one is listed in {REPORT_FILE}" if lossy else "")
-        for ex in r.examples[:5]:
-            (log.warning if lossy else log.info)("  line %s: %s: %s", ex["line"], ex["kind"], ex["reason"])
-    return report
-
-
-def _examples(r: FileReport, n: int = 3) -> str:
-    return "; ".join(f"line {ex['line']}: {ex['reason']}" for ex in r.examples[:n])
-
-
-def _refuse_unusable(reports: list[FileReport], inputs: list[tuple[str, Path]]) -> None:
-    """A build that gives no document, or an input file none of whose rows is a citation of its
-    kind, is the wrong file (or a broken one): an error naming it and its first rejected rows,
-    before anything is published.  A laws file with a header alone is allowed beside a court or
-    keys file (a court-only corpus).  ``inputs``: (kind, path) per report: laws | keys | courts."""
-    expected = {"keys": "a law citation key such as 'Art. 1 Abs. 1 OR' (one per line)",
-                "courts": "a court citation such as 'BGE 145 II 32 E. 3.1' or '5A_800/2019 E. 2.'"}
-    if not any(r.written for r in reports):  # nothing to index at all
-        raise CorpusError(f"no document in {', '.join(str(p) for _, p in inputs)}: "
-                          + "; ".join(f"{p.name}: {r.rows_read} rows read, {r.malformed} malformed, {r.duplicates} duplicates"
-                                      + (f" ({_examples(r)})" if r.examples else "") for r, (_, p) in zip(reports, inputs))
-                          + "; a laws file needs columns citation,text,title with law citations such as 'Art. 1 Abs. 1 OR'")
-    for r, (kind, path) in zip(reports, inputs):
-        if kind == "laws" and r.rows_read and r.malformed == r.rows_read:  # a header alone is allowed beside courts or keys
-            raise CorpusError(f"{path}: no usable law row: all {r.rows_read} rows rejected ({_examples(r)}); expected "
-                              "columns citation,text,title with law citations such as 'Art. 1 Abs. 1 OR'")
-        if kind != "laws" and r.rows_read and r.malformed == r.rows_read:
-            raise CorpusError(f"{path}: none of its {r.rows_read} rows is {expected[kind]} ({_examples(r)})")
 
 
 class Corpus:
@@ -329,7 +61,7 @@ class Corpus:
         self.sources: list[str] = table.column("source").to_pylist()
         self.parents: list[str] = table.column("parent").to_pylist()
         self.aliases: dict[str, str] = {**cit.ENGLISH_ABBREVIATIONS, **self._read_aliases()}
-        self._index: cit.CitationIndex | None = None
+        self._index: CitationIndex | None = None
         self._first_doc: dict[str, int] | None = None  # citation -> its first document
         self._more_docs: dict[str, list[int]] = {}  # citation -> all its documents, for the few that repeat
         self._blob: np.ndarray | None = None
@@ -361,7 +93,7 @@ class Corpus:
         return aliases
 
     @property
-    def index(self) -> cit.CitationIndex:
+    def index(self) -> CitationIndex:
         """Citation lookup over the corpus's strings, with the other names of its law codes
         (English ones always, French and Italian ones when built with ``--abbreviations``)."""
         if self._index is None:
@@ -371,10 +103,10 @@ class Corpus:
                     keys = pq.read_table(path)
                 if keys.num_rows != len(self):
                     raise ArtifactError(f"{path}: {keys.num_rows} rows, the corpus has {len(self)}; {rebuild_hint(ARTIFACT)}")
-                self._index = cit.CitationIndex.from_parsed(self.citations, keys.column("key").to_pylist(), self.parents,
+                self._index = CitationIndex.from_parsed(self.citations, keys.column("key").to_pylist(), self.parents,
                                                             keys.column("code").to_pylist(), self.aliases)
             else:  # built before the keys were kept
-                self._index = cit.CitationIndex(self.citations, self.aliases)
+                self._index = CitationIndex(self.citations, self.aliases)
         return self._index
 
     def docs_of(self, citation: str) -> list[int]:
