@@ -411,7 +411,8 @@ def test_evaluate_piped_into_head_ends_quietly(tmp_path):
 
 
 def _synthetic_courts(path: Path, n: int) -> Path:
-    from lexrag.synthetic import write_court_csv
+    sys.path.insert(0, str(ROOT / "scripts"))  # the benchmarks' generator of court considerations
+    from synthetic import write_court_csv
 
     return write_court_csv(path, n, seed=3)
 
