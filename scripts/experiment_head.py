@@ -40,19 +40,18 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.stats import spearmanr
-
 from lexrag.citations import scoring_form, try_parse
 from lexrag.config import load_config
 from lexrag.eval.cv import grouped_folds, read_groups
 from lexrag.eval.experiment import GPU_STAGES_OFF, held_out_runs
+from lexrag.eval.experiment_cli import experiment_args
 from lexrag.eval.metrics import evaluate
 from lexrag.index.corpus import Corpus
 from lexrag.pipeline import Artifacts
 from lexrag.queries import load_gold, load_queries
 from lexrag.stages.statutes import detector_for, predicted_codes
-
+from scipy.optimize import minimize
+from scipy.stats import spearmanr
 
 HEAD = 30  # the head the kaggle preset reorders (fusion.head)
 DEPTH = 300  # ranks kept per question
@@ -408,19 +407,6 @@ def part_references(rows: dict, refs: dict[str, set[str]]) -> None:
         print(f"| the ranking's articles {5 * b + 1}-{5 * b + 5} | {n} | {slots[(b, 'hit')] / max(n, 1):.3f} |")
     print(f"| cited by the first five, not among the first three | {cited['n']} | {cited['hit'] / max(cited['n'], 1):.3f} "
           f"({cited['ranked']} of them already in the first 100) |")
-
-
-def experiment_args(doc: str):
-    """``--data`` and ``--artifacts`` (built with ``--train lexam_dev.csv``, docs/experiments.md); library warnings silenced."""
-    import argparse
-    import warnings
-
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="../shared/data")
-    ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (docs/experiments.md)")
-    args = ap.parse_args()
-    warnings.simplefilter("ignore", UserWarning)
-    return args
 
 
 def main() -> int:

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lexrag.stages.statutes as statutes
 from lexrag.citations import law_codes
 from lexrag.config import load_config
 from lexrag.eval.cv import grouped_folds, read_groups
 from lexrag.eval.experiment import GPU_STAGES_OFF, held_out_runs
+from lexrag.eval.experiment_cli import experiment_args
 from lexrag.eval.metrics import evaluate
 from lexrag.pipeline import Artifacts
 from lexrag.queries import load_gold, load_queries
-import lexrag.stages.statutes as statutes
-
 
 
 def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) -> tuple[dict, dict]:
@@ -47,19 +47,6 @@ def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) 
     finally:
         statutes.statute_codes = real
     return gold, ranked
-
-
-def experiment_args(doc: str):
-    """``--data`` and ``--artifacts`` (built with ``--train lexam_dev.csv``, docs/experiments.md); library warnings silenced."""
-    import argparse
-    import warnings
-
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="../shared/data")
-    ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (docs/experiments.md)")
-    args = ap.parse_args()
-    warnings.simplefilter("ignore", UserWarning)
-    return args
 
 
 def main() -> int:

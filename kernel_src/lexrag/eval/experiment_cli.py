@@ -18,7 +18,7 @@ from lexrag.eval.experiment import (
     run_experiment,
 )
 
-__all__ = ["format_report", "arg_parser", "variants_from_args", "run_from_args"]
+__all__ = ["format_report", "arg_parser", "variants_from_args", "run_from_args", "experiment_args"]
 
 log = logging.getLogger(__name__)
 
@@ -120,3 +120,15 @@ def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
         checks = check_expected(doc["metrics"], args.expected)
         text += "\n\nreproduction check against " + str(args.expected) + ":\n" + format_checks(checks)
     return doc, text, checks
+
+
+def experiment_args(doc: str) -> argparse.Namespace:
+    """``--data`` and ``--artifacts`` (built with ``--train lexam_dev.csv``, docs/experiments.md); library warnings silenced."""
+    import warnings
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="../shared/data")
+    ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (docs/experiments.md)")
+    args = ap.parse_args()
+    warnings.simplefilter("ignore", UserWarning)
+    return args
