@@ -47,7 +47,8 @@ print(st["headline"])
 for name, row in st["stages"].items():
     print(f"  {name:<15} {row['state']:<8} {row.get('queries', 0)}/{row.get('total', 0)} queries {row.get('why', '')}".rstrip())
 print(f"  off in this config: {', '.join(st['off'])}")
-print(f"graph: {graph['n_nodes']} nodes, {graph['n_edges']} edges from the {graph['n_docs'] - 8480} demo court considerations")
+print(f"graph (built, used only where a config switches it on): {graph['n_nodes']} nodes, {graph['n_edges']} court edges "
+      f"over the {graph['n_docs']} documents of the demo corpus")
 c = cfg["count"]
 if c["method"] == "fixed":
     print(f"count: k = {c['k']} citations per question; the demo questions cite 1 or 2, so precision stays low by design")

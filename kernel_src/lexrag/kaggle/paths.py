@@ -106,15 +106,22 @@ class Paths:
     def find_artifacts(self, name: str) -> list[Path]:
         """Every folder whose ``params.json`` says it is artifact ``name``: ``<artifacts_dir>/<name>``,
         then (on Kaggle, or locally one level down) every folder under the artifacts folder."""
-        out: list[Path] = []
+        return self._artifact_folders([name])[name]
+
+    def _artifact_folders(self, names: list[str]) -> dict[str, list[Path]]:
+        """:meth:`find_artifacts` for several names in one walk of the inputs."""
+        out: dict[str, list[Path]] = {n: [] for n in names}
         depth = MAX_DEPTH - 2 if self.kaggle else 1
         for d in walk_dirs(self.artifacts_dir, depth):
-            if (d / "params.json").is_file() and _artifact_name(d / "params.json") == name and d not in out:
-                out.append(d)
-        direct = self.artifacts_dir / name
-        if direct in out:
-            out.remove(direct)
-            out.insert(0, direct)
+            if (d / "params.json").is_file():
+                name = _artifact_name(d / "params.json")
+                if name in out and d not in out[name]:
+                    out[name].append(d)
+        for name, found in out.items():
+            direct = self.artifacts_dir / name
+            if direct in found:
+                found.remove(direct)
+                found.insert(0, direct)
         return out
 
     def artifact(self, name: str) -> Path:
@@ -142,7 +149,7 @@ class Paths:
         Names no input holds are left out of the result (:meth:`artifact` then names them)."""
         from lexrag.index.build import corpus_id
 
-        found = {n: self.find_artifacts(n) if self.kaggle else [] for n in names}
+        found = self._artifact_folders(names) if self.kaggle else {n: [] for n in names}
         if not self.kaggle or all(len(v) <= 1 for v in found.values()):
             return {n: v[0] for n, v in found.items() if v}
         meta = {d: _params(d / "params.json") for v in found.values() for d in v}
