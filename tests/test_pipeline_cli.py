@@ -129,3 +129,17 @@ def test_graph_and_prior_signals_in_the_pipeline(tmp_path, tiny_inputs):
     cfg_off = load_config(None, {"runtime.progress": False, "graph.enabled": True, "graph.signals": {"ppr": False}})
     res = run_pipeline([Query("q", "Beweislast nach Art. 8 ZGB")], Artifacts.load(tmp_path / "art", cfg_off), cfg_off)
     assert "ppr" not in {r.signal for r in res.signals} and "hits_hub" in {r.signal for r in res.signals}
+
+
+def test_a_graph_without_court_edges_is_left_off_and_the_status_says_how_to_get_it(tmp_path, tiny_inputs):
+    from lexrag.eval.status import run_status
+    from lexrag.index.build import build_artifacts
+
+    laws, _ = tiny_inputs
+    cfg = load_config(None, {"runtime.progress": False, "graph.enabled": True})
+    build_artifacts(cfg, laws, tmp_path / "art")  # laws only: the graph has no court edges
+    art = Artifacts.load(tmp_path / "art", cfg)
+    res = run_pipeline([Query("q1", "Treu und Glauben")], art, cfg)
+    row = run_status(cfg, art, res).to_dict()["stages"]["graph"]
+    assert art.graph is None and row["state"] == "missing" and "no court edges" in row["why"]
+    assert row["fix"] == "rebuild the corpus with court_considerations.csv, then the graph"

@@ -99,8 +99,8 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
             parts = [p for p in getattr(stage, "needs", ()) if p in art.missing] or list(getattr(stage, "needs", ()))
             why = "; ".join(f"{p}: {_brief(art.missing[p])}" for p in parts if p in art.missing) or \
                 f"needs {', '.join(parts) or 'a part'} that was not loaded"
-            # a reason that carries its own fix (a graph without court edges) gets no second one
-            fix = "" if "rebuild" in why else "; ".join(FIXES[p] for p in parts if p in FIXES)
+            fixes = getattr(art, "fixes", {})
+            fix = "; ".join(fixes.get(p) or FIXES[p] for p in parts if p in fixes or p in FIXES)
             rows.append(StageRow(stage.name, "missing", 0, live, why, fix))
             continue
         skipped = len(set(res.skipped.get(stage.name, [])))

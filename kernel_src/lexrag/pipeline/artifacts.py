@@ -43,6 +43,7 @@ class Artifacts:
     cache_dirs: list[Path] = field(default_factory=list)  # read-only LLM caches found by the resolver
     llm_replay: bool = False  # LLM answers only from caches (llm.mode replay, or no model folder when degrading)
     missing: dict[str, str] = field(default_factory=dict)  # parts left out when degrading: name -> why
+    fixes: dict[str, str] = field(default_factory=dict)  # how to get a missing part back, where it is not the usual
     calibration: object | None = None  # lexrag.stages.count.Calibration (count.method adaptive)
     corpus_dir: Path | None = None  # where the corpus was loaded from (the indexes check they were built over it)
 
@@ -94,9 +95,9 @@ class Artifacts:
                 part(a.name, lambda a=a, step=step: setattr(art, a.attr, step(locate(a.name), cfg, art)))
             if a.name == "graph" and art.graph is not None and not has_court_edges(art.graph):
                 art.graph = None
-                art.missing["graph"] = ("the graph has no court edges (its corpus holds no court considerations that "
-                                        "cite); rebuild the corpus with court_considerations.csv, then the graph")
-                log.warning("graph: left off (%s)", art.missing["graph"])
+                art.missing["graph"] = "the graph has no court edges (its corpus holds no court considerations that cite)"
+                art.fixes["graph"] = "rebuild the corpus with court_considerations.csv, then the graph"
+                log.warning("graph: left off (%s); %s", art.missing["graph"], art.fixes["graph"])
         if cfg.semantic.enabled:
             part("semantic", lambda: art._load_dense(cfg, locate, model_path, cid))
         if cfg.rerank.enabled:
