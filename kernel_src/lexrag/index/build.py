@@ -49,9 +49,7 @@ def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path
     if name == "graph":
         graph = build_graph(corpus, dest, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=cid, progress=progress)
         if not has_court_edges(graph):
-            log.warning("graph at %s has %d nodes and no court edges: the corpus holds no court considerations that cite "
-                        "(build it with court_considerations.csv); runs leave the graph signals off over this graph",
-                        dest, graph.n)
+            log.warning("graph at %s: %s", dest, NO_COURT_EDGES)
         return graph
     if name == "embeddings":
         from lexrag.index.semantic import build_embeddings
@@ -133,6 +131,10 @@ def courts_beside(laws: str | Path | None, courts: str | Path | bool | None) -> 
     log.warning("courts: none given and no %s beside %s: the corpus holds laws only and its graph will have no "
                 "court edges", COURTS_FILE, laws)
     return None
+
+
+NO_COURT_EDGES = ("the graph has no court edges (the corpus holds no court considerations that cite): runs leave the "
+                  "graph signals off over it; build the corpus with court_considerations.csv (notebook 01) and rebuild")
 
 
 def has_court_edges(graph) -> bool:

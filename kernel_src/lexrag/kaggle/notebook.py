@@ -92,6 +92,7 @@ def build_artifact(name: str, config: str | None = None, overrides: Mapping[str,
     sizes = ", ".join(f"{k} {p[k]}" for k in ("n_docs", "vocab_size", "n_nodes", "n_edges", "communities") if k in p)
     line = f"{name}: built in {time.perf_counter() - t0:.1f}s -> {out} ({sizes})"
     if name == "graph" and not p.get("n_edges"):
-        line += ("\nwarning: the graph has no court edges (the corpus holds no court considerations that cite): runs "
-                 "leave the graph signals off over it; build the corpus with court_considerations.csv (notebook 01) and rebuild")
+        from lexrag.index.build import NO_COURT_EDGES
+
+        line += f"\nwarning: {NO_COURT_EDGES}"
     return line
