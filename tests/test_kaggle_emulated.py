@@ -246,6 +246,9 @@ def test_with_every_llm_stage_a_short_budget_or_a_failing_query_still_writes_a_v
     verify = summary["measured"]["stages"]["verify"]
     assert verify["plan_s_per_query"] == 1.0 and verify["s_per_query"] >= 0 and "gen_tok_per_s" in verify
     assert "\nmeasured " in summary["status_table"] and summary["status"] == "DEGRADED"  # the agent was dropped
+    # and its memory: the process's peak, what each artifact load took and added
+    assert summary["measured"]["host_memory_gb"]["peak"] > 0 and "\nhost memory: peak " in summary["status_table"]
+    assert {"corpus", "bm25"} <= set(summary["measured"]["loads"]) and "\nartifact loads: corpus " in summary["status_table"]
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
 
     real = agent_mod.judge

@@ -48,6 +48,47 @@ def test_encode_index_search_finds_the_duplicate(tmp_path, tiny_encoder, corpus)
         assert list(scores[0]) == sorted(scores[0], reverse=True)
 
 
+def _unit_vectors(folder, n, dims, shard, seed=0):
+    """An embeddings artifact of random unit vectors in fp16 shards (the last one shorter)."""
+    from lexrag.artifacts import write_params
+
+    folder.mkdir(parents=True)
+    x = np.random.default_rng(seed).standard_normal((n, dims)).astype(np.float32)
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float16)
+    n_shards = (n + shard - 1) // shard
+    for i in range(n_shards):
+        np.save(folder / f"shard_{i:05d}.npy", x[i * shard:(i + 1) * shard], allow_pickle=False)
+    meta = {"model": "synthetic", "dims": dims, "normalize": True, "max_seq": 0, "fields": [], "shard_size": shard,
+            "n_docs": n, "corpus_id": "c", "dtype": "float16"}
+    write_params(folder, "embeddings", "tests", meta, n_docs=n, n_shards=n_shards)
+    return x
+
+
+def test_the_flat_index_is_exact_over_the_fp16_vectors_in_half_the_memory_of_faiss_flat(tmp_path):
+    import faiss
+
+    x16 = _unit_vectors(tmp_path / "emb", 2_345, 48, shard=1_000)
+    index = DenseIndex(Embeddings(tmp_path / "emb", 2_345), "flat", use_gpu="cpu")
+    ref = faiss.IndexFlatIP(48)
+    ref.add(x16.astype(np.float32))
+    q = np.random.default_rng(1).standard_normal((7, 48)).astype(np.float32)
+    ids, scores = index.search(q, 50)
+    ref_scores, ref_ids = ref.search(q, 50)
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_allclose(scores, ref_scores, rtol=1e-6, atol=1e-6)
+    assert index.index.ntotal == 2_345 and index.index.code_size == 48 * 2  # two bytes a component, not four
+    # the codes are the shards' bytes: the last document decodes to its stored vector exactly
+    np.testing.assert_array_equal(index.index.reconstruct(2_344), x16[2_344].astype(np.float32))
+
+
+def test_a_shard_changed_after_loading_is_refused_in_one_line(tmp_path):
+    _unit_vectors(tmp_path / "emb", 30, 8, shard=10)
+    emb = Embeddings(tmp_path / "emb", 30)
+    np.save(tmp_path / "emb" / "shard_00001.npy", np.zeros((10, 8), np.float32))
+    with pytest.raises(ArtifactError, match=r"shard_00001.npy: float32 \(10, 8\), expected float16 \(10, 8\); rebuild it"):
+        DenseIndex(emb, "flat", use_gpu="cpu")
+
+
 def test_killed_build_resumes_to_identical_bytes(tmp_path, tiny_encoder, corpus):
     kw = dict(corpus_id="c", shard_size=5, batch_size=4, fields=["text"], device="cpu", max_seq=64)
     assert build_embeddings(corpus, tiny_encoder, tmp_path / "full", **kw)

@@ -121,7 +121,7 @@ class SemanticConfig:
     max_seq: int = _f(256, "encoder max sequence length (paper: 256)", range=(8, None))
     shard_size: int = _f(100_000, "documents per embeddings shard (a resumable unit; paper: checkpoint every 100K)", range=(1, None))
     fields: list = _f(["title", "text"], "corpus columns joined into the encoded text")
-    index: str = _f("flat", "flat (exact IndexFlatIP) | ivfpq (compressed, exact re-scoring of the top rescore_k) | auto (flat when it fits in memory)", choices=('flat', 'ivfpq', 'auto'))
+    index: str = _f("flat", "flat (exact, the fp16 vectors in memory: 2 bytes a dimension) | ivfpq (compressed, exact re-scoring of the top rescore_k) | auto (flat when it fits in memory)", choices=('flat', 'ivfpq', 'auto'))
     faiss_gpu: str = _f("auto", "auto: the index on the last usable GPU when faiss has GPU support and it takes <= 40% of that GPU | cpu | gpu", choices=('auto', 'cpu', 'gpu'))
     nlist: int = _f(2048, "IVF lists (ivfpq; about sqrt(N), trained on 100K vectors)", range=(1, None))
     pq_m: int = _f(64, "PQ sub-quantizers, bytes per vector (ivfpq)", range=(1, None))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lexrag.config import Config
+from lexrag.procmem import process_memory
 from lexrag.stages.base import Phase, asked_for, registered_stages
 
 __all__ = ["StageRow", "RunStatus", "run_status", "failed_status", "measured", "measured_table", "FIXES"]
@@ -137,10 +138,12 @@ def failed_status(reason: str) -> RunStatus:
     return RunStatus("FAILED", [], [], reason)
 
 
-def measured(cfg: Config, res: Any) -> dict[str, Any]:
+def measured(cfg: Config, res: Any, art: Any = None) -> dict[str, Any]:
     """What the run measured about itself, beside the plan: per stage that ran, seconds per query
     against ``runtime.stage_estimates_s`` and, for the LLM stages, prompt and generated tokens per
-    second; per model, its load seconds; per GPU, the peak memory torch allocated (when CUDA ran)."""
+    second; per model, its load seconds; per GPU, the peak memory torch allocated (when CUDA ran);
+    this process's memory (peak, and now: anonymous and file pages) and, given the artifacts,
+    what loading each part took and added."""
     n = max(len(res.query_ids), 1)
     totals = res.cost_totals()
     est = cfg.runtime.stage_estimates_s
@@ -157,7 +160,10 @@ def measured(cfg: Config, res: Any) -> dict[str, Any]:
             row["prompt_tok_per_s"] = round(amounts.get("prompt_tokens", 0.0) / max(llm_s, 1e-9), 1)
             row["gen_tok_per_s"] = round(amounts.get("gen_tokens", 0.0) / max(llm_s, 1e-9), 1)
         stages[name] = row
-    out: dict[str, Any] = {"stages": stages, "model_load_s": {k: round(v, 1) for k, v in res.model_load_seconds.items()}}
+    out: dict[str, Any] = {"stages": stages, "model_load_s": {k: round(v, 1) for k, v in res.model_load_seconds.items()},
+                           "host_memory_gb": process_memory()}
+    if art is not None and getattr(art, "loads", None):
+        out["loads"] = dict(art.loads)
     try:
         import sys
 
@@ -181,4 +187,15 @@ def measured_table(m: dict[str, Any]) -> str:
         lines.append("model loads: " + ", ".join(f"{k} {v}s" for k, v in m["model_load_s"].items()))
     if m.get("peak_gpu_gb"):
         lines.append("peak GPU memory: " + ", ".join(f"{k} {v} GB" for k, v in m["peak_gpu_gb"].items()))
+    mem = m.get("host_memory_gb") or {}
+    if "anon" in mem:
+        lines.append(f"host memory: peak {mem['peak']:.1f} GB resident; now {mem['resident']:.1f} GB = {mem['anon']:.1f} GB "
+                     f"anonymous + {mem['file']:.1f} GB file pages (memory-mapped artifacts: shared with the page cache, "
+                     f"reclaimable)")
+    elif "peak" in mem:
+        lines.append(f"host memory: peak {mem['peak']:.1f} GB resident")
+    if m.get("loads"):
+        lines.append("artifact loads: " + ", ".join(
+            f"{k} {v['s']}s" + (f" +{v['anon_gb']:.1f} GB" + (f" (+{v['file_gb']:.1f} GB file pages)" if v["file_gb"] >= 0.05 else "")
+                                if "anon_gb" in v else "") for k, v in m["loads"].items()))
     return "\n".join(lines)

@@ -10,10 +10,15 @@ resumed build is byte-identical to an uninterrupted one on the same device.  ``r
 copies complete shards of an earlier output folder (a previous Kaggle session's output) whose
 ``progress.json`` matches.
 
-Memory plan for 2.47M x 1024 (BGE-M3): fp32 10.1 GB, fp16 5.1 GB.  ``index: flat`` keeps fp32
-vectors in a FAISS ``IndexFlatIP`` (exact; on a GPU when faiss reports one); ``index: ivfpq``
-keeps a 64-byte PQ code per vector (158 MB at 2.47M) in an ``IndexIVFPQ`` (2,048 lists) and re-scores the top
-``rescore_k`` candidates exactly against the fp16 shards, memory-mapped from disk.
+Memory plan for 2.65M x 1024 (BGE-M3): fp16 5.4 GB (fp32 would be 10.9 GB).  ``index: flat`` is
+exact search over the fp16 vectors as they are stored: on the CPU a FAISS ``IndexScalarQuantizer``
+with fp16 codes (the shards' bytes copied in as they are: the scores are those of an
+``IndexFlatIP`` over the same vectors, at half its memory), on a GPU (when faiss reports one) an
+fp16 GPU flat index.  The shards are read with plain file reads, not through their memory maps,
+so building the index leaves them in the page cache, not in this process's resident set.
+``index: ivfpq`` keeps a 64-byte PQ code per vector (170 MB at 2.65M) in an ``IndexIVFPQ`` (2,048
+lists) and re-scores the top ``rescore_k`` candidates exactly against the fp16 shards,
+memory-mapped from disk.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import numpy as np
 from lexrag.artifacts import ArtifactError, check_params, reading, write_params
 from lexrag.errors import ModelLoadError
 from lexrag.models import load_encoder, model_id, same_model
+from lexrag.procmem import mem_available
 
 __all__ = ["load_encoder", "build_embeddings", "Embeddings", "DenseIndex", "SemanticError", "model_id", "choose_index_kind"]
 
@@ -191,30 +197,46 @@ class Embeddings:
             out[m] = self.shards[s][off[m]]
         return out
 
+    def read_shard(self, i: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Shard ``i``'s fp16 vectors read from its file (not through the memory map, so its pages
+        are not counted in this process's resident set), into ``out`` (any C-contiguous buffer of
+        the shard's byte size) when given."""
+        path = self.folder / f"shard_{i:05d}.npy"
+        rows = min(self.shard_size, self.n - i * self.shard_size)
+        if out is None:
+            out = np.empty((rows, self.dims), dtype=np.float16)
+        view = memoryview(out).cast("B")
+        if view.nbytes != rows * self.dims * 2:
+            raise ValueError(f"buffer of {view.nbytes} bytes for shard {i} of {rows * self.dims * 2}")
+        with reading(ARTIFACT, self.folder), open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(f)
+            if shape != (rows, self.dims) or fortran or dtype != np.float16:
+                raise ArtifactError(f"{path}: {dtype} {shape}{' Fortran order' if fortran else ''}, expected float16 "
+                                    f"{(rows, self.dims)}; rebuild it")
+            got = 0
+            while got < view.nbytes:
+                n = f.readinto(view[got:])
+                if not n:
+                    raise ArtifactError(f"{path}: {got} of {view.nbytes} data bytes (the file is truncated); rebuild it")
+                got += n
+        return out
+
     def iter_chunks(self) -> Iterator[np.ndarray]:
-        for s in self.shards:
-            yield np.asarray(s, dtype=np.float32)
-
-
-def _mem_available() -> int | None:
-    """Bytes of memory the kernel says are available (Linux), else None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+        """Every shard as fp32 vectors, read from its file (see :meth:`read_shard`)."""
+        for i in range(len(self.shards)):
+            yield self.read_shard(i).astype(np.float32)
 
 
 def choose_index_kind(emb: "Embeddings", kind: str) -> str:
-    """``auto``: an exact flat index when its fp32 vectors (plus a fifth for FAISS and the query
-    path) fit in 70% of available memory, else IVF-PQ; any other kind unchanged."""
+    """``auto``: the exact flat index when its fp16 vectors (plus a tenth for FAISS and the query
+    path) fit in 70% of the memory available (the container's limit, where there is one), else
+    IVF-PQ; any other kind unchanged."""
     if kind != "auto":
         return kind
-    need = emb.n * emb.dims * 4 * 1.2
-    avail = _mem_available()
+    need = emb.n * emb.dims * 2 * 1.1
+    avail = mem_available()
     chosen = "flat" if avail is None or need < 0.7 * avail else "ivfpq"
     if chosen == "ivfpq":
         log.warning("flat index needs %.1f GB, %.1f GB available: using IVF-PQ", need / 1e9, (avail or 0) / 1e9)
@@ -254,7 +276,11 @@ class DenseIndex:
         self.kind = kind
         self.rescore_k = rescore_k
         d = emb.dims
-        if kind == "flat":
+        gpu = _faiss_gpu(faiss, use_gpu, emb, kind) if kind in ("flat", "ivfpq") else None
+        if kind == "flat" and gpu is None:
+            index = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+            self._fill_fp16(index, emb)
+        elif kind == "flat":
             index = faiss.IndexFlatIP(d)
         elif kind == "ivfpq":
             nlist = max(1, min(nlist, emb.n // 39))
@@ -267,15 +293,31 @@ class DenseIndex:
             index.nprobe = nprobe
         else:
             raise SemanticError(f"unknown dense index kind {kind!r} (flat | ivfpq)")
-        gpu = _faiss_gpu(faiss, use_gpu, emb, kind)
         if gpu is not None:
             co = faiss.GpuClonerOptions()
             co.useFloat16 = True
             index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), gpu, index, co)
         self.device = f"cuda:{gpu}" if gpu is not None else "cpu"
-        for chunk in emb.iter_chunks():
-            index.add(chunk)
+        if index.ntotal == 0:
+            for chunk in emb.iter_chunks():
+                index.add(chunk)
         self.index = index
+
+    @staticmethod
+    def _fill_fp16(index, emb: Embeddings) -> None:
+        """The shards' fp16 bytes straight into the scalar quantizer's codes (its fp16 code is the
+        IEEE half the shards hold): allocated once at full size, so the peak is the index itself,
+        not the index plus a reallocation or an fp32 copy."""
+        import faiss
+
+        row = index.code_size
+        index.codes.resize(emb.n * row)
+        codes = faiss.rev_swig_ptr(index.codes.data(), emb.n * row) if emb.n else np.empty(0, np.uint8)
+        for i in range(len(emb.shards)):
+            a = i * emb.shard_size * row
+            b = min(emb.n, (i + 1) * emb.shard_size) * row
+            emb.read_shard(i, codes[a:b])
+        index.ntotal = emb.n
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         q = np.ascontiguousarray(queries, dtype=np.float32)

@@ -57,7 +57,7 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     tmp.replace(out_path)
     status = run_status(cfg, art, res)
     summary = {
-        "status": status.status, "status_table": status.table() + "\n" + measured_table(m := measured(cfg, res)),
+        "status": status.status, "status_table": status.table() + "\n" + measured_table(m := measured(cfg, res, art)),
         "stages": status.to_dict()["stages"], "measured": m,
         "submission": str(out_path), "queries": len(qs), "citations": sum(len(v) for v in res.predictions.values()),
         "empty_rows": sum(1 for v in res.predictions.values() if not v), "load_s": round(load_s, 1),

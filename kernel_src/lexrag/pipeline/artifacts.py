@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -18,6 +19,7 @@ from lexrag.index.graph import CitationGraph
 from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
 from lexrag.modelpaths import find_model
+from lexrag.procmem import process_memory
 from lexrag.models import load_encoder, usable_gpus
 from lexrag.registry import ARTIFACTS
 from lexrag.stages.base import (
@@ -46,6 +48,7 @@ class Artifacts:
     fixes: dict[str, str] = field(default_factory=dict)  # how to get a missing part back, where it is not the usual
     calibration: object | None = None  # lexrag.stages.count.Calibration (count.method adaptive)
     corpus_dir: Path | None = None  # where the corpus was loaded from (the indexes check they were built over it)
+    loads: dict[str, dict[str, float]] = field(default_factory=dict)  # part -> seconds, GB it added (anonymous, file pages)
 
     def has_model(self, name: str) -> bool:
         return name in self.loaders
@@ -74,13 +77,15 @@ class Artifacts:
         model_path = ((lambda value, setting: paths.model(value, setting)) if paths is not None
                       else (lambda value, setting: find_model(value, [], setting, search=False)))
         corpus_dir = locate("corpus")
-        corpus = Corpus(corpus_dir)
+        with _measure(loads := {}, "corpus"):
+            corpus = Corpus(corpus_dir)
         cid = corpus_id(corpus_dir)
-        art = cls(corpus=corpus, bm25=None, corpus_dir=Path(corpus_dir))
+        art = cls(corpus=corpus, bm25=None, corpus_dir=Path(corpus_dir), loads=loads)
 
         def part(name: str, fn: Callable[[], None]) -> None:
             try:
-                fn()
+                with _measure(art.loads, name):
+                    fn()
             except Exception as e:  # noqa: BLE001 - degrading: any broken part is left out, logged
                 if not degrade:
                     raise
@@ -200,6 +205,19 @@ class Artifacts:
             raise ArtifactError(f"{name} model folder not found: {path} (attach the model dataset or set {setting})")
         self.model_paths[name] = Path(path)
         return Path(path)
+
+
+@contextlib.contextmanager
+def _measure(into: dict, name: str):
+    """Seconds and the resident memory (anonymous, file pages) that loading part ``name`` added;
+    kept only when it loaded."""
+    before, t0 = process_memory(), time.perf_counter()
+    yield
+    after = process_memory()
+    row = {"s": round(time.perf_counter() - t0, 1)}
+    if "anon" in after:
+        row.update(anon_gb=round(after["anon"] - before["anon"], 2), file_gb=round(after["file"] - before["file"], 2))
+    into[name] = row
 
 
 def llm_cache_dir(cfg: Config, paths=None) -> Path:
