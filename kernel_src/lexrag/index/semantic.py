@@ -266,7 +266,9 @@ def _faiss_gpu(faiss, use_gpu: str, emb: "Embeddings", kind: str) -> int | None:
 
 
 class DenseIndex:
-    """FAISS inner-product search over normalised embeddings (flat, or IVF-PQ with exact re-scoring)."""
+    """FAISS inner-product search over normalised embeddings: ``flat`` (exact over the fp16
+    vectors: a scalar quantizer with fp16 codes on the CPU, an fp16 flat index on a GPU), or
+    ``ivfpq`` (compressed codes, the top ``rescore_k`` re-scored exactly)."""
 
     def __init__(self, emb: Embeddings, kind: str = "flat", nlist: int = 2048, m: int = 64, nprobe: int = 64,
                  rescore_k: int = 1000, train_size: int = 100_000, seed: int = 0, use_gpu: str = "auto"):
@@ -311,6 +313,8 @@ class DenseIndex:
         import faiss
 
         row = index.code_size
+        if row != 2 * emb.dims:  # a faiss whose fp16 code is not two bytes a component
+            raise SemanticError(f"faiss's fp16 scalar quantizer uses {row} bytes a vector of {emb.dims}, not {2 * emb.dims}")
         index.codes.resize(emb.n * row)
         codes = faiss.rev_swig_ptr(index.codes.data(), emb.n * row) if emb.n else np.empty(0, np.uint8)
         for i in range(len(emb.shards)):
