@@ -17,7 +17,9 @@ them).  Each phase runs in its own process and reports wall time and peak RSS:
    (``Artifacts.load`` of corpus, BM25, graph and embeddings, then ``run_pipeline`` over 40
    synthetic questions with seeds, BM25, dense, graph, fusion, count), one dense index kind each.
 
-Artifact sizes on disk are reported after the builds.
+Artifact sizes on disk are reported after the builds.  ``--phases corpus bm25 graph embeddings
+--keep`` builds the artifacts and leaves them for ``scripts/bench_inference.py`` (the inference
+notebook's own process over them).
 """
 
 from __future__ import annotations
@@ -124,9 +126,13 @@ def table(rows: list[dict]) -> None:
     print("| --- | --- | --- | --- | --- |")
     for r in rows:
         for st in ("corpus", "bm25", "graph"):
-            print(f"| {r['n']:,} + laws | {st} build | {r[f'{st}_s']} | {r[f'{st}_rss_gb']} | {r[f'{st}_gb']} |")
-        print(f"| | embeddings (synthetic, fp16) | | | {r['embeddings_gb']} |")
+            if f"{st}_s" in r:  # the phases --phases ran
+                print(f"| {r['n']:,} + laws | {st} build | {r[f'{st}_s']} | {r[f'{st}_rss_gb']} | {r[f'{st}_gb']} |")
+        if "embeddings_gb" in r:
+            print(f"| | embeddings (synthetic, fp16) | | | {r['embeddings_gb']} |")
         for kind in ("flat", "ivfpq"):
+            if f"{kind}_load_s" not in r:
+                continue
             print(f"| | inference, {kind}: load | {r[f'{kind}_load_s']} | {r[f'{kind}_load_rss_gb']} | |")
             print(f"| | inference, {kind}: 40 queries | {r[f'{kind}_40q_s']} | {r[f'{kind}_rss_gb']} | |")
 

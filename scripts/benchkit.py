@@ -48,6 +48,8 @@ def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     ap.add_argument("--keep", action="store_true", help="keep the generated files")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="config overrides for every phase, e.g. lexical.decompound=false (YAML values)")
+    ap.add_argument("--phases", nargs="*", choices=list(phases), default=list(phases),
+                    help="run only these phases, in this order (e.g. the builds, leaving the artifacts with --keep)")
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -60,7 +62,7 @@ def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
         folder = Path(args.work) / str(n)
         folder.mkdir(parents=True, exist_ok=True)
         row: dict = {"n": n, **({"set": overrides()} if args.set else {}), **(prepare(folder, n) if prepare else {})}
-        for ph in phases:
+        for ph in args.phases:
             out = subprocess.run([sys.executable, script, "--phase", ph, "--work", str(folder), "--n", str(n)],
                                  capture_output=True, text=True, env={**os.environ, "CI": "true"})
             if out.returncode != 0:

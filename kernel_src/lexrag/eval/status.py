@@ -141,9 +141,10 @@ def failed_status(reason: str) -> RunStatus:
 def measured(cfg: Config, res: Any, art: Any = None) -> dict[str, Any]:
     """What the run measured about itself, beside the plan: per stage that ran, seconds per query
     against ``runtime.stage_estimates_s`` and, for the LLM stages, prompt and generated tokens per
-    second; per model, its load seconds; per GPU, the peak memory torch allocated (when CUDA ran);
-    this process's memory (peak, and now: anonymous and file pages) and, given the artifacts,
-    what loading each part took and added."""
+    second, and the anonymous memory its runs left resident (models it loaded, caches it filled);
+    per model, its load seconds; per GPU, the peak memory torch allocated (when CUDA ran); this
+    process's memory (peak, and now: anonymous and file pages) and, given the artifacts, what
+    loading each part took and added."""
     n = max(len(res.query_ids), 1)
     totals = res.cost_totals()
     est = cfg.runtime.stage_estimates_s
@@ -152,6 +153,8 @@ def measured(cfg: Config, res: Any, art: Any = None) -> dict[str, Any]:
         if name == "total":
             continue
         row = {"s_per_query": round(secs / n, 3)}
+        if name in getattr(res, "memory_added", {}):
+            row["anon_gb_added"] = round(res.memory_added[name], 2)
         if name in est:
             row["plan_s_per_query"] = float(est[name])
         amounts = totals.get(name, {})
@@ -178,11 +181,12 @@ def measured(cfg: Config, res: Any, art: Any = None) -> dict[str, Any]:
 
 def measured_table(m: dict[str, Any]) -> str:
     """The measurements as lines: stage, seconds per query (plan), tokens per second."""
-    lines = [f"{'measured':<15} {'s/query':>8} {'plan':>8}  tokens/s (prompt, generated)"]
+    lines = [f"{'measured':<15} {'s/query':>8} {'plan':>8} {'+GB':>6}  tokens/s (prompt, generated)"]
     for name, row in m["stages"].items():
         plan = f"{row['plan_s_per_query']:.2f}" if "plan_s_per_query" in row else "-"
+        mem = f"{row['anon_gb_added']:+.2f}" if "anon_gb_added" in row else "-"
         tok = f"{row['prompt_tok_per_s']:.0f}, {row['gen_tok_per_s']:.0f}" if "gen_tok_per_s" in row else ""
-        lines.append(f"{name:<15} {row['s_per_query']:>8.3f} {plan:>8}  {tok}".rstrip())
+        lines.append(f"{name:<15} {row['s_per_query']:>8.3f} {plan:>8} {mem:>6}  {tok}".rstrip())
     if m["model_load_s"]:
         lines.append("model loads: " + ", ".join(f"{k} {v}s" for k, v in m["model_load_s"].items()))
     if m.get("peak_gpu_gb"):
@@ -196,6 +200,7 @@ def measured_table(m: dict[str, Any]) -> str:
         lines.append(f"host memory: peak {mem['peak']:.1f} GB resident")
     if m.get("loads"):
         lines.append("artifact loads: " + ", ".join(
-            f"{k} {v['s']}s" + (f" +{v['anon_gb']:.1f} GB" + (f" (+{v['file_gb']:.1f} GB file pages)" if v["file_gb"] >= 0.05 else "")
+            f"{k} {v['s']}s" + (f" {v['anon_gb']:+.1f} GB" + (f" ({v['file_gb']:+.1f} GB file pages)" if v["file_gb"] >= 0.05 else "")
                                 if "anon_gb" in v else "") for k, v in m["loads"].items()))
+        lines.append("(GB: 2^30 bytes; +GB: anonymous memory a stage's runs or a load left resident)")
     return "\n".join(lines)

@@ -26,6 +26,7 @@ from lexrag.pipeline.artifacts import Artifacts
 from lexrag.pipeline.budget import Budget, degrade
 from lexrag.pipeline.context import make_context
 from lexrag.pipeline.signal_cache import SignalCache, remember
+from lexrag.procmem import process_memory
 from lexrag.queries import Query, QueryState, Variant
 from lexrag.ranking import Ranking
 from lexrag.stages.base import (
@@ -60,6 +61,7 @@ class RunResult:
     model_load_seconds: dict[str, float] = field(default_factory=dict)
     current_by: dict[str, str] = field(default_factory=dict)  # query id -> stage that made its final order
     dropped: dict[str, str] = field(default_factory=dict)  # optional stages the budget dropped -> why
+    memory_added: dict[str, float] = field(default_factory=dict)  # stage -> GB of anonymous memory left after its runs
 
     @property
     def traces(self) -> list[dict]:
@@ -152,11 +154,13 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
             if not todo:
                 continue
             chunk = batch.chunk(todo)
-        t0 = time.perf_counter()
+        t0, m0 = time.perf_counter(), process_memory().get("anon")
         _run_chunk(stage, chunk, ctx, n_docs, budget,
                    (lambda out, c=chunk, k=keys, m=memo, st=stage: remember(m, st, c, k, out)) if memo is not None else None)
         dt = time.perf_counter() - t0
         batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
+        if m0 is not None:  # what the stage left resident: models it loaded, caches it filled
+            batch.memory_added[stage.name] = batch.memory_added.get(stage.name, 0.0) + process_memory()["anon"] - m0
         done[stage.name] = done.get(stage.name, 0) + len(chunk.queries)
         for q in chunk.queries:
             q.add_cost(stage.name, seconds=dt / len(chunk.queries))
@@ -319,4 +323,4 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
                      degraded=degraded, skipped=dict(batch.skipped), failed=dict(batch.failed), states=states,
                      costs={q.query_id: q.cost for q in states}, model_loads=dict(ctx.models.loads),
                      model_load_seconds=dict(ctx.models.load_seconds), current_by=dict(batch.current_by),
-                     dropped=dict(budget.dropped))
+                     dropped=dict(budget.dropped), memory_added={k: round(v, 2) for k, v in batch.memory_added.items()})

@@ -117,6 +117,7 @@ class BatchState:
     skipped: dict[str, list[str]] = field(default_factory=dict)  # stage -> query ids it skipped
     failed: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> query id -> error
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    memory_added: dict[str, float] = field(default_factory=dict)  # stage -> GB of anonymous memory its runs left behind
 
     def chunk(self, queries: list[QueryState]) -> "BatchState":
         view = BatchState(queries)
