@@ -128,6 +128,7 @@ def main() -> int:
     m = s.get("measured", {})
     row = {"repo": str(repo), "commit": commit + ("+" if dirty else ""), "index": args.index, "questions": args.questions,
            "docs": None, **r, "kernel_memory_gb": m.get("host_memory_gb"), "loads": m.get("loads"),
+           "stage_anon_gb_added": {k: v["anon_gb_added"] for k, v in m.get("stages", {}).items() if "anon_gb_added" in v},
            "load_s": s.get("load_s"), "seconds": s.get("seconds"), "status": s.get("status"), "out": str(out)}
     try:
         row["docs"] = json.loads((parts["art"] / "corpus" / "params.json").read_text())["n_docs"]
@@ -147,7 +148,10 @@ def main() -> int:
         if k in km:
             print(f"| {label} | {km[k]} |")
     for name, v in (row["loads"] or {}).items():
-        print(f"| load {name}: {v['s']} s | +{v.get('anon_gb', '?')} anonymous, +{v.get('file_gb', '?')} file |")
+        print(f"| load {name}: {v['s']} s | {v.get('anon_gb', 0):+.2f} anonymous, {v.get('file_gb', 0):+.2f} file |")
+    for name, gb in row["stage_anon_gb_added"].items():
+        if abs(gb) >= 0.05:
+            print(f"| stage {name}: {row['seconds'].get(name)} s | {gb:+.2f} anonymous left resident |")
     return 0
 
 

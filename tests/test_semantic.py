@@ -64,18 +64,33 @@ def _unit_vectors(folder, n, dims, shard, seed=0):
     return x
 
 
-def test_the_flat_index_is_exact_over_the_fp16_vectors_in_half_the_memory_of_faiss_flat(tmp_path):
+def test_the_flat_index_is_exact_over_the_fp16_vectors_in_half_the_memory_of_faiss_flat(tmp_path, monkeypatch):
     import faiss
 
+    import lexrag.index.semantic as semantic
+
+    monkeypatch.setattr(semantic, "BLOCK_ROWS", 1_000)  # several blocks, the last one shorter
     x16 = _unit_vectors(tmp_path / "emb", 2_345, 48, shard=1_000)
     index = DenseIndex(Embeddings(tmp_path / "emb", 2_345), "flat", use_gpu="cpu")
     ref = faiss.IndexFlatIP(48)
     ref.add(x16.astype(np.float32))
-    q = np.random.default_rng(1).standard_normal((7, 48)).astype(np.float32)
-    ids, scores = index.search(q, 50)
-    ref_scores, ref_ids = ref.search(q, 50)
-    np.testing.assert_array_equal(ids, ref_ids)
-    np.testing.assert_allclose(scores, ref_scores, rtol=1e-6, atol=1e-6)
+    # a few queries (faiss's scan of the fp16 codes) and a batch (decoded blocks times the
+    # queries): the same documents as IndexFlatIP with its scores, best first (two documents
+    # whose scores differ by rounding only may swap places)
+    for n_queries, k in ((7, 50), (40, 50), (40, 3_000)):
+        q = np.random.default_rng(n_queries).standard_normal((n_queries, 48)).astype(np.float32)
+        ids, scores = index.search(q, k)
+        ref_scores, ref_ids = ref.search(q, k)
+        assert ids.shape == ref_ids.shape == (n_queries, k)
+        real = ref_ids >= 0  # k over the corpus size: faiss pads with -1
+        assert (ids[~real] == -1).all() and (ids[real] >= 0).all()
+        np.testing.assert_allclose(scores[real], ref_scores[real], rtol=1e-5, atol=1e-5)
+        for row in range(n_queries):
+            got, want = ids[row][real[row]], ref_ids[row][real[row]]
+            assert set(got) == set(want)
+            exact = x16[got].astype(np.float32) @ q[row]  # each document's own score
+            np.testing.assert_allclose(scores[row][real[row]], exact, rtol=1e-5, atol=1e-5)
+        assert (ids[:, :10] == ref_ids[:, :10]).mean() > 0.99
     assert index.index.ntotal == 2_345 and index.index.code_size == 48 * 2  # two bytes a component, not four
     # the codes are the shards' bytes: the last document decodes to its stored vector exactly
     np.testing.assert_array_equal(index.index.reconstruct(2_344), x16[2_344].astype(np.float32))
