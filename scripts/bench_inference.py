@@ -139,7 +139,8 @@ def main() -> int:
         with open(args.json, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
     km = row["kernel_memory_gb"] or {}
-    print(f"\n{row['docs']:,} documents, {args.questions} questions, {args.index} index, {row['commit']}: "
+    docs = f"{row['docs']:,}" if row["docs"] else "?"
+    print(f"\n{docs} documents, {args.questions} questions, {args.index} index, {row['commit']}: "
           f"status {row['status']}, notebook {row['wall_s']} s (artifact load {row['load_s']} s)")
     print("| measure | GB |\n| --- | --- |")
     print(f"| max RSS over the process tree (/usr/bin/time -v) | {row['tree_max_rss_gb']} |")

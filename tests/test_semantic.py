@@ -96,12 +96,48 @@ def test_the_flat_index_is_exact_over_the_fp16_vectors_in_half_the_memory_of_fai
     np.testing.assert_array_equal(index.index.reconstruct(2_344), x16[2_344].astype(np.float32))
 
 
+def test_both_flat_search_paths_keep_the_lowest_ids_among_copies_of_a_document(tmp_path, monkeypatch):
+    """A corpus of 50 texts, each present 40 times: whether a query is searched alone (faiss's
+    scan) or in a batch (decoded blocks), it gets the same copies, the lowest ids first."""
+    import lexrag.index.semantic as semantic
+    from lexrag.artifacts import write_params
+
+    monkeypatch.setattr(semantic, "BLOCK_ROWS", 256)  # copies of one text in several blocks
+    base = np.random.default_rng(0).standard_normal((50, 16)).astype(np.float16)
+    x = np.tile(base, (40, 1))  # document i is a copy of i % 50
+    (tmp_path / "emb").mkdir()
+    np.save(tmp_path / "emb" / "shard_00000.npy", x, allow_pickle=False)
+    write_params(tmp_path / "emb", "embeddings", "tests", {"model": "synthetic", "dims": 16, "normalize": False, "max_seq": 0,
+                 "fields": [], "shard_size": 2_000, "n_docs": 2_000, "corpus_id": "c", "dtype": "float16"}, n_docs=2_000, n_shards=1)
+    index = DenseIndex(Embeddings(tmp_path / "emb", 2_000), "flat", use_gpu="cpu")
+    q = np.random.default_rng(1).standard_normal((40, 16)).astype(np.float32)
+    batch_ids, batch_scores = index.search(q, 7)  # 40 queries: the block path
+    for row in range(0, 40, 8):
+        alone_ids, alone_scores = index.search(q[row : row + 1], 7)  # one query: faiss's scan
+        np.testing.assert_array_equal(alone_ids[0], batch_ids[row])
+        np.testing.assert_allclose(alone_scores[0], batch_scores[row], rtol=1e-5, atol=1e-5)
+        best = int(np.argmax(base.astype(np.float32) @ q[row]))
+        assert list(batch_ids[row]) == [best + 50 * c for c in range(7)]  # its 7 lowest copies, in id order
+    # more results than documents: both paths pad with id -1 and faiss's lowest score
+    many, many_scores = index.search(q, 2_100)
+    few, few_scores = index.search(q[:1], 2_100)
+    assert (many[:, 2_000:] == -1).all() and (few[:, 2_000:] == -1).all()
+    assert (many_scores[:, 2_000:] == few_scores[:, 2_000:]).all() and few_scores[0, -1] == np.finfo(np.float32).min
+
+
 def test_a_shard_changed_after_loading_is_refused_in_one_line(tmp_path):
     _unit_vectors(tmp_path / "emb", 30, 8, shard=10)
     emb = Embeddings(tmp_path / "emb", 30)
     np.save(tmp_path / "emb" / "shard_00001.npy", np.zeros((10, 8), np.float32))
     with pytest.raises(ArtifactError, match=r"shard_00001.npy: float32 \(10, 8\), expected float16 \(10, 8\); rebuild it"):
         DenseIndex(emb, "flat", use_gpu="cpu")
+    from lexrag.artifacts import read_params, write_params
+
+    p = read_params(tmp_path / "emb", "embeddings", verify=False)
+    np.save(tmp_path / "emb" / "shard_00001.npy", np.zeros((10, 8), np.float16))
+    write_params(tmp_path / "emb", "embeddings", "tests", p["params"], n_docs=30, n_shards=2)  # a shard left out
+    with pytest.raises(ArtifactError, match="params.json lists 2 shards, 30 documents in shards of 10 need 3; rebuild them"):
+        Embeddings(tmp_path / "emb", 30)
 
 
 def test_killed_build_resumes_to_identical_bytes(tmp_path, tiny_encoder, corpus):

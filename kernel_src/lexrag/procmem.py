@@ -32,16 +32,18 @@ def _status_kb() -> dict[str, int]:
 
 
 def process_memory() -> dict[str, float]:
-    """GB: ``peak`` (the resident high-water mark, file pages included), ``resident`` now,
-    ``anon`` (anonymous pages now) and ``file`` (file-backed pages now, mostly memory maps).
-    Only ``peak`` where ``/proc`` is missing."""
+    """GB (2^30 bytes, unrounded): ``peak`` (the resident high-water mark, file pages included),
+    ``resident`` now and, where the kernel reports them, ``anon`` (anonymous and shared-memory
+    pages now: what only freeing, not the page cache, gives back) and ``file`` (file-backed pages
+    now, mostly memory maps).  Only ``peak`` where ``/proc`` is missing."""
     kb = _status_kb()
     if "VmHWM" not in kb:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KB on Linux, bytes on macOS
-        return {"peak": round(peak / (GB if sys.platform == "darwin" else 2**20), 2)}
-    out = {"peak": kb["VmHWM"], "resident": kb.get("VmRSS", 0), "anon": kb.get("RssAnon", 0),
-           "file": kb.get("RssFile", 0) + kb.get("RssShmem", 0)}
-    return {k: round(v / 2**20, 2) for k, v in out.items()}
+        return {"peak": peak / (GB if sys.platform == "darwin" else 2**20)}
+    out = {"peak": kb["VmHWM"], "resident": kb.get("VmRSS", 0)}
+    if "RssAnon" in kb and "RssFile" in kb:  # Linux 4.5 and later
+        out.update(anon=kb["RssAnon"] + kb.get("RssShmem", 0), file=kb["RssFile"])
+    return {k: v / 2**20 for k, v in out.items()}
 
 
 def _cgroup_available(root: str = "/sys/fs/cgroup") -> int | None:

@@ -164,7 +164,7 @@ def measured(cfg: Config, res: Any, art: Any = None) -> dict[str, Any]:
             row["gen_tok_per_s"] = round(amounts.get("gen_tokens", 0.0) / max(llm_s, 1e-9), 1)
         stages[name] = row
     out: dict[str, Any] = {"stages": stages, "model_load_s": {k: round(v, 1) for k, v in res.model_load_seconds.items()},
-                           "host_memory_gb": process_memory()}
+                           "host_memory_gb": {k: round(v, 2) for k, v in process_memory().items()}}
     if art is not None and getattr(art, "loads", None):
         out["loads"] = dict(art.loads)
     try:

@@ -179,6 +179,10 @@ class Embeddings:
         self.dims = int(p["dims"])
         self.n = n_docs
         self.shard_size = int(p["shard_size"])
+        want = -(-n_docs // self.shard_size) if self.shard_size > 0 else -1
+        if self.params.get("n_shards") != want:
+            raise ArtifactError(f"embeddings at {folder}: params.json lists {self.params.get('n_shards')} shards, "
+                                f"{n_docs} documents in shards of {self.shard_size} need {want}; rebuild them")
         with reading(ARTIFACT, self.folder):
             self.shards = [np.load(self.folder / f"shard_{i:05d}.npy", mmap_mode="r", allow_pickle=False)
                            for i in range(int(self.params["n_shards"]))]
@@ -267,6 +271,18 @@ def _faiss_gpu(faiss, use_gpu: str, emb: "Embeddings", kind: str) -> int | None:
 
 BLAS_QUERIES = 16  # from this many queries at once the CPU flat index multiplies decoded blocks (BLAS)
 BLOCK_ROWS = 32_768  # vectors decoded to fp32 at a time for that (128 MB at 1,024 dimensions)
+_PAD_SCORE = np.finfo(np.float32).min  # the score faiss gives the -1 ids that pad a short result
+
+
+def _top_lowest_ids(s: np.ndarray, k: int) -> np.ndarray:
+    """Column indices of each row's ``k`` largest values, ascending; among values equal to the
+    ``k``-th largest the lowest indices (``argpartition`` alone picks among them arbitrarily)."""
+    kth = -np.partition(-s, k - 1, axis=1)[:, k - 1 : k]
+    above = s > kth
+    need = k - above.sum(axis=1, keepdims=True)
+    tied = s == kth
+    chosen = above | (tied & (np.cumsum(tied, axis=1) <= need))
+    return np.nonzero(chosen)[1].reshape(len(s), k)
 
 
 class DenseIndex:
@@ -333,26 +349,26 @@ class DenseIndex:
         the best ``k`` so far.  faiss's scalar quantizer scores one (query, vector) pair at a time,
         which is the faster way for a few queries and several times slower for a batch (the
         semantic stage searches all of a chunk's texts at once).  The scores are the same inner
-        products, summed in another order (they agree to about 1e-7)."""
+        products, summed in another order (they agree to about 1e-7).  Equal scores are decided
+        by the lower document id, as faiss's scan decides them, so a document's copies come out
+        the same whichever path a batch takes."""
         import faiss
 
         n, d = self.index.ntotal, self.index.d
         vectors = faiss.rev_swig_ptr(self.index.codes.data(), n * self.index.code_size).view(np.float16).reshape(n, d)
-        best_s = np.full((len(q), k), -np.inf, dtype=np.float32)
+        best_s = np.full((len(q), k), _PAD_SCORE, dtype=np.float32)
         best_i = np.full((len(q), k), -1, dtype=np.int64)
         buf = np.empty((min(BLOCK_ROWS, n), d), dtype=np.float32)
         for a in range(0, n, BLOCK_ROWS):
             block = buf[: min(BLOCK_ROWS, n - a)]
             np.copyto(block, vectors[a : a + len(block)])
             s = q @ block.T
-            kk = min(k, len(block))
-            top = np.argpartition(-s, kk - 1, axis=1)[:, :kk]
+            top = _top_lowest_ids(s, min(k, len(block)))
             cand_s = np.concatenate([best_s, np.take_along_axis(s, top, 1)], axis=1)
             cand_i = np.concatenate([best_i, top + a], axis=1)
-            keep = np.argpartition(-cand_s, k - 1, axis=1)[:, :k]
+            keep = np.lexsort((cand_i, -cand_s))[:, :k]  # best first, ties by document id
             best_s, best_i = np.take_along_axis(cand_s, keep, 1), np.take_along_axis(cand_i, keep, 1)
-        order = np.lexsort((best_i, -best_s))  # best first, ties by document id
-        return np.take_along_axis(best_i, order, 1), np.take_along_axis(best_s, order, 1)
+        return best_i, best_s
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         q = np.ascontiguousarray(queries, dtype=np.float32)
@@ -360,7 +376,8 @@ class DenseIndex:
             if len(q) >= BLAS_QUERIES and self.device == "cpu":
                 return self._search_blocks(q, k)
             scores, ids = self.index.search(q, k)
-            return ids, scores
+            order = np.lexsort((ids, -scores))  # faiss keeps the lowest ids of equal scores but lists them descending
+            return np.take_along_axis(ids, order, 1), np.take_along_axis(scores, order, 1)
         _, cand = self.index.search(q, max(k, self.rescore_k))
         out_ids = np.full((len(q), k), -1, dtype=np.int64)
         out_scores = np.full((len(q), k), -np.inf, dtype=np.float32)

@@ -215,7 +215,7 @@ def _measure(into: dict, name: str):
     yield
     after = process_memory()
     row = {"s": round(time.perf_counter() - t0, 1)}
-    if "anon" in after:
+    if "anon" in after and "anon" in before:
         row.update(anon_gb=round(after["anon"] - before["anon"], 2), file_gb=round(after["file"] - before["file"], 2))
     into[name] = row
 

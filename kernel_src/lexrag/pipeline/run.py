@@ -159,7 +159,7 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
                    (lambda out, c=chunk, k=keys, m=memo, st=stage: remember(m, st, c, k, out)) if memo is not None else None)
         dt = time.perf_counter() - t0
         batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
-        if m0 is not None:  # what the stage left resident: models it loaded, caches it filled
+        if m0 is not None:  # what the stage left resident: models it loaded, caches it filled (summed unrounded)
             batch.memory_added[stage.name] = batch.memory_added.get(stage.name, 0.0) + process_memory()["anon"] - m0
         done[stage.name] = done.get(stage.name, 0) + len(chunk.queries)
         for q in chunk.queries:
