@@ -25,17 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-
-def peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024
 
 
 def encode_bench(n_docs: int) -> dict:
@@ -112,7 +107,7 @@ def faiss_kind(folder: Path, n: int, kind: str, nq: int = 200) -> dict:
     t1 = time.perf_counter()
     index.search(q, 100)
     batch = time.perf_counter() - t1
-    return {"kind": kind, "build_s": build, "peak_rss_gb": peak_rss_gb(),
+    return {"kind": kind, "build_s": build, "peak_rss_gb": process_memory()["peak"],
             "index_anon_gb": built.get("anon", 0.0) - before.get("anon", 0.0),
             "search_ms_median": 1000 * float(np.median(lat)), "search_ms_p95": 1000 * float(np.percentile(lat, 95)),
             "batch_200_s": batch, "ids": ids}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -18,7 +17,9 @@ from typing import Callable, Sequence
 
 
 def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    from lexrag.procmem import process_memory
+
+    return process_memory()["peak"] * 1024
 
 
 _SET = "LEXRAG_BENCH_SET"

@@ -153,7 +153,7 @@ def measured(cfg: Config, res: Any, art: Any = None) -> dict[str, Any]:
         if name == "total":
             continue
         row = {"s_per_query": round(secs / n, 3)}
-        if name in getattr(res, "memory_added", {}):
+        if name in res.memory_added:
             row["anon_gb_added"] = round(res.memory_added[name], 2)
         if name in est:
             row["plan_s_per_query"] = float(est[name])
@@ -179,6 +179,16 @@ def measured(cfg: Config, res: Any, art: Any = None) -> dict[str, Any]:
     return out
 
 
+def _load_text(name: str, v: dict[str, float]) -> str:
+    """``bm25 15.0s +3.0 GB`` (and the file pages it touched, when any)."""
+    text = f"{name} {v['s']}s"
+    if "anon_gb" in v:
+        text += f" {v['anon_gb']:+.1f} GB"
+        if v["file_gb"] >= 0.05:
+            text += f" ({v['file_gb']:+.1f} GB file pages)"
+    return text
+
+
 def measured_table(m: dict[str, Any]) -> str:
     """The measurements as lines: stage, seconds per query (plan), tokens per second."""
     lines = [f"{'measured':<15} {'s/query':>8} {'plan':>8} {'+GB':>6}  tokens/s (prompt, generated)"]
@@ -199,8 +209,6 @@ def measured_table(m: dict[str, Any]) -> str:
     elif "peak" in mem:
         lines.append(f"host memory: peak {mem['peak']:.1f} GB resident")
     if m.get("loads"):
-        lines.append("artifact loads: " + ", ".join(
-            f"{k} {v['s']}s" + (f" {v['anon_gb']:+.1f} GB" + (f" ({v['file_gb']:+.1f} GB file pages)" if v["file_gb"] >= 0.05 else "")
-                                if "anon_gb" in v else "") for k, v in m["loads"].items()))
+        lines.append("artifact loads: " + ", ".join(_load_text(k, v) for k, v in m["loads"].items()))
         lines.append("(GB: 2^30 bytes; +GB: anonymous memory a stage's runs or a load left resident)")
     return "\n".join(lines)

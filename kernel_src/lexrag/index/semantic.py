@@ -299,13 +299,16 @@ class DenseIndex:
         self.kind = kind
         self.rescore_k = rescore_k
         d = emb.dims
-        gpu = _faiss_gpu(faiss, use_gpu, emb, kind) if kind in ("flat", "ivfpq") else None
-        if kind == "flat" and gpu is None:
+        if kind not in ("flat", "ivfpq"):
+            raise SemanticError(f"unknown dense index kind {kind!r} (flat | ivfpq)")
+        gpu = _faiss_gpu(faiss, use_gpu, emb, kind)
+        filled = kind == "flat" and gpu is None  # the CPU flat index takes the shards' bytes as they are
+        if filled:
             index = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
             self._fill_fp16(index, emb)
         elif kind == "flat":
             index = faiss.IndexFlatIP(d)
-        elif kind == "ivfpq":
+        else:
             nlist = max(1, min(nlist, emb.n // 39))
             quant = faiss.IndexFlatIP(d)
             rng = np.random.default_rng(seed)
@@ -314,14 +317,12 @@ class DenseIndex:
             index = faiss.IndexIVFPQ(quant, d, nlist, m, bits, faiss.METRIC_INNER_PRODUCT)
             index.train(emb.rows(sample))
             index.nprobe = nprobe
-        else:
-            raise SemanticError(f"unknown dense index kind {kind!r} (flat | ivfpq)")
         if gpu is not None:
             co = faiss.GpuClonerOptions()
             co.useFloat16 = True
             index = faiss.index_cpu_to_gpu(faiss.StandardGpuResources(), gpu, index, co)
         self.device = f"cuda:{gpu}" if gpu is not None else "cpu"
-        if index.ntotal == 0:
+        if not filled:
             for chunk in emb.iter_chunks():
                 index.add(chunk)
         self.index = index

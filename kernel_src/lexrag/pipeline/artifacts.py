@@ -19,8 +19,8 @@ from lexrag.index.graph import CitationGraph
 from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
 from lexrag.modelpaths import find_model
-from lexrag.procmem import process_memory
 from lexrag.models import load_encoder, usable_gpus
+from lexrag.procmem import process_memory
 from lexrag.registry import ARTIFACTS
 from lexrag.stages.base import (
     asked_for,
