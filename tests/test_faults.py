@@ -4,6 +4,7 @@ artifact.  The README's fault table points here."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from lexrag.cli import main
@@ -62,10 +64,39 @@ def test_a_stray_quote_in_a_queries_file_is_an_error_naming_the_lines_and_writes
 
 
 def test_a_stray_quote_that_closes_further_down_is_caught_by_the_rows_it_swallowed(tmp_path, arts, capsys):
+    text = QUERIES.replace("q2,Welche", 'q2,"Welche').replace("q3,Wer muss eine", 'q3,Wer muss",eine')  # 4 fields, not 3
+    q = write(tmp_path / "q.csv", text)
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path / "s.csv")
+    assert rc == 2 and "look like further rows" in err and "line 4" in err and "4 fields (expected 3)" in err
+
+
+def test_a_record_that_csv_reads_whole_is_kept_and_a_swallowed_looking_line_is_named(tmp_path, arts, capsys, caplog):
+    """The same stray quote closing at the right width is a well-formed record to any CSV parser:
+    it is read as such, and the line that reads like a row of its own is named on stderr."""
     text = QUERIES.replace("q2,Welche", 'q2,"Welche').replace("q3,Wer muss eine behauptete Tatsache beweisen?,", 'q3,Wer muss",')
     q = write(tmp_path / "q.csv", text)
     rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path / "s.csv")
-    assert rc == 2 and "look like further rows" in err and "line 4" in err
+    assert rc == 0, err
+    warned = caplog.text
+    assert "q.csv: lines 3-4" in warned and "(line 4)" in warned and "kept as CSV reads it" in warned
+    ids = [r["query_id"] for r in csv.DictReader(open(tmp_path / "s.csv", newline="", encoding="utf-8"))]
+    assert ids == ["q1", "q2", "q4"]
+
+
+def test_real_multi_line_law_records_are_built_whole(tmp_path, capsys, caplog):
+    """Fedlex writes list items as lines of one quoted field (KVV Art. 65dbis: 'a. 15 Prozent, ...'):
+    every record Python's csv module reads is a paragraph; the one whose lines read like rows is named."""
+    laws = Path(__file__).parent / "data" / "laws_multiline.csv"
+    want = {r["citation"]: r["text"] for r in csv.DictReader(open(laws, newline="", encoding="utf-8"))}
+    rc, _, err = cli(capsys, "build", "--laws", laws, "--out", tmp_path / "a")
+    assert rc == 0, err
+    report = json.loads((tmp_path / "a" / "corpus" / "build_report.json").read_text())["files"][0]
+    assert (report["rows_read"], report["written"], report["malformed"], report["lines_lost"]) == (5, 5, 0, 0)
+    assert (report["multiline"], report["suspect"], report["lines"]) == (2, 1, 13)
+    assert "laws_multiline.csv: lines 4-9" in caplog.text and "(line 9)" in caplog.text
+    corpus = pq.read_table(tmp_path / "a" / "corpus" / "corpus.parquet", columns=["citation", "text"]).to_pydict()
+    got = dict(zip(corpus["citation"], corpus["text"]))
+    assert {k: got[k] for k in want} == want and "\ne. 40 Prozent, sofern" in got["Art. 65dbis Abs. 1 KVV"]
 
 
 def test_a_stray_quote_in_the_law_file_stops_the_build_and_keeps_the_old_artifacts(tmp_path, arts, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import re
 import sys
 from dataclasses import dataclass, field
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Iterator
 
 from lexrag.errors import CsvInputError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["CsvInputError", "FileReport", "read_csv_rows", "check_input_file", "repair_text"]
 
@@ -22,6 +25,8 @@ class FileReport:
     file: str
     lines: int = 0  # physical lines in the file (header included)
     lines_lost: int = 0  # physical lines inside records that were dropped as broken (unbalanced quotes)
+    multiline: int = 0  # well-formed records with a quoted field over several lines (kept)
+    suspect: int = 0  # of those, records holding lines that read like rows of their own (kept, named in examples)
     rows_read: int = 0
     written: int = 0
     duplicates: int = 0
@@ -42,6 +47,8 @@ class FileReport:
             f"{self.duplicates} duplicates dropped, "
             f"{self.malformed} malformed dropped, {self.encoding_repaired} re-decoded from cp1252/latin-1, "
             f"{self.empty_text} with empty text (kept)" + (f", {self.lines_lost} lines inside broken records" if self.lines_lost else "")
+            + (f", {self.multiline} records over several lines (kept)" if self.multiline else "")
+            + (f", {self.suspect} of them hold lines that read like rows of their own (kept; see examples)" if self.suspect else "")
         )
 
 
@@ -121,14 +128,18 @@ def read_csv_rows(
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield ``(line_number, row)`` for every well-formed row of a CSV with a header.
 
-    Raises :class:`CsvInputError` when the file is missing or lacks a required column.  A record
-    the CSV parser cannot close (an unmatched quote: it runs on into the following lines) and a
-    record whose fields hold lines that begin like further records (an unmatched quote that
-    happened to close again further down) swallow other rows: with ``strict`` (the default) that
+    What Python's CSV parser reads as a record of the header's width is a row, a quoted field over
+    several lines included (``multiline``).  Raises :class:`CsvInputError` when the file is missing
+    or lacks a required column.  A record the parser cannot close (an unmatched quote: it runs on
+    into the following lines) and a record over several lines of the wrong width (an unmatched
+    quote that closed again further down) swallow other rows: with ``strict`` (the default) that
     is a :class:`CsvInputError` naming the lines, so no row is lost silently; without it the
-    record is dropped and counted with the lines it covered (``lines_lost``).  A row with the
-    wrong number of fields is dropped and counted; text that is not UTF-8 is re-decoded and
-    counted.  ``report.lines`` counts the file's physical lines.
+    record is dropped and counted with the lines it covered (``lines_lost``).  A well-formed record
+    over several lines that holds lines reading like whole further rows is kept as the parser
+    reads it, counted (``suspect``), named in the examples and logged, so a quote that swallowed
+    rows yet closed at the right width is visible.  A one-line row with the wrong number of fields
+    is dropped and counted; text that is not UTF-8 is re-decoded and counted.  ``report.lines``
+    counts the file's physical lines.
     """
     path = Path(path)
     check_input_file(path, "CSV file")
@@ -175,17 +186,26 @@ def read_csv_rows(
                 continue
             report.rows_read += 1
             last = reader.line_num
-            if last > line and shapes:
-                rowlike = _row_like_lines(fields, line, shapes, len(header))
-                if rowlike:
-                    broken(line, last, f"one record holds {len(rowlike)} line(s) that look like further rows "
-                           f"(line {', '.join(map(str, rowlike[:5]))}{'...' if len(rowlike) > 5 else ''}): "
-                           "probably an unmatched quote")
-                    continue
+            rowlike = _row_like_lines(fields, line, shapes, len(header)) if last > line and shapes else []
+            seen = f" (line {', '.join(map(str, rowlike[:5]))}{'...' if len(rowlike) > 5 else ''})" if rowlike else ""
             if len(fields) != len(header):
+                if last > line:
+                    broken(line, last, f"one record of {len(fields)} fields (expected {len(header)}) over {last - line + 1} lines"
+                           + (f", {len(rowlike)} of them look like further rows{seen}" if rowlike else "")
+                           + ": probably an unmatched quote")
+                    continue
                 report.malformed += 1
                 report.note("malformed", line, f"expected {len(header)} fields, got {len(fields)}")
                 continue
+            if last > line:
+                report.multiline += 1
+                if rowlike:
+                    report.suspect += 1
+                    why = (f"lines {line}-{last}: one record over {last - line + 1} lines holds {len(rowlike)} line(s) that read "
+                           f"like further rows{seen}; kept as CSV reads it (if they are rows, a quote on line {line} is unmatched)")
+                    report.note("suspect", line, why)
+                    if report.suspect <= 5:
+                        log.warning("%s: %s", path, why)
             if last == line and fields[0].strip():
                 shapes.add(_shape(fields[0]))
             repaired = [repair_text(f) for f in fields]
