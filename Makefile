@@ -115,7 +115,7 @@ $(error make quality needs the competition data (laws_de.csv, lexam_dev.csv, tra
 endif
 endif
 quality: venv
-	$(PY) scripts/quality.py --data $(DATA) --final --expected repro/lexam_dev.yaml
+	$(PY) scripts/quality.py --data $(DATA) --final --expected repro/lexam_dev.yaml --json out/quality/lexam_dev.json
 
 bench: venv
 	$(PY) scripts/bench_bm25.py

@@ -48,20 +48,25 @@ def test_encode_index_search_finds_the_duplicate(tmp_path, tiny_encoder, corpus)
         assert list(scores[0]) == sorted(scores[0], reverse=True)
 
 
-def _unit_vectors(folder, n, dims, shard, seed=0):
-    """An embeddings artifact of random unit vectors in fp16 shards (the last one shorter)."""
+def _write_shards(folder, x, shard, normalize=True):
+    """An embeddings artifact holding the fp16 rows ``x`` in shards of ``shard`` (the last one shorter)."""
     from lexrag.artifacts import write_params
 
     folder.mkdir(parents=True)
-    x = np.random.default_rng(seed).standard_normal((n, dims)).astype(np.float32)
-    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float16)
+    n, dims = x.shape
     n_shards = (n + shard - 1) // shard
     for i in range(n_shards):
         np.save(folder / f"shard_{i:05d}.npy", x[i * shard:(i + 1) * shard], allow_pickle=False)
-    meta = {"model": "synthetic", "dims": dims, "normalize": True, "max_seq": 0, "fields": [], "shard_size": shard,
+    meta = {"model": "synthetic", "dims": dims, "normalize": normalize, "max_seq": 0, "fields": [], "shard_size": shard,
             "n_docs": n, "corpus_id": "c", "dtype": "float16"}
     write_params(folder, "embeddings", "tests", meta, n_docs=n, n_shards=n_shards)
     return x
+
+
+def _unit_vectors(folder, n, dims, shard, seed=0):
+    """An embeddings artifact of random unit vectors in fp16 shards (the last one shorter)."""
+    x = np.random.default_rng(seed).standard_normal((n, dims)).astype(np.float32)
+    return _write_shards(folder, (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float16), shard)
 
 
 def test_the_flat_index_is_exact_over_the_fp16_vectors_in_half_the_memory_of_faiss_flat(tmp_path, monkeypatch):
@@ -123,6 +128,45 @@ def test_both_flat_search_paths_keep_the_lowest_ids_among_copies_of_a_document(t
     few, few_scores = index.search(q[:1], 2_100)
     assert (many[:, 2_000:] == -1).all() and (few[:, 2_000:] == -1).all()
     assert (many_scores[:, 2_000:] == few_scores[:, 2_000:]).all() and few_scores[0, -1] == np.finfo(np.float32).min
+
+
+@pytest.mark.parametrize("block_rows", [64, 700, 100_000])
+def test_a_query_gets_one_ranking_alone_or_in_any_batch(tmp_path, monkeypatch, block_rows):
+    """Near-ties and copies: a query's ids and order are the same searched alone (faiss's scan) and in
+    batches of any size (decoded blocks from BLAS_QUERIES on), whatever the block size."""
+    import lexrag.index.semantic as semantic
+
+    monkeypatch.setattr(semantic, "BLOCK_ROWS", block_rows)
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((60, 32)).astype(np.float16)
+    x = np.concatenate([np.tile(base, (20, 1)), rng.standard_normal((300, 32)).astype(np.float16)])
+    x[::7] = base[0]  # many more copies of one text, scattered
+    _write_shards(tmp_path / "emb", x, shard=500, normalize=False)
+    index = DenseIndex(Embeddings(tmp_path / "emb", len(x)), "flat", use_gpu="cpu")
+    q = rng.standard_normal((70, 32)).astype(np.float32)
+    q[5] = base[0]  # a query that is one of the copied texts
+    alone = [index.search(q[i : i + 1], 25)[0][0] for i in range(len(q))]
+    for size in (1, 3, semantic.BLAS_QUERIES - 1, semantic.BLAS_QUERIES, 70):
+        for a in range(0, len(q), size):
+            ids, _ = index.search(q[a : a + size], 25)
+            for j, row in enumerate(ids):
+                np.testing.assert_array_equal(row, alone[a + j], err_msg=f"query {a + j} in a batch of {size}")
+    copies = np.flatnonzero((x == base[0]).all(axis=1))
+    assert list(alone[5]) == sorted(copies)[:25]  # its own copies first, the lowest ids
+
+
+def test_exact_scores_are_the_same_for_the_same_vector_at_any_row():
+    from lexrag.index.semantic import exact_scores
+
+    rng = np.random.default_rng(4)
+    v = rng.standard_normal(1024).astype(np.float16)
+    rows = rng.standard_normal((37, 1024)).astype(np.float16)
+    rows[[0, 5, 17, 36]] = v
+    q = rng.standard_normal(1024).astype(np.float32)
+    s = exact_scores(rows, q)
+    assert len({float(s[i]) for i in (0, 5, 17, 36)}) == 1
+    assert float(s[5]) == float(exact_scores(v[None, :], q)[0])
+    np.testing.assert_allclose(s, rows.astype(np.float64) @ q.astype(np.float64), rtol=1e-12, atol=1e-12)
 
 
 def test_a_shard_changed_after_loading_is_refused_in_one_line(tmp_path):

@@ -352,6 +352,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             selection[g] = {**_row(chosen, r100), "picks": [f"{names[vi]} k={k}" for vi, k in picks]}
     metrics: dict[str, float] = {}
     for name, row in rows.items():
+        metrics[f"{name} | k"] = row["k"]  # the count the preset should ship with (tests/test_presets_k.py)
         for g in by:
             metrics[f"{name} | {g} | f1 nested"] = row[g]["nested"]["macro_f1"]
             metrics[f"{name} | {g} | recall@100"] = row[g]["nested"]["recall@100"]

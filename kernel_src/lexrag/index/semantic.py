@@ -275,15 +275,26 @@ BLOCK_ROWS = 32_768  # vectors decoded to fp32 at a time for that (128 MB at 1,0
 _PAD_SCORE = np.finfo(np.float32).min  # the score faiss gives the -1 ids that pad a short result
 
 
-def _top_lowest_ids(s: np.ndarray, k: int) -> np.ndarray:
-    """Column indices of each row's ``k`` largest values, ascending; among values equal to the
-    ``k``-th largest the lowest indices (``argpartition`` alone picks among them arbitrarily)."""
-    kth = -np.partition(-s, k - 1, axis=1)[:, k - 1 : k]
-    above = s > kth
-    need = k - above.sum(axis=1, keepdims=True)
-    tied = s == kth
-    chosen = above | (tied & (np.cumsum(tied, axis=1) <= need))
-    return np.nonzero(chosen)[1].reshape(len(s), k)
+def exact_scores(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Inner products of fp16-valued rows with one query, identical for identical rows wherever they
+    are computed: each product is exact in float64 (11 x 24 significant bits) and every row is summed
+    by one fixed loop over a fresh contiguous array.  BLAS is not used: its kernels sum a row
+    differently by its place in a block, so copies of one vector could differ in the last bit."""
+    v = np.array(vectors, dtype=np.float64)
+    v *= np.asarray(q, dtype=np.float64)
+    return v.sum(axis=1)
+
+
+def _order_head(ids: np.ndarray, vectors: np.ndarray, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` of candidate ``ids`` by their exact scores, equal scores to the lower id,
+    padded with id -1 and faiss's lowest score."""
+    exact = exact_scores(vectors, q)
+    order = np.lexsort((ids, -exact))[:k]
+    out_i = np.full(k, -1, dtype=np.int64)
+    out_s = np.full(k, _PAD_SCORE, dtype=np.float32)
+    out_i[: len(order)] = ids[order]
+    out_s[: len(order)] = exact[order]
+    return out_i, out_s
 
 
 class DenseIndex:
@@ -303,6 +314,8 @@ class DenseIndex:
             raise SemanticError(f"unknown dense index kind {kind!r} (flat | ivfpq)")
         gpu = _faiss_gpu(faiss, use_gpu, emb, kind)
         filled = kind == "flat" and gpu is None  # the CPU flat index takes the shards' bytes as they are
+        self.filled = filled
+        self._vmax: float | None = None
         if filled:
             index = faiss.IndexScalarQuantizer(d, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
             self._fill_fp16(index, emb)
@@ -345,48 +358,92 @@ class DenseIndex:
             emb.read_shard(i, codes[a:b])
         index.ntotal = emb.n
 
-    def _search_blocks(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Exact top ``k`` of many queries over the fp16 codes: a block of vectors at a time
-        decoded to fp32 and multiplied with all the queries (one matrix product, BLAS), keeping
-        the best ``k`` so far.  faiss's scalar quantizer scores one (query, vector) pair at a time,
-        which is the faster way for a few queries and several times slower for a batch (the
-        semantic stage searches all of a chunk's texts at once).  The scores are the same inner
-        products, summed in another order (they agree to about 1e-7).  Equal scores are decided
-        by the lower document id, as faiss's scan decides them, so a document's copies come out
-        the same whichever path a batch takes."""
-        import faiss
+    def _vectors(self, ids: np.ndarray) -> np.ndarray:
+        """The stored (fp16) vectors of ``ids``: the index's own codes on the CPU, else the shards."""
+        if self.filled:
+            import faiss
 
+            n, d = self.index.ntotal, self.index.d
+            codes = faiss.rev_swig_ptr(self.index.codes.data(), n * self.index.code_size).view(np.float16).reshape(n, d)
+            return codes[ids]
+        return self.emb.rows(ids)
+
+    def _tolerance(self, q: np.ndarray) -> np.ndarray:
+        """Per query, a bound on how far an approximate score (faiss's scan, a BLAS product, a GPU's
+        half-precision query) can be from :func:`exact_scores`: the summation error of ``d`` fp32
+        terms, plus the query's rounding to fp16 on a GPU, times the norms (Cauchy-Schwarz)."""
+        if self._vmax is None:
+            if self.emb.params["params"].get("normalize"):
+                self._vmax = 1.001  # unit vectors, each component rounded to fp16 (relative 2**-11)
+            else:
+                self._vmax = max((float(np.sqrt(np.einsum("ij,ij->i", c, c).max())) for c in self.emb.iter_chunks() if len(c)),
+                                 default=0.0)
+        unit = self.index.d * 2.0**-24 + (2.0**-11 if self.device != "cpu" else 0.0)
+        return 1.01 * unit * np.linalg.norm(q.astype(np.float64), axis=1) * self._vmax
+
+    def _search_blocks(self, q: np.ndarray, k: int, tol: np.ndarray) -> list[np.ndarray]:
+        """Candidates for each query's exact top ``k``: every document whose approximate score is
+        within ``2 * tol`` of the ``k``-th best approximate score, found a block of vectors at a time
+        decoded to fp32 and multiplied with all the queries (one matrix product, BLAS).  faiss's
+        scalar quantizer scores one (query, vector) pair at a time, which is the faster way for a
+        few queries and several times slower for a batch (the semantic stage searches all of a
+        chunk's texts at once)."""
         n, d = self.index.ntotal, self.index.d
-        vectors = faiss.rev_swig_ptr(self.index.codes.data(), n * self.index.code_size).view(np.float16).reshape(n, d)
-        best_s = np.full((len(q), k), _PAD_SCORE, dtype=np.float32)
-        best_i = np.full((len(q), k), -1, dtype=np.int64)
+        vectors = self._vectors(slice(None)) if self.filled else None
+        cand_i = [np.empty(0, np.int64) for _ in range(len(q))]
+        cand_s = [np.empty(0, np.float32) for _ in range(len(q))]
         buf = np.empty((min(BLOCK_ROWS, n), d), dtype=np.float32)
         for a in range(0, n, BLOCK_ROWS):
             block = buf[: min(BLOCK_ROWS, n - a)]
             np.copyto(block, vectors[a : a + len(block)])
             s = q @ block.T
-            top = _top_lowest_ids(s, min(k, len(block)))
-            cand_s = np.concatenate([best_s, np.take_along_axis(s, top, 1)], axis=1)
-            cand_i = np.concatenate([best_i, top + a], axis=1)
-            keep = np.lexsort((cand_i, -cand_s))[:, :k]  # best first, ties by document id
-            best_s, best_i = np.take_along_axis(cand_s, keep, 1), np.take_along_axis(cand_i, keep, 1)
-        return best_i, best_s
+            top = -np.partition(-s, min(k, len(block)) - 1, axis=1)[:, : min(k, len(block))]
+            thr = np.empty(len(q))
+            for i in range(len(q)):
+                seen = np.concatenate([cand_s[i], top[i]])
+                thr[i] = np.partition(seen, len(seen) - k)[len(seen) - k] - 2 * tol[i] if len(seen) >= k else -np.inf
+            rows, cols = np.nonzero(s >= thr[:, None])
+            bounds = np.searchsorted(rows, np.arange(len(q) + 1))
+            for i in range(len(q)):
+                keep = cand_s[i] >= thr[i]
+                new = cols[bounds[i] : bounds[i + 1]]
+                cand_i[i] = np.concatenate([cand_i[i][keep], new + a])
+                cand_s[i] = np.concatenate([cand_s[i][keep], s[i, new]])
+        return cand_i
+
+    def _search_scan(self, q: np.ndarray, k: int, tol: np.ndarray) -> list[np.ndarray]:
+        """The same candidates from faiss's own search, asked for more results until the last one
+        falls below each query's threshold (copies of one document can be many)."""
+        n = self.index.ntotal
+        want = min(n, 2 * k + 16)
+        while True:
+            scores, ids = self.index.search(q, want)
+            kth = scores[:, min(k, want) - 1].astype(np.float64) if k <= want else np.full(len(q), -np.inf)
+            thr = kth - 2 * tol
+            if want >= n or (scores[:, -1] < thr).all():
+                return [ids[i][(ids[i] >= 0) & (scores[i] >= thr[i])] for i in range(len(q))]
+            want = min(n, 4 * want)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Best ``k`` documents per query, best first.  ``flat`` is exact and its order does not
+        depend on the path, the batch or the BLAS kernel: the candidates near each query's ``k``-th
+        score are re-scored by :func:`exact_scores` and equal scores go to the lower document id."""
         q = np.ascontiguousarray(queries, dtype=np.float32)
         if self.kind == "flat":
-            if len(q) >= BLAS_QUERIES and self.device == "cpu":
-                return self._search_blocks(q, k)
-            scores, ids = self.index.search(q, k)
-            order = np.lexsort((ids, -scores))  # faiss keeps the lowest ids of equal scores but lists them descending
-            return np.take_along_axis(ids, order, 1), np.take_along_axis(scores, order, 1)
+            out_i = np.full((len(q), k), -1, dtype=np.int64)
+            out_s = np.full((len(q), k), _PAD_SCORE, dtype=np.float32)
+            if not self.index.ntotal or not len(q) or k <= 0:
+                return out_i, out_s
+            tol = self._tolerance(q)
+            blocks = len(q) >= BLAS_QUERIES and self.filled
+            heads = self._search_blocks(q, k, tol) if blocks else self._search_scan(q, k, tol)
+            for i, ids in enumerate(heads):
+                out_i[i], out_s[i] = _order_head(ids, self._vectors(ids), q[i], k)
+            return out_i, out_s
         _, cand = self.index.search(q, max(k, self.rescore_k))
         out_ids = np.full((len(q), k), -1, dtype=np.int64)
         out_scores = np.full((len(q), k), -np.inf, dtype=np.float32)
         for i in range(len(q)):
             c = cand[i][cand[i] >= 0]
-            exact = self.emb.rows(c) @ q[i]
-            top = np.argsort(-exact, kind="stable")[:k]
-            out_ids[i, : len(top)] = c[top]
-            out_scores[i, : len(top)] = exact[top]
+            out_ids[i], out_scores[i] = _order_head(c, self.emb.rows(c), q[i], k)
         return out_ids, out_scores
