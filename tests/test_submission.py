@@ -18,11 +18,12 @@ def test_writer_round_trip_and_order(tmp_path):
     assert validate_submission(p, ["a", "b", "c"], CORPUS) == []
 
 
-def test_writer_enforces_row_limits(tmp_path):
+def test_writer_enforces_row_limits_and_says_when_it_cuts(tmp_path, caplog):
     many = [f"Art. {i} OR" for i in range(1, 400)]
-    write_submission(tmp_path / "s.csv", {"q": many}, ["q"])
+    write_submission(tmp_path / "s.csv", {"q": many, "ok": many[:5]}, ["q", "ok"])
     row = read_submission(tmp_path / "s.csv")["q"]
     assert len(row) == MAX_CITATIONS and row == many[:MAX_CITATIONS]
+    assert "s.csv: 1 row(s) cut" in caplog.text and "q 399 -> 200" in caplog.text and "ok " not in caplog.text
     long = [("x" * 900) + str(i) for i in range(30)]
     write_submission(tmp_path / "t.csv", {"q": long}, ["q"])
     cell = (tmp_path / "t.csv").read_text(encoding="utf-8").splitlines()[1].split(",", 1)[1]

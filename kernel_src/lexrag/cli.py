@@ -87,7 +87,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from lexrag.eval.status import run_status
-    from lexrag.eval.submission import write_submission
+    from lexrag.eval.submission import read_submission, write_submission
     from lexrag.pipeline import run_pipeline
     from lexrag.queries import load_queries
 
@@ -98,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     queries = load_queries(args.queries, cfg.query.max_chars)
     result = run_pipeline(queries, art, cfg, paths=paths)
     write_submission(args.out, result.predictions, result.query_ids)
-    n = sum(len(v) for v in result.predictions.values())
+    n = sum(len(v) for v in read_submission(args.out).values())  # as written: a row over the limits is cut (and said)
     totals = result.cost_totals()
     llm = {k: sum(a.get(k, 0.0) for a in totals.values()) for k in ("llm_calls", "prompt_tokens", "gen_tokens")}
     note = (f"; LLM {int(llm['llm_calls'])} calls, {int(llm['prompt_tokens'])} prompt + "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -12,26 +13,32 @@ from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
 
 __all__ = ["MAX_CITATIONS", "MAX_CHARS", "write_submission", "validate_submission", "read_submission"]
 
+log = logging.getLogger(__name__)
+
 HEADER = ["query_id", "predicted_citations"]
 MAX_CITATIONS = 200
 MAX_CHARS = 10_000
 
 
-def _fit(cits: Sequence[str]) -> str:
-    """Join with ';' keeping the first citations that fit the competition's row limits."""
+def _fit(cits: Sequence[str]) -> tuple[str, int, int]:
+    """Join with ';' keeping the first citations that fit the competition's row limits; with how
+    many distinct citations there were and how many were kept."""
+    cits = list(dict.fromkeys(x.strip() for x in cits if x.strip()))
     out: list[str] = []
     size = 0
-    for c in dict.fromkeys(x.strip() for x in cits if x.strip()):
+    for c in cits:
         add = len(c) + (1 if out else 0)
         if len(out) >= MAX_CITATIONS or size + add > MAX_CHARS:
             break
         out.append(c)
         size += add
-    return ";".join(out)
+    return ";".join(out), len(cits), len(out)
 
 
 def write_submission(path: str | Path, predictions: Mapping[str, Sequence[str]], query_ids: Sequence[str]) -> Path:
-    """One row per query id in ``query_ids`` order (missing -> empty), within the row limits."""
+    """One row per query id in ``query_ids`` order (missing -> empty), within the competition's row
+    limits (:data:`MAX_CITATIONS` citations, :data:`MAX_CHARS` characters): a row cut to fit is
+    named in a warning with how many citations it had and kept."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # unique: runs may share --out
@@ -39,9 +46,17 @@ def write_submission(path: str | Path, predictions: Mapping[str, Sequence[str]],
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             w = csv.writer(f)
             w.writerow(HEADER)
+            cut = []
             for qid in query_ids:
-                w.writerow([qid, _fit(predictions.get(qid, []))])
+                row, total, kept = _fit(predictions.get(qid, []))
+                w.writerow([qid, row])
+                if kept < total:
+                    cut.append(f"{qid} {total} -> {kept}")
         os.replace(tmp, path)
+        if cut:
+            log.warning("%s: %d row(s) cut to the competition's limits of %d citations and %d characters a row, the "
+                        "rest of their ranking left out: %s%s", path, len(cut), MAX_CITATIONS, MAX_CHARS,
+                        ", ".join(cut[:10]), " ..." if len(cut) > 10 else "")
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
