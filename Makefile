@@ -1,5 +1,6 @@
 # make demo       build the artifacts from the embedded demo slice, run the validation notebook, print metrics
 # make demo-llm   the LLM stages on the demo, answered by the scripted stand-in model (no GPU, no weights)
+# make demo-manifest  re-record the demo artifacts' hashes after a change that alters their bytes
 # make test       the test suite (after caching the wheels of the emulated Kaggle runtime)
 # make quality    retrieval quality on the competition data in DATA (default ../shared/data)
 # All create .venv and install requirements.txt plus the package on first use.
@@ -25,7 +26,7 @@ export PYTHONUNBUFFERED := 1
 # the tests keep their own hash cache in a temporary folder (tests/conftest.py)
 demo demo-llm quality bench: export LEXRAG_CACHE_DIR ?= $(CACHE_DIR)/lexrag
 
-.PHONY: demo demo-llm test venv notebooks bench quality clean kaggle-sim
+.PHONY: demo demo-llm demo-manifest test venv notebooks bench quality clean kaggle-sim
 
 venv: $(VENV)/.installed
 
@@ -94,6 +95,11 @@ demo-llm: venv
 		-y '{"overrides": {"llm.cache_dir": "$(DEMO_OUT)/llm/cache"}}'
 	@echo "incremental ablation ($(DEMO_OUT)/llm/incremental.csv; plots and tables in $(DEMO_OUT)/llm/report.html):"
 	@$(PY) -c "$$SHOW_CSV" $(DEMO_OUT)/llm/incremental.csv
+
+# re-record demo/artifacts_manifest.yaml after a change that alters the artifacts' bytes (a test compares a fresh build with it)
+demo-manifest: venv
+	$(PY) build_datasets.py --manifest demo/artifacts_manifest.yaml --record --out $(DEMO_OUT)/datasets \
+		--laws demo/laws_demo.csv --courts demo/courts_demo.csv --train demo/queries_demo.csv --only corpus,bm25,graph,prior
 
 # Python of the emulated Kaggle runtime: 3.12 as on Kaggle, else this Python
 KAGGLE_PY ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12 /usr/local/bin/python3.12) $(PYTHON))

@@ -241,3 +241,18 @@ def test_a_build_of_other_data_leaves_the_committed_manifest_unless_recorded(tmp
                     "--only", "corpus", "--record"]) == 0
     doc = yaml.safe_load(committed.read_text(encoding="utf-8"))
     assert next(a for a in doc["artifacts"] if a["name"] == "corpus")["doc_count"] == 7
+
+
+def test_a_build_of_the_demo_slice_matches_its_recorded_manifest(tmp_path):
+    """The artifacts' bytes follow the code: a change that alters them fails here until the
+    manifests are re-recorded (`make demo-manifest`, and build_datasets.py over the real data)."""
+    recorded = ROOT / "demo" / "artifacts_manifest.yaml"
+    scratch = tmp_path / "manifest.yaml"
+    shutil.copy(recorded, scratch)
+    only = "corpus,bm25,graph,prior"
+    r = run("--manifest", scratch, "--out", tmp_path / "ds", "--laws", ROOT / "demo" / "laws_demo.csv",
+            "--courts", ROOT / "demo" / "courts_demo.csv", "--train", ROOT / "demo" / "queries_demo.csv", "--only", only)
+    assert r.returncode == 0, r.stderr
+    r = run("--manifest", recorded, "--out", tmp_path / "ds", "--check", "--only", only)
+    assert r.returncode == 0, (f"the demo artifacts no longer match demo/artifacts_manifest.yaml; if the change is meant, "
+                               f"run `make demo-manifest` and re-record artifacts_manifest.yaml:\n{r.stdout}{r.stderr}")
