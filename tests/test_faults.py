@@ -1171,3 +1171,14 @@ def test_disk_errors_are_one_line_naming_the_file_in_the_cli_and_the_notebooks()
     assert disk_error(OSError(errno.ENOENT, "No such file or directory", "x")) is None  # not a disk refusal
     notebooks = sorted((ROOT / "notebooks").glob("*.py"))
     assert all("disk_error" in p.read_text(encoding="utf-8") for p in notebooks), notebooks
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+def test_lines_that_read_like_rows_are_named_whatever_the_line_ends(tmp_path, eol):
+    from lexrag.csvio import FileReport, read_csv_rows
+
+    text = eol.join(["citation,text,title", "Art. 9 OR,z,t", '"Art. 1 OR","a', "Art. 2 OR,b,c", 'x",t', "Art. 3 OR,d,t", ""])
+    report = FileReport("laws.csv")
+    rows = list(read_csv_rows(write(tmp_path / "laws.csv", text), ("citation", "text"), report))
+    assert [r["citation"] for _, r in rows] == ["Art. 9 OR", "Art. 1 OR", "Art. 3 OR"]
+    assert (report.multiline, report.suspect) == (1, 1) and report.examples[0]["reason"].startswith("lines 3-5")

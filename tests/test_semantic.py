@@ -155,6 +155,31 @@ def test_a_query_gets_one_ranking_alone_or_in_any_batch(tmp_path, monkeypatch, b
     assert list(alone[5]) == sorted(copies)[:25]  # its own copies first, the lowest ids
 
 
+def test_many_copies_zero_and_broken_queries(tmp_path, monkeypatch, caplog):
+    """Copies beyond what faiss is asked for send a query to the block scan; re-scoring goes in
+    bounded chunks; a query of zeros gets the lowest ids at score 0, a NaN query no result."""
+    import lexrag.index.semantic as semantic
+
+    monkeypatch.setattr(semantic, "SCAN_MAX_K", 64)
+    monkeypatch.setattr(semantic, "RESCORE_ROWS", 50)
+    monkeypatch.setattr(semantic, "BLOCK_ROWS", 128)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((900, 16)).astype(np.float16)
+    x[100:600] = x[0]  # 501 copies of one text
+    _write_shards(tmp_path / "emb", x, shard=400, normalize=False)
+    index = DenseIndex(Embeddings(tmp_path / "emb", len(x)), "flat", use_gpu="cpu")
+    q = np.stack([x[0].astype(np.float32), np.zeros(16, np.float32), np.full(16, np.nan, np.float32),
+                  rng.standard_normal(16).astype(np.float32)])
+    ids, scores = index.search(q, 70)  # 70 > SCAN_MAX_K: the scan cannot settle it
+    assert list(ids[0]) == [0] + list(range(100, 169))
+    assert list(ids[1]) == list(range(70)) and (scores[1] == 0).all()
+    assert (ids[2] == -1).all() and "1 of 4 query vectors are not finite" in caplog.text
+    np.testing.assert_array_equal(ids[3], index.search(q[3:4], 70)[0][0])
+    np.testing.assert_array_equal(ids[0], index.search(q[:1], 70)[0][0])
+    with pytest.raises(semantic.SemanticError, match="k = 0"):
+        index.search(q, 0)
+
+
 def test_exact_scores_are_the_same_for_the_same_vector_at_any_row():
     from lexrag.index.semantic import exact_scores
 

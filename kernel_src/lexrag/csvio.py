@@ -98,6 +98,9 @@ def _shape(value: str) -> str:
     return re.sub(r"[^\W\d_]+", "a", s)
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what the csv module takes as a line end inside a quoted field
+
+
 def _row_like_lines(fields: list[str], start: int, shapes: set[str], n_fields: int) -> list[int]:
     """Physical line numbers of the lines inside a record's fields that read as a whole further
     record: exactly ``n_fields`` CSV fields (the field's last line: 2 to ``n_fields``, cut where the
@@ -107,7 +110,7 @@ def _row_like_lines(fields: list[str], start: int, shapes: set[str], n_fields: i
     with a number or a citation and a comma does not read as a whole row."""
     out, line = [], start
     for f in fields:
-        parts = f.split("\n")[1:]
+        parts = _LINE_BREAK.split(f)[1:]
         for i, part in enumerate(parts):
             line += 1
             try:
@@ -192,7 +195,7 @@ def read_csv_rows(
                 if last > line:
                     broken(line, last, f"one record of {len(fields)} fields (expected {len(header)}) over {last - line + 1} lines"
                            + (f", {len(rowlike)} of them look like further rows{seen}" if rowlike else "")
-                           + ": probably an unmatched quote")
+                           + ": probably an unmatched quote (or a comma too many or too few in a quoted record)")
                     continue
                 report.malformed += 1
                 report.note("malformed", line, f"expected {len(header)} fields, got {len(fields)}")

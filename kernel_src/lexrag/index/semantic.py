@@ -285,15 +285,27 @@ def exact_scores(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
     return v.sum(axis=1)
 
 
-def _order_head(ids: np.ndarray, vectors: np.ndarray, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The best ``k`` of candidate ``ids`` by their exact scores, equal scores to the lower id,
-    padded with id -1 and faiss's lowest score."""
-    exact = exact_scores(vectors, q)
-    order = np.lexsort((ids, -exact))[:k]
+RESCORE_ROWS = 16_384  # candidates re-scored at a time (128 MB of float64 at 1,024 dimensions)
+SCAN_MAX_K = 2_048  # the most results asked of faiss's own search (its GPU indexes refuse more)
+
+
+def _order_head(ids: np.ndarray, fetch, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` of candidate ``ids`` by their exact scores (``fetch(ids)``: their stored
+    vectors), equal scores to the lower id, padded with id -1 and faiss's lowest score.  The
+    candidates are re-scored :data:`RESCORE_ROWS` at a time, so a query near many copies of one
+    text costs time, not memory."""
+    best_i = np.empty(0, np.int64)
+    best_s = np.empty(0, np.float64)
+    for a in range(0, len(ids), RESCORE_ROWS):
+        part = np.asarray(ids[a : a + RESCORE_ROWS], dtype=np.int64)
+        cand_i = np.concatenate([best_i, part])
+        cand_s = np.concatenate([best_s, exact_scores(fetch(part), q)])
+        keep = np.lexsort((cand_i, -cand_s))[:k]
+        best_i, best_s = cand_i[keep], cand_s[keep]
     out_i = np.full(k, -1, dtype=np.int64)
     out_s = np.full(k, _PAD_SCORE, dtype=np.float32)
-    out_i[: len(order)] = ids[order]
-    out_s[: len(order)] = exact[order]
+    out_i[: len(best_i)] = best_i
+    out_s[: len(best_s)] = best_s
     return out_i, out_s
 
 
@@ -371,15 +383,30 @@ class DenseIndex:
     def _tolerance(self, q: np.ndarray) -> np.ndarray:
         """Per query, a bound on how far an approximate score (faiss's scan, a BLAS product, a GPU's
         half-precision query) can be from :func:`exact_scores`: the summation error of ``d`` fp32
-        terms, plus the query's rounding to fp16 on a GPU, times the norms (Cauchy-Schwarz)."""
+        terms (truncated on a GPU), plus the query's rounding to fp16 on a GPU, times the norms
+        (Cauchy-Schwarz)."""
         if self._vmax is None:
             if self.emb.params["params"].get("normalize"):
                 self._vmax = 1.001  # unit vectors, each component rounded to fp16 (relative 2**-11)
             else:
                 self._vmax = max((float(np.sqrt(np.einsum("ij,ij->i", c, c).max())) for c in self.emb.iter_chunks() if len(c)),
                                  default=0.0)
-        unit = self.index.d * 2.0**-24 + (2.0**-11 if self.device != "cpu" else 0.0)
+        # a GPU's tensor cores may truncate each fp32 addition (a unit of 2**-23, not 2**-24)
+        unit = self.index.d * 2.0**-24 if self.device == "cpu" else self.index.d * 2.0**-23 + 2.0**-11
         return 1.01 * unit * np.linalg.norm(q.astype(np.float64), axis=1) * self._vmax
+
+    def _blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(first id, fp16 vectors) of every block of at most :data:`BLOCK_ROWS` vectors: views of
+        the CPU index's codes, else the shards read from their files."""
+        if self.filled:
+            codes = self._vectors(slice(None))
+            for a in range(0, self.index.ntotal, BLOCK_ROWS):
+                yield a, codes[a : a + BLOCK_ROWS]
+            return
+        for i in range(len(self.emb.shards)):
+            shard, base = self.emb.read_shard(i), i * self.emb.shard_size
+            for a in range(0, len(shard), BLOCK_ROWS):
+                yield base + a, shard[a : a + BLOCK_ROWS]
 
     def _search_blocks(self, q: np.ndarray, k: int, tol: np.ndarray) -> list[np.ndarray]:
         """Candidates for each query's exact top ``k``: every document whose approximate score is
@@ -387,15 +414,15 @@ class DenseIndex:
         decoded to fp32 and multiplied with all the queries (one matrix product, BLAS).  faiss's
         scalar quantizer scores one (query, vector) pair at a time, which is the faster way for a
         few queries and several times slower for a batch (the semantic stage searches all of a
-        chunk's texts at once)."""
+        chunk's texts at once).  It finds every candidate however many there are (copies of one
+        text), so it is also where the scan sends the queries it cannot settle."""
         n, d = self.index.ntotal, self.index.d
-        vectors = self._vectors(slice(None)) if self.filled else None
         cand_i = [np.empty(0, np.int64) for _ in range(len(q))]
         cand_s = [np.empty(0, np.float32) for _ in range(len(q))]
         buf = np.empty((min(BLOCK_ROWS, n), d), dtype=np.float32)
-        for a in range(0, n, BLOCK_ROWS):
-            block = buf[: min(BLOCK_ROWS, n - a)]
-            np.copyto(block, vectors[a : a + len(block)])
+        for a, vectors in self._blocks():
+            block = buf[: len(vectors)]
+            np.copyto(block, vectors)
             s = q @ block.T
             top = -np.partition(-s, min(k, len(block)) - 1, axis=1)[:, : min(k, len(block))]
             thr = np.empty(len(q))
@@ -412,38 +439,60 @@ class DenseIndex:
         return cand_i
 
     def _search_scan(self, q: np.ndarray, k: int, tol: np.ndarray) -> list[np.ndarray]:
-        """The same candidates from faiss's own search, asked for more results until the last one
-        falls below each query's threshold (copies of one document can be many)."""
+        """The same candidates from faiss's own search, asking again with more results for the
+        queries whose last result is still above their threshold; a query that needs more than
+        :data:`SCAN_MAX_K` results goes to :meth:`_search_blocks`."""
         n = self.index.ntotal
+        heads: list[np.ndarray | None] = [None] * len(q)
+        todo = np.arange(len(q))
         want = min(n, 2 * k + 16)
-        while True:
-            scores, ids = self.index.search(q, want)
-            kth = scores[:, min(k, want) - 1].astype(np.float64) if k <= want else np.full(len(q), -np.inf)
-            thr = kth - 2 * tol
-            if want >= n or (scores[:, -1] < thr).all():
-                return [ids[i][(ids[i] >= 0) & (scores[i] >= thr[i])] for i in range(len(q))]
+        while len(todo) and want <= SCAN_MAX_K:
+            scores, ids = self.index.search(q[todo], want)
+            thr = (scores[:, k - 1].astype(np.float64) if k <= want else np.full(len(todo), -np.inf)) - 2 * tol[todo]
+            settled = (scores[:, -1] < thr) | (want >= n)
+            for j in np.flatnonzero(settled):
+                heads[todo[j]] = ids[j][(ids[j] >= 0) & (scores[j] >= thr[j])]
+            todo = todo[~settled]
             want = min(n, 4 * want)
+        if len(todo):
+            for j, c in zip(todo, self._search_blocks(q[todo], k, tol[todo])):
+                heads[j] = c
+        return heads  # type: ignore[return-value]
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Best ``k`` documents per query, best first.  ``flat`` is exact and its order does not
         depend on the path, the batch or the BLAS kernel: the candidates near each query's ``k``-th
-        score are re-scored by :func:`exact_scores` and equal scores go to the lower document id."""
+        score are re-scored by :func:`exact_scores` and equal scores go to the lower document id.
+        A query of zeros scores every document 0 (the ``k`` lowest ids); a query that is not
+        finite (an encoder overflow) gets no result (id -1) and a warning."""
+        if k < 1:
+            raise SemanticError(f"dense search: k = {k}; ask for at least one result")
         q = np.ascontiguousarray(queries, dtype=np.float32)
         if self.kind == "flat":
             out_i = np.full((len(q), k), -1, dtype=np.int64)
             out_s = np.full((len(q), k), _PAD_SCORE, dtype=np.float32)
-            if not self.index.ntotal or not len(q) or k <= 0:
+            n = self.index.ntotal
+            finite = np.isfinite(q).all(axis=1)
+            if not finite.all():
+                log.warning("dense search: %d of %d query vectors are not finite (NaN or inf: an encoder overflow?); "
+                            "they get no dense result", int((~finite).sum()), len(q))
+            zero = finite & ~q.any(axis=1)
+            out_i[zero, : min(k, n)] = np.arange(min(k, n))
+            out_s[zero, : min(k, n)] = 0.0
+            live = np.flatnonzero(finite & ~zero)
+            if not n or not len(live):
                 return out_i, out_s
-            tol = self._tolerance(q)
-            blocks = len(q) >= BLAS_QUERIES and self.filled
-            heads = self._search_blocks(q, k, tol) if blocks else self._search_scan(q, k, tol)
-            for i, ids in enumerate(heads):
-                out_i[i], out_s[i] = _order_head(ids, self._vectors(ids), q[i], k)
+            ql = q[live]
+            tol = self._tolerance(ql)
+            blocks = len(ql) >= BLAS_QUERIES and self.filled
+            heads = self._search_blocks(ql, k, tol) if blocks else self._search_scan(ql, k, tol)
+            for i, ids in zip(live, heads):
+                out_i[i], out_s[i] = _order_head(ids, self._vectors, q[i], k)
             return out_i, out_s
         _, cand = self.index.search(q, max(k, self.rescore_k))
         out_ids = np.full((len(q), k), -1, dtype=np.int64)
         out_scores = np.full((len(q), k), -np.inf, dtype=np.float32)
         for i in range(len(q)):
             c = cand[i][cand[i] >= 0]
-            out_ids[i], out_scores[i] = _order_head(c, self.emb.rows(c), q[i], k)
+            out_ids[i], out_scores[i] = _order_head(c, self.emb.rows, q[i], k)
         return out_ids, out_scores
