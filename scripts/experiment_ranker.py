@@ -106,7 +106,7 @@ def feature_names(signals: list[str]) -> list[str]:
 
 
 def fit(X: list[np.ndarray], y: list[np.ndarray]):
-    import lightgbm as lgb
+    import lightgbm as lgb  # checked in main
 
     model = lgb.LGBMRanker(**PARAMS)
     keep = [i for i, t in enumerate(y) if t.any()]  # a question with no gold among its candidates teaches no order
@@ -128,6 +128,11 @@ def main() -> int:
     ap.add_argument("--json", help="write the numbers here")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    try:
+        import lightgbm  # noqa: F401
+    except ImportError:
+        print("error: this experiment needs LightGBM (pip install -r requirements.txt)", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     data = Path(args.data)
     tune = data / "lexam_dev.csv"
