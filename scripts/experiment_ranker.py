@@ -3,6 +3,7 @@
 area reorder the fused top of lexam_dev questions from legal areas it never saw?
 
   python scripts/experiment_ranker.py --data ../shared/data --artifacts ARTIFACTS [--json OUT]
+  python scripts/experiment_ranker.py ... --set num_leaves=7 --set n_estimators=100 --drop text_log_len query_log_len
 
 The candidates are each question's fused ranking (:data:`DEPTH` deep) from a configuration
 that fits nothing on training gold (BM25, citation seeds, statutes by the codes a question
@@ -126,6 +127,8 @@ def main() -> int:
     ap.add_argument("--data", default="../shared/data")
     ap.add_argument("--artifacts", required=True)
     ap.add_argument("--json", help="write the numbers here")
+    ap.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE", help="a LightGBM parameter (repeatable)")
+    ap.add_argument("--drop", nargs="*", default=[], metavar="FEATURE", help="features left out of the ranker")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     try:
@@ -158,12 +161,21 @@ def main() -> int:
 
     signals = sorted({r.signal for r in res.signals})
     names = feature_names(signals)
+    unknown = [f for f in args.drop if f not in names]
+    if unknown:
+        print(f"error: --drop {' '.join(unknown)}: no such feature; the features: {', '.join(names)}", file=sys.stderr)
+        return 2
+    for kv in args.set:
+        key, _, value = kv.partition("=")
+        PARAMS[key] = json.loads(value) if value[:1].isdigit() or value[:1] in "-[{" else value
+    cols = [i for i, n in enumerate(names) if n not in set(args.drop)]
+    names = [names[i] for i in cols]
     cand: dict[str, tuple[list[str], np.ndarray, np.ndarray, list[str]]] = {}
     for q, g in gold.items():
         ranked, X = features(res, q, queries[q].text, citation_of, length, signals)
         gs = {scoring_form(x) for x in g}
         y = np.array([scoring_form(c) in gs for c in ranked], dtype=np.int32)
-        cand[q] = (ranked, X, y, res.ranked.get(q, [])[DEPTH:])
+        cand[q] = (ranked, X[:, cols], y, res.ranked.get(q, [])[DEPTH:])
     folds = grouped_folds(list(gold), q_area)
     area_of_fold = [q_area[f[0]] for f in folds]
 
@@ -205,6 +217,7 @@ def main() -> int:
     oracle = float(np.mean([2 * hits[q] / (hits[q] + len({scoring_form(x) for x in gold[q]})) for q in gold]))
     top = sorted(zip(names, importance), key=lambda t: -t[1])[:12]
     doc = {"questions": len(gold), "areas": len(folds), "signals": signals, "params": PARAMS, "candidate_config": CONFIG,
+           "features": names,
            "fused": {k: v for k, v in base.items() if k != "per_question"},
            "ranker": {k: v for k, v in learned.items() if k != "per_question"},
            "delta_f1_nested": round(float(np.mean(diff)), 4), "delta_ci": [round(dlo, 4), round(dhi, 4)],
