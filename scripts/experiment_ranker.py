@@ -27,7 +27,6 @@ import logging
 import math
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -96,7 +95,7 @@ def features(res, qid: str, text: str, citation_of: list[str], length, signals: 
                 float(p.paragraph) if p is not None and p.kind == "law" and (p.paragraph or "").isdigit() else 0.0,
                 math.log1p(length(c)), qlen]
         rows.append(row)
-    return ranked, np.array(rows, dtype=np.float64).reshape(len(ranked), -1)
+    return ranked, np.array(rows, dtype=np.float64).reshape(len(ranked), len(feature_names(signals)))
 
 
 def feature_names(signals: list[str]) -> list[str]:
@@ -224,7 +223,7 @@ def main() -> int:
            "oracle_top100_reordered_cut_at_hits": round(oracle, 4),
            "gain_importance_top": [[n, round(float(v), 1)] for n, v in top],
            "seconds": {"pipeline": round(t_run, 1), "total": round(time.perf_counter() - t0, 1)}}
-    print(f"| order | area F1 nested [95% CI] | F1@3 | R@100 | k per area |\n| --- | --- | --- | --- | --- |")
+    print("| order | area F1 nested [95% CI] | F1@3 | R@100 | k per area |\n| --- | --- | --- | --- | --- |")
     for name, r in (("fused (the candidate configuration)", base), ("LambdaRank over generic features", learned)):
         print(f"| {name} | {r['f1_nested']:.4f} [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}] | {r['f1@3']:.4f} | {r['recall@100']:.4f} | {r['k_picks']} |")
     print(f"difference {doc['delta_f1_nested']:+.4f} [{dlo:+.4f}, {dhi:+.4f}]; oracle (top 100 reordered, cut at the hits) "

@@ -370,15 +370,16 @@ class DenseIndex:
             emb.read_shard(i, codes[a:b])
         index.ntotal = emb.n
 
+    def _codes(self) -> np.ndarray:
+        """The CPU flat index's codes as the (n, d) fp16 vectors they are (no copy)."""
+        import faiss
+
+        n, d = self.index.ntotal, self.index.d
+        return faiss.rev_swig_ptr(self.index.codes.data(), n * self.index.code_size).view(np.float16).reshape(n, d)
+
     def _vectors(self, ids: np.ndarray) -> np.ndarray:
         """The stored (fp16) vectors of ``ids``: the index's own codes on the CPU, else the shards."""
-        if self.filled:
-            import faiss
-
-            n, d = self.index.ntotal, self.index.d
-            codes = faiss.rev_swig_ptr(self.index.codes.data(), n * self.index.code_size).view(np.float16).reshape(n, d)
-            return codes[ids]
-        return self.emb.rows(ids)
+        return self._codes()[ids] if self.filled else self.emb.rows(ids)
 
     def _tolerance(self, q: np.ndarray) -> np.ndarray:
         """Per query, a bound on how far an approximate score (faiss's scan, a BLAS product, a GPU's
@@ -399,7 +400,7 @@ class DenseIndex:
         """(first id, fp16 vectors) of every block of at most :data:`BLOCK_ROWS` vectors: views of
         the CPU index's codes, else the shards read from their files."""
         if self.filled:
-            codes = self._vectors(slice(None))
+            codes = self._codes()
             for a in range(0, self.index.ntotal, BLOCK_ROWS):
                 yield a, codes[a : a + BLOCK_ROWS]
             return
