@@ -28,6 +28,7 @@ from lexrag.config_sections import (  # noqa: F401  (the sections are part of th
     PathsConfig,
     PriorConfig,
     QueryConfig,
+    RankerConfig,
     RerankConfig,
     RuntimeConfig,
     SeedConfig,
@@ -87,6 +88,7 @@ class Config:
     articles: ArticlesConfig = field(default_factory=ArticlesConfig)
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
     fusion: FusionConfig = field(default_factory=FusionConfig)
+    ranker: RankerConfig = field(default_factory=RankerConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
     prior: PriorConfig = field(default_factory=PriorConfig)
     count: CountConfig = field(default_factory=CountConfig)
@@ -125,6 +127,9 @@ class Config:
 
     def validate(self) -> "Config":
         _check_ranges(self)
+        if self.count.method == "expected_f1" and not self.ranker.enabled:
+            raise ConfigError("count.method=expected_f1 reads the learned ranker's probabilities: set ranker.enabled=true "
+                              "(and build the ranker artifact with --train)")
         if self.count.method == "adaptive" and self.count.w_llm + self.count.w_elbow + self.count.w_cal <= 0:
             raise ConfigError("count.method=adaptive needs a positive count.w_llm, count.w_elbow or count.w_cal")
         if self.count.min_k > self.count.max_k:

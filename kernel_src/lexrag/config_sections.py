@@ -9,7 +9,7 @@ from typing import Any
 
 from lexrag.signals import GRAPH_SIGNALS, VARIANTS
 
-__all__ = ['CorpusConfig', 'LexicalConfig', 'StatutesConfig', 'ArticlesConfig', 'FeedbackConfig', 'SeedConfig', 'FusionConfig', 'SemanticConfig', 'RerankConfig', 'GraphConfig', 'PriorConfig', 'VerifyConfig', 'AgentConfig', 'CountConfig', 'LLMConfig', 'QueryConfig', 'RuntimeConfig', 'PathsConfig']
+__all__ = ['CorpusConfig', 'LexicalConfig', 'StatutesConfig', 'ArticlesConfig', 'FeedbackConfig', 'RankerConfig', 'SeedConfig', 'FusionConfig', 'SemanticConfig', 'RerankConfig', 'GraphConfig', 'PriorConfig', 'VerifyConfig', 'AgentConfig', 'CountConfig', 'LLMConfig', 'QueryConfig', 'RuntimeConfig', 'PathsConfig']
 
 
 def _f(default: Any, help: str, range: tuple[float | None, float | None] | None = None,
@@ -83,6 +83,15 @@ class FeedbackConfig:
     docs: int = _f(10, "top documents the expansion terms come from", range=(1, None))
     terms: int = _f(15, "expansion terms added", range=(1, None))
     term_weight: int = _f(1, "times each expansion term is repeated in the expanded query (its weight against the question's terms)", range=(1, None))
+
+
+@dataclass
+class RankerConfig:
+    enabled: bool = _f(False, "reorder the top of the fused list by the learned ranker (LambdaRank over features that name no code or area; "
+                              "needs the ranker artifact, built with --train and ranker.enabled)")
+    depth: int = _f(300, "distinct citations of the fused list the ranker reorders (and a build trains on)", range=(1, None))
+    laws_only: bool = _f(False, "only law candidates move; court decisions keep their slots (a ranker trained on exam gold never saw a "
+                                "court citation rewarded)")
 
 
 @dataclass
@@ -204,7 +213,9 @@ class AgentConfig:
 
 @dataclass
 class CountConfig:
-    method: str = _f("fixed", "how many citations to emit per query: fixed | elbow | adaptive", choices=('fixed', 'elbow', 'adaptive'))
+    method: str = _f("fixed", "how many citations to emit per query: fixed | elbow | adaptive | expected_f1 (the cut that maximises "
+                              "expected F1 under the learned ranker's relevance probabilities; needs ranker.enabled)",
+                     choices=('fixed', 'elbow', 'adaptive', 'expected_f1'))
     k: int = _f(3, "citations emitted per query when method=fixed (the k the held-out legal areas of lexam_dev chose for these defaults: repro/lexam_dev.yaml)", range=(1, None))
     min_k: int = _f(8, "lower clip of the elbow and adaptive counts (paper: 8)")
     max_k: int = _f(50, "upper clip of the elbow and adaptive counts (paper: 50)", range=(1, None))
@@ -258,13 +269,13 @@ class RuntimeConfig:
     , choices=('raise', 'skip'))
     resident_models: int = _f(1, "models kept loaded at once (encoder, reranker, LLM take turns on one GPU when 1)", range=(1, None))
     degrade_order: list = _f(
-        [["agent"], ["verify"], ["rerank"], ["dense", "graph", "prior"], ["rewrite"], ["statutes", "feedback", "articles"]],
+        [["agent"], ["verify"], ["rerank"], ["dense", "graph", "prior"], ["rewrite"], ["statutes", "feedback", "articles", "ranker"]],
         "groups of optional stages dropped, first group first, when the projected time of the rest of the run exceeds the budget left "
         "(the extra BM25 passes last: one BM25 query each, the cheapest to keep)",
     )
     stage_estimates_s: dict = _f(
         {"rewrite": 20.0, "dense": 0.5, "graph": 1.0, "prior": 0.1, "rerank": 4.0, "verify": 20.0, "agent": 120.0,
-         "statutes": 0.1, "feedback": 0.1, "articles": 0.1},
+         "statutes": 0.1, "feedback": 0.1, "articles": 0.1, "ranker": 0.05},
         "seconds per query assumed for a stage until it has run on some queries (then its measured rate is used)",
     )
 

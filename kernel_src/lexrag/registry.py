@@ -56,10 +56,13 @@ class ArtifactSpec:
     in_build: bool = True  # `lexrag build` makes it (wheels and the LLM cache come from build_datasets.py only)
     build_with: str | None = None  # BuildInputs field: built whenever it is given, even with the switch off
     rebuild: str = ""  # the command that rebuilds it, for the messages that refuse a broken one
+    only_when_wanted: bool = False  # with needs_input: built only when the config also asks for it (the ranker)
 
     def to_build(self, cfg: "Config", inputs: "BuildInputs") -> bool:
         """``lexrag build`` makes it: its input is there, and the config asks for it, or it reads an
         input of its own (the prior from --train), or the input it is built with is given."""
+        if self.only_when_wanted:
+            return self.in_build and self.has_input(inputs) and self.wanted(cfg)
         return (self.in_build and self.has_input(inputs)
                 and (bool(self.needs_input) or self.wanted(cfg) or bool(self.build_with and getattr(inputs, self.build_with))))
 
@@ -109,6 +112,11 @@ ARTIFACTS: list[ArtifactSpec] = [
                  switch="prior", needs_input="train", input_flag="--train TRAIN.csv (a training CSV with gold_citations)",
                  dataset="lexrag-prior", attr="prior",
                  rebuild="python -m lexrag build ... --train TRAIN.csv --out ARTIFACTS (or build_datasets.py --only prior)"),
+    ArtifactSpec("ranker", "lexrag.pipeline.ranker_fit:build_ranker_step", "lexrag.stages.ranker:load_ranker_step",
+                 ("corpus", "bm25"), switch="ranker.enabled", needs_input="train", only_when_wanted=True,
+                 input_flag="--train TRAIN.csv (a training CSV with gold_citations)", dataset="lexrag-ranker", attr="ranker",
+                 rebuild="python -m lexrag build ... --train TRAIN.csv --set ranker.enabled=true --out ARTIFACTS "
+                         "(or build_datasets.py --only ranker)"),
     ArtifactSpec("llm_cache", "lexrag.llm.cache:build_cache_step", None, switch="llm.enabled", needs_input="llm_cache",
                  input_flag="--llm-cache DIR (the llm.cache_dir of a live run)", dataset="lexrag-llm-cache", in_build=False,
                  rebuild="a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "

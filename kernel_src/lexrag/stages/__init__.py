@@ -3,7 +3,7 @@
 Importing this package registers the built-in stages. Their order inside a phase is
 :data:`lexrag.stages.base.STAGE_ORDER`, not the order of the imports below: rewrite (LLM query
 variants) -> content (statutes, articles, BM25, citation seeds, LLM seeds, dense, feedback) ->
-seed fusion -> graph and prior -> fusion -> rerank -> verify -> agentic loop -> count.
+seed fusion -> graph and prior -> fusion -> learned ranker -> rerank -> verify -> agentic loop -> count.
 """
 
 from lexrag.stages import (  # noqa: F401
@@ -13,6 +13,7 @@ from lexrag.stages import (  # noqa: F401
     fusion,
     graph,
     lexical,
+    ranker,
     rerank,
     rewrite,
     seeds,

@@ -197,7 +197,7 @@ STAGE_ORDER: tuple[str, ...] = (
     "seed_fusion",
     "graph", "prior",
     "fusion",
-    "rerank", "verify", "agent",
+    "ranker", "rerank", "verify", "agent",
     "count",
 )
 

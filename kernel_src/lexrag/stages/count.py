@@ -12,6 +12,7 @@ the count stays a weighted mean of what is known."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -23,7 +24,9 @@ from lexrag.errors import ArtifactError
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
 
-__all__ = ["elbow_count", "choose_count", "adaptive_count", "calibrated_count", "curve_cut", "unique_citations", "with_whole_articles", "Count", "Calibration"]
+log = logging.getLogger(__name__)
+
+__all__ = ["elbow_count", "choose_count", "adaptive_count", "calibrated_count", "expected_f1_count", "curve_cut", "unique_citations", "with_whole_articles", "Count", "Calibration"]
 
 
 def elbow_count(scores: Sequence[float], min_k: int = 1, max_k: int | None = None) -> int:
@@ -68,6 +71,20 @@ def adaptive_count(n_llm: float | None, n_elbow: float | None, n_cal: float | No
         return int(min_k)
     k = sum(w * n for w, n in parts) / sum(w for w, _ in parts)
     return int(min(max(int(np.floor(k + 0.5)), min_k), max_k))
+
+
+def expected_f1_count(probabilities: Sequence[float], min_k: int = 1, max_k: int = 50) -> int:
+    """The cut that maximises expected F1 if each candidate is gold with its probability:
+    ``2 * sum(p[:k]) / (k + sum(p))`` (the expected gold count in the denominator), over
+    ``min_k..max_k`` candidates taken best-probability first."""
+    p = np.sort(np.asarray(probabilities, dtype=np.float64))[::-1]
+    n = min(len(p), max_k)
+    if n == 0:
+        return 0
+    ks = np.arange(1, n + 1)
+    ef1 = 2 * np.cumsum(p[:n]) / (ks + p.sum())
+    lo = min(max(min_k, 1), n)
+    return int(lo + np.argmax(ef1[lo - 1:]))
 
 
 def calibrated_count(scores: Sequence[float], threshold: float) -> int | None:
@@ -185,6 +202,7 @@ class Count:
         cc = ctx.cfg.count
         cal = getattr(ctx.art, "calibration", None)
         out = Ranking("final", "final")
+        fallback: dict[str, str] = {}  # expected_f1 queries cut at count.k instead -> the stage that made their order
         for q in batch.queries:
             docs, _, scores = unique_citations(batch.current.get(q.query_id, []), ctx.art.corpus)
             if cc.method == "adaptive":
@@ -198,9 +216,22 @@ class Count:
                 n_cal = calibrated_count(scores, cal.threshold(source)) if cal is not None else None
                 k = min(adaptive_count(n_llm, n_elbow, n_cal, cc.w_llm, cc.w_elbow, cc.w_cal, cc.min_k, cc.max_k), len(scores))
                 q.add_cost("count", n_llm=n_llm or 0, n_elbow=n_elbow or 0, n_cal=n_cal or 0, k=k)
+            elif cc.method == "expected_f1":
+                by = batch.current_by.get(q.query_id, "fused")
+                if by == "ranker":
+                    k = expected_f1_count(scores, 1, cc.max_k)
+                else:  # the ranker is missing, was dropped, or a later stage reordered with scores of its own
+                    fallback[q.query_id] = by
+                    k = min(cc.k, len(scores))
+                q.add_cost("count", k=k)
             else:
                 k = choose_count(np.asarray(scores), cc.method, cc.k, cc.min_k, cc.max_k)
             out.hits[q.query_id] = list(zip(docs[:k], scores[:k]))
+        if fallback:
+            makers = sorted(set(fallback.values()))
+            log.warning("count.method=expected_f1 reads the learned ranker's probabilities, but for %d queries (%s) the order "
+                        "came from %s: those are cut at count.k=%d", len(fallback), ", ".join(list(fallback)[:5]),
+                        ", ".join(makers), cc.k)
         return out
 
 
