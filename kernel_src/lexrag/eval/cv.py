@@ -66,21 +66,33 @@ def grouped_folds(query_ids: Sequence[str], groups: dict[str, str], max_folds: i
 
 
 def refits_prior(art, cfg) -> bool:
-    """Whether :func:`held_out_artifacts` refits anything: ``cfg`` reads a prior and one is loaded.
-    Otherwise a held-out ranking is the ranking of the artifacts as they are."""
-    return cfg.uses_prior() and art.prior is not None
+    """Whether :func:`held_out_artifacts` refits anything: ``cfg`` reads a prior and one is loaded,
+    or it runs a learned ranker that holds its training rows.  Otherwise a held-out ranking is the
+    ranking of the artifacts as they are."""
+    return (cfg.uses_prior() and art.prior is not None) or _refits_ranker(art, cfg)
+
+
+def _refits_ranker(art, cfg) -> bool:
+    ranker = getattr(art, "ranker", None)
+    return bool(cfg.ranker.enabled and ranker is not None and getattr(ranker, "rows", None) is not None)
 
 
 def held_out_artifacts(art, cfg, gold: dict[str, Sequence[str]], texts: dict[str, str], held_out: set[str]):
-    """``art`` with its training prior (and the statute model it holds) refitted on the gold of
-    the queries outside ``held_out``, so a fold is ranked by what only the other courses taught;
-    ``art`` itself when ``cfg`` reads no prior or none is loaded.  ``texts``: query id -> question."""
+    """``art`` with its training prior (and the statute model it holds) and its learned ranker
+    refitted on the gold of the queries outside ``held_out``, so a fold is ranked by what only the
+    other courses taught; ``art`` itself when ``cfg`` reads no prior and runs no refittable ranker.
+    ``texts``: query id -> question."""
     if not refits_prior(art, cfg):
         return art
-    from lexrag.index.prior import TrainingPrior
-
     train = {q: g for q, g in gold.items() if q not in held_out}
-    return dataclasses.replace(art, prior=TrainingPrior(train, questions={q: texts[q] for q in train if q in texts}))
+    out = art
+    if cfg.uses_prior() and art.prior is not None:
+        from lexrag.index.prior import TrainingPrior
+
+        out = dataclasses.replace(out, prior=TrainingPrior(train, questions={q: texts[q] for q in train if q in texts}))
+    if _refits_ranker(art, cfg):
+        out = dataclasses.replace(out, ranker=art.ranker.refit(train))
+    return out
 
 
 # --- legal areas ------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from lexrag.queries import load_gold, load_queries
 from lexrag.yamlio import UniqueKeyLoader
 
 __all__ = ["Variant", "PRESET_VARIANTS", "GPU_STAGES_OFF", "parse_variant", "held_out_runs", "held_out_rankings",
-           "f1_at_ks", "ranking_f1", "FoldScores", "fold_scores", "nested_picks", "ceilings", "run_experiment",
+           "harness_ranker", "f1_at_ks", "ranking_f1", "FoldScores", "fold_scores", "nested_picks", "ceilings", "run_experiment",
            "KS", "RANK_DEPTH"]
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,21 @@ def held_out_rankings(cfg: Config, art: Artifacts, queries: Mapping[str, Any], g
     return out
 
 
+def harness_ranker(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold: Mapping[str, Sequence[str]]):
+    """A learned ranker holding the training rows of every question of ``gold`` (from one run of
+    ``cfg`` without the ranker), so :func:`held_out_artifacts` refits it on each fold's training
+    questions; the ranker ``art`` loaded is not used.  The run must fit nothing else on gold (no
+    prior, no learned statutes): those signals would be fitted on the questions they describe."""
+    from lexrag.pipeline.ranker_fit import training_rows
+    from lexrag.stages.ranker import LearnedRanker
+
+    if cfg.uses_prior() or cfg.statutes.learned:
+        raise ValueError("a ranker variant in the harness must not read the prior or learned statutes (their signals would "
+                         "be fitted on the questions the ranker learns from): switch them off")
+    rows, signals = training_rows([queries[q] for q in gold if q in queries], gold, dataclasses.replace(art, ranker=None), cfg)
+    return LearnedRanker.fit(rows, signals, calibrate=cfg.count.method == "expected_f1")
+
+
 def f1_at_ks(gold: Sequence[str], ranked: Sequence[str], ks: Sequence[int] = KS) -> np.ndarray:
     """F1 of ``ranked`` cut at each k of ``ks``."""
     return np.array([prf(gold, ranked[:k])[2] for k in ks], dtype=np.float64)
@@ -170,6 +185,7 @@ class FoldScores:
     inner: list[dict[str, np.ndarray]]
     recall100: dict[str, float]
     ranked: dict[str, list[str]]
+    predicted: dict[str, list[str]] = field(default_factory=dict)  # what the config's own count emitted
 
 
 def ranking_f1(gold: Sequence[str], res: RunResult, qid: str) -> np.ndarray:
@@ -188,12 +204,16 @@ def fold_scores(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold: M
     folds = grouped_folds(qids, dict(groups))
     refit = refits_prior(art, cfg)
 
+    predicted: dict[str, list[str]] = {}
+
     def score(fs, exclude=()):
         out, ranked = {}, {}
         for fold, _, res in held_out_runs(cfg, art, queries, gold, fs, cache, also_exclude=exclude):
             for q in fold:
                 out[q] = measure(gold[q], res, q)
                 ranked[q] = res.ranked.get(q, [])
+                if not exclude:
+                    predicted[q] = res.predictions.get(q, [])
         return out, ranked
 
     outer, ranked = score(folds)
@@ -204,7 +224,7 @@ def fold_scores(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold: M
             inner.append(score(others, fold)[0])
         else:
             inner.append({q: outer[q] for f in others for q in f})
-    return FoldScores(folds, outer, inner, {q: recall_at_k(gold[q], ranked[q], 100) for q in qids}, ranked)
+    return FoldScores(folds, outer, inner, {q: recall_at_k(gold[q], ranked[q], 100) for q in qids}, ranked, predicted)
 
 
 def nested_picks(scores: Sequence[FoldScores]) -> list[tuple[int, int]]:
@@ -298,6 +318,8 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
         art = dataclasses.replace(base_art, graph=base_art.graph if cfg.graph.enabled else None,
                                   prior=base_art.prior if cfg.uses_prior() else None)
         qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
+        if cfg.ranker.enabled:  # fitted per fold, on the rows of the training questions only
+            art = dataclasses.replace(art, ranker=harness_ranker(cfg, art, qs, dev))
         once = None
         if not refits_prior(art, cfg):  # nothing fitted: every question ranked once, for every grouping
             once = held_out_rankings(cfg, art, qs, dev, [list(dev) + (locked_q if final else [])], cache)
@@ -310,6 +332,10 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             row[g] = {"folds": len(fs.folds), "f1@3": round(float(np.mean([fs.outer[q][2] for q in fs.outer])), 4),
                       "f1@5": round(float(np.mean([fs.outer[q][4] for q in fs.outer])), 4),
                       "nested": _row(chosen, fs.recall100), "k_picks": picks}
+            if cfg.count.method != "fixed":  # the config's own count, beside the harness's nested k
+                own = {q: prf(dev[q], fs.predicted.get(q, []))[2] for q in fs.outer}
+                row[g]["own_count"] = {**_row(own), "method": cfg.count.method,
+                                       "mean_k": round(float(np.mean([len(fs.predicted.get(q, [])) for q in own])), 2)}
         # the count for everything outside the folds: the k the area-grouped (else first) outer rankings favour
         ref = scores["area" if "area" in by else by[0]][v.name]
         k_star = KS[int(np.argmax(np.mean(list(ref.outer.values()), axis=0)))]
@@ -356,6 +382,8 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
         for g in by:
             metrics[f"{name} | {g} | f1 nested"] = row[g]["nested"]["macro_f1"]
             metrics[f"{name} | {g} | recall@100"] = row[g]["nested"]["recall@100"]
+            if "own_count" in row[g]:
+                metrics[f"{name} | {g} | f1 own count"] = row[g]["own_count"]["macro_f1"]
         for f in [*others, *(["locked"] if "locked" in row else [])]:
             metrics[f"{name} | {f} | f1"] = row[f]["macro_f1"]
             metrics[f"{name} | {f} | recall@100"] = row[f]["recall@100"]
