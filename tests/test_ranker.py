@@ -109,7 +109,9 @@ def test_the_ranker_artifact_round_trips_byte_for_byte(ranked_artifacts, tmp_pat
 def test_expected_f1_count_cuts_where_the_expected_f1_peaks():
     # two likely hits then unlikely ones: E[F1] = 2*sum(p[:k]) / (k + sum(p)) peaks at 2
     assert expected_f1_count([0.9, 0.8, 0.1, 0.05]) == 2
-    assert expected_f1_count([0.05, 0.9, 0.1, 0.8]) == 2  # order does not matter: the best probabilities first
+    # in list order (a blended or laws-only order): a likely hit below an unlikely one is reached by cutting deeper
+    assert expected_f1_count([0.05, 0.9, 0.1, 0.8]) == 4
+    assert expected_f1_count([0.3, 0.9, 0.01, 0.01]) == 2
     # many equally likely candidates: each adds more expected hits than it costs
     assert expected_f1_count([0.2] * 10) == 10
     assert expected_f1_count([0.2] * 10, max_k=4) == 4
@@ -148,6 +150,28 @@ class _ReverseModel:
         return raw / (raw.max() + 1.0)
 
 
+def test_blend_mixes_the_learned_and_the_fused_order(tiny_inputs, tmp_path):
+    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline import Artifacts
+    from lexrag.queries import QueryState
+    from lexrag.stages.base import BatchState, Context
+    from lexrag.stages.ranker import Ranker
+
+    laws, _ = tiny_inputs
+    build_artifacts(load_config(None, {"runtime.progress": False}), laws, tmp_path / "art")
+    art = Artifacts.load(tmp_path / "art", load_config(None, {"runtime.progress": False}))
+    art.ranker = _ReverseModel()
+    docs = list(range(len(art.corpus.citations)))
+    fused = [(d, 1.0 - i / 100) for i, d in enumerate(docs)]
+    orders = {}
+    for blend in (0.0, 0.5, 1.0):
+        batch = BatchState([QueryState("q", "Vertrag")], current={"q": fused})
+        cfg = load_config(None, {"ranker.enabled": True, "ranker.blend": blend})
+        orders[blend] = [d for d, _ in Ranker().run(batch, Context(cfg, art)).hits["q"]]
+    assert orders[0.0] == docs and orders[1.0] == docs[::-1]
+    assert orders[0.5] not in (docs, docs[::-1]) and sorted(orders[0.5]) == docs
+
+
 def test_laws_only_moves_the_law_candidates_and_keeps_the_court_slots(tiny_inputs, tmp_path):
     from lexrag.index.build import build_artifacts
     from lexrag.pipeline import Artifacts
@@ -167,6 +191,8 @@ def test_laws_only_moves_the_law_candidates_and_keeps_the_court_slots(tiny_input
         cfg = load_config(None, {"ranker.enabled": True, "ranker.laws_only": laws_only})
         batch = BatchState([QueryState("q", "Beschwerde")], current={"q": fused})
         hits = Ranker().run(batch, Context(cfg, art)).hits["q"]
+        probs = _ReverseModel().probabilities(np.arange(len(docs), dtype=np.float64))
+        assert sorted(batch.relevance["q"]) == sorted(probs)  # each candidate's own probability, in the output order
         order = [cits[d] for d, _ in hits]
         before = [cits[d] for d in docs]
         scores = [s for _, s in hits]

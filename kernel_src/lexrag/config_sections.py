@@ -90,6 +90,9 @@ class RankerConfig:
     enabled: bool = _f(False, "reorder the top of the fused list by the learned ranker (LambdaRank over features that name no code or area; "
                               "needs the ranker artifact, built with --train and ranker.enabled)")
     depth: int = _f(300, "distinct citations of the fused list the ranker reorders (and a build trains on)", range=(1, None))
+    blend: float = _f(1.0, "1: the learned order; below 1 it is mixed with the fused order by reciprocal ranks "
+                           "(blend/(61 + learned rank) + (1 - blend)/(61 + fused rank)); 0: the fused order kept, only the expected_f1 count reads the ranker",
+                      range=(0, 1))
     laws_only: bool = _f(False, "only law candidates move; court decisions keep their slots (a ranker trained on exam gold never saw a "
                                 "court citation rewarded)")
 

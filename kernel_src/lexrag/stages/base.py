@@ -114,6 +114,7 @@ class BatchState:
     current: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # latest order (fused, reranked)
     current_by: dict[str, str] = field(default_factory=dict)  # query id -> stage that made its current order
     final: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # emitted documents
+    relevance: dict[str, list[float]] = field(default_factory=dict)  # the learned ranker's probabilities, in its order
     skipped: dict[str, list[str]] = field(default_factory=dict)  # stage -> query ids it skipped
     failed: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> query id -> error
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds

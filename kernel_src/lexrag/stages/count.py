@@ -74,10 +74,10 @@ def adaptive_count(n_llm: float | None, n_elbow: float | None, n_cal: float | No
 
 
 def expected_f1_count(probabilities: Sequence[float], min_k: int = 1, max_k: int = 50) -> int:
-    """The cut that maximises expected F1 if each candidate is gold with its probability:
-    ``2 * sum(p[:k]) / (k + sum(p))`` (the expected gold count in the denominator), over
-    ``min_k..max_k`` candidates taken best-probability first."""
-    p = np.sort(np.asarray(probabilities, dtype=np.float64))[::-1]
+    """The cut of a ranked list that maximises expected F1 if each candidate is gold with its
+    probability (in list order): ``2 * sum(p[:k]) / (k + sum(p))``, the expected gold count in
+    the denominator, over ``min_k..max_k``."""
+    p = np.asarray(probabilities, dtype=np.float64)
     n = min(len(p), max_k)
     if n == 0:
         return 0
@@ -219,7 +219,7 @@ class Count:
             elif cc.method == "expected_f1":
                 by = batch.current_by.get(q.query_id, "fused")
                 if by == "ranker":
-                    k = expected_f1_count(scores, 1, cc.max_k)
+                    k = expected_f1_count(batch.relevance.get(q.query_id, scores)[: len(scores)], 1, cc.max_k)
                 else:  # the ranker is missing, was dropped, or a later stage reordered with scores of its own
                     fallback[q.query_id] = by
                     k = min(cc.k, len(scores))

@@ -267,9 +267,11 @@ def load_ranker_step(folder: Path, cfg, art) -> LearnedRanker:
 
 class Ranker:
     """Reorder the first ``ranker.depth`` citations of each query's fused list by the learned
-    ranker; with ``ranker.laws_only`` only the law candidates move (court decisions keep their
-    slots: the exam gold it learns from is almost all law).  The output scores are the relevance
-    probabilities, sorted down the slots; the rest of the list follows at score 0."""
+    ranker (``ranker.blend`` < 1 mixes its order with the fused one by reciprocal ranks); with
+    ``ranker.laws_only`` only the law candidates move (court decisions keep their slots: the exam
+    gold it learns from is almost all law).  The output scores are the relevance probabilities
+    sorted down the slots (the rest of the list follows at score 0); each candidate's own
+    probability, in the output order, goes to ``batch.relevance`` for the expected-F1 count."""
 
     name = "ranker"
     family = "rerank"
@@ -298,6 +300,11 @@ class Ranker:
             docs, cits, X = candidate_features(fused, signal_hits, model.signals, q.text, corpus, rc.depth)
             prob = model.probabilities(model.scores(X))
             order = np.lexsort((np.arange(len(docs)), -prob))  # ties keep the fused order
+            if rc.blend < 1:  # reciprocal ranks of the learned and the fused order, mixed
+                learned_rank = np.empty(len(docs))
+                learned_rank[order] = np.arange(len(docs))
+                mixed = rc.blend / (61 + learned_rank) + (1 - rc.blend) / (61 + np.arange(len(docs)))
+                order = np.lexsort((np.arange(len(docs)), -mixed))
             if rc.laws_only:
                 law = np.array([c.startswith("Art.") for c in cits], dtype=bool)
                 slots = np.flatnonzero(law)
@@ -309,6 +316,7 @@ class Ranker:
             placed = set(cits)  # a citation's other documents stay out: the count keeps its first
             hits += [(d, 0.0) for d, _ in fused if corpus.citations[d] not in placed]
             out.hits[q.query_id] = hits
+            batch.relevance[q.query_id] = [float(prob[i]) for i in order] + [0.0] * (len(hits) - len(order))
         return out
 
 
