@@ -23,12 +23,34 @@ CANDIDATES = {"runtime.progress": False, "statutes.enabled": True, "articles.ena
 
 
 @pytest.fixture(scope="module")
-def ranked_artifacts(tmp_path_factory, demo_laws, demo_queries) -> Path:
+def training_file(tmp_path_factory, demo_queries) -> Path:
+    """The demo questions as training questions; in every other one the gold cites its law
+    paragraphs' articles as a whole too, as exam answers do ("Art. 41 OR")."""
+    import csv
+
+    from lexrag.citations import parent
+
+    rows = list(csv.DictReader(demo_queries.open(encoding="utf-8")))
+    for i, r in enumerate(rows):
+        gold = [g.strip() for g in r["gold_citations"].split(";") if g.strip()]
+        if i % 2 == 0:
+            gold += [parent(g) for g in gold if g.startswith("Art") and parent(g) != g]
+        r["gold_citations"] = ";".join(dict.fromkeys(gold))
+    path = tmp_path_factory.mktemp("train") / "train.csv"
+    with path.open("w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ranked_artifacts(tmp_path_factory, demo_laws, training_file) -> Path:
     """The demo's laws with a ranker trained on the demo questions (laws only: a quick build)."""
     from lexrag.index.build import build_artifacts
 
     out = tmp_path_factory.mktemp("ranked")
-    build_artifacts(load_config(None, {**CANDIDATES, "ranker.enabled": True}), demo_laws, out, train=demo_queries)
+    build_artifacts(load_config(None, {**CANDIDATES, "ranker.enabled": True}), demo_laws, out, train=training_file)
     return out
 
 
@@ -41,14 +63,14 @@ def _gold_ranks(res, gold) -> list[int]:
     return out
 
 
-def test_the_ranker_trains_on_the_training_questions_and_reorders_them(ranked_artifacts, demo_queries):
+def test_the_ranker_trains_on_the_training_questions_and_reorders_them(ranked_artifacts, training_file):
     from lexrag.pipeline import Artifacts, run_pipeline
 
     params = json.loads((ranked_artifacts / "ranker" / "params.json").read_text())["params"]
-    assert params["questions"] == len(load_gold(demo_queries)) and params["train"] == demo_queries.name
+    assert params["questions"] == len(load_gold(training_file)) and params["train"] == training_file.name
     assert params["questions_with_gold_in_candidates"] > 0 and "bm25_query" in params["signals"]
-    gold = {q: g for q, g in load_gold(demo_queries).items() if g}
-    queries = [q for q in load_queries(demo_queries) if q.query_id in gold]
+    gold = {q: g for q, g in load_gold(training_file).items() if g}
+    queries = [q for q in load_queries(training_file) if q.query_id in gold]
     base = {**CANDIDATES, "count.method": "fixed", "count.k": 300}
     runs = {}
     for on in (False, True):
@@ -204,3 +226,54 @@ def test_laws_only_moves_the_law_candidates_and_keeps_the_court_slots(tiny_input
             assert [c for c, law in zip(order, is_law) if not law] == [c for c, law in zip(before, is_law) if not law]
             assert [c for c, law in zip(order, is_law) if law] == [c for c, law in zip(before, is_law) if law][::-1]
             assert any(not law for law in is_law) and sum(is_law) > 1
+
+
+def test_with_forms_writes_paragraphs_as_articles_and_frees_repeated_slots():
+    from lexrag.stages.count import with_forms
+
+    cits = ["Art. 62 Abs. 1 ZPO", "Art. 8 ZGB", "Art. 62 Abs. 2 ZPO", "Art. 41 Abs. 1 OR", "Art. 62 ZPO"]
+    forms = {"Art. 62 Abs. 1 ZPO": "Art. 62 ZPO", "Art. 62 Abs. 2 ZPO": "Art. 62 ZPO"}
+    out, scores = with_forms(cits, [5, 4, 3, 2, 1], forms)
+    assert out == ["Art. 62 ZPO", "Art. 8 ZGB", "Art. 41 Abs. 1 OR"] and scores == [5, 4, 2]
+    for n in range(len(cits) + 1):  # the output for a prefix is a prefix of the output
+        assert out[: len(with_forms(cits[:n], [0] * n, forms)[0])] == with_forms(cits[:n], [0] * n, forms)[0]
+    assert with_forms(cits, [0] * 5, {})[0] == cits
+
+
+def test_the_article_form_writes_whole_articles_only_where_its_model_says(ranked_artifacts, demo_queries):
+    from lexrag.citations import parent
+    from lexrag.pipeline import Artifacts, run_pipeline
+
+    cfg = load_config(None, {**CANDIDATES, "ranker.enabled": True, "ranker.article_form": True, "count.k": 10})
+    art = Artifacts.load(ranked_artifacts, cfg)
+    assert art.ranker.article_booster is not None  # the training gold cites some articles whole
+    queries = load_queries(demo_queries)
+    res = run_pipeline(queries, art, cfg)
+    plain = run_pipeline(queries, art, load_config(None, {**CANDIDATES, "ranker.enabled": True, "count.k": 10}))
+    for q in res.query_ids:
+        assert res.predictions[q] == res.ranked[q][:10]
+        for c in res.ranked[q][:30]:  # every citation is a corpus key or the article of one of the plain order's
+            assert art.corpus.docs_of(c) or any(parent(p) == c for p in plain.ranked[q])
+
+
+def test_an_article_judged_likelier_than_its_best_paragraph_replaces_its_paragraphs(ranked_artifacts, demo_queries):
+    from lexrag.citations import parent
+    from lexrag.pipeline import Artifacts, run_pipeline
+
+    cfg = load_config(None, {**CANDIDATES, "ranker.enabled": True, "ranker.article_form": True, "count.k": 10})
+    art = Artifacts.load(ranked_artifacts, cfg)
+    queries = load_queries(demo_queries)[:5]
+    plain = run_pipeline(queries, art, load_config(None, {**CANDIDATES, "ranker.enabled": True, "count.k": 10}))
+    for p_article, expect_whole in ((1.0, True), (0.0, False)):  # a stand-in article model: always / never whole
+        art.ranker.article_probabilities = lambda A, p=p_article: np.full(len(A), p)
+        res = run_pipeline(queries, art, cfg)
+        for q in res.query_ids:
+            if not expect_whole:
+                assert res.ranked[q] == plain.ranked[q]
+                continue
+            expected = []
+            for c in plain.ranked[q]:
+                whole = parent(c) if c.startswith("Art") and parent(c) != c and parent(c) not in art.corpus.index.children.get(parent(c), ()) else c
+                if whole not in expected:
+                    expected.append(whole)
+            assert res.ranked[q][:50] == expected[:50]

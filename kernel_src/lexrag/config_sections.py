@@ -93,6 +93,8 @@ class RankerConfig:
     blend: float = _f(1.0, "1: the learned order; below 1 it is mixed with the fused order by reciprocal ranks "
                            "(blend/(61 + learned rank) + (1 - blend)/(61 + fused rank)); 0: the fused order kept, only the expected_f1 count reads the ranker",
                       range=(0, 1))
+    article_form: bool = _f(False, "write a law paragraph as its whole article ('Art. 62 ZPO') where the ranker's article model "
+                                   "judges the article the likelier gold than its best paragraph")
     laws_only: bool = _f(False, "only law candidates move; court decisions keep their slots (a ranker trained on exam gold never saw a "
                                 "court citation rewarded)")
 

@@ -165,7 +165,7 @@ def harness_ranker(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold
         raise ValueError("a ranker variant in the harness must not read the prior or learned statutes (their signals would "
                          "be fitted on the questions the ranker learns from): switch them off")
     rows, signals = training_rows([queries[q] for q in gold if q in queries], gold, dataclasses.replace(art, ranker=None), cfg)
-    return LearnedRanker.fit(rows, signals, calibrate=cfg.count.method == "expected_f1")
+    return LearnedRanker.fit(rows, signals, calibrate=cfg.count.method == "expected_f1" or cfg.ranker.article_form)
 
 
 def f1_at_ks(gold: Sequence[str], ranked: Sequence[str], ks: Sequence[int] = KS) -> np.ndarray:

@@ -38,7 +38,7 @@ from lexrag.stages.base import (
     check_degrade_order,
     stages_for,
 )
-from lexrag.stages.count import unique_citations, with_whole_articles
+from lexrag.stages.count import unique_citations, with_forms, with_whole_articles
 
 log = logging.getLogger(__name__)
 
@@ -309,9 +309,14 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     whole, start = cfg.count.whole_articles, cfg.count.whole_articles_from
     for q in states:
         _, cits, scores = unique_citations(batch.current.get(q.query_id, []), corpus)
-        ranked[q.query_id] = with_whole_articles(cits, scores, whole, start)[0]
         final = batch.final.get(q.query_id, [])
         emitted = [corpus.citations[d] for d, _ in final]
+        forms = batch.forms.get(q.query_id) if batch.current_by.get(q.query_id) == "ranker" else None
+        if forms:  # paragraphs written as their articles; a repeated article frees its slot for the next citation
+            cits, scores = with_forms(cits, scores, forms)
+            emitted = cits[: len(emitted)]
+            final = list(zip(emitted, scores[: len(emitted)]))
+        ranked[q.query_id] = with_whole_articles(cits, scores, whole, start)[0]
         predictions[q.query_id] = with_whole_articles(emitted, [s for _, s in final], whole, start)[0][: len(emitted)]
     timings = dict(batch.timings)
     timings["total"] = time.perf_counter() - t_start

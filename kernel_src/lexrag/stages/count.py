@@ -26,7 +26,7 @@ from lexrag.stages.base import Phase, register_stage
 
 log = logging.getLogger(__name__)
 
-__all__ = ["elbow_count", "choose_count", "adaptive_count", "calibrated_count", "expected_f1_count", "curve_cut", "unique_citations", "with_whole_articles", "Count", "Calibration"]
+__all__ = ["elbow_count", "choose_count", "adaptive_count", "calibrated_count", "expected_f1_count", "curve_cut", "unique_citations", "with_forms", "with_whole_articles", "Count", "Calibration"]
 
 
 def elbow_count(scores: Sequence[float], min_k: int = 1, max_k: int | None = None) -> int:
@@ -174,6 +174,23 @@ def with_whole_articles(citations: Sequence[str], scores: Sequence[float], after
                     emitted.add(whole)
             pending = []
     return [c for c, _ in out], [s for _, s in out]
+
+
+def with_forms(citations: Sequence[str], scores: Sequence[float], forms: dict[str, str]) -> tuple[list[str], list[float]]:
+    """The citation order with each citation in ``forms`` written as its form there (a law
+    paragraph as its whole article, where the learned ranker judged the article the likelier
+    gold); a form already written above is not repeated, so the next citation moves up.  Each
+    output position depends only on the input up to it (the emitted list stays a prefix)."""
+    out: list[str] = []
+    out_scores: list[float] = []
+    seen: set[str] = set()
+    for c, s in zip(citations, scores):
+        c = forms.get(c, c)
+        if c not in seen:
+            seen.add(c)
+            out.append(c)
+            out_scores.append(s)
+    return out, out_scores
 
 
 def unique_citations(hits, corpus) -> tuple[list[int], list[str], list[float]]:
