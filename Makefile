@@ -122,6 +122,8 @@ endif
 endif
 quality: venv
 	$(PY) scripts/quality.py --data $(DATA) --final --expected repro/lexam_dev.yaml --json out/quality/lexam_dev.json
+	$(PY) scripts/quality.py --data $(DATA) --final --by area --ablation ranker --expected repro/lexam_dev_ranker.yaml \
+		--json out/quality/lexam_dev_ranker.json
 
 bench: venv
 	$(PY) scripts/bench_bm25.py

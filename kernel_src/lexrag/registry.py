@@ -116,7 +116,7 @@ ARTIFACTS: list[ArtifactSpec] = [
                  ("corpus", "bm25"), switch="ranker.enabled", needs_input="train", only_when_wanted=True,
                  input_flag="--train TRAIN.csv (a training CSV with gold_citations)", dataset="lexrag-ranker", attr="ranker",
                  rebuild="python -m lexrag build ... --train TRAIN.csv --set ranker.enabled=true --out ARTIFACTS "
-                         "(or build_datasets.py --only ranker)"),
+                         "(or build_datasets.py --only ranker --train TRAIN.csv)"),
     ArtifactSpec("llm_cache", "lexrag.llm.cache:build_cache_step", None, switch="llm.enabled", needs_input="llm_cache",
                  input_flag="--llm-cache DIR (the llm.cache_dir of a live run)", dataset="lexrag-llm-cache", in_build=False,
                  rebuild="a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "

@@ -13,6 +13,7 @@ from lexrag.eval.experiment import (
     CEILINGS,
     GPU_STAGES_OFF,
     PRESET_VARIANTS,
+    RANKER_VARIANTS,
     Variant,
     parse_variant,
     run_experiment,
@@ -74,7 +75,8 @@ def arg_parser(description: str = __doc__) -> argparse.ArgumentParser:
                     "into a temporary folder")
     ap.add_argument("--variants", nargs="*", help="PRESET, PRESET;section.field=value;... or NAME=PRESET;... "
                     "(default: lexical, default, exam, kaggle (CPU stages))")
-    ap.add_argument("--ablation", metavar="PRESET", help="the preset's incremental ablation as the variants (one row per stage)")
+    ap.add_argument("--ablation", metavar="PRESET", help="the preset's incremental ablation as the variants (one row per stage); "
+                    "'ranker': the learned ranker's steps (its candidates, order, count, article form)")
     ap.add_argument("--by", nargs="*", default=["course", "area"], choices=["course", "area", "query"])
     ap.add_argument("--tune-on", default="lexam_dev.csv")
     ap.add_argument("--queries", nargs="*", default=["train_dev.csv", "val.csv"], help="files only scored")
@@ -88,6 +90,8 @@ def arg_parser(description: str = __doc__) -> argparse.ArgumentParser:
 
 
 def variants_from_args(args: argparse.Namespace) -> list[Variant]:
+    if args.ablation == "ranker":
+        return list(RANKER_VARIANTS)
     if args.ablation:
         from lexrag.eval.validation import incremental_steps
 

@@ -24,9 +24,9 @@ __all__ = ["validate_run", "format_metrics", "ablation_table", "incremental_abla
 # how a stage is named in an ablation row (other stages by their name)
 STAGE_LABELS = {"bm25": "BM25", "citation_seeds": "citation seeds", "llm_seeds": "LLM seeds", "dense": "semantic",
                 "rerank": "reranker", "rewrite": "LLM rewrite", "verify": "verification", "agent": "agentic loop",
-                "articles": "article ranking", "feedback": "feedback (PRF)"}
+                "articles": "article ranking", "feedback": "feedback (PRF)", "ranker": "learned ranker"}
 # Artifacts field of each part a stage ``needs``
-_PARTS = {"bm25": "bm25", "graph": "graph", "prior": "prior", "semantic": "dense"}
+_PARTS = {"bm25": "bm25", "graph": "graph", "prior": "prior", "semantic": "dense", "ranker": "ranker"}
 
 
 def _switch_sections(cfg: Config) -> list[str]:

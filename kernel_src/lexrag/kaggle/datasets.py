@@ -231,12 +231,13 @@ def rebuild(
     from lexrag.index.build import check_build_inputs
 
     check_build_inputs(out, laws if "corpus" in names else None, courts if "corpus" in names else None,
-                       law_keys if "corpus" in names else None, train if "prior" in names else None,
+                       law_keys if "corpus" in names else None, train if {"prior", "ranker"} & set(names) else None,
                        abbreviations if "corpus" in names else None)
     if llm_cache and "llm_cache" in names and not Path(llm_cache).is_dir():
         raise ManifestError(f"--llm-cache {llm_cache}: not a folder (the llm.cache_dir of a live run)")
-    ignored = [flag for flag, v, art in (("--laws", laws, "corpus"), ("--courts", courts, "corpus"), ("--train", train, "prior"),
-                                         ("--llm-cache", llm_cache, "llm_cache")) if v and art not in names]
+    ignored = [flag for flag, v, arts in (("--laws", laws, {"corpus"}), ("--courts", courts, {"corpus"}),
+                                          ("--train", train, {"prior", "ranker"}), ("--llm-cache", llm_cache, {"llm_cache"}))
+               if v and not arts & set(names)]
     if ignored:
         log.warning("%s: not read, because --only leaves out what reads them", ", ".join(ignored))
     unread = [flag for flag, v in (("--law-keys", law_keys), ("--abbreviations", abbreviations)) if v] if "corpus" not in names else []
