@@ -89,10 +89,10 @@ PRESET_VARIANTS = (
 )
 
 
-# The learned ranker's steps (``--ablation ranker``): its candidates fit nothing on gold (statutes
-# by the codes a question names and by the BM25 vote, articles, feedback), so the ranker, its
-# count and its article form are the only things fitted, per fold.  Variants with their own count
-# are scored as they emit (no k chosen for them).
+# The learned ranker's steps (``--ablation ranker``): on candidates that fit nothing on gold
+# (statutes by the codes a question names and by the BM25 vote, articles, feedback), so the
+# ranker, its count and its article form are the only things fitted, per fold; then on the exam
+# preset's.  Variants with their own count are scored as they emit (no k chosen for them).
 _CANDIDATES = {"statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True}
 _LEARNED = {**_CANDIDATES, "ranker.enabled": True, "count.method": "expected_f1"}
 RANKER_VARIANTS = (
@@ -105,6 +105,8 @@ RANKER_VARIANTS = (
     Variant("blend 0.3, learned count, article form", "lexical", {**_LEARNED, "ranker.blend": 0.3, "ranker.article_form": True}),
     Variant("blend 0.3, learned count, whole-article rule", "lexical",
             {**_LEARNED, "ranker.blend": 0.3, "count.whole_articles": 1, "count.whole_articles_from": 5}),
+    Variant("exam", "exam"),
+    Variant("exam, blend 0.3, learned count", "exam", {"ranker.enabled": True, "count.method": "expected_f1", "ranker.blend": 0.3}),
 )
 
 
@@ -173,17 +175,16 @@ def held_out_rankings(cfg: Config, art: Artifacts, queries: Mapping[str, Any], g
 
 
 def harness_ranker(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold: Mapping[str, Sequence[str]]):
-    """A learned ranker holding the training rows of every question of ``gold`` (from one run of
-    ``cfg`` without the ranker), so :func:`held_out_artifacts` refits it on each fold's training
-    questions; the ranker ``art`` loaded is not used.  The run must fit nothing else on gold (no
-    prior, no learned statutes): those signals would be fitted on the questions they describe."""
-    from lexrag.pipeline.ranker_fit import training_rows
+    """A learned ranker holding the training rows of every question of ``gold``, from one run of
+    ``cfg`` as a build trains it (:func:`lexrag.pipeline.ranker_fit.candidate_config`: without
+    the ranker, the prior and learned statutes, whose signals would be fitted on the questions
+    they describe), so :func:`held_out_artifacts` refits it on each fold's training questions;
+    the ranker ``art`` loaded is not used."""
+    from lexrag.pipeline.ranker_fit import candidate_config, training_rows
     from lexrag.stages.ranker import LearnedRanker
 
-    if cfg.uses_prior() or cfg.statutes.learned:
-        raise ValueError("a ranker variant in the harness must not read the prior or learned statutes (their signals would "
-                         "be fitted on the questions the ranker learns from): switch them off")
-    rows, signals = training_rows([queries[q] for q in gold if q in queries], gold, dataclasses.replace(art, ranker=None), cfg)
+    rows, signals = training_rows([queries[q] for q in gold if q in queries], gold, dataclasses.replace(art, ranker=None),
+                                  candidate_config(cfg))
     return LearnedRanker.fit(rows, signals, calibrate=cfg.count.method == "expected_f1" or cfg.ranker.article_form)
 
 
