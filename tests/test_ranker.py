@@ -277,3 +277,31 @@ def test_an_article_judged_likelier_than_its_best_paragraph_replaces_its_paragra
                 if whole not in expected:
                     expected.append(whole)
             assert res.ranked[q][:50] == expected[:50]
+
+
+def test_a_held_out_fold_is_ranked_by_a_ranker_fitted_without_it(ranked_artifacts, training_file):
+    """The harness's refit: the fold's questions never reach the ranker that ranks them."""
+    import dataclasses
+
+    from lexrag.eval.cv import held_out_artifacts, refits_prior
+    from lexrag.pipeline import Artifacts
+    from lexrag.pipeline.ranker_fit import candidate_config, training_rows
+    from lexrag.stages.ranker import LearnedRanker
+
+    cfg = load_config(None, {**CANDIDATES, "ranker.enabled": True})
+    art = Artifacts.load(ranked_artifacts, cfg)
+    gold = {q: g for q, g in load_gold(training_file).items() if g}
+    queries = load_queries(training_file)
+    rows, signals = training_rows(queries, gold, dataclasses.replace(art, ranker=None), candidate_config(cfg))
+    assert rows.qids == [q.query_id for q in queries if q.query_id in gold]
+    art = dataclasses.replace(art, ranker=LearnedRanker.fit(rows, signals, calibrate=False))
+    assert refits_prior(art, cfg) and not refits_prior(art, load_config(None, CANDIDATES))
+    fold = set(rows.qids[:5])
+    fitted = held_out_artifacts(art, cfg, gold, {q.query_id: q.text for q in queries}, fold)
+    assert fitted.ranker is not art.ranker and fitted.prior is art.prior
+    assert set(fitted.ranker.rows.qids) == set(rows.qids) - fold
+    # a loaded artifact holds no training rows: the harness does not refit it, and says why when asked
+    loaded = Artifacts.load(ranked_artifacts, cfg)
+    assert not refits_prior(loaded, cfg)
+    with pytest.raises(ValueError, match="training rows"):
+        loaded.ranker.refit(rows.qids)
