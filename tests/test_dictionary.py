@@ -1,0 +1,97 @@
+"""The dictionary artifact and the dict_de translation: phrase-first lookup on a tiny Ding file
+written here, legal and Swiss senses first, ß -> ss, citations kept, German questions left alone,
+a missing or damaged dictionary refused in one line."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from lexrag.errors import ArtifactError
+from lexrag.index.dictionary import Dictionary, build_dictionary, is_english
+
+DING = """# Version :: test 2026-12-02
+# a comment line
+Untersuchungshaft {f}; U-Haft {f} [jur.] | jdn. in Untersuchungshaft nehmen :: pre-trial detention [Am.]; detention pending trial | to remand sb. in custody
+Haft {f} [jur.] :: detention; custody
+Vertrag {m} [jur.] | Verträge {pl} :: contract | contracts
+Kontrakt {m} [econ.] :: contract
+Zivilgesetzbuch {n} /ZGB/ [Schw.] [jur.]; Bürgerliches Gesetzbuch {n} /BGB/ [Dt.] [jur.] :: Civil Code
+Schadenersatz {m}; Schadensersatz {m} :: damages
+Gefahr {f} | Gefahren {pl} :: danger; risk | dangers
+Flucht {f} :: flight
+Fluchtgefahr {f} [jur.] :: risk of flight; danger of flight
+Strasse {f}; Straße {f} :: street
+this line has no separator
+A | B :: misaligned
+"""
+
+
+@pytest.fixture
+def dictionary(tmp_path) -> Dictionary:
+    src = tmp_path / "de-en"
+    src.write_text(DING, encoding="utf-8")
+    return build_dictionary(src, tmp_path / "dictionary")
+
+
+def test_the_longest_phrase_is_looked_up_first(dictionary):
+    out = dictionary.translate("Is there a risk of flight?").split()
+    assert "Fluchtgefahr" in out and "Gefahr" not in out and "Flucht" not in out
+    out = dictionary.translate("Can he be held in pre-trial detention?").split()
+    assert "Untersuchungshaft" in out and "Haft" not in out
+
+
+def test_legal_and_swiss_senses_come_first(dictionary):
+    assert dictionary.senses("contract") == ["Vertrag"]  # the [jur.] sense only, the [econ.] one dropped
+    assert dictionary.senses("civil code")[0] == "Zivilgesetzbuch"  # Swiss before German usage
+    assert dictionary.senses("damages") == ["Schadenersatz", "Schadensersatz"]
+
+
+def test_sharp_s_is_written_as_ss(dictionary):
+    assert "Strasse" in dictionary.translate("the street").split()
+    assert "ß" not in dictionary.translate("the street")
+
+
+def test_citations_abbreviations_and_unknown_words_are_kept(dictionary):
+    out = dictionary.translate("Does Art. 221 Abs. 1 StPO allow detention of Mr Meier?")
+    assert out.startswith("Art. 221 Abs. 1 StPO")
+    words = out.split()
+    assert "Haft" in words and "Meier" in words and "Mr" in words
+    assert "of" not in words and "Does" not in words  # English function words are not search terms
+
+
+def test_english_is_told_from_german():
+    assert is_english("Under which conditions may the court order pre-trial detention of the accused?")
+    assert not is_english("Unter welchen Voraussetzungen kann das Gericht die Untersuchungshaft anordnen, wenn der Beschuldigte flieht?")
+    assert not is_english("Art. 221 StPO")
+
+
+def test_the_artifact_records_its_source_and_licence_and_loads_back(dictionary, tmp_path):
+    doc = dictionary.doc
+    assert doc["source_version"] == "test 2026-12-02" and doc["licence"].startswith("GPL-2+") and len(doc["source_sha256"]) == 64
+    again = Dictionary.load(tmp_path / "dictionary")
+    assert again.entries == dictionary.entries
+    first = (tmp_path / "dictionary" / "entries.tsv.gz").read_bytes()
+    build_dictionary(tmp_path / "de-en", tmp_path / "again")
+    assert (tmp_path / "again" / "entries.tsv.gz").read_bytes() == first  # the same bytes from the same source
+
+
+def test_a_missing_or_unreadable_dictionary_is_one_line(tmp_path, dictionary):
+    with pytest.raises(ArtifactError) as e:
+        build_dictionary(tmp_path / "nowhere", tmp_path / "d")
+    assert "\n" not in str(e.value) and "apt-get install trans-de-en" in str(e.value)
+    bad = tmp_path / "latin1"
+    bad.write_bytes("Straße :: street\n".encode("latin-1"))
+    with pytest.raises(ArtifactError, match="not UTF-8"):
+        build_dictionary(bad, tmp_path / "d")
+    empty = tmp_path / "empty"
+    empty.write_text("# nothing here\n", encoding="utf-8")
+    with pytest.raises(ArtifactError, match="no 'German :: English' entries"):
+        build_dictionary(empty, tmp_path / "d")
+    entries = tmp_path / "dictionary" / "entries.tsv.gz"
+    with gzip.open(entries, "wt", encoding="utf-8") as f:
+        f.write("only one column\n")
+    with pytest.raises(ArtifactError) as e:
+        Dictionary.load(tmp_path / "dictionary")
+    assert "\n" not in str(e.value) and ("damaged" in str(e.value) or "entries.tsv.gz" in str(e.value))
