@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--law-keys", help="law citation keys, one per line; keys missing from --laws join with empty text")
     p.add_argument("--abbreviations", help="abbrev-translations.json of the competition's starter kit: the French and "
                    "Italian abbreviations of the law codes, so that 'Art. 267a CO' in a question finds 'Art. 267a OR'")
+    p.add_argument("--dictionary", help="Ding's English-German dictionary file for the dictionary artifact (Debian: apt-get "
+                   "install trans-de-en puts it at /usr/share/trans/de-en; GPL-2+, so the artifact is its own dataset)")
     p.add_argument("--llm-cache", help="an LLM cache folder a live run filled (llm.cache_dir): shipped for replay")
     p.add_argument("--only", help="comma-separated artifact names (default: all)")
     p.add_argument("--owner", help="Kaggle user or organisation owning the datasets (default: manifest owner)")
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             given = [f for f, v in (("--laws", args.laws), ("--courts", args.courts), ("--train", args.train),
                                     ("--law-keys", args.law_keys), ("--abbreviations", args.abbreviations),
-                                    ("--llm-cache", args.llm_cache), ("--owner", args.owner if not args.upload else None),
+                                    ("--llm-cache", args.llm_cache), ("--dictionary", args.dictionary), ("--owner", args.owner if not args.upload else None),
                                     ("--no-courts", args.no_courts), ("--set", args.set),
                                     ("--config", args.config)) if v]
             if given:
@@ -126,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             committed, (args.manifest, staged) = args.manifest, _stage_manifest(args.manifest, args.record)
             courts = courts_beside(args.laws, False if args.no_courts else args.courts) if args.laws else args.courts
             doc = rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=courts, only=only, owner=args.owner,
-                          law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache, abbreviations=args.abbreviations)
+                          law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache, abbreviations=args.abbreviations,
+                          dictionary=args.dictionary)
             checked = doc["built"]
             args.manifest = _settle_manifest(committed, staged, args.out, checked)
         if args.message and not args.upload:

@@ -23,6 +23,7 @@ Gefahr {f} | Gefahren {pl} :: danger; risk | dangers
 Flucht {f} :: flight
 Fluchtgefahr {f} [jur.] :: risk of flight; danger of flight
 Strasse {f}; Straße {f} :: street
+Gehsteig {m} [Dt.]; Trottoir {n} [Schw.] :: pavement
 this line has no separator
 A | B :: misaligned
 """
@@ -38,14 +39,15 @@ def dictionary(tmp_path) -> Dictionary:
 def test_the_longest_phrase_is_looked_up_first(dictionary):
     out = dictionary.translate("Is there a risk of flight?").split()
     assert "Fluchtgefahr" in out and "Gefahr" not in out and "Flucht" not in out
+    assert out[-2:] == ["risk", "flight"]  # the English words stay beside their German sense
     out = dictionary.translate("Can he be held in pre-trial detention?").split()
     assert "Untersuchungshaft" in out and "Haft" not in out
 
 
 def test_legal_and_swiss_senses_come_first(dictionary):
     assert dictionary.senses("contract") == ["Vertrag"]  # the [jur.] sense only, the [econ.] one dropped
-    assert dictionary.senses("civil code")[0] == "Zivilgesetzbuch"  # Swiss before German usage
-    assert dictionary.senses("damages") == ["Schadenersatz", "Schadensersatz"]
+    assert dictionary.senses("pavement") == ["Trottoir", "Gehsteig"]  # Swiss before German usage
+    assert [g for g, _ in dictionary.entries["damages"]] == ["Schadenersatz", "Schadensersatz"]
 
 
 def test_sharp_s_is_written_as_ss(dictionary):
@@ -95,3 +97,53 @@ def test_a_missing_or_unreadable_dictionary_is_one_line(tmp_path, dictionary):
     with pytest.raises(ArtifactError) as e:
         Dictionary.load(tmp_path / "dictionary")
     assert "\n" not in str(e.value) and ("damaged" in str(e.value) or "entries.tsv.gz" in str(e.value))
+
+
+def test_the_variant_runs_for_english_questions_only_and_bm25_searches_it(tmp_path, demo_laws):
+    from lexrag.config import load_config
+    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import Query
+
+    src = tmp_path / "de-en"
+    src.write_text(DING, encoding="utf-8")
+    cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True})
+    build_artifacts(cfg, demo_laws, tmp_path / "art", dictionary=src)
+    assert (tmp_path / "art" / "dictionary" / "params.json").is_file()
+    art = Artifacts.load(tmp_path / "art", cfg)
+    qs = [Query("en", "Who must pay damages under the contract?"),
+          Query("de", "Wer muss aus dem Vertrag Schadenersatz leisten?")]
+    res = run_pipeline(qs, art, cfg)
+    states = {s.query_id: s for s in res.states}
+    words = states["en"].variants["dict_de"].text.split()
+    assert {"Vertrag", "Schadenersatz", "contract", "damages"} <= set(words) and "the" not in words
+    assert states["en"].variants["dict_de"].origin.startswith("dictionary:de-en@test")
+    assert "dict_de" not in states["de"].variants
+    bm25 = {r.signal: r for r in res.signals}
+    assert "en" in bm25["bm25_dict_de"].hits and "de" not in bm25["bm25_dict_de"].hits
+
+
+def test_a_missing_dictionary_is_a_status_row_with_the_fix(demo_artifacts, demo_queries):
+    from lexrag.config import load_config
+    from lexrag.eval.status import run_status
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import load_queries
+
+    cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True})
+    art = Artifacts.load(demo_artifacts, cfg, degrade=True)
+    assert art.dictionary is None and "dictionary" in art.missing
+    res = run_pipeline(load_queries(demo_queries)[:2], art, cfg)
+    status = run_status(cfg, art, res)
+    row = next(r for r in status.rows if r.stage == "dictionary")
+    assert row.state == "missing" and "lexrag-dictionary" in row.fix
+
+
+def test_the_glossary_wins_over_the_dictionary_and_names_the_act(dictionary):
+    from lexrag.index.dictionary import glossary
+
+    g = glossary()
+    assert g["civil code"][0] == "ZGB" and g["criminal procedure code"][0] == "StPO"
+    assert dictionary.senses("civil code") == g["civil code"]  # not the dictionary's "Zivilgesetzbuch ... BGB"
+    out = dictionary.translate("Under the Debt Enforcement and Bankruptcy Act, may the creditor appeal?").split()
+    assert out[:3] == ["SchKG", "Schuldbetreibung", "Konkurs"] or "SchKG" in out
+    assert "Beschwerde" in out

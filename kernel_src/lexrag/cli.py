@@ -80,7 +80,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     check_makeable(args.out, "--out")
     courts = courts_beside(args.laws, False if args.no_courts else args.courts)
     build_artifacts(cfg, args.laws, args.out, courts=courts, law_keys=args.law_keys, train=args.train,
-                    abbreviations=args.abbreviations)
+                    abbreviations=args.abbreviations, dictionary=args.dictionary)
     print(f"artifacts written to {args.out}")
     return 0
 
@@ -274,7 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--laws", required=True, help="laws_de.csv")
     b.add_argument("--courts", help="court_considerations.csv (default: the one beside --laws, when there is one)")
     b.add_argument("--no-courts", action="store_true", help="laws only, even with court_considerations.csv beside --laws")
-    b.add_argument("--train", help="training CSV with gold_citations: builds the prior artifact (never the validation file)")
+    b.add_argument("--train", help="training CSV with gold_citations: builds the prior artifact, and the ranker with "
+                   "ranker.enabled (never the validation file)")
+    b.add_argument("--dictionary", help="Ding's English-German dictionary file (Debian: apt-get install trans-de-en puts it at "
+                   "/usr/share/trans/de-en; GPL-2+): builds the dictionary artifact for the dict_de variant")
     b.add_argument("--law-keys", help="file of law citation keys, one per line; keys missing from --laws join with empty text")
     b.add_argument("--abbreviations", help="abbrev-translations.json (starter kit): French and Italian abbreviations of the law codes")
     b.add_argument("--out", required=True, help="artifacts folder to write")

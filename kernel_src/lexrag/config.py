@@ -20,6 +20,7 @@ from lexrag.config_sections import (  # noqa: F401  (the sections are part of th
     ArticlesConfig,
     CorpusConfig,
     CountConfig,
+    DictionaryConfig,
     FeedbackConfig,
     FusionConfig,
     GraphConfig,
@@ -84,6 +85,7 @@ class Config:
     semantic: SemanticConfig = field(default_factory=SemanticConfig)
     rerank: RerankConfig = field(default_factory=RerankConfig)
     seeds: SeedConfig = field(default_factory=SeedConfig)
+    dictionary: DictionaryConfig = field(default_factory=DictionaryConfig)
     statutes: StatutesConfig = field(default_factory=StatutesConfig)
     articles: ArticlesConfig = field(default_factory=ArticlesConfig)
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)

@@ -9,7 +9,7 @@ from typing import Any
 
 from lexrag.signals import GRAPH_SIGNALS, VARIANTS
 
-__all__ = ['CorpusConfig', 'LexicalConfig', 'StatutesConfig', 'ArticlesConfig', 'FeedbackConfig', 'RankerConfig', 'SeedConfig', 'FusionConfig', 'SemanticConfig', 'RerankConfig', 'GraphConfig', 'PriorConfig', 'VerifyConfig', 'AgentConfig', 'CountConfig', 'LLMConfig', 'QueryConfig', 'RuntimeConfig', 'PathsConfig']
+__all__ = ['CorpusConfig', 'LexicalConfig', 'StatutesConfig', 'ArticlesConfig', 'FeedbackConfig', 'RankerConfig', 'DictionaryConfig', 'SeedConfig', 'FusionConfig', 'SemanticConfig', 'RerankConfig', 'GraphConfig', 'PriorConfig', 'VerifyConfig', 'AgentConfig', 'CountConfig', 'LLMConfig', 'QueryConfig', 'RuntimeConfig', 'PathsConfig']
 
 
 def _f(default: Any, help: str, range: tuple[float | None, float | None] | None = None,
@@ -52,7 +52,7 @@ class LexicalConfig:
     code_vote_depth: int = _f(50, "law paragraphs that vote in the statute vote", range=(1, None))
     numbered_code_weight: float = _f(0.5, "score factor for paragraphs of laws keyed by an SR number instead of an abbreviation (no lexam_dev, train_dev or val gold cites one; 0 drops them)", range=(0, 1))
     variants: list = _f(
-        ["query", "de", "hyde", "sparse", "concepts"],
+        ["query", "de", "hyde", "sparse", "concepts", "dict_de"],
         f"query variants searched, one signal bm25_<variant> each, when the query has that variant ({', '.join(VARIANTS)})",
     )
 
@@ -97,6 +97,12 @@ class RankerConfig:
                                    "judges the article the likelier gold than its best paragraph")
     laws_only: bool = _f(False, "only law candidates move; court decisions keep their slots (a ranker trained on exam gold never saw a "
                                 "court citation rewarded)")
+
+
+@dataclass
+class DictionaryConfig:
+    enabled: bool = _f(False, "translate English questions word by word with the dictionary artifact (built with --dictionary) "
+                              "into the dict_de variant, searched beside the question (and beside the LLM's translation)")
 
 
 @dataclass
@@ -274,13 +280,13 @@ class RuntimeConfig:
     , choices=('raise', 'skip'))
     resident_models: int = _f(1, "models kept loaded at once (encoder, reranker, LLM take turns on one GPU when 1)", range=(1, None))
     degrade_order: list = _f(
-        [["agent"], ["verify"], ["rerank"], ["dense", "graph", "prior"], ["rewrite"], ["statutes", "feedback", "articles", "ranker"]],
+        [["agent"], ["verify"], ["rerank"], ["dense", "graph", "prior"], ["rewrite"], ["statutes", "feedback", "articles", "ranker", "dictionary"]],
         "groups of optional stages dropped, first group first, when the projected time of the rest of the run exceeds the budget left "
         "(the extra BM25 passes last: one BM25 query each, the cheapest to keep)",
     )
     stage_estimates_s: dict = _f(
         {"rewrite": 20.0, "dense": 0.5, "graph": 1.0, "prior": 0.1, "rerank": 4.0, "verify": 20.0, "agent": 120.0,
-         "statutes": 0.1, "feedback": 0.1, "articles": 0.1, "ranker": 0.05},
+         "statutes": 0.1, "feedback": 0.1, "articles": 0.1, "ranker": 0.05, "dictionary": 0.01},
         "seconds per query assumed for a stage until it has run on some queries (then its measured rate is used)",
     )
 

@@ -36,6 +36,7 @@ class BuildInputs:
     train: str | Path | None = None
     abbreviations: str | Path | None = None
     llm_cache: str | Path | None = None
+    dictionary: str | Path | None = None  # a bilingual dictionary file (Ding's de-en)
     corpus_dir: str | Path | None = None
     corpus: Any = None  # a loaded lexrag.index.corpus.Corpus, shared by the index builds
     extra: dict = field(default_factory=dict)  # passed to the build step (embeddings: model, max_shards, ...)
@@ -117,6 +118,12 @@ ARTIFACTS: list[ArtifactSpec] = [
                  input_flag="--train TRAIN.csv (a training CSV with gold_citations)", dataset="lexrag-ranker", attr="ranker",
                  rebuild="python -m lexrag build ... --train TRAIN.csv --set ranker.enabled=true --out ARTIFACTS "
                          "(or build_datasets.py --only ranker --train TRAIN.csv)"),
+    ArtifactSpec("dictionary", "lexrag.index.dictionary:build_dictionary_step", "lexrag.index.dictionary:load_dictionary_step",
+                 switch="dictionary.enabled", needs_input="dictionary",
+                 input_flag="--dictionary FILE (Ding's de-en file: apt-get install trans-de-en puts it at /usr/share/trans/de-en)",
+                 dataset="lexrag-dictionary", attr="dictionary",
+                 rebuild="python -m lexrag build ... --dictionary /usr/share/trans/de-en --out ARTIFACTS "
+                         "(or build_datasets.py --only dictionary --dictionary FILE)"),
     ArtifactSpec("llm_cache", "lexrag.llm.cache:build_cache_step", None, switch="llm.enabled", needs_input="llm_cache",
                  input_flag="--llm-cache DIR (the llm.cache_dir of a live run)", dataset="lexrag-llm-cache", in_build=False,
                  rebuild="a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "

@@ -36,6 +36,7 @@ VARIANTS = (
     "sparse",  # German keywords and statute headings
     "dense",  # one-paragraph statement of the legal issue
     "concepts",  # German search keywords from concept extraction
+    "dict_de",  # German words for an English question's, from a bilingual dictionary (no LLM)
 )
 
 GRAPH_SIGNALS = ("ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings", "popular")

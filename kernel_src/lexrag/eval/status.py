@@ -27,6 +27,7 @@ FIXES = {
     "graph": "attach the lexrag-graph dataset built over the attached corpus",
     "prior": "attach the lexrag-prior dataset (build_datasets.py --only prior --train train.csv)",
     "ranker": "attach the lexrag-ranker dataset (build_datasets.py --only ranker --train train.csv)",
+    "dictionary": "attach the lexrag-dictionary dataset (build_datasets.py --only dictionary --dictionary /usr/share/trans/de-en)",
     "semantic": "attach the lexrag-embeddings dataset and the BGE-M3 model (semantic.model)",
     "reranker": "attach bge-reranker-v2-m3 (rerank.model)",
     "llm": "attach Qwen2.5-7B-Instruct (llm.model) on a GPU machine, or the lexrag-llm-cache dataset to replay",

@@ -181,6 +181,7 @@ def build_artifacts(
     law_keys: str | Path | None = None,
     train: str | Path | None = None,
     abbreviations: str | Path | None = None,
+    dictionary: str | Path | None = None,
 ) -> dict:
     """Build every artifact this config needs under ``out_dir``: ``corpus/``, then ``bm25/``,
     ``embeddings/`` and ``graph/`` as switched on, and ``prior/`` when a training file is given.
@@ -192,7 +193,8 @@ def build_artifacts(
 
     out = Path(out_dir)
     check_build_inputs(out, laws, courts, law_keys, train, abbreviations)
-    inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations)
+    inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations,
+                         dictionary=dictionary)
     # what this build makes (the graph whenever court considerations are given, so a run may switch it on
     # though the defaults leave it off)
     todo = [a for a in ARTIFACTS if a.to_build(cfg, inputs)]

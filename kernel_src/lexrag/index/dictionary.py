@@ -11,8 +11,10 @@ The artifact (folder ``dictionary/``) holds ``entries.tsv.gz`` (English key, Ger
 and the source's name, version, sha256 and licence in ``params.json``.  Translation
 (:class:`Dictionary.translate`) looks up the longest phrase first (up to :data:`MAX_PHRASE`
 words), prefers legal senses (``[jur.]``) and Swiss ones (``[Schw.]``) where an English key has
-them, writes ``ß`` as ``ss`` (Swiss spelling), and keeps the question's citations, its
-abbreviations and numbers, and every English word no entry covers.
+them (at most :data:`MAX_SENSES`: BM25 counts a query term once, so the cap stands in for
+weighting a word's senses by 1/their number), writes ``ß`` as ``ss`` (Swiss spelling), and keeps
+the question's citations, its abbreviations and numbers, and its English words beside their
+German senses (English function words dropped).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Iterable, Iterator
 
 from lexrag.artifacts import ArtifactError, read_params, write_params
 
-__all__ = ["MAX_PHRASE", "Sense", "parse_ding", "build_dictionary", "Dictionary", "is_english", "load_dictionary_step",
+__all__ = ["MAX_PHRASE", "Sense", "parse_ding", "build_dictionary", "glossary", "Dictionary", "is_english", "load_dictionary_step",
            "build_dictionary_step"]
 
 log = logging.getLogger(__name__)
@@ -140,12 +142,27 @@ def is_english(text: str) -> bool:
     return en > de
 
 
+def glossary() -> dict[str, list[str]]:
+    """The reviewed glossary shipped with lexrag (``data/glossary_en_de.tsv``): English legal terms
+    and names of Swiss acts -> German search words; it wins over the dictionary."""
+    from importlib.resources import files
+
+    out: dict[str, list[str]] = {}
+    for line in files("lexrag").joinpath("data/glossary_en_de.tsv").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            en, de = line.split("\t")
+            out[" ".join(en.lower().split())] = de.split()
+    return out
+
+
 class Dictionary:
     """English key -> German senses, and the translation of a question."""
 
     def __init__(self, entries: dict[str, list[tuple[str, int]]], doc: dict | None = None):
         self.entries = entries
         self.doc = doc or {}
+        self.glossary = glossary()
+        self.max_phrase = max([MAX_PHRASE, *(len(k.split()) for k in self.glossary)])
 
     @classmethod
     def load(cls, folder: str | Path) -> "Dictionary":
@@ -164,7 +181,10 @@ class Dictionary:
 
     def senses(self, key: str) -> list[str]:
         """The German senses written for an English key: legal ones if it has any, Swiss before
-        other regions, in the dictionary's order, at most :data:`MAX_SENSES`."""
+        other regions, in the dictionary's order, at most :data:`MAX_SENSES`; the glossary's words
+        where it has the key."""
+        if key in self.glossary:
+            return list(self.glossary[key])
         have = self.entries.get(key, [])
         if any(f & LEGAL for _, f in have):
             have = [x for x in have if x[1] & LEGAL]
@@ -190,7 +210,7 @@ class Dictionary:
             if not tok[0].isalnum():
                 i += 1
                 continue
-            for n in range(min(MAX_PHRASE, len(tokens) - i), 0, -1):
+            for n in range(min(self.max_phrase, len(tokens) - i), 0, -1):
                 words = tokens[i:i + n]
                 if not all(w[0].isalnum() for w in words):
                     continue
@@ -198,8 +218,8 @@ class Dictionary:
                 if n == 1 and key in _EN_STOP:
                     break
                 senses = self.senses(key)
-                if senses:
-                    out += senses
+                if senses:  # the German senses, and the English words beside them (names, loanwords, codes)
+                    out += senses + [w for w in words if w.lower() not in _EN_STOP]
                     i += n
                     break
             else:

@@ -210,6 +210,7 @@ def rebuild(
     train: str | Path | None = None,
     llm_cache: str | Path | None = None,
     abbreviations: str | Path | None = None,
+    dictionary: str | Path | None = None,
 ) -> dict:
     """Build the selected artifacts into ``out_dir/<name>/`` and record them in the manifest.
     The prior is built only when a training file is given (never from validation gold); the LLM
@@ -236,7 +237,8 @@ def rebuild(
     if llm_cache and "llm_cache" in names and not Path(llm_cache).is_dir():
         raise ManifestError(f"--llm-cache {llm_cache}: not a folder (the llm.cache_dir of a live run)")
     ignored = [flag for flag, v, arts in (("--laws", laws, {"corpus"}), ("--courts", courts, {"corpus"}),
-                                          ("--train", train, {"prior", "ranker"}), ("--llm-cache", llm_cache, {"llm_cache"}))
+                                          ("--train", train, {"prior", "ranker"}), ("--llm-cache", llm_cache, {"llm_cache"}),
+                                          ("--dictionary", dictionary, {"dictionary"}))
                if v and not arts & set(names)]
     if ignored:
         log.warning("%s: not read, because --only leaves out what reads them", ", ".join(ignored))
@@ -246,7 +248,7 @@ def rebuild(
                     "(then rebuild the graph too) or leave %s out", ", ".join(unread), "them" if len(unread) > 1 else "it")
     built: list[str] = []
     inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations,
-                         llm_cache=llm_cache, corpus_dir=out / "corpus")
+                         llm_cache=llm_cache, dictionary=dictionary, corpus_dir=out / "corpus")
     for a in ARTIFACTS:
         name = a.name
         if name not in names:

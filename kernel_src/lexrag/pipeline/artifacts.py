@@ -41,6 +41,7 @@ class Artifacts:
     prior: TrainingPrior | None = None
     dense: object | None = None  # lexrag.index.semantic.DenseIndex
     ranker: object | None = None  # lexrag.stages.ranker.LearnedRanker
+    dictionary: object | None = None  # lexrag.index.dictionary.Dictionary
     model_paths: dict[str, Path] = field(default_factory=dict)  # encoder, reranker, llm
     loaders: dict[str, Callable[[], Any]] = field(default_factory=dict)
     cache_dirs: list[Path] = field(default_factory=list)  # read-only LLM caches found by the resolver

@@ -9,6 +9,7 @@ seed fusion -> graph and prior -> fusion -> learned ranker -> rerank -> verify -
 from lexrag.stages import (  # noqa: F401
     agent,
     count,
+    dictionary,
     feedback,
     fusion,
     graph,

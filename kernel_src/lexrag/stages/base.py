@@ -194,7 +194,7 @@ class Context:
 # signals are fused in this order (ties keep it).  A stage not listed here runs after the listed
 # stages of its phase, in the order it was registered.
 STAGE_ORDER: tuple[str, ...] = (
-    "rewrite",
+    "rewrite", "dictionary",
     "statutes", "articles", "bm25", "citation_seeds", "llm_seeds", "dense", "feedback",
     "seed_fusion",
     "graph", "prior",
