@@ -331,7 +331,9 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
     log.info("locked: %d questions of %s; folds over %d questions of %d areas", len(locked_q),
              sorted({q_area[q] for q in locked_q}), len(dev), len({q_area[q] for q in dev}))
     groupings = {"course": courses, "area": q_area, "query": {}}
-    base_cfg = load_config(config, {**RANK, "graph.enabled": True, "prior.enabled": True})
+    # every part a variant may switch on, loaded once (the dictionary where the artifacts hold one)
+    has_dictionary = (Path(artifacts) / "dictionary" / "params.json").is_file()
+    base_cfg = load_config(config, {**RANK, "graph.enabled": True, "prior.enabled": True, "dictionary.enabled": has_dictionary})
     base_art = Artifacts.load(artifacts, base_cfg)
     cache = SignalCache()
     rows: dict[str, dict] = {}
@@ -341,8 +343,14 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
     for v in variants:
         t0 = time.perf_counter()
         cfg = v.config(config)
+        if cfg.dictionary.enabled and base_art.dictionary is None:
+            from lexrag.errors import ConfigError
+
+            raise ConfigError(f"variant {v.name!r} switches the dictionary on, but {artifacts} holds none: build it with "
+                              f"`python -m lexrag build ... --dictionary /usr/share/trans/de-en --out {artifacts}`")
         art = dataclasses.replace(base_art, graph=base_art.graph if cfg.graph.enabled else None,
-                                  prior=base_art.prior if cfg.uses_prior() else None)
+                                  prior=base_art.prior if cfg.uses_prior() else None,
+                                  dictionary=base_art.dictionary if cfg.dictionary.enabled else None)
         qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
         if cfg.ranker.enabled:  # fitted per fold, on the rows of the training questions only
             art = dataclasses.replace(art, ranker=harness_ranker(cfg, art, qs, dev))
