@@ -10,6 +10,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= python3
 DEMO_OUT ?= out/demo
 DATA ?= ../shared/data
+DICTIONARY ?= /usr/share/trans/de-en
 # Caches that would otherwise go under the home folder: the artifact hash cache (LEXRAG_CACHE_DIR)
 # and matplotlib's font cache. `make clean` removes them with the rest of out/.
 CACHE_DIR ?= $(CURDIR)/out/cache
@@ -119,11 +120,17 @@ ifneq ($(filter quality,$(MAKECMDGOALS)),)
 ifeq ($(wildcard $(DATA)/laws_de.csv),)
 $(error make quality needs the competition data (laws_de.csv, lexam_dev.csv, train_dev.csv, val.csv) in $(DATA); set DATA=FOLDER)
 endif
+ifeq ($(wildcard $(DICTIONARY)),)
+$(error make quality needs Ding's English-German dictionary at $(DICTIONARY) (apt-get install trans-de-en); set DICTIONARY=FILE)
+endif
 endif
 quality: venv
 	$(PY) scripts/quality.py --data $(DATA) --final --expected repro/lexam_dev.yaml --json out/quality/lexam_dev.json
 	$(PY) scripts/quality.py --data $(DATA) --final --by area --ablation ranker --expected repro/lexam_dev_ranker.yaml \
 		--json out/quality/lexam_dev_ranker.json
+	$(PY) scripts/quality.py --data $(DATA) --dictionary $(DICTIONARY) --by area --variants lexical \
+		"lexical + dict_de=lexical;dictionary.enabled=true" exam "exam + dict_de=exam;dictionary.enabled=true" \
+		--expected repro/val_dictionary.yaml --json out/quality/val_dictionary.json
 
 bench: venv
 	$(PY) scripts/bench_bm25.py

@@ -11,6 +11,8 @@ chose.  The locked areas (repro/locked_split.yaml) are read only with --final.
   python scripts/quality.py --data ../shared/data --artifacts ARTIFACTS [--final] [--json OUT] [--expected repro/lexam_dev.yaml]
   python scripts/quality.py ... --ablation exam          # the preset's incremental ablation, one row per stage
   python scripts/quality.py ... --variants exam "no learned=exam;statutes.learned=false"
+  python scripts/quality.py --data ../shared/data --dictionary /usr/share/trans/de-en --by area \
+      --variants lexical "lexical + dict_de=lexical;dictionary.enabled=true"   # English questions (val) with the dictionary
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from lexrag.eval.experiment_cli import arg_parser, run_from_args
 def main() -> int:
     ap = arg_parser(__doc__)
     ap.add_argument("--courts", help="court considerations CSV for a build (default: DATA/court_considerations_sample.csv)")
+    ap.add_argument("--dictionary", help="Ding's de-en file for a build's dictionary artifact (Debian trans-de-en: "
+                    "/usr/share/trans/de-en), for variants with dictionary.enabled")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     for name in ("lexrag.pipeline", "lexrag.index", "lexrag.stages"):
@@ -45,7 +49,8 @@ def main() -> int:
         t0 = time.perf_counter()
         build_artifacts(load_config(None, {"runtime.progress": False, "graph.enabled": True}), data / "laws_de.csv", args.artifacts,
                         courts=courts if courts.is_file() else None, law_keys=keys if keys.is_file() else None,
-                        train=data / args.tune_on, abbreviations=abbrev if abbrev.is_file() else None)
+                        train=data / args.tune_on, abbreviations=abbrev if abbrev.is_file() else None,
+                        dictionary=args.dictionary)
         print(f"built artifacts in {time.perf_counter() - t0:.0f} s -> {args.artifacts}", file=sys.stderr)
     _, text, checks = run_from_args(args)
     print(text)
