@@ -328,8 +328,8 @@ class LearnedRanker:
             return cls((folder / "model.txt").read_text(encoding="utf-8"), signals, p.get("lightgbm", {}), cal, extra,
                        article_text=article)
         except Exception as e:  # LightGBM's own error for a damaged model file
-            raise ArtifactError(f"{folder}: model.txt or article.txt is not a LightGBM model ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__}); rebuild the "
-                                f"ranker") from e
+            why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+            raise ArtifactError(f"{folder}: model.txt or article.txt is not a LightGBM model ({why}); rebuild the ranker") from e
 
 
 def load_ranker_step(folder: Path, cfg, art) -> LearnedRanker:
