@@ -55,6 +55,11 @@ def test_sharp_s_is_written_as_ss(dictionary):
     assert "ß" not in dictionary.translate("the street")
 
 
+def test_names_with_umlauts_stay_whole(dictionary):
+    words = dictionary.translate("A contract in Zürich with Müller AG").split()
+    assert {"Zürich", "Müller", "AG", "Vertrag"} <= set(words) and "ü" not in words
+
+
 def test_citations_abbreviations_and_unknown_words_are_kept(dictionary):
     out = dictionary.translate("Does Art. 221 Abs. 1 StPO allow detention of Mr Meier?")
     assert out.startswith("Art. 221 Abs. 1 StPO")
@@ -67,6 +72,8 @@ def test_english_is_told_from_german():
     assert is_english("Under which conditions may the court order pre-trial detention of the accused?")
     assert not is_english("Unter welchen Voraussetzungen kann das Gericht die Untersuchungshaft anordnen, wenn der Beschuldigte flieht?")
     assert not is_english("Art. 221 StPO")
+    assert not is_english("Le contrat est nul si la partie a été trompée par l'autre partie.")
+    assert not is_english("Il contratto è nullo se la parte è stata ingannata dall'altra parte.")
 
 
 def test_the_artifact_records_its_source_and_licence_and_loads_back(dictionary, tmp_path):

@@ -414,7 +414,9 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             picks = nested_picks(fs_list)
             chosen = {q: float(fs_list[vi].outer[q][k - 1]) for f, (vi, k) in zip(fs_list[0].folds, picks) for q in f}
             r100 = {q: fs_list[vi].recall100[q] for f, (vi, k) in zip(fs_list[0].folds, picks) for q in f}
-            selection[g] = {**_row(chosen, r100), "picks": [f"{names[vi]} k={k}" for vi, k in picks]}
+            own = [rows[n]["k"] if isinstance(rows[n]["k"], str) else None for n in names]  # a count of its own: no k
+            selection[g] = {**_row(chosen, r100),
+                            "picks": [f"{names[vi]} ({own[vi]})" if own[vi] else f"{names[vi]} k={k}" for vi, k in picks]}
     metrics: dict[str, float] = {}
     for name, row in rows.items():
         if isinstance(row["k"], int):  # the count the preset should ship with (tests/test_presets_k.py)

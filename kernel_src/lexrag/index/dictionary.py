@@ -42,13 +42,16 @@ LEGAL, SWISS, OTHER_REGION = 1, 2, 4  # flags of a sense
 _TAG = re.compile(r"\[([^\]]*)\]")
 _NOISE = re.compile(r"\{[^}]*\}|\([^)]*\)|\[[^\]]*\]|/[^/\s][^/]*/|<[^>]*>")
 _PLACEHOLDER = re.compile(r"\b(?:sb|sth|jdn|jdm|jds|etw|jd)\.(?=\s|$)", re.I)
-_EN_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d+[a-z]?|\S")
+_EN_WORD = re.compile(r"[^\W\d_][\w'\-]*|\d+[a-z]?|\S")  # words of any script (Zürich, Müller), numbers, punctuation
 _EN_STOP = frozenset("a an the of to in on at by for with from and or as is are was were be been being that this these those "
                      "it its his her their our your my he she they we you i which who whom whose what when where whether if "
                      "than then so such not no do does did has have had can could may might must shall should will would "
                      "there here any some all each every other into under over about after before between".split())
 _DE_STOP = frozenset("der die das den dem des ein eine einer eines einem einen und oder ist sind war nicht mit von zu im in "
                      "auf für bei nach aus wird werden hat haben kann sich auch dass wenn als wie".split())
+# French and Italian function words: a question in either is not English (Swiss questions may be in both)
+_FR_IT_STOP = frozenset("le la les un une des du est sont et ou que qui dans pour par sur avec ne pas au aux ce cette il elle "
+                        "lo gli una della delle dei che di è sono per con non nel nella il del".split())
 
 
 @dataclass(frozen=True)
@@ -134,12 +137,13 @@ def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
 
 
 def is_english(text: str) -> bool:
-    """Whether a question reads as English: more English than German function words among its
-    words (ties, and texts with neither, are not English)."""
-    words = re.findall(r"[a-zäöüß]+", text.lower())
-    en = sum(w in _EN_STOP for w in words)
+    """Whether a question reads as English: at least two English function words, and more of them
+    than German ones and than French and Italian ones (ties, and texts with none, are not English)."""
+    words = re.findall(r"[^\W\d_]+", text.lower())
+    en = sum(w in _EN_STOP and w not in _DE_STOP and w not in _FR_IT_STOP for w in words)
     de = sum(w in _DE_STOP for w in words)
-    return en > de
+    fr_it = sum(w in _FR_IT_STOP for w in words)
+    return en >= 2 and en > de and en > fr_it
 
 
 def glossary() -> dict[str, list[str]]:

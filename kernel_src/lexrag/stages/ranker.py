@@ -362,6 +362,12 @@ class Ranker:
             _WARNED.add(unknown)
             log.warning("ranker: signals %s ran but the ranker was trained without them; they reach it only through the "
                         "fused order (rebuild the ranker with this config to use them)", ", ".join(unknown))
+        absent = tuple(sorted(set(model.signals) - set(batch.signals)))
+        if absent and ("absent",) + absent not in _WARNED:
+            _WARNED.add(("absent",) + absent)
+            log.warning("ranker: it was trained with signals %s, which did not run here (switched off or dropped): every "
+                        "candidate reads as unlisted by them, so its order and probabilities shift; run the config it was "
+                        "trained with, or rebuild it with this one", ", ".join(absent))
         out = Ranking("ranker", "rerank")
         for q in batch.queries:
             fused = batch.current.get(q.query_id, [])
