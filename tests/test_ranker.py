@@ -18,6 +18,7 @@ from lexrag.config import load_config  # noqa: E402
 from lexrag.errors import ArtifactError, ConfigError  # noqa: E402
 from lexrag.queries import load_gold, load_queries  # noqa: E402
 from lexrag.stages.count import expected_f1_count  # noqa: E402
+from lexrag.stages.ranker import feature_names  # noqa: E402
 
 CANDIDATES = {"runtime.progress": False, "statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True}
 
@@ -164,6 +165,7 @@ class _ReverseModel:
     """Scores the candidates in reverse fused order (the logic around the model is under test)."""
 
     signals: list[str] = []
+    features = feature_names([])
 
     def scores(self, X):
         return np.arange(len(X), dtype=np.float64)
@@ -300,6 +302,8 @@ def test_a_held_out_fold_is_ranked_by_a_ranker_fitted_without_it(ranked_artifact
     fitted = held_out_artifacts(art, cfg, gold, {q.query_id: q.text for q in queries}, fold)
     assert fitted.ranker is not art.ranker and fitted.prior is art.prior
     assert set(fitted.ranker.rows.qids) == set(rows.qids) - fold
+    # nothing held out: the same training questions, so the model already fitted (no second fit)
+    assert held_out_artifacts(art, cfg, gold, {q.query_id: q.text for q in queries}, set()).ranker is art.ranker
     # a loaded artifact holds no training rows: the harness does not refit it, and says why when asked
     loaded = Artifacts.load(ranked_artifacts, cfg)
     assert not refits_prior(loaded, cfg)

@@ -4,7 +4,6 @@ the registry's build step for the ``ranker`` artifact."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from lexrag.artifacts import sha256_file
 from lexrag.citations import scoring_form
 from lexrag.config import Config, with_overrides
 from lexrag.errors import ArtifactError
@@ -59,14 +59,6 @@ def training_rows(queries: Sequence, gold: Mapping[str, Sequence[str]], art, cfg
     return rows, signals
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def build_ranker_step(cfg: Config, dest: Path, inputs) -> None:
     """Fit the ranker on the training questions of ``inputs.train`` over the artifacts beside
     ``inputs.corpus_dir`` (the corpus and the BM25 index, built first) and save it in ``dest``."""
@@ -88,7 +80,7 @@ def build_ranker_step(cfg: Config, dest: Path, inputs) -> None:
     with_gold = sum(bool(y.any()) for y in rows.y)
     t_rows = time.perf_counter() - t0
     model = LearnedRanker.fit(rows, signals, doc={
-        "train": train.name, "train_sha256": _sha256(train), "questions": len(rows.qids),
+        "train": train.name, "train_sha256": sha256_file(train), "questions": len(rows.qids),
         "questions_with_gold_in_candidates": with_gold, "candidates": int(sum(len(y) for y in rows.y)),
         "candidate_config": {k: v for k, v in CANDIDATE_OFF.items() if k not in ("runtime.progress", "count.method")},
         "lightgbm_version": lightgbm.__version__})

@@ -266,6 +266,8 @@ class LearnedRanker:
         held-out refit); needs the training rows it was fitted on (kept in memory, not saved)."""
         if self.rows is None:
             raise ValueError("this ranker holds no training rows (a loaded artifact): it cannot be refitted")
+        if set(self.rows.qids) <= set(keep):  # the same questions: the fit is deterministic, so it is this model
+            return self
         return LearnedRanker.fit(self.rows.subset(keep), self.signals, self.params, self.doc, self.calibrated)
 
     def scores(self, X: np.ndarray) -> np.ndarray:
@@ -383,7 +385,7 @@ class Ranker:
                 mixed = rc.blend / (61 + learned_rank) + (1 - rc.blend) / (61 + np.arange(len(docs)))
                 order = np.lexsort((np.arange(len(docs)), -mixed))
             if rc.laws_only:
-                law = np.array([c.startswith("Art.") for c in cits], dtype=bool)
+                law = X[:, model.features.index("is_law")] > 0
                 slots = np.flatnonzero(law)
                 moved = np.arange(len(docs))
                 moved[slots] = [i for i in order if law[i]]
