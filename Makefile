@@ -77,7 +77,8 @@ endef
 export SHOW_CSV
 
 demo: venv
-	$(PY) -m lexrag build --laws demo/laws_demo.csv --courts demo/courts_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml
+	$(PY) -m lexrag build --laws demo/laws_demo.csv --courts demo/courts_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml \
+		--dictionary demo/dictionary_demo.txt
 	$(PY) -m papermill -k python3 notebooks/validation.ipynb $(DEMO_OUT)/validation.ipynb \
 		-p config_path demo/config.yaml -p queries demo/queries_demo.csv \
 		-p artifacts_dir $(DEMO_OUT)/artifacts -p out_dir $(DEMO_OUT)
@@ -87,7 +88,8 @@ demo: venv
 
 # the LLM stages on the demo with the scripted stand-in model (no GPU, no weights): incremental ablation
 demo-llm: venv
-	$(PY) -m lexrag build --laws demo/laws_demo.csv --courts demo/courts_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml
+	$(PY) -m lexrag build --laws demo/laws_demo.csv --courts demo/courts_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml \
+		--dictionary demo/dictionary_demo.txt
 	$(PY) -m lexrag -q calibrate --queries demo/queries_demo.csv --artifacts $(DEMO_OUT)/artifacts --config demo/config_llm.yaml \
 		--set llm.cache_dir=$(DEMO_OUT)/llm/cache
 	$(PY) -m papermill -k python3 notebooks/validation.ipynb $(DEMO_OUT)/llm/validation.ipynb \
@@ -125,11 +127,12 @@ $(error make quality needs Ding's English-German dictionary at $(DICTIONARY) (ap
 endif
 endif
 quality: venv
-	$(PY) scripts/quality.py --data $(DATA) --final --expected repro/lexam_dev.yaml --json out/quality/lexam_dev.json
-	$(PY) scripts/quality.py --data $(DATA) --final --by area --ablation ranker --expected repro/lexam_dev_ranker.yaml \
-		--json out/quality/lexam_dev_ranker.json
-	$(PY) scripts/quality.py --data $(DATA) --dictionary $(DICTIONARY) --by area --variants lexical \
-		"lexical + dict_de=lexical;dictionary.enabled=true" exam "exam + dict_de=exam;dictionary.enabled=true" \
+	$(PY) scripts/quality.py --data $(DATA) --dictionary $(DICTIONARY) --final --expected repro/lexam_dev.yaml \
+		--json out/quality/lexam_dev.json
+	$(PY) scripts/quality.py --data $(DATA) --dictionary $(DICTIONARY) --final --by area --ablation ranker \
+		--expected repro/lexam_dev_ranker.yaml --json out/quality/lexam_dev_ranker.json
+	$(PY) scripts/quality.py --data $(DATA) --dictionary $(DICTIONARY) --by area --variants \
+		"lexical - dict_de=lexical;dictionary.enabled=false" lexical "exam - dict_de=exam;dictionary.enabled=false" exam \
 		--expected repro/val_dictionary.yaml --json out/quality/val_dictionary.json
 
 bench: venv

@@ -12,7 +12,7 @@ chose.  The locked areas (repro/locked_split.yaml) are read only with --final.
   python scripts/quality.py ... --ablation exam          # the preset's incremental ablation, one row per stage
   python scripts/quality.py ... --variants exam "no learned=exam;statutes.learned=false"
   python scripts/quality.py --data ../shared/data --dictionary /usr/share/trans/de-en --by area \
-      --variants lexical "lexical + dict_de=lexical;dictionary.enabled=true"   # English questions (val) with the dictionary
+      --variants "lexical - dict_de=lexical;dictionary.enabled=false" lexical   # English questions (val) without and with the dictionary
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from lexrag.eval.experiment_cli import arg_parser, run_from_args
 def main() -> int:
     ap = arg_parser(__doc__)
     ap.add_argument("--courts", help="court considerations CSV for a build (default: DATA/court_considerations_sample.csv)")
-    ap.add_argument("--dictionary", help="Ding's de-en file for a build's dictionary artifact (Debian trans-de-en: "
-                    "/usr/share/trans/de-en), for variants with dictionary.enabled")
+    ap.add_argument("--dictionary", help="a dictionary file for a build's dictionary artifact (Debian trans-de-en: "
+                    "/usr/share/trans/de-en), which the lexical, exam and kaggle presets use for English questions")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     for name in ("lexrag.pipeline", "lexrag.index", "lexrag.stages"):

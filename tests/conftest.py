@@ -43,13 +43,13 @@ def demo_courts() -> Path:
 
 @pytest.fixture(scope="session")
 def demo_artifacts(tmp_path_factory, demo_laws, demo_courts) -> Path:
-    """The artifacts `make demo` builds: the law slice and the demo's court considerations."""
+    """The artifacts `make demo` builds: the law slice, the demo's court considerations and its small dictionary."""
     from lexrag.config import load_config
     from lexrag.index.build import build_artifacts
 
     out = tmp_path_factory.mktemp("demo_artifacts")
     cfg = load_config(overrides={"runtime.progress": False})
-    build_artifacts(cfg, demo_laws, out, courts=demo_courts)
+    build_artifacts(cfg, demo_laws, out, courts=demo_courts, dictionary=DEMO / "dictionary_demo.txt")
     return out
 
 

@@ -50,6 +50,19 @@ def test_legal_and_swiss_senses_come_first(dictionary):
     assert [g for g, _ in dictionary.entries["damages"]] == ["Schadenersatz", "Schadensersatz"]
 
 
+def test_a_words_senses_share_its_weight_and_bm25_reads_it(dictionary, tmp_path):
+    # two senses: each weighted 1/2 in BM25's boost syntax; one sense: no weight written
+    assert dictionary.translate("pavement").split() == ["Trottoir^0.5", "Gehsteig^0.5", "pavement"]
+    assert dictionary.translate("the contract").split() == ["Vertrag", "contract"]
+    from lexrag.index.lexical import build_bm25
+
+    docs = ["Das Trottoir ist breit.", "Der Vertrag ist gültig.", "Gehsteig und Vertrag."]
+    idx = build_bm25([docs], tmp_path / "bm25")
+    one, both = idx.scores("Vertrag", cache=False), idx.scores(dictionary.translate("the pavement under the contract"), cache=False)
+    half = idx.scores("Trottoir", cache=False) / 2 + idx.scores("Gehsteig", cache=False) / 2
+    assert both[1] == pytest.approx(one[1]) and both[0] == pytest.approx(half[0])  # a full weight for the one sense
+
+
 def test_sharp_s_is_written_as_ss(dictionary):
     assert "Strasse" in dictionary.translate("the street").split()
     assert "ß" not in dictionary.translate("the street")
@@ -96,7 +109,7 @@ def test_a_missing_or_unreadable_dictionary_is_one_line(tmp_path, dictionary):
         build_dictionary(bad, tmp_path / "d")
     empty = tmp_path / "empty"
     empty.write_text("# nothing here\n", encoding="utf-8")
-    with pytest.raises(ArtifactError, match="no 'German :: English' entries"):
+    with pytest.raises(ArtifactError, match="no English-German entries"):
         build_dictionary(empty, tmp_path / "d")
     entries = tmp_path / "dictionary" / "entries.tsv.gz"
     with gzip.open(entries, "wt", encoding="utf-8") as f:
@@ -130,14 +143,19 @@ def test_the_variant_runs_for_english_questions_only_and_bm25_searches_it(tmp_pa
     assert "en" in bm25["bm25_dict_de"].hits and "de" not in bm25["bm25_dict_de"].hits
 
 
-def test_a_missing_dictionary_is_a_status_row_with_the_fix(demo_artifacts, demo_queries):
+def test_a_missing_dictionary_is_a_status_row_with_the_fix(demo_artifacts, demo_queries, tmp_path):
+    import shutil
+
     from lexrag.config import load_config
     from lexrag.eval.status import run_status
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.queries import load_queries
 
     cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True})
-    art = Artifacts.load(demo_artifacts, cfg, degrade=True)
+    shutil.copytree(demo_artifacts, tmp_path / "art", ignore=lambda d, names: ["dictionary"] if d == str(demo_artifacts) else [])
+    with pytest.raises(ArtifactError, match="dictionary"):
+        Artifacts.load(tmp_path / "art", cfg)  # outside Kaggle a switched-on part that is missing stops the load
+    art = Artifacts.load(tmp_path / "art", cfg, degrade=True)
     assert art.dictionary is None and "dictionary" in art.missing
     res = run_pipeline(load_queries(demo_queries)[:2], art, cfg)
     status = run_status(cfg, art, res)
@@ -150,7 +168,47 @@ def test_the_glossary_wins_over_the_dictionary_and_names_the_act(dictionary):
 
     g = glossary()
     assert g["civil code"][0] == "ZGB" and g["criminal procedure code"][0] == "StPO"
-    assert dictionary.senses("civil code") == g["civil code"]  # not the dictionary's "Zivilgesetzbuch ... BGB"
+    assert dictionary.senses("civil code") == [" ".join(g["civil code"])]  # one sense, not the dictionary's "... BGB"
     out = dictionary.translate("Under the Debt Enforcement and Bankruptcy Act, may the creditor appeal?").split()
     assert out[:3] == ["SchKG", "Schuldbetreibung", "Konkurs"] or "SchKG" in out
     assert "Beschwerde" in out
+
+
+def _dictd(tmp_path, entries: list[tuple[str, str]]):
+    """A dictd dictionary (FreeDict's format) written here: ``name.index`` and ``name.dict.dz``."""
+    digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+    def b64(n: int) -> str:
+        out = ""
+        while True:
+            out, n = digits[n % 64] + out, n // 64
+            if n == 0:
+                return out
+
+    data, index = b"", []
+    for head, body in [("00-database-info", "00-database-info\nEdition: test-1\n"), *entries]:
+        text = body.encode("utf-8")  # an entry starts with its headword line
+        index.append(f"{head}\t{b64(len(data))}\t{b64(len(text))}")
+        data += text
+    (tmp_path / "en-de.index").write_text("\n".join(index) + "\n", encoding="utf-8")
+    (tmp_path / "en-de.dict.dz").write_bytes(gzip.compress(data))
+    return tmp_path / "en-de.index"
+
+
+def test_a_freedict_dictd_dictionary_builds_the_same_kind_of_artifact(tmp_path):
+    src = _dictd(tmp_path, [
+        ("pre-trial detention", "pre-trial detention /ipa/\nUntersuchungshaft <fem> [jur.]\n see: {remand}\n"),
+        ("objection", "objection /ipa/\nBeanstandung <fem>, Missfallen <neut>\n"),
+        ("objection", "objection /ipa/\nEinwand <masc>, Einspruch <masc>, Einsprache <fem> [Schw.] [jur.]\n   Note: gegen etw., Anfechtung <fem>\n"),
+        ("street", "street /ipa/\nStraße <fem>, Gasse <fem>\n      \"in the street\"  - auf der Straße\n"),
+    ])
+    d = build_dictionary(src, tmp_path / "dictionary")
+    assert d.doc["params"]["format"] == "dictd" and d.doc["source_version"] == "test-1" and "AGPL-3.0" in d.doc["licence"]
+    assert d.senses("objection") == ["Einsprache", "Einwand", "Einspruch"]  # the legal line only, the Swiss sense first
+    assert d.senses("street") == ["Strasse", "Gasse"]  # indented examples are not senses
+    assert "Untersuchungshaft" in d.translate("Is pre-trial detention lawful?").split()
+    assert build_dictionary(tmp_path / "en-de.dict.dz", tmp_path / "again").entries == d.entries  # either file names it
+    (tmp_path / "en-de.dict.dz").unlink()
+    with pytest.raises(ArtifactError, match="en-de.index beside en-de.dict.dz") as e:
+        build_dictionary(src, tmp_path / "x")
+    assert "\n" not in str(e.value)

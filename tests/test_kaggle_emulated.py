@@ -27,7 +27,7 @@ def _layout(root: Path, layout: str, demo_artifacts: Path, demo_queries: Path, w
     ds = (lambda s: root / "datasets" / "lexrag" / s) if layout == "nested" else (lambda s: root / s)
     comp.mkdir(parents=True)
     shutil.copyfile(demo_queries, comp / "test.csv")
-    for name in ("corpus", "bm25", "graph"):
+    for name in ("corpus", "bm25", "graph", "dictionary"):
         shutil.copytree(demo_artifacts / name, ds(f"lexrag-{name}"))
     if wheels is not None:
         shutil.copytree(wheels, ds("lexrag-wheels"))
@@ -213,8 +213,8 @@ def test_when_the_budget_runs_out_the_essential_stages_still_answer(kaggle_tree,
     with pytest.warns(UserWarning, match="time budget"):  # started an hour ago with a budget of 10 minutes
         summary = run_submission("kaggle", {"runtime.time_budget_s": 600.0, "runtime.reserve_s": 60.0},
                                  started_at=time.time() - 3600)
-    # every optional stage the preset enables is skipped (here: statutes, feedback, articles and graph); BM25 and seeds answer
-    assert summary["skipped"] == {"graph": 22, "statutes": 22, "feedback": 22, "articles": 22} and summary["empty_rows"] == 0
+    # every optional stage the preset enables is skipped (here: dictionary, statutes, feedback, articles and graph); BM25 and seeds answer
+    assert summary["skipped"] == {"dictionary": 22, "graph": 22, "statutes": 22, "feedback": 22, "articles": 22} and summary["empty_rows"] == 0
     assert summary["status"] == "DEGRADED" and summary["stages"]["statutes"]["state"] == "dropped"
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
 
@@ -328,9 +328,9 @@ def test_the_kaggle_preset_without_an_llm_is_degraded_naming_every_stage_it_turn
     assert rows["dense"]["state"] == rows["rerank"]["state"] == rows["prior"]["state"] == "missing"
     assert "lexrag-prior" in rows["prior"]["fix"] and "semantic.model: no model folder matches" in rows["dense"]["why"]
     assert all(rows[s] == {"state": "ran", "queries": 22, "total": 22}
-               for s in ("bm25", "citation_seeds", "statutes", "graph", "fusion", "count"))
+               for s in ("dictionary", "bm25", "citation_seeds", "statutes", "graph", "fusion", "count"))
     table = summary["status_table"].splitlines()
-    assert table[0].startswith("DEGRADED: 7 of 15 stages the config asks for did not run for every query: rewrite, ")
+    assert table[0].startswith("DEGRADED: 7 of 16 stages the config asks for did not run for every query: rewrite, ")
     assert "rewrite" in table[0] and "verify" in table[0] and "agent" in table[0]
 
 
@@ -339,4 +339,4 @@ def test_a_run_with_every_stage_it_asks_for_is_ok(kaggle_tree):
 
     summary = run_submission("lexical")
     assert summary["status"] == "OK" and summary["status_table"].startswith("OK: every stage the config asks for ran")
-    assert set(summary["stages"]) == {"bm25", "citation_seeds", "fusion", "count"}
+    assert set(summary["stages"]) == {"dictionary", "bm25", "citation_seeds", "fusion", "count"}

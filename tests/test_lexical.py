@@ -45,6 +45,21 @@ def test_streamed_scores_equal_bm25s_index(tmp_path):
         np.testing.assert_allclose(mine, theirs, rtol=1e-5)
 
 
+
+@pytest.mark.parametrize("method", ["lucene", "atire"])
+def test_query_scores_equal_bm25s_and_a_boost_weights_a_word(tmp_path, method):
+    idx = build_bm25([DOCS], tmp_path / "bm25", LexicalConfig(method=method))
+    vocab, a = idx.retriever.vocab_dict, Analyzer()
+    q = "Kündigung Kündigung Mieter Schaden"
+    ids = [vocab[t] for t in a(q) if t in vocab]
+    # a repeated term counts once with dedup, twice without, as bm25s scores the id list
+    np.testing.assert_allclose(idx.scores(q, cache=False), idx.retriever.get_scores_from_ids(list(dict.fromkeys(ids))), rtol=1e-5)
+    np.testing.assert_allclose(idx.scores(q, dedup=False, cache=False), idx.retriever.get_scores_from_ids(ids), rtol=1e-5)
+    half = idx.scores("Kündigung^0.5 Mieter", cache=False)
+    np.testing.assert_allclose(half, 0.5 * idx.scores("Kündigung", cache=False) + idx.scores("Mieter", cache=False), rtol=1e-5)
+    assert idx.scores("Kündigung^0 Zzzz", cache=False) is None  # a zero weight drops the word; nothing else is indexed
+    assert idx.query_terms("Mieter^0.25 Mieter") == {vocab[a("Mieter")[0]]: 1.0}  # with dedup a term keeps its largest weight
+
 @pytest.mark.parametrize("method", ["robertson", "atire"])
 def test_other_bm25_variants_match_bm25s(tmp_path, method):
     cfg = LexicalConfig(method=method)
@@ -188,8 +203,8 @@ def test_question_weight_counts_the_asked_sentence_again(tmp_path):
 def test_score_cache_serves_repeated_questions_read_only_and_bounded(tmp_path, monkeypatch):
     idx = build_bm25([DOCS], tmp_path / "bm25", corpus_id="abc")
     calls = []
-    real = idx.retriever.get_scores_from_ids
-    monkeypatch.setattr(idx.retriever, "get_scores_from_ids", lambda ids: calls.append(list(ids)) or real(ids))
+    real = idx.score_terms
+    monkeypatch.setattr(idx, "score_terms", lambda w: calls.append(dict(w)) or real(w))
     q = "Wann kann der Arbeitgeber fristlos kündigen?"
     first = idx.scores(q)
     assert idx.scores(q) is first and len(calls) == 1  # the stages after BM25 get the same vector
@@ -218,8 +233,8 @@ def test_a_run_scores_each_question_once_however_many_stages_ask(demo_artifacts,
                                  "feedback.enabled": True})
     art = Artifacts.load(demo_artifacts, cfg)
     scored = []
-    real = art.bm25.retriever.get_scores_from_ids
-    monkeypatch.setattr(art.bm25.retriever, "get_scores_from_ids", lambda ids: scored.append(tuple(ids)) or real(ids))
+    real = art.bm25.score_terms
+    monkeypatch.setattr(art.bm25, "score_terms", lambda w: scored.append(tuple(w.items())) or real(w))
     queries = load_queries(demo_queries)
     run_pipeline(queries, art, cfg)
     # the BM25, statute and article stages (and the graph's preference) all read the question's
@@ -241,8 +256,8 @@ def test_a_run_longer_than_the_score_cache_scores_each_question_once(demo_artifa
     art = Artifacts.load(demo_artifacts, cfg)
     art.bm25.cache_size = 4
     scored = []
-    real = art.bm25.retriever.get_scores_from_ids
-    monkeypatch.setattr(art.bm25.retriever, "get_scores_from_ids", lambda ids: scored.append(tuple(ids)) or real(ids))
+    real = art.bm25.score_terms
+    monkeypatch.setattr(art.bm25, "score_terms", lambda w: scored.append(tuple(w.items())) or real(w))
     queries = load_queries(demo_queries)
     chunked = run_pipeline(queries, art, cfg)
     assert len(scored) == len(set(scored)) > len(queries)

@@ -111,9 +111,11 @@ def test_build_and_inference_notebooks(tmp_path, demo_laws, demo_queries):
     shutil.copyfile(ROOT / "demo" / "courts_demo.csv", data / "court_considerations.csv")
     abbrev = tmp_path / "abbrev-translations.json"
     abbrev.write_text(json.dumps([{"id": "OR", "abbrev": {"de": "OR", "fr": "CO", "it": "CO"}}]), encoding="utf-8")
-    _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1.ipynb", laws=laws, out_dir=art, abbreviations=abbrev)
+    _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1.ipynb", laws=laws, out_dir=art, abbreviations=abbrev,
+               dictionary=ROOT / "demo" / "dictionary_demo.txt")
     assert json.loads((art / "corpus" / "code_aliases.json").read_text(encoding="utf-8")) == {"CO": "OR"}
     assert "courts: " + str(data / "court_considerations.csv") in _text(tmp_path / "1.ipynb")
+    assert (art / "dictionary" / "params.json").is_file() and "English keys from" in _text(tmp_path / "1.ipynb")
     _papermill(ROOT / "notebooks" / "02_build_bm25.ipynb", tmp_path / "2.ipynb", artifacts_dir=art)
     _papermill(ROOT / "notebooks" / "03_build_graph.ipynb", tmp_path / "g.ipynb", artifacts_dir=art)
     graph = json.loads((art / "graph" / "params.json").read_text(encoding="utf-8"))
@@ -122,6 +124,7 @@ def test_build_and_inference_notebooks(tmp_path, demo_laws, demo_queries):
     _papermill(ROOT / "notebooks" / "01_build_corpus.ipynb", tmp_path / "1b.ipynb", laws=laws, out_dir=tmp_path / "lawsonly",
                courts=False)
     assert "courts: none: laws only" in _text(tmp_path / "1b.ipynb")
+    assert "dictionary: none given" in _text(tmp_path / "1b.ipynb") and not (tmp_path / "lawsonly" / "dictionary").exists()
     _papermill(ROOT / "notebooks" / "03_build_graph.ipynb", tmp_path / "gb.ipynb", artifacts_dir=tmp_path / "lawsonly")
     assert "warning: the graph has no court edges" in _text(tmp_path / "gb.ipynb")
     _papermill(ROOT / "notebooks" / "inference.ipynb", tmp_path / "3.ipynb", artifacts_dir=art,

@@ -191,8 +191,8 @@ def test_the_incremental_ablation_has_one_row_per_stage_of_the_preset(preset):
         done |= {n for n in st["adds"] if n != "count"}
         assert {s.name for s in asked_for(_apply(cfg, st["overrides"]))} & stages == done
     if preset == "exam":
-        assert len(steps) == len(stages) == 7 and all(len(st["adds"]) == 1 for st in steps)
-        assert {"statutes", "articles", "feedback", "graph", "prior"} <= stages
+        assert len(steps) == len(stages) == 8 and all(len(st["adds"]) == 1 for st in steps)
+        assert {"dictionary", "statutes", "articles", "feedback", "graph", "prior"} <= stages
     else:  # the LLM seeds need the rewrite's switch and the seeds' together: they share the rewrite's row
         shared = [st["adds"] for st in steps if len(st["adds"]) > 1]
         assert shared == [["rewrite", "llm_seeds"]] and steps[-1]["run"] == "+adaptive count"

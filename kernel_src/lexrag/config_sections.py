@@ -117,7 +117,7 @@ class SeedConfig:
 class FusionConfig:
     rrf_k: int = _f(60, "RRF constant k in w / (k + rank) (Cormack et al. 2009; paper: 60)")
     weights: dict = _f(
-        {"citation_seeds": 4.0, "llm_seeds": 1.0, "bm25_de": 2.0, "bm25_query": 1.0, "siblings": 0.3, "bm25_statute_agreed": 0.5},
+        {"citation_seeds": 4.0, "llm_seeds": 1.0, "bm25_de": 2.0, "bm25_dict_de": 2.0, "bm25_query": 1.0, "siblings": 0.3, "bm25_statute_agreed": 0.5},
         "per-signal RRF weight; signals not listed get default_weight",
     )
     default_weight: float = _f(1.0, "weight of a signal missing from weights")
@@ -187,7 +187,7 @@ class GraphConfig:
         "110 court considerations cannot measure it here)",
     )
     preference_variants: list = _f(
-        ["de", "query"],
+        ["de", "dict_de", "query"],
         "which consideration or paragraph of a graph node is emitted: the one BM25 scores best for the first of these variants the query has",
     )
 

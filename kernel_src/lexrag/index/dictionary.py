@@ -1,18 +1,25 @@
 """An English-German dictionary as an artifact, and the word-by-word translation of an English
 question into a German search text (the ``dict_de`` query variant) for runs without an LLM.
 
-The source is a dictionary file the user has: Ding's text format (Debian's ``trans-de-en``,
-installed at ``/usr/share/trans/de-en``; lines ``German | German :: English | English``, each
-side's ``|``-separated parts aligned, ``;`` between synonyms, ``{m}`` grammar, ``[jur.]`` a
-subject, ``[Schw.]`` Swiss usage).  Both Ding and FreeDict are GPL-2+: the artifact built from
-them is data the user makes and ships as its own dataset, never part of the MIT package.
+The source is a dictionary file the user has, in one of two formats:
+
+- Ding's text format (Debian's ``trans-de-en``, installed at ``/usr/share/trans/de-en``; GPL-2+):
+  lines ``German | German :: English | English``, each side's ``|``-separated parts aligned,
+  ``;`` between synonyms, ``{m}`` grammar, ``[jur.]`` a subject, ``[Schw.]`` Swiss usage;
+- FreeDict's English-German dictionary in the dictd format (Debian's ``dict-freedict-eng-deu``,
+  installed at ``/usr/share/dictd/freedict-eng-deu.index`` beside its ``.dict.dz``; made from Ding,
+  GPL-3 and AGPL-3): an index of headwords and entries whose unindented lines after the headword
+  list the German senses, ``,`` between them, ``<fem>`` grammar, ``[jur.]`` and ``[Schw.]`` tags.
+
+The artifact built from either is data the user makes and ships as its own dataset under the
+source's licence, never part of the MIT package.
 
 The artifact (folder ``dictionary/``) holds ``entries.tsv.gz`` (English key, German sense, flags),
 and the source's name, version, sha256 and licence in ``params.json``.  Translation
 (:class:`Dictionary.translate`) looks up the longest phrase first (up to :data:`MAX_PHRASE`
 words), prefers legal senses (``[jur.]``) and Swiss ones (``[Schw.]``) where an English key has
-them (at most :data:`MAX_SENSES`: BM25 counts a query term once, so the cap stands in for
-weighting a word's senses by 1/their number), writes ``ß`` as ``ss`` (Swiss spelling), and keeps
+them, weights each of a key's n senses 1/n in BM25's boost syntax (``Haft^0.5``: a word with many
+senses does not outweigh one with a single sense), writes ``ß`` as ``ss`` (Swiss spelling), and keeps
 the question's citations, its abbreviations and numbers, and its English words beside their
 German senses (English function words dropped).
 """
@@ -29,13 +36,12 @@ from typing import Iterable, Iterator
 
 from lexrag.artifacts import ArtifactError, read_params, write_params
 
-__all__ = ["MAX_PHRASE", "Sense", "parse_ding", "build_dictionary", "glossary", "Dictionary", "is_english", "load_dictionary_step",
+__all__ = ["MAX_PHRASE", "Sense", "parse_ding", "parse_dictd", "build_dictionary", "glossary", "Dictionary", "is_english", "load_dictionary_step",
            "build_dictionary_step"]
 
 log = logging.getLogger(__name__)
 
 MAX_PHRASE = 4  # English words in the longest key looked up
-MAX_SENSES = 3  # German senses written per English key (legal and Swiss ones first)
 ENTRIES = "entries.tsv.gz"
 LEGAL, SWISS, OTHER_REGION = 1, 2, 4  # flags of a sense
 
@@ -106,31 +112,106 @@ def parse_ding(lines: Iterable[str]) -> Iterator[tuple[str, Sense]]:
                         yield key, s
 
 
-def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
-    """Read a Ding file and write the artifact in ``out``."""
-    source, out = Path(source), Path(out)
-    if not source.is_file():
-        raise ArtifactError(f"--dictionary {source}: not a file (Debian: apt-get install trans-de-en puts Ding's file at "
-                            f"/usr/share/trans/de-en)")
+_B64 = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+
+
+def _b64(field: str) -> int:
+    """A dictd index number (base 64, most significant digit first)."""
+    n = 0
+    for c in field:
+        n = n * 64 + _B64[c]
+    return n
+
+
+def _split_senses(line: str) -> list[str]:
+    """A FreeDict sense line's parts, split at the commas outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(line):
+        depth += c in "([{<"
+        depth -= c in ")]}>" and depth > 0
+        if c == "," and depth == 0:
+            parts.append(line[start:i])
+            start = i + 1
+    return parts + [line[start:]]
+
+
+def parse_dictd(index: Iterable[str], data: bytes) -> Iterator[tuple[str, Sense]]:
+    """(English key, German sense) pairs of a dictd dictionary (FreeDict's eng-deu): each index
+    line ``headword<TAB>offset<TAB>length`` points at an entry in ``data``; its unindented lines
+    after the first list the German senses.  A ``[jur.]`` anywhere on a line applies to the line."""
+    for line in index:
+        fields = line.rstrip("\n").split("\t")
+        if len(fields) != 3 or fields[0].startswith("00-database") or fields[0].startswith("00database"):
+            continue
+        try:
+            start, length = _b64(fields[1]), _b64(fields[2])
+        except KeyError:
+            continue  # not a dictd index line
+        key = _english_key(fields[0])
+        if not key or len(key.split()) > MAX_PHRASE:
+            continue
+        entry = data[start:start + length].decode("utf-8", "replace").split("\n")
+        for sense_line in entry[1:]:
+            if not sense_line.strip() or sense_line[0].isspace():
+                continue  # notes, examples, synonyms and cross-references are indented
+            line_flags = _flags(sense_line) & LEGAL
+            for part in _split_senses(sense_line):
+                german = _clean(part)
+                if german and len(german.split()) <= MAX_PHRASE:
+                    yield key, Sense(german.replace("ß", "ss"), _flags(part) | line_flags)
+
+
+def _read_source(source: Path) -> tuple[str, str, str, str, Iterator[tuple[str, Sense]]]:
+    """(format, version, sha256, licence, pairs) of a Ding file or a dictd index/.dict.dz pair."""
+    if source.name.endswith((".index", ".dict.dz", ".dict")):
+        stem = source.name.rsplit(".index", 1)[0] if source.name.endswith(".index") else source.name.split(".dict", 1)[0]
+        index_path = source.with_name(stem + ".index")
+        data_path = next((p for p in (source.with_name(stem + ".dict.dz"), source.with_name(stem + ".dict")) if p.is_file()), None)
+        if not index_path.is_file() or data_path is None:
+            raise ArtifactError(f"--dictionary {source}: a dictd dictionary needs {stem}.index beside {stem}.dict.dz "
+                                f"(Debian: apt-get install dict-freedict-eng-deu puts them in /usr/share/dictd/)")
+        try:
+            raw = gzip.decompress(data_path.read_bytes()) if data_path.name.endswith(".dz") else data_path.read_bytes()
+            index = index_path.read_text(encoding="utf-8")
+        except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as e:
+            raise ArtifactError(f"--dictionary {source}: unreadable ({type(e).__name__}: {e}); reinstall "
+                                f"dict-freedict-eng-deu or give Ding's de-en file") from e
+        head = raw[:4000].decode("utf-8", "replace")
+        version = next((ln.split(":", 1)[1].strip() for ln in head.splitlines() if ln.startswith("Edition:")), "")
+        sha = hashlib.sha256(index.encode("utf-8") + raw).hexdigest()
+        return ("dictd", version, sha, "GPL-3.0 and AGPL-3.0 (FreeDict's eng-deu, made from Ding, GPL-2+)",
+                parse_dictd(index.splitlines(), raw))
     raw = source.read_bytes()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ArtifactError(f"--dictionary {source}: not UTF-8 text (byte {e.start}); give Ding's de-en file") from e
     version = next((ln.split("::", 1)[1].strip() for ln in text.splitlines()[:20] if ln.startswith("# Version")), "")
+    return "ding", version, hashlib.sha256(raw).hexdigest(), "GPL-2+", parse_ding(text.splitlines())
+
+
+def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
+    """Read a Ding file or a dictd dictionary (FreeDict) and write the artifact in ``out``."""
+    source, out = Path(source), Path(out)
+    if not source.is_file():
+        raise ArtifactError(f"--dictionary {source}: not a file (Debian: apt-get install trans-de-en puts Ding's file at "
+                            f"/usr/share/trans/de-en; dict-freedict-eng-deu puts FreeDict's at "
+                            f"/usr/share/dictd/freedict-eng-deu.index)")
+    fmt, version, sha, licence, pairs = _read_source(source)
     entries: dict[str, dict[str, int]] = {}
-    for key, sense in parse_ding(text.splitlines()):
+    for key, sense in pairs:
         have = entries.setdefault(key, {})
         have[sense.german] = have.get(sense.german, 0) | sense.flags
     if not entries:
-        raise ArtifactError(f"--dictionary {source}: no 'German :: English' entries found; give Ding's de-en file")
+        raise ArtifactError(f"--dictionary {source}: no English-German entries found; give Ding's de-en file or "
+                            f"FreeDict's freedict-eng-deu.index")
     out.mkdir(parents=True, exist_ok=True)
     rows = "".join(f"{k}\t{g}\t{f}\n" for k in sorted(entries) for g, f in entries[k].items())
     with gzip.GzipFile(out / ENTRIES, "wb", mtime=0) as f:  # mtime 0: the same bytes from the same source
         f.write(rows.encode("utf-8"))
-    write_params(out, "dictionary", "lexrag.index.dictionary", {"format": "ding", "max_phrase": MAX_PHRASE},
-                 source=source.name, source_version=version, source_sha256=hashlib.sha256(raw).hexdigest(),
-                 licence="GPL-2+ (the source dictionary's; this artifact is data built from it, not part of lexrag)",
+    write_params(out, "dictionary", "lexrag.index.dictionary", {"format": fmt, "max_phrase": MAX_PHRASE},
+                 source=source.name, source_version=version, source_sha256=sha,
+                 licence=f"{licence} (the source dictionary's; this artifact is data built from it, not part of lexrag)",
                  n_entries=len(entries))
     log.info("dictionary: %d English keys from %s", len(entries), source)
     return Dictionary.load(out)
@@ -184,16 +265,15 @@ class Dictionary:
         return cls(entries, doc)
 
     def senses(self, key: str) -> list[str]:
-        """The German senses written for an English key: legal ones if it has any, Swiss before
-        other regions, in the dictionary's order, at most :data:`MAX_SENSES`; the glossary's words
-        where it has the key."""
+        """The German senses of an English key: legal ones if it has any, Swiss before other
+        regions, in the dictionary's order; the glossary's words (one sense) where it has the key."""
         if key in self.glossary:
-            return list(self.glossary[key])
+            return [" ".join(self.glossary[key])]
         have = self.entries.get(key, [])
         if any(f & LEGAL for _, f in have):
             have = [x for x in have if x[1] & LEGAL]
         ranked = sorted(enumerate(have), key=lambda t: (-(t[1][1] & SWISS), bool(t[1][1] & OTHER_REGION), t[0]))
-        return [g for _, (g, _) in ranked[:MAX_SENSES]]
+        return [g for _, (g, _) in ranked]
 
     def translate(self, text: str) -> str:
         """The German search text of an English question (see the module's docstring)."""
@@ -223,7 +303,7 @@ class Dictionary:
                     break
                 senses = self.senses(key)
                 if senses:  # the German senses, and the English words beside them (names, loanwords, codes)
-                    out += senses + [w for w in words if w.lower() not in _EN_STOP]
+                    out += _weighted(senses) + [w for w in words if w.lower() not in _EN_STOP]
                     i += n
                     break
             else:
@@ -233,6 +313,14 @@ class Dictionary:
             if n == 1 and key in _EN_STOP:
                 i += 1
         return " ".join(kept + out).replace("ß", "ss")
+
+
+def _weighted(senses: list[str]) -> list[str]:
+    """The words of a key's n senses, each with weight 1/n when n > 1 (``Haft^0.33``)."""
+    if len(senses) == 1:
+        return senses[0].split()
+    w = f"^{1 / len(senses):.2g}"
+    return [word + w for sense in senses for word in sense.split()]
 
 
 def build_dictionary_step(cfg, dest: Path, inputs) -> None:

@@ -54,6 +54,8 @@ _TOKEN = re.compile(r"[^\W_]+")
 # A sentence that asks: it runs back to the previous line break, "?" or "!", or the previous "."
 # that ends a sentence (followed by a capital); "Art. 41 Abs. 1 OR", "Art. 41 ff. OR" and "z.B. der"
 # stay inside.
+# A word with a weight: "Haft^0.33" (Lucene's query boost syntax)
+_BOOST = re.compile(r"(\S+)\^(\d+(?:\.\d+)?)(?=\s|$)")
 _QUESTION = re.compile(r"(?:[^.?!\n]|\.(?!\s+[A-ZÄÖÜ])|(?<=\bff)\.)*\?")
 
 
@@ -336,7 +338,9 @@ class BM25Index:
         drown its other terms; ``max_terms`` (0: all) keeps only that many distinct terms, the
         rarest in the corpus (a long case story keeps its legal vocabulary, not its narrative);
         ``question_weight`` counts the terms of the question sentences (those ending in "?")
-        that many times, so the question asked outweighs the story told before it.
+        that many times, so the question asked outweighs the story told before it.  A word
+        written ``word^0.5`` (Lucene's boost syntax) counts its terms with that weight: the
+        dictionary variant weights each of a word's German senses by one over their number.
 
         With ``cache`` the result is kept (read-only) among the last ``cache_size`` (what
         :data:`SCORE_CACHE_BYTES` holds): each stage runs over all the questions before the next,
@@ -346,26 +350,50 @@ class BM25Index:
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        vocab = self.retriever.vocab_dict
-        ids = [vocab[t] for t in self.analyzer(text) if t in vocab]
-        if dedup:
-            ids = list(dict.fromkeys(ids))
-        if max_terms and len(set(ids)) > max_terms:
-            indptr = np.asarray(self.retriever.scores["indptr"])
-            df = {j: int(indptr[j + 1] - indptr[j]) for j in set(ids)}
-            keep = set(sorted(df, key=lambda j: (df[j], j))[:max_terms])
-            ids = [j for j in ids if j in keep]
-        if question_weight > 1 and ids:
-            kept = set(ids)
-            asked = dict.fromkeys(j for t in self.analyzer(" ".join(_QUESTION.findall(text))) if (j := vocab.get(t)) in kept)
-            ids = ids + list(asked) * (question_weight - 1)
-        scores = self.retriever.get_scores_from_ids(ids) if ids else None
+        weights = self.query_terms(text, dedup, max_terms, question_weight)
+        scores = self.score_terms(weights) if weights else None
         if cache:
             if scores is not None:
                 scores.flags.writeable = False  # shared by every stage that asks
             self._cache[key] = scores
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
+        return scores
+
+    def query_terms(self, text: str, dedup: bool = True, max_terms: int = 0, question_weight: int = 1) -> dict[int, float]:
+        """Indexed term id -> weight of a query (see :meth:`scores`), in the order of first use."""
+        vocab = self.retriever.vocab_dict
+        weights: dict[int, float] = {}
+        last = 0
+        pieces: list[tuple[str, float]] = []
+        for m in _BOOST.finditer(text):
+            pieces += [(text[last:m.start()], 1.0), (m.group(1), float(m.group(2)))]
+            last = m.end()
+        pieces.append((text[last:], 1.0))
+        for part, w in pieces:
+            for t in self.analyzer(part):
+                j = vocab.get(t)
+                if j is not None and w > 0:
+                    weights[j] = max(weights.get(j, 0.0), w) if dedup else weights.get(j, 0.0) + w
+        if max_terms and len(weights) > max_terms:
+            indptr = self.retriever.scores["indptr"]
+            keep = set(sorted(weights, key=lambda j: (int(indptr[j + 1] - indptr[j]), j))[:max_terms])
+            weights = {j: w for j, w in weights.items() if j in keep}
+        if question_weight > 1 and weights:
+            asked = {j for t in self.analyzer(_BOOST.sub(r"\1", " ".join(_QUESTION.findall(text)))) if (j := vocab.get(t)) in weights}
+            weights = {j: w * question_weight if j in asked else w for j, w in weights.items()}
+        return weights
+
+    def score_terms(self, weights: dict[int, float]) -> np.ndarray:
+        """Σ weight × BM25 column over the query's terms, accumulated in float32 over their
+        postings as bm25s' ``get_scores_from_ids`` does (a term there n times is weight n here)."""
+        sc = self.retriever.scores
+        data, indices, indptr = sc["data"], sc["indices"], sc["indptr"]
+        scores = np.zeros(self.n_docs, dtype=np.float32)
+        spans = [(int(indptr[j]), int(indptr[j + 1]), w) for j, w in weights.items()]
+        docs = np.concatenate([indices[a:b] for a, b, _ in spans])
+        vals = np.concatenate([data[a:b] if w == 1 else data[a:b] * np.float32(w) for a, b, w in spans])
+        np.add.at(scores, docs, vals)
         return scores
 
     def query_scores(self, text: str, lc: LexicalConfig, cache: bool = True) -> np.ndarray | None:
