@@ -161,8 +161,9 @@ def parse_dictd(index: Iterable[str], data: bytes) -> Iterator[tuple[str, Sense]
                     yield key, Sense(german.replace("ß", "ss"), _flags(part) | line_flags)
 
 
-def _read_source(source: Path) -> tuple[str, str, str, str, Iterator[tuple[str, Sense]]]:
-    """(format, version, sha256, licence, pairs) of a Ding file or a dictd index/.dict.dz pair."""
+def _read_source(source: Path) -> tuple[str, str, str, str, str, Iterator[tuple[str, Sense]]]:
+    """(format, version, sha256, licence, Kaggle's licence name, pairs) of a Ding file or a dictd
+    index/.dict.dz pair."""
     if source.name.endswith((".index", ".dict.dz", ".dict")):
         stem = source.name.rsplit(".index", 1)[0] if source.name.endswith(".index") else source.name.split(".dict", 1)[0]
         index_path = source.with_name(stem + ".index")
@@ -179,15 +180,18 @@ def _read_source(source: Path) -> tuple[str, str, str, str, Iterator[tuple[str, 
         head = raw[:4000].decode("utf-8", "replace")
         version = next((ln.split(":", 1)[1].strip() for ln in head.splitlines() if ln.startswith("Edition:")), "")
         sha = hashlib.sha256(index.encode("utf-8") + raw).hexdigest()
-        return ("dictd", version, sha, "GPL-3.0 and AGPL-3.0 (FreeDict's eng-deu, made from Ding, GPL-2+)",
+        return ("dictd", version, sha, "GPL-3.0 and AGPL-3.0 (FreeDict's eng-deu, made from Ding, GPL-2+)", "GPL-3.0",
                 parse_dictd(index.splitlines(), raw))
     raw = source.read_bytes()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ArtifactError(f"--dictionary {source}: not UTF-8 text (byte {e.start}); give Ding's de-en file") from e
-    version = next((ln.split("::", 1)[1].strip() for ln in text.splitlines()[:20] if ln.startswith("# Version")), "")
-    return "ding", version, hashlib.sha256(raw).hexdigest(), "GPL-2+", parse_ding(text.splitlines())
+    head = {k.strip("# ").strip().lower(): v.strip() for k, _, v in (ln.partition("::") for ln in text.splitlines()[:20])
+            if k.startswith("#") and _}
+    licence = head.get("license") or "GPL-2+ (Ding's; the file names no licence)"
+    kaggle = ("GPL-2.0" if "2" in licence else "GPL-3.0") if "GPL" in licence else "other"
+    return "ding", head.get("version", ""), hashlib.sha256(raw).hexdigest(), licence, kaggle, parse_ding(text.splitlines())
 
 
 def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
@@ -197,7 +201,7 @@ def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
         raise ArtifactError(f"--dictionary {source}: not a file (Debian: apt-get install trans-de-en puts Ding's file at "
                             f"/usr/share/trans/de-en; dict-freedict-eng-deu puts FreeDict's at "
                             f"/usr/share/dictd/freedict-eng-deu.index)")
-    fmt, version, sha, licence, pairs = _read_source(source)
+    fmt, version, sha, licence, kaggle_licence, pairs = _read_source(source)
     entries: dict[str, dict[str, int]] = {}
     for key, sense in pairs:
         have = entries.setdefault(key, {})
@@ -212,6 +216,7 @@ def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
     write_params(out, "dictionary", "lexrag.index.dictionary", {"format": fmt, "max_phrase": MAX_PHRASE},
                  source=source.name, source_version=version, source_sha256=sha,
                  licence=f"{licence} (the source dictionary's; this artifact is data built from it, not part of lexrag)",
+                 license_id=kaggle_licence,  # the name Kaggle knows the licence by
                  n_entries=len(entries))
     log.info("dictionary: %d English keys from %s", len(entries), source)
     return Dictionary.load(out)

@@ -86,10 +86,16 @@ def _entry(doc: dict, name: str) -> dict:
 
 
 def _dataset_metadata(folder: Path, entry: dict, owner: str) -> None:
+    """Kaggle's dataset-metadata.json; the licence is the artifact's own where its params.json
+    records one (a dictionary carries its source's), else the manifest's."""
+    try:
+        own = json.loads((folder / "params.json").read_text(encoding="utf-8")).get("license_id")
+    except (OSError, ValueError, AttributeError):
+        own = None
     meta = {
         "title": entry.get("title", entry["dataset"]),
         "id": f"{owner}/{entry['dataset']}",
-        "licenses": [{"name": entry.get("license", "CC0-1.0")}],
+        "licenses": [{"name": own if isinstance(own, str) and own else entry.get("license", "CC0-1.0")}],
         "description": entry.get("description", ""),
     }
     (folder / "dataset-metadata.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
