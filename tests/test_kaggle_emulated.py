@@ -340,3 +340,47 @@ def test_a_run_with_every_stage_it_asks_for_is_ok(kaggle_tree):
     summary = run_submission("lexical")
     assert summary["status"] == "OK" and summary["status_table"].startswith("OK: every stage the config asks for ran")
     assert set(summary["stages"]) == {"dictionary", "bm25", "citation_seeds", "fusion", "count"}
+
+
+def test_another_variation_of_the_model_is_named_in_the_status_row_with_the_setting(kaggle_tree, tiny_llm):
+    """A 14B attached where the preset names the 7B: the LLM stages' rows (the table a Kaggle user
+    reads) name the folder seen and the llm.model setting that would pick it."""
+    from lexrag.kaggle.notebook import run_submission
+
+    root = Path(os.environ["LEXRAG_KAGGLE_INPUT"])
+    shutil.copytree(tiny_llm, root / "models" / "qwen-lm" / "qwen2.5" / "transformers" / "14b-instruct" / "1")
+    summary = run_submission("kaggle")
+    row = summary["stages"]["rewrite"]
+    assert row["state"] == "missing" and "14b-instruct" in row["fix"] and "llm.model=" in row["fix"], row
+    line = next(ln for ln in summary["status_table"].splitlines() if ln.startswith("rewrite"))
+    assert "14b-instruct" in line and "to use one set llm.model=" in line
+
+
+def test_a_damaged_or_older_attached_cache_beside_a_live_model_is_set_aside_with_a_note(kaggle_tree, demo_queries,
+                                                                                       demo_artifacts):
+    """A damaged lexrag-llm-cache and one of an older lexrag (no model identity) are attached beside
+    the (scripted) model: the model answers, the LLM stages run, the status notes each cache."""
+    import sqlite3
+
+    from lexrag.artifacts import write_params
+    from lexrag.kaggle.notebook import run_submission
+
+    root = Path(os.environ["LEXRAG_KAGGLE_INPUT"])
+    damaged, older = root / "datasets" / "lexrag" / "lexrag-llm-cache", root / "datasets" / "someone" / "old-llm-cache"
+    for folder in (damaged, older):
+        folder.mkdir(parents=True)
+        write_params(folder, "llm_cache", "test", {"format": "sqlite", "table": "generations"}, files=False)
+    (damaged / "cache.sqlite").write_bytes(b"\0garbage" * 512)
+    con = sqlite3.connect(older / "cache.sqlite")
+    con.execute("CREATE TABLE generations (key TEXT PRIMARY KEY, model TEXT, template TEXT, input_sha256 TEXT, settings TEXT, "
+                "output TEXT, prompt_tokens INTEGER, gen_tokens INTEGER, seconds REAL, created REAL)")
+    con.commit()
+    con.close()
+    scripted = {"llm.model": str(ROOT / "demo" / "scripted_llm"), "llm.backend": "scripted", "llm.model_name": "demo-scripted",
+                "llm.tasks": ["translate"], "verify.enabled": False, "agent.enabled": False,
+                "llm.cache_dir": str(kaggle_tree.parent / "llm_cache")}
+    summary = run_submission("kaggle", scripted)
+    assert summary["stages"]["rewrite"]["state"] == "ran" and summary["cost"]["rewrite"]["llm_calls"] > 0
+    notes = "\n".join(ln for ln in summary["status_table"].splitlines() if ln.startswith("note: "))
+    assert f"LLM cache {damaged} set aside" in notes and "not a readable LLM cache" in notes
+    assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))

@@ -39,7 +39,11 @@ def llm_cfg(tiny_llm, cache_dir, **extra):
 
 
 def seeded_client(cfg, tiny_llm):
-    return LLMClient(cfg.llm, LLMCache(cfg.llm.cache_dir), None, tiny_llm.name)
+    """A client that stores answers as the attached tiny model's (its fingerprint), so a run with
+    that model replays them."""
+    from lexrag.modelpaths import model_fingerprint
+
+    return LLMClient(cfg.llm, LLMCache(cfg.llm.cache_dir), None, tiny_llm.name, model_id=model_fingerprint(tiny_llm))
 
 
 # ---------------------------------------------------------------- prompts
@@ -497,3 +501,74 @@ def test_the_backend_is_named_in_the_config_not_guessed_from_the_folder(tmp_path
         Artifacts.load(demo_artifacts, load_config(None, {**base, "llm.model": str(tiny_llm), "llm.backend": "scripted"}))
     art = Artifacts.load(demo_artifacts, load_config(None, {**base, "llm.model": str(scripted), "llm.backend": "scripted"}))
     assert isinstance(art.loader("llm")(), LLM)
+
+
+# ---------------------------------------------------------------- the cache is an accelerator, never a substitute
+
+
+def _run_with_status(cfg, demo_artifacts):
+    from lexrag.eval.status import run_status
+
+    art = Artifacts.load(demo_artifacts, cfg)
+    res = run_pipeline([Query("q1", Q_EN)], art, cfg)
+    return res, run_status(cfg, art, res)
+
+
+def test_a_damaged_own_cache_or_an_older_one_beside_a_live_model_is_set_aside(tmp_path, tiny_llm, demo_artifacts):
+    """On Kaggle (``runtime.on_stage_error: skip``) a cache is an accelerator: a damaged own cache
+    and an older shipped one are set aside with a status note and the attached model answers;
+    locally the same damaged cache stops the run in one line (tests/test_faults.py)."""
+    import sqlite3
+
+    own = tmp_path / "cache"
+    LLMCache(own).close()  # a real cache folder...
+    (own / "cache.sqlite").write_bytes(b"not a database" * 100)  # ...whose file is damaged
+    old = tmp_path / "old"  # a shipped cache of an older lexrag: its table has no model identity
+    old.mkdir()
+    from lexrag.artifacts import write_params
+
+    con = sqlite3.connect(old / "cache.sqlite")
+    con.execute("CREATE TABLE generations (key TEXT PRIMARY KEY, model TEXT, template TEXT, input_sha256 TEXT, settings TEXT, "
+                "output TEXT, prompt_tokens INTEGER, gen_tokens INTEGER, seconds REAL, created REAL)")
+    settings = LLMClient(llm_cfg(tiny_llm, own).llm, LLMCache(None), None, tiny_llm.name).settings(load_template("translate"))
+    from lexrag.llm.cache import cache_key
+
+    key, h = cache_key(tiny_llm.name, load_template("translate").id, load_template("translate").render({"question": Q_EN}), settings)
+    con.execute("INSERT INTO generations VALUES (?,?,?,?,?,?,?,?,?,?)", (key, tiny_llm.name, "translate", h, "{}", Q_DE, 1, 1, 0.1, 0))
+    con.commit()
+    con.close()
+    write_params(old, "llm_cache", "test", {"format": "sqlite", "table": "generations"}, files=False)
+
+    # as on Kaggle (a failing part degrades the run): the bad caches are set aside, the model answers
+    cfg = llm_cfg(tiny_llm, own, **{"llm.tasks": ["translate"], "llm.replay_dirs": [str(old)], "runtime.on_stage_error": "skip"})
+    res, status = _run_with_status(cfg, demo_artifacts)
+    assert status.status == "OK" and next(r for r in status.rows if r.stage == "rewrite").state == "ran"
+    notes = " | ".join(status.notes)
+    assert f"LLM cache {own} set aside" in notes and "kept in memory only" in notes  # the damaged own cache
+    assert "1 stored answers were written by another model" in notes  # the older cache's answer has no identity
+    assert res.states[0].variants["de"].text != Q_DE  # the live model answered, not the older cache
+    assert "note: LLM cache" in status.table() and status.to_dict()["notes"] == status.notes
+    # the same older cache replays where no model is attached: the named model's answers are used
+    replay = llm_cfg(tiny_llm, tmp_path / "c2", **{"llm.tasks": ["translate"], "llm.replay_dirs": [str(old)], "llm.mode": "replay"})
+    res, status = _run_with_status(replay, demo_artifacts)
+    assert res.states[0].variants["de"].text == Q_DE and not status.notes
+
+
+def test_another_models_answers_are_never_replayed_for_the_attached_model(tmp_path, tiny_llm, demo_artifacts):
+    import shutil
+
+    cfg = llm_cfg(tiny_llm, tmp_path / "cache", **{"llm.tasks": ["translate"]})
+    other = tmp_path / "other-model"  # the same name in the cache, other weights: another fingerprint
+    shutil.copytree(tiny_llm, other)
+    weights = next(p for p in other.iterdir() if p.suffix == ".safetensors")
+    weights.write_bytes(weights.read_bytes() + b"\0" * 8)
+    from lexrag.modelpaths import model_fingerprint
+
+    # stored under the name the config gives the model (as a preset fixes llm.model_name), by the other weights
+    LLMClient(cfg.llm, LLMCache(cfg.llm.cache_dir), None, tiny_llm.name, model_id=model_fingerprint(other)).store(
+        load_template("translate"), {"question": Q_EN}, Q_DE)
+    res, status = _run_with_status(cfg, demo_artifacts)
+    assert res.states[0].variants["de"].text != Q_DE and "written by another model" in " | ".join(status.notes)
+    seeded_client(cfg, tiny_llm).store(load_template("translate"), {"question": Q_EN}, Q_DE)  # now its own answer
+    res, status = _run_with_status(cfg, demo_artifacts)
+    assert res.states[0].variants["de"].text == Q_DE and not status.notes

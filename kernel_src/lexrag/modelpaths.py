@@ -19,6 +19,7 @@ A miss lists the model folders that were seen (folders holding ``config.json`` o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -35,7 +36,12 @@ SCAN_DEPTH = 7  # <input>/models/<owner>/<model>/<framework>/<variation>/<versio
 
 
 class ModelNotFound(ArtifactError, FileNotFoundError):
-    """No attached input holds the model a setting names."""
+    """No attached input holds the model a setting names.  ``fix`` says what would make it found
+    (the model folders that were seen and the setting that picks one), for the run's status row."""
+
+    def __init__(self, message: str, fix: str = ""):
+        super().__init__(message)
+        self.fix = fix
 
 
 def candidates(setting_value: str) -> list[str]:
@@ -48,6 +54,22 @@ def cache_name(setting_value: str) -> str:
     path part of its first candidate."""
     first = (candidates(setting_value) or [""])[0]
     return Path(first.rstrip("/")).name or first
+
+
+def model_fingerprint(folder: str | Path) -> str:
+    """A model folder's identity, cheap to take: sha256 over its ``config.json`` (or a scripted
+    stand-in's script) and the names and sizes of its weight files.  Two folders with the same
+    name but other weights (a 14B for a 7B, another quantization, a fine-tune of another size) differ."""
+    folder = Path(folder)
+    h = hashlib.sha256()
+    for name in ("config.json", "generation_config.json", "lexrag_scripted.json"):
+        f = folder / name
+        if f.is_file():
+            h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
+    weights = sorted(p for p in folder.rglob("*") if p.suffix in (".safetensors", ".bin", ".gguf", ".pt", ".pth") and p.is_file())
+    for p in weights:
+        h.update(f"{p.relative_to(folder)}\0{p.stat().st_size}\0".encode())
+    return h.hexdigest()[:16]
 
 
 def is_model_dir(d: Path) -> bool:
@@ -202,12 +224,14 @@ def find_model(value: str, roots: list[Path], setting: str, search: bool) -> Pat
              "Kaggle Model handle, folder name and config.json)"]
     if seen:
         picks = list(dict.fromkeys(f"{setting}={setting_for(d, roots)}" for d in seen[:10]))
-        lines.append(f"; model folders seen: {', '.join(map(str, seen[:10]))}{' ...' if len(seen) > 10 else ''}"
-                     f"; to use one set {' or '.join(picks)}")
+        fix = (f"model folders seen: {', '.join(map(str, seen[:10]))}{' ...' if len(seen) > 10 else ''}"
+               f"; to use one set {' or '.join(picks)}; or attach {cands[0]}")
+        lines.append("; " + fix)
     else:
+        fix = ""  # the status row keeps its usual fix (attach the model)
         lines.append("; no model folder (a folder holding config.json) among the inputs: attach the model "
                      "(a Kaggle Model or a dataset holding its folder)")
-    raise ModelNotFound("".join(lines))
+    raise ModelNotFound("".join(lines), fix)
 
 
 def _by_path(c: str, roots: list[Path], search: bool) -> Path | None:

@@ -59,6 +59,7 @@ class RunStatus:
     rows: list[StageRow] = field(default_factory=list)
     off: list[str] = field(default_factory=list)  # stages the config leaves off
     reason: str = ""
+    notes: list[str] = field(default_factory=list)  # what happened besides the rows (an LLM cache set aside)
 
     @property
     def headline(self) -> str:
@@ -76,12 +77,13 @@ class RunStatus:
             lines += [r.line() for r in self.rows]
         if self.off:
             lines.append(f"off in the config: {', '.join(self.off)}")
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "headline": self.headline,
                 "stages": {r.stage: {k: v for k, v in vars(r).items() if k != "stage" and v not in ("", None)} for r in self.rows},
-                "off": list(self.off)}
+                "off": list(self.off), **({"notes": list(self.notes)} if self.notes else {})}
 
 
 def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) -> RunStatus:
@@ -123,7 +125,7 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
             rows[-1].why = "; ".join(x for x in (rows[-1].why, f"{bad_json} LLM answers were not usable JSON and were "
                                                  "left out (the log names the queries)") if x)
     status = "OK" if all(r.state == "ran" for r in rows) else "DEGRADED"
-    return RunStatus(status, rows, off)
+    return RunStatus(status, rows, off, notes=list(getattr(art, "notes", [])))
 
 
 def _brief(reason: str, width: int = 160) -> str:

@@ -8,7 +8,12 @@ cannot write) is opened immutable and never written, not even by the close.  Eve
 (a damaged or truncated file, another schema, a lock held too long, a full disk) is an
 :class:`ArtifactError` naming the file and what to do.  The key is
 ``sha256(model, template id, rendered messages, generation settings)``: a changed prompt file,
-model name or setting is a new key, so a replay never answers a different question.
+model name or setting is a new key, so a replay never answers a different question.  Each answer
+also records the identity of the model that wrote it (``model_id``: a fingerprint of its folder,
+:func:`lexrag.modelpaths.model_fingerprint`): with a model attached, only that model's answers are
+used, so a cache never answers for another model that happens to share a name; a replay without a
+model uses the answers of the model the config names.  Answers of a cache written before the
+identity was recorded replay only where no model is attached.
 :func:`export_cache` writes one compact file (``VACUUM INTO``) for a Kaggle dataset.
 """
 
@@ -45,10 +50,13 @@ CREATE TABLE IF NOT EXISTS generations (
     prompt_tokens INTEGER NOT NULL,
     gen_tokens INTEGER NOT NULL,
     seconds REAL NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    model_id TEXT NOT NULL DEFAULT ''
 )
 """
-COLUMNS = ("key", "model", "template", "input_sha256", "settings", "output", "prompt_tokens", "gen_tokens", "seconds", "created")
+COLUMNS = ("key", "model", "template", "input_sha256", "settings", "output", "prompt_tokens", "gen_tokens", "seconds", "created",
+           "model_id")
+OPTIONAL = ("model_id",)  # absent from caches written before it was recorded
 
 
 def _problem(path: Path, e: BaseException) -> ArtifactError:
@@ -80,14 +88,16 @@ def _sqlite(path: Path) -> Iterator[None]:
         raise _problem(path, e) from None
 
 
-def _check_schema(con: sqlite3.Connection, path: Path) -> None:
-    """Refuse a SQLite file whose ``generations`` table lacks a column this version reads or writes."""
+def _check_schema(con: sqlite3.Connection, path: Path) -> bool:
+    """Refuse a SQLite file whose ``generations`` table lacks a column this version needs; whether
+    it records the answering model's identity."""
     have = {row[1] for row in con.execute("PRAGMA table_info(generations)")}
     if not have:
         raise _problem(path, sqlite3.OperationalError("no such table: generations"))
-    missing = [c for c in COLUMNS if c not in have]
+    missing = [c for c in COLUMNS if c not in have and c not in OPTIONAL]
     if missing:
         raise _problem(path, sqlite3.OperationalError(f"other schema: no such column: {', '.join(missing)}"))
+    return "model_id" in have
 
 
 def _writable(folder: Path) -> bool:
@@ -131,17 +141,42 @@ class LLMCache:
     folder this process cannot write is read like a shipped cache (immutable, with a warning):
     its answers replay, and answers generated in the run are kept for the run only."""
 
-    def __init__(self, folder: str | Path | None, readonly: Iterable[str | Path] = ()):
+    def __init__(self, folder: str | Path | None, readonly: Iterable[str | Path] = (), set_aside: bool = False):
+        """With ``set_aside`` a cache that cannot be opened (damaged, of another version, locked)
+        is left out with a line in :attr:`set_aside` instead of failing the whole cache: a live
+        model answers what it would have; when it is the run's own cache, this run's answers are
+        kept in memory only."""
         self.folder = Path(folder) if folder else None
         self._rw: sqlite3.Connection | None = None
         self._ro: list[tuple[Path, sqlite3.Connection]] = []
+        self._has_id: dict[int, bool] = {}  # id(connection) -> records model_id
         self._mem: dict[str, dict] = {}  # answers of a run whose own cache folder is read-only
         self.readonly_own = False
+        self.set_aside: list[str] = []
+        self.foreign = 0  # answers found but written by another model (or one of unknown identity)
         try:
             for f in readonly:
-                self._ro.append((Path(f), self._open_readonly(Path(f))))
+                try:
+                    self._ro.append((Path(f), self._open_readonly(Path(f))))
+                except ArtifactError as e:
+                    if not set_aside:
+                        raise
+                    self.set_aside.append(f"LLM cache {f} set aside: {str(e).splitlines()[0]}")
             if self.folder is not None:
-                self._open_own(self.folder)
+                try:
+                    self._open_own(self.folder)
+                except ArtifactError as e:
+                    if not set_aside:
+                        raise
+                    if self._rw is not None:  # opened, then refused (a damaged file): never read or written
+                        with contextlib.suppress(sqlite3.Error):
+                            self._rw.close()
+                        self._rw = None
+                    self.set_aside.append(f"LLM cache {self.folder} set aside: {str(e).splitlines()[0]}; this run's answers "
+                                          "are kept in memory only")
+                    self.readonly_own = True
+            for _, con in self._ro:
+                self._has_id[id(con)] = any(r[1] == "model_id" for r in con.execute("PRAGMA table_info(generations)"))
         except BaseException:
             self.close(tidy=False)  # a cache that failed to open is not written to
             raise
@@ -177,7 +212,9 @@ class LLMCache:
             self._rw = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             self._rw.execute("PRAGMA journal_mode=WAL")
             self._rw.execute(_SCHEMA)
-            _check_schema(self._rw, path)
+            if not _check_schema(self._rw, path):  # an older cache of this run's own: from now on it records the model
+                self._rw.execute("ALTER TABLE generations ADD COLUMN model_id TEXT NOT NULL DEFAULT ''")
+            self._has_id[id(self._rw)] = True
 
     @staticmethod
     def _open_readonly(folder: Path) -> sqlite3.Connection:
@@ -215,27 +252,36 @@ class LLMCache:
         parts += [str(f / CACHE_FILE) for f, _ in self._ro]
         return ", ".join(parts) or "no cache"
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str, model_id: str | None = None) -> dict | None:
+        """The answer stored under ``key``; with ``model_id`` (a model is attached) only one that
+        model wrote."""
         for path, con in self._cons():
+            ident = "model_id" if self._has_id.get(id(con)) else "''"
             with _sqlite(path):
                 row = con.execute(
-                    "SELECT output, prompt_tokens, gen_tokens, seconds FROM generations WHERE key = ?", (key,)
+                    f"SELECT output, prompt_tokens, gen_tokens, seconds, {ident} FROM generations WHERE key = ?", (key,)
                 ).fetchone()
             if row is not None:
+                if model_id is not None and row[4] != model_id:
+                    self.foreign += 1
+                    continue
                 return {"output": row[0], "prompt_tokens": row[1], "gen_tokens": row[2], "seconds": row[3]}
-        return self._mem.get(key)
+        hit = self._mem.get(key)
+        if hit is not None and model_id is not None and hit.get("model_id", "") != model_id:
+            return None
+        return hit
 
     def put(self, key: str, model: str, template: str, input_sha256: str, settings: Mapping, output: str,
-            prompt_tokens: int, gen_tokens: int, seconds: float) -> None:
+            prompt_tokens: int, gen_tokens: int, seconds: float, model_id: str = "") -> None:
         output = clean_text(output)
         if self._rw is None:
             if self.readonly_own:  # warned when opened: kept for this run only
                 self._mem[key] = {"output": output, "prompt_tokens": int(prompt_tokens), "gen_tokens": int(gen_tokens),
-                                  "seconds": float(seconds)}
+                                  "seconds": float(seconds), "model_id": model_id}
                 return
             raise ArtifactError("the LLM cache is read-only here: set llm.cache_dir to a writable folder")
         row = (key, clean_text(model), clean_text(template), input_sha256, clean_text(_canon(dict(settings))), output,
-               int(prompt_tokens), int(gen_tokens), float(seconds), time.time())
+               int(prompt_tokens), int(gen_tokens), float(seconds), time.time(), model_id)
         with _sqlite(self.folder / CACHE_FILE):
             self._rw.execute(f"INSERT OR REPLACE INTO generations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
                              row)

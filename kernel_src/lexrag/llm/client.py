@@ -54,15 +54,18 @@ def book(q, stage: str, g: Generation) -> None:
 
 class LLMClient:
     """Generation through the cache.  ``get_model`` returns a :class:`lexrag.models.CausalLM`
-    (from the model pool); ``model_name`` keys the cache (the model folder's name)."""
+    (from the model pool); ``model_name`` keys the cache (the model folder's name); ``model_id``,
+    the attached model's fingerprint, keeps answers another model wrote from being used (None in
+    a replay without a model: the named model's answers are used)."""
 
     def __init__(self, cfg, cache: LLMCache, get_model: Callable[[], Any] | None, model_name: str,
-                 replay: bool | None = None):
+                 replay: bool | None = None, model_id: str | None = None):
         self.cfg = cfg
         self._replay = cfg.mode == "replay" if replay is None else replay
         self.cache = cache
         self.get_model = get_model
         self.model_name = model_name
+        self.model_id = model_id
         self.calls = 0
         self.generated = 0
 
@@ -89,7 +92,7 @@ class LLMClient:
         out: list[Generation | None] = [None] * len(msgs)
         todo: list[int] = []
         for i, (key, _) in enumerate(keys):
-            hit = self.cache.get(key)
+            hit = self.cache.get(key, self.model_id)
             if hit is not None:
                 text = bounded(str(hit["output"]), self.max_answer_chars, f"{template.id} for query {labels[i]!r} (cached)")
                 out[i] = Generation(text, hit["prompt_tokens"], hit["gen_tokens"], hit["seconds"], True)
@@ -119,7 +122,8 @@ class LLMClient:
         under the key this client would look up; returns the key."""
         settings = self.settings(template)
         key, input_hash = cache_key(self.model_name, template.id, template.render(values), settings)
-        self.cache.put(key, self.model_name, template.id, input_hash, settings, output, prompt_tokens, gen_tokens, seconds)
+        self.cache.put(key, self.model_name, template.id, input_hash, settings, output, prompt_tokens, gen_tokens, seconds,
+                       self.model_id or "")
         return key
 
     def _generate(self, template, msgs, keys, labels, todo, settings, out) -> None:
@@ -140,7 +144,7 @@ class LLMClient:
             for i, (text, n_in, n_out) in zip(chunk, res):
                 text = bounded(str(text), self.max_answer_chars, f"{template.id} for query {labels[i]!r}")
                 key, input_hash = keys[i]
-                self.cache.put(key, self.model_name, template.id, input_hash, settings, text, n_in, n_out, dt)
+                self.cache.put(key, self.model_name, template.id, input_hash, settings, text, n_in, n_out, dt, self.model_id or "")
                 out[i] = Generation(text, n_in, n_out, dt, False)
             self.generated += len(chunk)
         log.info("LLM %s: generated %d of %d (%s)", template.name, len(todo), len(msgs), self.model_name)

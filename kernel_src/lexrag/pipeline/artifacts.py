@@ -51,6 +51,7 @@ class Artifacts:
     calibration: object | None = None  # lexrag.stages.count.Calibration (count.method adaptive)
     corpus_dir: Path | None = None  # where the corpus was loaded from (the indexes check they were built over it)
     loads: dict[str, dict[str, float]] = field(default_factory=dict)  # part -> seconds, GB it added (anonymous, file pages)
+    notes: list[str] = field(default_factory=list)  # what the run status should say besides its rows (a cache set aside)
 
     def has_model(self, name: str) -> bool:
         return name in self.loaders
@@ -92,6 +93,8 @@ class Artifacts:
                 if not degrade:
                     raise
                 art.missing[name] = f"{type(e).__name__}: {e}".splitlines()[0]
+                if getattr(e, "fix", ""):  # a model not found: the folders seen and the setting that picks one
+                    art.fixes[name] = e.fix
                 off = [s.name for s in asked_for(cfg) if name in getattr(s, "needs", ())]
                 log.warning("%s is not available (%s); stages switched off: %s", name, art.missing[name],
                             ", ".join(off) or "none the config asks for")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lexrag.config import Config
 from lexrag.errors import ArtifactError, LexragError
-from lexrag.modelpaths import cache_name
+from lexrag.modelpaths import cache_name, model_fingerprint
 from lexrag.models import ModelPool
 from lexrag.pipeline.artifacts import Artifacts, llm_cache_dir
 from lexrag.stages.base import (
@@ -43,15 +43,20 @@ def _llm_client(cfg: Config, art: Artifacts, paths, ctx: Context):
 
     readonly = [Path(p) for p in cfg.llm.replay_dirs] or list(art.cache_dirs)
     own = llm_cache_dir(cfg, paths)
-    if cfg.llm.mode == "replay" or art.llm_replay:
+    replay = cfg.llm.mode == "replay" or art.llm_replay
+    if replay:
         if (own / "params.json").is_file() and own not in readonly:
             readonly.append(own)
         if not readonly:
             raise ArtifactError(f"llm.mode=replay needs an LLM cache: none at {own}, none in llm.replay_dirs "
                                 f"and none among the inputs; run once with llm.mode=live")
-        cache = LLMCache(None, readonly=readonly)
-    else:
-        cache = LLMCache(own, readonly=readonly)
+    # a cache only saves time: where a run degrades rather than stops (Kaggle), one that cannot be
+    # opened is set aside, with a status note, and the live model answers; elsewhere it is an error
+    cache = LLMCache(None if replay else own, readonly=readonly, set_aside=not replay and cfg.runtime.on_stage_error == "skip")
+    for note in cache.set_aside:
+        log.warning("%s", note)
+        art.notes.append(note)
     get_model = (lambda: ctx.model("llm")) if art.has_model("llm") else None
-    return LLMClient(cfg.llm, cache, get_model, cfg.llm.model_name or cache_name(cfg.llm.model),
-                     replay=cfg.llm.mode == "replay" or art.llm_replay)
+    model_id = model_fingerprint(art.model_paths["llm"]) if not replay and "llm" in art.model_paths else None
+    return LLMClient(cfg.llm, cache, get_model, cfg.llm.model_name or cache_name(cfg.llm.model), replay=replay,
+                     model_id=model_id)

@@ -295,6 +295,11 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
             except Exception as e:  # noqa: BLE001
                 log.warning("releasing the run's models failed (%s: %s); the answers are kept", type(e).__name__, e)
             if ctx.llm is not None:
+                if ctx.llm.cache.foreign:
+                    note = (f"LLM cache: {ctx.llm.cache.foreign} stored answers were written by another model than the "
+                            f"attached {ctx.llm.model_name!r} (or one of unknown identity) and were not used; the model answered")
+                    log.warning("%s", note)
+                    art.notes.append(note)
                 try:
                     ctx.llm.cache.close()
                 except Exception as e:  # noqa: BLE001
