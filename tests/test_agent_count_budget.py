@@ -353,3 +353,60 @@ def test_a_wild_count_estimate_from_the_llm_cannot_empty_or_crash_the_count(tmp_
                                                                     "verify.enabled": False, "agent.enabled": False})
     res = run_pipeline([Query("q1", Q1), Query("q2", Q2)], Artifacts.load(demo_artifacts, cfg), cfg)
     assert all(8 <= len(c) <= 50 for c in res.predictions.values())
+
+
+class _Clock:
+    """A clock the test moves: a stage "takes" seconds by advancing it (no test waits on a real clock)."""
+
+    def __init__(self):
+        self.t = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.t
+
+
+@pytest.mark.parametrize("droppable", [False, True])
+def test_a_stage_slower_than_its_estimate_is_cut_inside_a_chunk(demo_artifacts, monkeypatch, droppable):
+    """A 300 s budget (60 s reserve), chunks of 10 questions, an optional stage estimated at 10 s
+    per question that takes 44: the walk measures it on one question, re-projects before each
+    further call, and the run ends within the budget and the reserve (one 10-question chunk alone
+    would take 440 s).  Where the stage is in the degrade order it is dropped as soon as its
+    measured rate shows it cannot fit; where it is not, it stops when the budget is spent."""
+    import types
+
+    import lexrag.pipeline.budget as budget_mod
+    import lexrag.pipeline.run as run_mod
+    from lexrag.stages.base import Phase, register_stage, unregister_stage
+
+    clock = _Clock()
+    fake = types.SimpleNamespace(perf_counter=clock.perf_counter, time=lambda: clock.t)
+    monkeypatch.setattr(run_mod, "time", fake)
+    monkeypatch.setattr(budget_mod, "time", fake)
+
+    class Slow:
+        name, family, phase, essential, signals = "slowpoke", "rewrite", Phase.REWRITE, False, ()
+
+        def enabled(self, cfg, art):
+            return True
+
+        def run(self, batch, ctx):
+            clock.t += 44.0 * len(batch.queries)
+            return {}
+
+    register_stage(Slow())
+    try:
+        queries = load_queries(DEMO / "queries_demo.csv")
+        order = [["slowpoke"]] if droppable else [["agent"]]
+        cfg = load_config(overrides={"runtime.progress": False, "runtime.batch_size": 10, "runtime.time_budget_s": 300.0,
+                                     "runtime.reserve_s": 60.0, "runtime.stage_estimates_s": {"slowpoke": 10.0},
+                                     "runtime.degrade_order": order})
+        start = clock.t
+        res = run_pipeline(queries, Artifacts.load(demo_artifacts, cfg), cfg)
+    finally:
+        unregister_stage("slowpoke")
+    ran = len(queries) - len(res.skipped["slowpoke"])
+    assert clock.t - start <= 300.0 + 60.0 and all(res.predictions[q.query_id] for q in queries)
+    if droppable:  # measured on one question: 44 s x 21 more cannot fit in what is left
+        assert ran == 1 and "slowpoke" in res.dropped
+    else:  # one question per call (a slice of the budget is 6 s), until the 240 s before the reserve are spent
+        assert ran == 6 and "slowpoke" not in res.dropped

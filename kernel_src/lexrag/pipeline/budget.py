@@ -85,3 +85,24 @@ def degrade(stages: list[Stage], first_left: int, n: int, done: dict[str, int], 
         for name in fresh:
             budget.dropped[name] = why
         log.warning("time budget: %s; dropping %s for the remaining queries", why, ", ".join(fresh))
+
+
+PIECE_SHARE = 0.02  # share of the budget one optional stage call may take before the walk projects again
+
+
+def piece_size(stage: Stage, n: int, done: dict[str, int], timings: dict[str, float], budget: Budget, cfg: Config) -> int:
+    """How many of a chunk's ``n`` queries one call of ``stage`` takes.  All of them, unless the
+    run has a budget and the stage is optional: then as many as its rate spends in a slice of the
+    budget (:data:`PIECE_SHARE` of it, at most the reserve, at least one query), so a stage slower
+    than its estimate is re-projected, and cut, inside a chunk.  Before its rate is measured it
+    takes one query where its estimate says the chunk would not fit in a slice."""
+    if stage.essential or budget.left() == float("inf"):
+        return n
+    slice_s = max(1.0, min(PIECE_SHARE * budget.seconds, budget.reserve if budget.reserve > 0 else float("inf")))
+    if done.get(stage.name):
+        rate = timings.get(stage.name, 0.0) / done[stage.name]
+    else:
+        rate = float(cfg.runtime.stage_estimates_s.get(stage.name, 0.0))
+        if rate * n > slice_s:
+            return 1  # measure it first
+    return n if rate <= 0 else max(1, min(n, int(slice_s // rate)))

@@ -23,7 +23,7 @@ from lexrag import stages as _stages  # noqa: F401  (registers the built-in stag
 from lexrag.config import Config
 from lexrag.errors import StageError
 from lexrag.pipeline.artifacts import Artifacts
-from lexrag.pipeline.budget import Budget, degrade
+from lexrag.pipeline.budget import Budget, degrade, piece_size
 from lexrag.pipeline.context import make_context
 from lexrag.pipeline.signal_cache import SignalCache, remember
 from lexrag.procmem import process_memory
@@ -122,7 +122,10 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
     prior, rewrite, the extra BM25 passes).  Past the budget every optional stage is skipped; the essential ones (citation
     seeds, BM25, fusion, count) always run, so every query gets the best answer left.  The
     queries a stage skipped are recorded in ``batch.skipped``.  ``project=False`` (the agent's
-    retrieval calls) only honours what the run has dropped.  The order of the calls:
+    retrieval calls) only honours what the run has dropped.  With a budget, an optional stage's
+    call takes as many of a chunk's queries as its rate spends in a slice of the budget
+    (:func:`~lexrag.pipeline.budget.piece_size`) and the projection is made again before the
+    next, so a stage slower than its estimate is cut inside a chunk.  The order of the calls:
     :func:`call_order`."""
     cfg = ctx.cfg
     n_docs = len(ctx.art.corpus)
@@ -154,16 +157,26 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
             if not todo:
                 continue
             chunk = batch.chunk(todo)
-        t0, m0 = time.perf_counter(), process_memory().get("anon")
-        _run_chunk(stage, chunk, ctx, n_docs, budget,
-                   (lambda out, c=chunk, k=keys, m=memo, st=stage: remember(m, st, c, k, out)) if memo is not None else None)
-        dt = time.perf_counter() - t0
-        batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
-        if m0 is not None:  # what the stage left resident: models it loaded, caches it filled (summed unrounded)
-            batch.memory_added[stage.name] = batch.memory_added.get(stage.name, 0.0) + process_memory()["anon"] - m0
-        done[stage.name] = done.get(stage.name, 0) + len(chunk.queries)
-        for q in chunk.queries:
-            q.add_cost(stage.name, seconds=dt / len(chunk.queries))
+        pos, queries = 0, chunk.queries
+        while pos < len(queries):
+            if pos:  # inside the chunk: projected again with the rate measured so far
+                degrade(stages[i:], len(live) - start - pos, len(live), done, batch.timings, budget, cfg)
+                if stage.name in budget.dropped or budget.exhausted():
+                    batch.skipped.setdefault(stage.name, []).extend(q.query_id for q in queries[pos:])
+                    break
+            n = piece_size(stage, len(queries) - pos, done, batch.timings, budget, cfg) if project else len(queries)
+            piece = batch.chunk(queries[pos:pos + n])
+            t0, m0 = time.perf_counter(), process_memory().get("anon")
+            _run_chunk(stage, piece, ctx, n_docs, budget,
+                       (lambda out, c=piece, k=keys, m=memo, st=stage: remember(m, st, c, k, out)) if memo is not None else None)
+            dt = time.perf_counter() - t0
+            batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
+            if m0 is not None:  # what the stage left resident: models it loaded, caches it filled (summed unrounded)
+                batch.memory_added[stage.name] = batch.memory_added.get(stage.name, 0.0) + process_memory()["anon"] - m0
+            done[stage.name] = done.get(stage.name, 0) + len(piece.queries)
+            for q in piece.queries:
+                q.add_cost(stage.name, seconds=dt / len(piece.queries))
+            pos += n
     return batch
 
 
