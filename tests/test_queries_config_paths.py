@@ -289,3 +289,31 @@ def test_with_two_copies_of_the_corpus_the_set_built_over_one_corpus_is_loaded(t
     assert art.missing == {} and art.bm25 is not None and art.graph is not None
     assert len(art.corpus) == len(Corpus(new / "corpus"))
     assert any("a-old/lexrag-corpus not used: 2 of the other artifacts were built over" in r.getMessage() for r in caplog.records)
+
+
+def test_between_two_complete_sets_the_fuller_corpus_wins_and_the_status_says_so(tmp_path, monkeypatch, tiny_inputs):
+    """A laws-only set first in path order and a laws + courts set, each with its own BM25: both are
+    consistent, so the set over more documents is loaded, and a note names the choice."""
+    import shutil
+
+    from lexrag.eval.status import RunStatus
+    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline import Artifacts
+
+    laws, courts = tiny_inputs
+    cfg = load_config(None, {"runtime.progress": False})
+    small, full = tmp_path / "small", tmp_path / "full"
+    build_artifacts(cfg, laws, small)
+    build_artifacts(cfg, laws, full, courts=courts)
+    root = tmp_path / "input"
+    for src, ds in ((small, "a-laws-only"), (full, "b-full")):
+        for name in ("corpus", "bm25"):
+            shutil.copytree(src / name, root / "datasets" / ds / f"lexrag-{name}")
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+    monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(root))
+    art = Artifacts.load(None, cfg, paths=resolve_paths(cfg.paths), degrade=True)
+    assert art.corpus_dir == root / "datasets" / "b-full" / "lexrag-corpus" and art.missing == {}
+    assert any("2 corpus copies attached; using " + str(art.corpus_dir) in n and "a-laws-only" in n for n in art.notes)
+    assert any("2 copies of bm25 attached" in n for n in art.notes)
+    table = RunStatus("OK", notes=art.notes).table()
+    assert "note: 2 corpus copies attached" in table

@@ -141,12 +141,15 @@ class Paths:
                             f"params.json of artifact {name!r}; found {', '.join(have) or 'no lexrag artifacts'}; "
                             f"attach the lexrag-{name.replace('_', '-')} dataset")
 
-    def artifact_set(self, names: list[str]) -> dict[str, Path]:
+    def artifact_set(self, names: list[str], notes: list[str] | None = None) -> dict[str, Path]:
         """The folders of artifacts ``names`` (``corpus`` among them) chosen as one set: where
         several inputs hold an artifact, the corpus that the most of the other artifacts were
-        built over wins (then the newest lexrag version, then path order), and each other artifact
-        is the newest copy built over that corpus.  Every copy left out is logged with the reason.
-        Names no input holds are left out of the result (:meth:`artifact` then names them)."""
+        built over wins, then the fuller corpus (more documents), then the newest lexrag version,
+        then path order; each other artifact is the newest copy built over that corpus.  Every
+        copy left out is logged with the reason, and each choice among copies is added to
+        ``notes`` (for the run status).  Names no input holds are left out of the result
+        (:meth:`artifact` then names them)."""
+        notes = notes if notes is not None else []
         from lexrag.index.build import corpus_id
 
         found = self._artifact_folders(names) if self.kaggle else {n: [] for n in names}
@@ -164,13 +167,21 @@ class Paths:
         def agree(c: Path) -> int:
             return sum(any(meta[d].get("corpus_id") == cids[c] for d in found[n]) for n in dependents)
 
-        corpora = sorted(cids, key=lambda c: (-agree(c), _newest(meta[c]), found["corpus"].index(c)))
+        def size(c: Path) -> int:
+            n = meta[c].get("n_docs")
+            return n if isinstance(n, int) else 0
+
+        corpora = sorted(cids, key=lambda c: (-agree(c), -size(c), _newest(meta[c]), found["corpus"].index(c)))
         chosen: dict[str, Path] = {}
         if corpora:
-            chosen["corpus"] = corpora[0]
+            chosen["corpus"] = top = corpora[0]
             for c in corpora[1:]:
-                log.warning("artifact corpus: %s not used: %d of the other artifacts were built over %s, %d over it",
-                            c, agree(corpora[0]), chosen["corpus"], agree(c))
+                log.warning("artifact corpus: %s not used: %d of the other artifacts were built over %s, %d over it; "
+                            "%d documents there, %d here", c, agree(top), top, agree(c), size(top), size(c))
+            if len(corpora) > 1:
+                notes.append(f"{len(corpora)} corpus copies attached; using {top} ({size(top)} documents, lexrag "
+                             f"{meta[top].get('version')}, {agree(top)} of the other artifacts built over it); left out: "
+                             + ", ".join(f"{c} ({size(c)} documents, {agree(c)})" for c in corpora[1:]))
         want = cids.get(chosen.get("corpus"))
         for n in dependents:
             copies = found[n]
@@ -186,6 +197,9 @@ class Paths:
                        if "corpus_id" in meta[d] and meta[d].get("corpus_id") != want else
                        f"lexrag {meta[d].get('version')} is not newer than {meta[pick].get('version')} at {pick}")
                 log.warning("artifact %s: %s not used: %s", n, d, why)
+            if len(copies) > 1:
+                notes.append(f"{len(copies)} copies of {n} attached; using {pick} (lexrag {meta[pick].get('version')}); "
+                             f"left out: {', '.join(str(d) for d in copies if d != pick)}")
         return chosen
 
     def model(self, name: str, setting: str = "model") -> Path:

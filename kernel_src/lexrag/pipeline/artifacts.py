@@ -73,7 +73,8 @@ class Artifacts:
         check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)  # before any slow load
         wanted = [a for a in ARTIFACTS if a.name == "corpus" or (a.in_build and a.wanted(cfg))]
         if paths is not None:  # several copies of an artifact among the inputs: the set built over one corpus
-            chosen = paths.artifact_set([a.name for a in wanted])
+            set_notes: list[str] = []
+            chosen = paths.artifact_set([a.name for a in wanted], set_notes)
             locate = lambda name: chosen.get(name) or paths.artifact(name)  # noqa: E731
         else:
             locate = lambda name: Path(folder) / name  # noqa: E731
@@ -84,6 +85,8 @@ class Artifacts:
             corpus = Corpus(corpus_dir)
         cid = corpus_id(corpus_dir)
         art = cls(corpus=corpus, bm25=None, corpus_dir=Path(corpus_dir), loads=loads)
+        if paths is not None:
+            art.notes.extend(set_notes)
 
         def part(name: str, fn: Callable[[], None]) -> None:
             try:
