@@ -6,7 +6,7 @@
 # result is identical to an uninterrupted build. With two GPUs set `devices: [cuda:0, cuda:1]`.
 
 # %% tags=["parameters"]
-config_path = None  # YAML config file or preset name
+config_path = "kaggle"  # YAML config file or preset name; the kaggle preset finds an attached BGE-M3 (semantic.model)
 overrides = {}  # {"section.field": value}, e.g. {"semantic.model": "bge-m3"}
 artifacts_dir = None  # folder holding corpus/; None: the resolver's artifacts folder
 out_dir = None  # where embeddings/ goes; None: beside the corpus of artifacts_dir, else the working folder (Kaggle) or artifacts folder
@@ -45,7 +45,8 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
     artifacts_dir = notebook_path("artifacts_dir", artifacts_dir)
     out_dir = notebook_path("out_dir", out_dir)
     resume_from = notebook_path("resume_from", resume_from)
-    cfg = load_config(config_path, overrides)
+    # the kaggle preset places the encoder on cuda:1 for inference; a build encodes on every GPU there is
+    cfg = load_config(config_path, {"semantic.device": "auto", **overrides} if config_path == "kaggle" else overrides)
     paths = resolve_paths(cfg.paths)
     corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
     out = Path(out_dir) if out_dir else (Path(artifacts_dir) / "embeddings" if artifacts_dir else paths.output_dir / "embeddings")

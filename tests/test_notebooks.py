@@ -154,6 +154,31 @@ def test_embeddings_notebook_builds_and_resumes(tmp_path, demo_laws):
 
 
 @pytest.mark.slow
+def test_the_embeddings_notebook_with_its_defaults_finds_an_attached_bge_m3(tmp_path, demo_laws):
+    """On Kaggle with its default (the kaggle preset), notebook 04 finds the encoder attached as a
+    folder named bge-m3 among the inputs, with no semantic.model set."""
+    import os
+    import shutil
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tinymodels import make_tiny_encoder
+
+    from lexrag.config import load_config
+    from lexrag.index.corpus import build_corpus
+
+    root, working = tmp_path / "input", tmp_path / "working"
+    make_tiny_encoder(root / "models" / "bge-m3")
+    build_corpus(root / "datasets" / "me" / "lexrag-corpus", demo_laws, None, load_config().corpus, progress=False)
+    env = {**os.environ, "KAGGLE_KERNEL_RUN_TYPE": "Batch", "LEXRAG_KAGGLE_INPUT": str(root), "LEXRAG_KAGGLE_WORKING": str(working)}
+    args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "04_build_embeddings.ipynb"),
+            str(tmp_path / "4.ipynb"), "-y", "overrides: {semantic.shard_size: 3000, semantic.max_seq: 64}", "-p", "max_shards", "1"]
+    r = subprocess.run(args, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "embeddings incomplete" in _text(tmp_path / "4.ipynb") and (working / "embeddings" / "shard_00000.npy").is_file()
+    shutil.rmtree(working)
+
+
+@pytest.mark.slow
 def test_validation_notebook_replays_an_llm_cache_without_a_model(tmp_path, demo_artifacts, demo_queries, tiny_llm):
     """A live CLI run with the tiny 4-bit LLM fills a cache; the validation notebook replays it
     (the model folder is not even there) and writes the same submission, byte for byte."""
