@@ -70,7 +70,7 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
         if dictionary is not None and not Path(dictionary).is_file():
             dictionary = None
     out = Path(out_dir) if out_dir else paths.output_dir
-    courts = courts_beside(laws, courts)
+    courts = courts_beside(laws, courts, say=False)  # said once, here
     print(f"courts: {courts or 'none: laws only, so the graph will have no court edges'}")
     print(f"abbreviations: {abbreviations or 'none: questions citing a French or Italian abbreviation (Art. 17 LAI) find nothing for it'}")
     report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, abbreviations=abbreviations)

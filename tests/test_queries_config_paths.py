@@ -234,7 +234,7 @@ def test_notebook_parameters_from_papermill_strings():
     for bad in ("maybe", 2, None):
         with pytest.raises(ConfigError, match="parameter x: expected True or False"):
             notebook_flag("x", bad)
-    with pytest.raises(ConfigError, match=r"parameter stages: expected a mapping .*got str 'x'"):
+    with pytest.raises(ConfigError, match=r"parameter stages: expected a mapping such as \{\"graph\": false\}.*got str .x."):
         notebook_mapping("stages", "x")
     with pytest.raises(ConfigError, match="parameter overrides: expected a mapping .*got list"):
         load_config(None, [1])

@@ -361,3 +361,19 @@ def test_query_term_selection_keeps_the_rarest_terms(demo_artifacts):
 
 def np_count(a):
     return int((a > 0).sum())
+
+
+def test_the_report_without_matplotlib_keeps_its_tables_and_says_the_plots_are_left_out(tmp_path, monkeypatch):
+    import json
+    import sys
+
+    from lexrag.eval.report import NO_PLOTS, plot_ablation, write_report
+
+    (tmp_path / "metrics.json").write_text(json.dumps({"queries": 3, "metrics": {"macro_f1": 0.25}}), encoding="utf-8")
+    (tmp_path / "ablation.csv").write_text("run,status,macro_f1,recall@100\nfull,ok,0.25,0.5\n- graph,ok,0.2,0.4\n", encoding="utf-8")
+    with_plots = write_report(tmp_path).read_text(encoding="utf-8")
+    assert "data:image/png" in with_plots and NO_PLOTS not in with_plots
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed: importing it raises ImportError
+    doc = write_report(tmp_path).read_text(encoding="utf-8")
+    assert "- graph" in doc and "0.2500" in doc and "data:image/png" not in doc and NO_PLOTS in doc
+    assert plot_ablation([{"run": "full", "macro_f1": 0.25, "recall@100": 0.5}], tmp_path / "a.png") is None and not (tmp_path / "a.png").exists()

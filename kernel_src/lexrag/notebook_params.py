@@ -28,9 +28,14 @@ def notebook_mapping(name: str, value: Any) -> dict:
             raise ConfigError(f"parameter {name}: {short(value)} is not valid YAML ({yaml_problem(e)})") from None
         value = {} if parsed is None else parsed
     if not isinstance(value, Mapping):
-        raise ConfigError(f"parameter {name}: expected a mapping such as {{\"count.k\": 3}}, got {type(value).__name__} "
-                          f"{short(value)} (papermill: -y '{name}: {{count.k: 3}}' or -p {name} '{{\"count.k\": 3}}')")
+        key, val, yml = _EXAMPLES.get(name, _EXAMPLES["overrides"])
+        raise ConfigError(f"parameter {name}: expected a mapping such as {{\"{key}\": {val}}}, got {type(value).__name__} "
+                          f"{short(value)} (papermill: -y '{name}: {{{key}: {yml}}}' or -p {name} '{{\"{key}\": {val}}}')")
     return dict(value)
+
+
+# an example of each mapping parameter for its error message: (key, JSON value, YAML value)
+_EXAMPLES = {"overrides": ("count.k", "3", "3"), "stages": ("graph", "false", "false")}
 
 
 def notebook_path(name: str, value: Any) -> str | None:

@@ -16,6 +16,7 @@ import csv
 import html
 import io
 import json
+import logging
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -23,6 +24,8 @@ from lexrag import citations as cit
 from lexrag.eval.metrics import prf
 
 __all__ = ["signal_analysis", "write_report", "plot_ablation", "RETRIEVAL_FAMILIES"]
+
+log = logging.getLogger(__name__)
 
 RETRIEVAL_FAMILIES = ("seed", "lexical", "semantic", "graph", "prior")
 
@@ -76,6 +79,22 @@ def signal_analysis(result, gold: Mapping[str, Sequence[str]], corpus, groups: M
     return {"gold_citations": total, "families": per_family, "kinds": kinds, "courses": courses, "depth": depth}
 
 
+NO_PLOTS = "plots left out: matplotlib is not installed (pip install matplotlib); the tables are complete"
+
+
+def _pyplot():
+    """matplotlib's pyplot on the Agg backend, or None where matplotlib is not installed (the
+    report keeps its tables and says the plots are left out)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
@@ -111,16 +130,15 @@ def _read_csv(path: Path) -> list[dict]:
 
 
 def write_report(out_dir: str | Path, title: str = "lexrag validation report") -> Path:
-    """Write ``report.html`` into ``out_dir`` from the files a validation run left there."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Write ``report.html`` into ``out_dir`` from the files a validation run left there (without
+    matplotlib: the tables, and a line saying the plots are left out)."""
     import numpy as np
+
+    plt = _pyplot()
 
 
     out = Path(out_dir)
-    parts = [f"<h1>{html.escape(title)}</h1>"]
+    parts = [f"<h1>{html.escape(title)}</h1>"] + ([f"<p>{html.escape(NO_PLOTS)}</p>"] if plt is None else [])
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8")) if (out / "metrics.json").is_file() else {}
     m = metrics.get("metrics", {})
     if m:
@@ -135,12 +153,12 @@ def write_report(out_dir: str | Path, title: str = "lexrag validation report") -
                             "recall", "recall@100", "ndcg@10", "seconds_per_query", "seconds"] if c in rows[0]]
         parts.append(_table(rows, cols))
         ran = [r for r in rows if isinstance(r.get("macro_f1"), float)]
-        if ran:
+        if ran and plt is not None:
             tmp = io.BytesIO()
             plot_ablation(ran, tmp, title=label)
             parts.append(f'<img alt="{html.escape(label)}" src="data:image/png;base64,{base64.b64encode(tmp.getvalue()).decode()}">')
     per_q = _read_csv(out / "incremental_per_query.csv")
-    if per_q:
+    if per_q and plt is not None:
         configs = [c for c in per_q[0] if c != "query_id"]
         mat = np.array([[r[c] if isinstance(r[c], float) else np.nan for r in per_q] for c in configs])
         fig, ax = plt.subplots(figsize=(max(6.0, 0.25 * len(per_q) + 2.5), 0.45 * len(configs) + 1.8))
@@ -159,7 +177,7 @@ def write_report(out_dir: str | Path, title: str = "lexrag validation report") -
         fams = sa.get("families", {})
         parts.append(f"<h2>Signal families (gold citations in each family's top {sa.get('depth')})</h2>")
         parts.append(_table([{"family": f, **v} for f, v in fams.items()], ["family", "found", "only"]))
-        if fams:
+        if fams and plt is not None:
             fig, ax = plt.subplots(figsize=(max(5.0, 1.0 * len(fams) + 2.0), 3.2))
             x = np.arange(len(fams))
             ax.bar(x - 0.2, [v["found"] for v in fams.values()], 0.4, label="gold found")
@@ -185,14 +203,16 @@ def write_report(out_dir: str | Path, title: str = "lexrag validation report") -
     return path
 
 
-def plot_ablation(rows: list[dict], path: str | Path, title: str = "ablation") -> Path:
+def plot_ablation(rows: list[dict], path: str | Path, title: str = "ablation") -> Path | None:
     """Bar chart of Macro F1 (with its bootstrap interval when the rows have one) and Recall@100
-    per run, saved as PNG; rows that did not run are left out."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    per run, saved as PNG; rows that did not run are left out.  Without matplotlib nothing is
+    drawn: a warning says so and None is returned."""
     import numpy as np
+
+    plt = _pyplot()
+    if plt is None:
+        log.warning("%s: %s", path if isinstance(path, (str, Path)) else "ablation plot", NO_PLOTS)
+        return None
 
     rows = [r for r in rows if "macro_f1" in r]
     names = [r["run"] for r in rows]

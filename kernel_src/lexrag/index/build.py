@@ -112,11 +112,19 @@ def load_prior_step(folder: Path, cfg: Config, art):
 COURTS_FILE = "court_considerations.csv"
 
 
-def courts_beside(laws: str | Path | None, courts: str | Path | bool | None) -> Path | None:
+def courts_beside(laws: str | Path | None, courts: str | Path | bool | None, say: bool = True) -> Path | None:
     """The court considerations a corpus build reads: ``courts`` as given; when it is ``None``,
     ``court_considerations.csv`` beside ``laws`` if there is one (the competition ships them side
-    by side); ``False`` (or ``""``, ``"false"``, ``"none"``) for laws only.  Each choice is logged,
-    since a corpus without courts gives a graph without edges."""
+    by side); ``False`` (or ``""``, ``"false"``, ``"none"``) for laws only.  Each choice is logged
+    (unless ``say`` is off: a caller that prints its own line), since a corpus without courts
+    gives a graph without edges."""
+    if not say:
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            return courts_beside(laws, courts)
+        finally:
+            log.setLevel(level)
     if isinstance(courts, str) and courts.strip().lower() in ("", "false", "none", "no"):
         courts = False
     if courts is False:
