@@ -317,3 +317,18 @@ def test_between_two_complete_sets_the_fuller_corpus_wins_and_the_status_says_so
     assert any("2 copies of bm25 attached" in n for n in art.notes)
     table = RunStatus("OK", notes=art.notes).table()
     assert "note: 2 corpus copies attached" in table
+
+
+def test_outside_kaggle_every_missing_part_is_named_at_once(demo_artifacts):
+    """Validation under the kaggle preset without its models: one error names each part that is
+    missing (not the first only), so one attach-or-switch-off round fixes them all."""
+    from lexrag.errors import ArtifactError
+    from lexrag.pipeline import Artifacts
+
+    with pytest.raises(ArtifactError) as e:
+        Artifacts.load(demo_artifacts, load_config("kaggle"))
+    msg = str(e.value)
+    assert "parts the config asks for cannot be loaded" in msg and "\n" not in msg
+    assert all(f"[{p}]" in msg for p in ("prior", "semantic", "reranker", "llm")), msg
+    with pytest.raises(ArtifactError, match=r"^(?!.*parts the config).*prior"):  # one missing part: its own message
+        Artifacts.load(demo_artifacts, load_config("exam"))

@@ -88,13 +88,18 @@ class Artifacts:
         if paths is not None:
             art.notes.extend(set_notes)
 
+        failures: list[tuple[str, Exception]] = []  # without degrade: every part that failed, said at once
+
         def part(name: str, fn: Callable[[], None]) -> None:
             try:
                 with _measure(art.loads, name):
                     fn()
             except Exception as e:  # noqa: BLE001 - degrading: any broken part is left out, logged
                 if not degrade:
-                    raise
+                    if not isinstance(e, LexragError):
+                        raise
+                    failures.append((name, e))
+                    return
                 art.missing[name] = f"{type(e).__name__}: {e}".splitlines()[0]
                 if getattr(e, "fix", ""):  # a model not found: the folders seen and the setting that picks one
                     art.fixes[name] = e.fix
@@ -131,6 +136,12 @@ class Artifacts:
                 if "llm" in art.missing and (art.cache_dirs or lc.replay_dirs):
                     log.warning("no LLM folder: answering the LLM calls from the attached cache only (replay)")
                     art.llm_replay = True
+        if len(failures) == 1:
+            raise failures[0][1]
+        if failures:  # several missing parts (a preset's three models): all of them in one message
+            raise ArtifactError(f"{len(failures)} parts the config asks for cannot be loaded: "
+                                + "; ".join(f"[{n}] {str(e).splitlines()[0]}" for n, e in failures)
+                                + " (attach them, or switch their stages off)") from failures[0][1]
         return art
 
     def _load_calibration(self, cfg: Config, locate, cid: str, part) -> None:
