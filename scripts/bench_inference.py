@@ -7,7 +7,7 @@
 
 Over the artifacts bench_scale.py left under WORK/art (corpus, bm25, graph, embeddings of its
 random 1024-d encoder) it adds the prior (built from ``train_dev.csv`` of the data folder) and tiny
-random models for the reranker and the LLM (``tests/tinymodels.py``), writes WORK/test.csv of
+random models for the reranker and the LLM (``lexrag.testing``), writes WORK/test.csv of
 synthetic questions, and runs ``notebooks/inference.ipynb`` of ``--repo`` under papermill with the
 kaggle preset (every stage; models on the CPU, the LLM without quantization and at most 32
 generated tokens a call), inside
@@ -39,10 +39,9 @@ DATA = ROOT.parent / "shared" / "data"
 
 def prepare(work: Path, n_questions: int, data: Path) -> dict[str, Path]:
     """The prior, the tiny reranker and LLM, the questions (each made once per WORK)."""
-    sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(ROOT / "scripts"))
     from synthetic import TextSampler
-    from tinymodels import make_tiny_llm, make_tiny_reranker
+    from lexrag.testing import make_tiny_llm, make_tiny_reranker
 
     from lexrag.index.prior import build_prior
 

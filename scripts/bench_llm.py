@@ -4,7 +4,7 @@
   python scripts/bench_llm.py [--hidden 64 --layers 2] [--max-new-tokens 64] [--queries demo/queries_demo.csv]
 
 Builds the demo artifacts (lexical + graph) and a Qwen2-style model with random weights and a
-tokenizer trained on a few sentences (tests/tinymodels.py), then answers the queries four ways:
+tokenizer trained on a few sentences (lexrag.testing), then answers the queries four ways:
 without the LLM, with the LLM rewrite live (4-bit NF4 on the CPU, every task generating up to
 ``--max-new-tokens``), with every LLM stage live (rewrite, verification of ``--verify-depth``
 candidates, the agentic loop with ``--rounds`` rounds), and replayed from the cache the live runs
@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the tiny-model builder the tests use
 
 
 def main() -> int:
@@ -49,7 +48,7 @@ def main() -> int:
     from lexrag.index.build import build_artifacts
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.queries import load_queries
-    from tinymodels import make_tiny_llm
+    from lexrag.testing import make_tiny_llm
 
     work = Path(tempfile.mkdtemp(prefix="lexrag-bench-llm-"))
     model = make_tiny_llm(work / "tiny-qwen2", hidden=args.hidden, layers=args.layers)

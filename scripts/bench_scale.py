@@ -74,8 +74,7 @@ def phase(name: str, work: Path, n: int) -> dict:
         return {f"{name}_s": round(time.perf_counter() - t0), f"{name}_rss_gb": round(benchkit.peak_rss_mb() / 1024, 2),
                 f"{name}_gb": round(_du(art / name), 2)}
     if name == "embeddings":
-        sys.path.insert(0, str(ROOT / "tests"))
-        from tinymodels import make_tiny_encoder
+        from lexrag.testing import make_tiny_encoder
 
         from lexrag.artifacts import write_params
         from lexrag.index.build import corpus_id

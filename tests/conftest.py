@@ -81,6 +81,6 @@ def tiny_inputs(tmp_path) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="session")
 def tiny_llm(tmp_path_factory) -> Path:
-    from tinymodels import make_tiny_llm
+    from lexrag.testing import make_tiny_llm
 
     return make_tiny_llm(tmp_path_factory.mktemp("tiny_llm") / "tiny-qwen2")

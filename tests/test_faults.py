@@ -527,7 +527,7 @@ def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_i
 def test_an_embeddings_build_killed_mid_way_resumes_to_the_same_shards(tmp_path, demo_artifacts):
     import signal
 
-    from tinymodels import make_tiny_encoder
+    from lexrag.testing import make_tiny_encoder
 
     enc = make_tiny_encoder(tmp_path / "enc")
     script = tmp_path / "emb.py"

@@ -1,6 +1,8 @@
-"""scripts/gpu_check.py in its reduced CPU mode: the GPU paths' code (fp32 and 4-bit NF4 generation
-and P(Yes), encoder, reranker, a cuda:1 setting on a machine without it) runs through lexrag's own
-loaders with tiny random models, and the script reports each check."""
+"""The GPU check (`python -m lexrag.gpu_check`, `scripts/gpu_check.py`) in its reduced CPU mode: the
+GPU paths' code (fp32 and 4-bit NF4 generation and P(Yes), encoder, reranker, a cuda:1 setting on
+a machine without it, the whole pipeline with three models resident and a simulated
+out-of-memory that the pipeline must contain) runs through lexrag's own loaders with tiny random
+models, and the check reports each."""
 
 from __future__ import annotations
 
@@ -21,10 +23,13 @@ def test_gpu_check_runs_in_cpu_mode(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--cpu", "--json", str(out), "--prompts", "4"],
                        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert r.stdout.strip().splitlines()[-1].startswith("OK: 5 checks on the CPU")
+    assert r.stdout.strip().splitlines()[-1].startswith("OK: 6 checks on the CPU")
     doc = json.loads(out.read_text(encoding="utf-8"))
     checks = {c["check"]: c for c in doc["results"]}
-    assert set(checks) == {"llm fp32 (cpu)", "llm nf4", "encoder", "reranker", "cuda:1 on this machine"}
+    assert set(checks) == {"llm fp32 (cpu)", "llm nf4", "encoder", "reranker", "cuda:1 on this machine",
+                           "pipeline, three models resident"}
     assert all(c["ok"] for c in checks.values())
     assert checks["llm nf4"]["gen_tok_per_s"] > 0 and checks["encoder"]["items_per_s"] > 0
     assert checks["cuda:1 on this machine"]["resolved"] == "cpu"
+    pipe = checks["pipeline, three models resident"]
+    assert pipe["faiss"] == "cpu" and pipe["rerank_calls"] > 1 and {"rewrite", "dense", "rerank", "verify"} <= set(pipe["stages_s"])

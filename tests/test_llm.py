@@ -88,7 +88,7 @@ def test_strip_citations_moves_them_out_of_invented_text():
 @pytest.mark.parametrize("arch", ["qwen2", "llama"])
 def test_loader_reads_a_tiny_model_in_4bit_nf4_and_generates_in_batches(tmp_path, arch):
     import bitsandbytes as bnb
-    from tinymodels import make_tiny_llm
+    from lexrag.testing import make_tiny_llm
 
     lm = load_causal_lm(make_tiny_llm(tmp_path / arch, arch), "nf4", "cpu")
     layers = [m for m in lm.model.modules() if isinstance(m, bnb.nn.Linear4bit)]
@@ -160,7 +160,7 @@ def test_llm_variants_reach_the_lexical_stage_as_their_own_signals(tmp_path, tin
 
 def test_llm_variants_reach_the_semantic_stage(tmp_path, tiny_llm):
     from lexrag.index.build import build_artifacts
-    from tinymodels import SENTENCES, make_tiny_encoder
+    from lexrag.testing import SENTENCES, make_tiny_encoder
 
     laws = tmp_path / "laws.csv"
     laws.write_text("citation,text,title\n" + "".join(f'Art. {i + 1} OR,"{s}",OR\n' for i, s in enumerate(SENTENCES)),
@@ -315,7 +315,7 @@ def test_a_cache_left_by_a_killed_run_still_replays(tmp_path):
 
 def test_encoder_reranker_and_llm_take_turns_one_resident_at_a_time(tmp_path, tiny_llm, monkeypatch):
     from lexrag.index.build import build_artifacts
-    from tinymodels import SENTENCES, make_tiny_encoder, make_tiny_reranker
+    from lexrag.testing import SENTENCES, make_tiny_encoder, make_tiny_reranker
 
     laws = tmp_path / "laws.csv"
     laws.write_text("citation,text,title\n" + "".join(f'Art. {i + 1} OR,"{s}",OR\n' for i, s in enumerate(SENTENCES)),

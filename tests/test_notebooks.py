@@ -135,8 +135,7 @@ def test_build_and_inference_notebooks(tmp_path, demo_laws, demo_queries):
 
 @pytest.mark.slow
 def test_embeddings_notebook_builds_and_resumes(tmp_path, demo_laws):
-    sys.path.insert(0, str(ROOT / "tests"))
-    from tinymodels import make_tiny_encoder
+    from lexrag.testing import make_tiny_encoder
 
     enc = make_tiny_encoder(tmp_path / "enc")
     art = tmp_path / "art"
@@ -160,8 +159,7 @@ def test_the_embeddings_notebook_with_its_defaults_finds_an_attached_bge_m3(tmp_
     import os
     import shutil
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    from tinymodels import make_tiny_encoder
+    from lexrag.testing import make_tiny_encoder
 
     from lexrag.config import load_config
     from lexrag.index.corpus import build_corpus

@@ -8,7 +8,7 @@ from lexrag.config import load_config
 from lexrag.errors import ModelLoadError
 from lexrag.index.corpus import Corpus, build_corpus
 from lexrag.index.semantic import DenseIndex, Embeddings, build_embeddings, load_encoder
-from tinymodels import SENTENCES, make_tiny_encoder, make_tiny_reranker
+from lexrag.testing import SENTENCES, make_tiny_encoder, make_tiny_reranker
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 

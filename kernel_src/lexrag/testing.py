@@ -1,9 +1,15 @@
-"""Tiny models built at test time (random weights, a WordPiece tokenizer trained on a few
-sentences), saved as ordinary model folders so the real loading code reads them.  Never committed."""
+"""Tiny models for tests and checks: random weights, a tokenizer trained on a few sentences,
+saved as ordinary model folders so lexrag's real loaders read them (``make_tiny_encoder``,
+``make_tiny_reranker``, ``make_tiny_llm``).  The test suite, the benchmarks and
+``python -m lexrag.gpu_check`` build them; they need ``tokenizers``, ``transformers`` and
+(for the encoder) ``sentence-transformers``.  Random weights generate nonsense: they check that
+a path runs, never quality.  Nothing here is ever committed as weights."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+__all__ = ["SENTENCES", "CHAT_TEMPLATE", "make_tiny_encoder", "make_tiny_reranker", "make_tiny_llm"]
 
 SENTENCES = [
     "Der Vermieter muss die Mietsache in gebrauchstauglichem Zustand übergeben.",
