@@ -272,3 +272,22 @@ def test_a_dictionary_dataset_carries_its_sources_licence(tmp_path, manifest):
     r = run("--manifest", manifest, "--out", tmp_path / "fd", "--only", "dictionary", "--dictionary", src)
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "fd" / "dictionary" / "dataset-metadata.json").read_text())["licenses"] == [{"name": "GPL-3.0"}]
+
+
+def test_a_failed_rebuild_keeps_the_dataset_folder_that_was_there(tmp_path, manifest):
+    """A re-export of the LLM cache from a damaged source fails in one line and leaves the good
+    export (and its metadata) as it was: every artifact is built aside and put in place whole."""
+    from lexrag.llm.cache import LLMCache
+
+    src, out = tmp_path / "cache", tmp_path / "ds"
+    c = LLMCache(src)
+    c.put("k", "m", "t", "h", {}, "an answer", 1, 1, 0.1)
+    c.close()
+    assert run("--manifest", manifest, "--out", out, "--only", "llm_cache", "--llm-cache", src).returncode == 0
+    before = {p.name: p.read_bytes() for p in (out / "llm_cache").iterdir()}
+    assert {"cache.sqlite", "params.json", "dataset-metadata.json"} <= set(before)
+    (src / "cache.sqlite").write_bytes(b"garbage")
+    r = run("--manifest", manifest, "--out", out, "--only", "llm_cache", "--llm-cache", src)
+    assert r.returncode != 0 and "not a readable LLM cache" in r.stderr
+    assert {p.name: p.read_bytes() for p in (out / "llm_cache").iterdir()} == before
+    assert [p.name for p in out.iterdir()] == ["llm_cache"]  # no staging folder left behind

@@ -1182,3 +1182,43 @@ def test_lines_that_read_like_rows_are_named_whatever_the_line_ends(tmp_path, eo
     rows = list(read_csv_rows(write(tmp_path / "laws.csv", text), ("citation", "text"), report))
     assert [r["citation"] for _, r in rows] == ["Art. 9 OR", "Art. 1 OR", "Art. 3 OR"]
     assert (report.multiline, report.suspect) == (1, 1) and report.examples[0]["reason"].startswith("lines 3-5")
+
+
+def test_a_write_that_fails_keeps_the_file_that_was_there(tmp_path, monkeypatch):
+    """`tune --out`, metrics, reports and the manifest go through one writer: on a full disk (the
+    write raises) the old file stays whole and no temporary file is left beside it."""
+    import os
+
+    from lexrag.artifacts import replace_text
+
+    out = tmp_path / "tuned.yaml"
+    out.write_text("count:\n  k: 5\n", encoding="utf-8")
+
+    def full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        replace_text(out, "count:\n  k: 3\n" * 2000)
+    assert out.read_text(encoding="utf-8") == "count:\n  k: 5\n" and [p.name for p in tmp_path.iterdir()] == ["tuned.yaml"]
+    monkeypatch.undo()
+    replace_text(out, "count:\n  k: 3\n")
+    assert out.read_text(encoding="utf-8") == "count:\n  k: 3\n"
+
+
+def test_validation_outputs_inside_an_artifact_folder_are_refused(demo_artifacts, demo_queries, tmp_path):
+    """As `lexrag run --out` does: outputs written into an artifact folder would go with its next build."""
+    from lexrag.config import load_config
+    from lexrag.errors import ConfigError
+    from lexrag.eval.validation import validate_run
+    from lexrag.pipeline import Artifacts
+
+    cfg = load_config(None, {"runtime.progress": False})
+    art = Artifacts.load(demo_artifacts, cfg)
+    for bad in (demo_artifacts / "bm25", demo_artifacts / "bm25" / "validation_out"):
+        with pytest.raises(ConfigError, match="lies inside the artifact folder .*bm25") as e:
+            validate_run(cfg, art, demo_queries, bad)
+        assert "\n" not in str(e.value)
+    assert not (demo_artifacts / "bm25" / "validation_out").exists()
+    validate_run(cfg, art, demo_queries, tmp_path / "ok")
+    assert (tmp_path / "ok" / "metrics.json").is_file()

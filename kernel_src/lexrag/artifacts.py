@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Mapping
 from lexrag import __version__
 from lexrag.errors import ArtifactError
 
-__all__ = ["ArtifactError", "check_makeable", "check_replaceable", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
+__all__ = ["ArtifactError", "replace_text", "check_makeable", "check_replaceable", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
            "publishes", "staged_set", "reading", "rebuild_hint", "verify_files"]
 
 PARAMS = "params.json"
@@ -273,10 +273,26 @@ def write_params(folder: str | Path, artifact: str, builder: str, params: Mappin
         doc["files"] = {p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": file_hash(p, cache)}
                         for p in _files_of(folder)}
         _save_hash_cache(cache)
-    tmp = folder / (PARAMS + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, folder / PARAMS)
+    replace_text(folder / PARAMS, json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True))
     return doc
+
+
+def replace_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` whole or not at all: into a hidden temporary file beside it,
+    flushed to disk, then renamed over it.  On any failure (a full disk, an interrupt) the
+    temporary file is removed and the file that was there stays as it was."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def _check_entry(folder: Path, rel: Any, meta: Any, artifact: str) -> None:

@@ -8,6 +8,7 @@ import json
 import logging
 from pathlib import Path
 
+from lexrag.artifacts import replace_text
 from lexrag.config import load_config
 from lexrag.eval.experiment import (
     CEILINGS,
@@ -116,7 +117,7 @@ def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
             f"folds" + (f", {doc['locked_questions']} locked (scored)" if doc["final"] else ", the locked areas not read"))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+        replace_text(args.json, json.dumps(doc, indent=2, ensure_ascii=False))
     checks: list[dict] = []
     if args.expected:
         from lexrag.eval.expect import check_expected, format_checks

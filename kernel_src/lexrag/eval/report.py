@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from lexrag import citations as cit
+from lexrag.artifacts import replace_text
 from lexrag.eval.metrics import prf
 
 __all__ = ["signal_analysis", "write_report", "plot_ablation", "RETRIEVAL_FAMILIES"]
@@ -199,7 +200,7 @@ def write_report(out_dir: str | Path, title: str = "lexrag validation report") -
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eee}img{max-width:100%}")
     doc = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
     path = out / "report.html"
-    path.write_text(doc, encoding="utf-8")
+    replace_text(path, doc)
     return path
 
 

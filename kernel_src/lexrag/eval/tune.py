@@ -24,6 +24,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import yaml
 
+from lexrag.artifacts import replace_text
 from lexrag.config import Config, with_overrides
 from lexrag.eval.cv import fold_groups, read_groups
 from lexrag.eval.experiment import fold_scores, nested_picks
@@ -141,7 +142,7 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
         header = (f"# tuned by `lexrag tune` on {queries_path} ({len(gold)} queries, {len(points)} grid points)\n"
                   f"# best point {points[best]}: Macro F1 nested by {result['grouped_by']} ({n_folds[head]} folds) "
                   f"{nested[head]:.4f}{others}; held out {held_means[best]:.4f}, in-sample {means[best]:.4f}\n")
-        out.write_text(header + yaml.safe_dump(configs[best].to_dict(), sort_keys=False, allow_unicode=True), encoding="utf-8")
+        replace_text(out, header + yaml.safe_dump(configs[best].to_dict(), sort_keys=False, allow_unicode=True))
     log.info("tune: best %s, nested by %s %.4f, held out %.4f, in-sample %.4f", points[best], head, nested[head],
              held_means[best], means[best])
     return result

@@ -9,6 +9,7 @@ import json
 import logging
 from pathlib import Path
 
+from lexrag.artifacts import replace_text
 from lexrag.config import Config
 from lexrag.eval.metrics import evaluate, per_query_table
 from lexrag.eval.status import run_status
@@ -124,8 +125,13 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     signal's ranking per query: the run file)."""
     out = Path(out_dir)
     from lexrag.artifacts import check_makeable
+    from lexrag.errors import ConfigError
 
     check_makeable(out, "out_dir")
+    inside = next((d for d in (out.resolve(), *out.resolve().parents) if (d / "params.json").is_file()), None)
+    if inside is not None:  # a rebuild of that artifact replaces its folder, and these outputs with it
+        raise ConfigError(f"out_dir {out_dir} lies inside the artifact folder {inside} (it has a params.json); the next "
+                          "build of that artifact would delete the outputs: write them elsewhere")
     out.mkdir(parents=True, exist_ok=True)
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = load_gold(queries_path)
@@ -153,13 +159,13 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
         for q in result.states:
             f.write(json.dumps({"query_id": q.query_id, "variants": {k: {"text": v.text, "origin": v.origin} for k, v in q.variants.items()},
                                 "concepts": q.concepts, "llm_citations": q.llm_citations}, ensure_ascii=False) + "\n")
-    (out / "metrics.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    replace_text(out / "metrics.json", json.dumps(doc, indent=2, ensure_ascii=False))
     from lexrag.eval.cv import read_groups
     from lexrag.eval.report import signal_analysis
 
     analysis = signal_analysis(result, gold, artifacts.corpus, read_groups(queries_path))
     write_run_file(out / "signals.parquet", result, artifacts.corpus)
-    (out / "signal_analysis.json").write_text(json.dumps(analysis, indent=2, ensure_ascii=False), encoding="utf-8")
+    replace_text(out / "signal_analysis.json", json.dumps(analysis, indent=2, ensure_ascii=False))
     return metrics, result
 
 

@@ -9,6 +9,7 @@ CLI (a new version when the dataset exists).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -20,7 +21,7 @@ from typing import Sequence
 import yaml
 
 from lexrag import __version__
-from lexrag.artifacts import file_table, read_params
+from lexrag.artifacts import file_table, read_params, replace_text, staged_set
 from lexrag.config import Config
 from lexrag.errors import LexragError
 
@@ -71,11 +72,8 @@ def selected(doc: dict, only: Sequence[str] | None) -> list[str]:
 
 
 def save_manifest(path: str | Path, doc: dict) -> None:
-    Path(path).write_text(
-        "# Artifact registry: written by build_datasets.py; checked by build_datasets.py --check.\n"
-        + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120),
-        encoding="utf-8",
-    )
+    replace_text(path, "# Artifact registry: written by build_datasets.py; checked by build_datasets.py --check.\n"
+                 + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120))
 
 
 def _entry(doc: dict, name: str) -> dict:
@@ -272,13 +270,19 @@ def rebuild(
             log.warning("%s: skipped (needs %s; the manifest entry stays as it was)", name, a.input_flag.split(" (")[0])
             continue
         step = a.build_step()
-        result = step(cfg, folder, inputs) if name != "wheels" else step(folder, entry)
-        if result is False:
-            raise ManifestError(f"{name} at {folder} is incomplete; run again to resume")
-        params = read_params(folder, name)
-        if name != "wheels":
-            entry["params"] = params["params"]
-        _dataset_metadata(folder, entry, owner)
+        # built in a staging folder with its dataset-metadata.json, then put in place in one step:
+        # a failed or killed build leaves the dataset folder that was there (the embeddings resume
+        # in place; the wheels folder is a download cache of its own)
+        staged = name not in ("wheels", "embeddings")
+        with staged_set(out) if staged else contextlib.nullcontext(out) as where:
+            target = Path(where) / name
+            result = step(cfg, target, inputs) if name != "wheels" else step(target, entry)
+            if result is False:
+                raise ManifestError(f"{name} at {folder} is incomplete; run again to resume")
+            params = read_params(target, name)
+            if name != "wheels":
+                entry["params"] = params["params"]
+            _dataset_metadata(target, entry, owner)
         entry.update(
             {
                 "version": __version__,
