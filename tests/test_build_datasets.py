@@ -291,3 +291,15 @@ def test_a_failed_rebuild_keeps_the_dataset_folder_that_was_there(tmp_path, mani
     assert r.returncode != 0 and "not a readable LLM cache" in r.stderr
     assert {p.name: p.read_bytes() for p in (out / "llm_cache").iterdir()} == before
     assert [p.name for p in out.iterdir()] == ["llm_cache"]  # no staging folder left behind
+
+
+@pytest.mark.parametrize("name", ["../outside", "/etc", "corpus/../../x"])
+def test_a_manifest_entry_that_is_a_path_is_refused_before_anything_is_read(tmp_path, manifest, name):
+    doc = yaml.safe_load(manifest.read_text())
+    doc["artifacts"][0]["name"] = name
+    manifest.write_text(yaml.safe_dump(doc))
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "private.txt").write_text("secret", encoding="utf-8")
+    r = run("--manifest", manifest, "--out", tmp_path / "ds", "--check")
+    assert r.returncode != 0 and "is not one lexrag builds" in r.stdout + r.stderr
+    assert "private.txt" not in r.stdout + r.stderr

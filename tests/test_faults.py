@@ -1222,3 +1222,30 @@ def test_validation_outputs_inside_an_artifact_folder_are_refused(demo_artifacts
     assert not (demo_artifacts / "bm25" / "validation_out").exists()
     validate_run(cfg, art, demo_queries, tmp_path / "ok")
     assert (tmp_path / "ok" / "metrics.json").is_file()
+
+
+def test_a_params_json_without_its_file_list_is_refused_and_reads_nothing_outside(tmp_path, demo_artifacts):
+    """Deleting `files` from params.json would switch every file check off: it is refused by name.
+    An LLM cache (whose files are never listed) holding a link out of its folder is refused too."""
+    import json
+    import shutil
+
+    from lexrag.artifacts import read_params
+    from lexrag.errors import ArtifactError
+    from lexrag.llm.cache import LLMCache
+
+    bm25 = tmp_path / "bm25"
+    shutil.copytree(demo_artifacts / "bm25", bm25)
+    doc = json.loads((bm25 / "params.json").read_text(encoding="utf-8"))
+    del doc["files"]
+    (bm25 / "params.json").write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="records no list of its files") as e:
+        read_params(bm25, "bm25")
+    assert "\n" not in str(e.value)
+    secret = write(tmp_path / "secret.txt", "not yours")
+    cache = tmp_path / "cache"
+    LLMCache(cache).close()
+    (cache / "cache.sqlite").unlink()
+    (cache / "cache.sqlite").symlink_to(secret)
+    with pytest.raises(ArtifactError, match="a link out of the artifact folder"):
+        read_params(cache, "llm_cache")

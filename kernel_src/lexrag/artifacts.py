@@ -311,15 +311,31 @@ def _check_entry(folder: Path, rel: Any, meta: Any, artifact: str) -> None:
                             f"(damaged or tampered with); nothing outside {folder} is read; {rebuild_hint(artifact)}")
 
 
+UNLISTED = frozenset({"llm_cache", "wheels"})  # artifacts whose params.json lists no files (see write_params' files)
+
+
+def _no_links_out(folder: Path, artifact: str) -> None:
+    """Refuse an artifact folder (one whose files are not listed) holding a link that leads out of it."""
+    root = os.path.realpath(folder)
+    for entry in Path(folder).rglob("*"):
+        if entry.is_symlink() and not os.path.realpath(entry).startswith(root + os.sep):
+            raise ArtifactError(f"{entry}: a link out of the artifact folder {folder}; nothing outside it is read; "
+                                f"{rebuild_hint(artifact)}")
+
+
 def verify_files(folder: Path, doc: dict) -> None:
     """Refuse an artifact whose files are not the ones its build recorded (missing, another size,
     other contents), naming the file and the command that rebuilds it.  Contents are hashed once per
     file version (cached by path, size and mtime), so a 2.47M-document artifact costs a full read
     only the first time."""
     files = doc.get("files")
-    if not isinstance(files, dict):
-        return  # built before file hashes were recorded
     artifact = doc.get("artifact", "?")
+    if not isinstance(files, dict):
+        if artifact in UNLISTED:  # a live LLM cache grows; the wheels are hashed by the manifest
+            _no_links_out(folder, artifact)
+            return
+        raise ArtifactError(f"{folder / PARAMS}: records no list of its files, so they cannot be checked (damaged, "
+                            f"tampered with, or built by a lexrag before files were recorded); {rebuild_hint(artifact)}")
     for rel, meta in files.items():  # checked before any file is looked at: nothing outside the folder is touched
         _check_entry(folder, rel, meta, artifact)
     cache = _load_hash_cache()

@@ -50,7 +50,11 @@ def load_manifest(path: str | Path) -> dict:
     arts = doc.get("artifacts")
     if not isinstance(arts, list) or not all(isinstance(a, dict) and "name" in a and "dataset" in a for a in arts):
         raise ManifestError(f"{path}: 'artifacts' must be a list of entries with at least name and dataset")
+    known = set(names())
     for a in arts:
+        if a["name"] not in known:  # a name is a folder under --out: never a path that leads elsewhere
+            raise ManifestError(f"{path}: artifact name {str(a['name'])[:80]!r} is not one lexrag builds "
+                                f"({', '.join(sorted(known))})")
         files = a.get("files") or []
         if not isinstance(files, list) or not all(isinstance(f, dict) and {"path", "size", "sha256"} <= set(f) for f in files):
             raise ManifestError(f"{path}: artifact {a['name']!r}: 'files' must be a list of entries with path, size and sha256")
