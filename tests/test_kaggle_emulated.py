@@ -384,3 +384,27 @@ def test_a_damaged_or_older_attached_cache_beside_a_live_model_is_set_aside_with
     notes = "\n".join(ln for ln in summary["status_table"].splitlines() if ln.startswith("note: "))
     assert f"LLM cache {damaged} set aside" in notes and "not a readable LLM cache" in notes
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
+
+
+def test_stray_files_in_unrelated_inputs_never_stop_the_run(kaggle_tree, demo_queries, demo_artifacts):
+    """Kaggle users attach many datasets: a params.json whose "artifact" is a list or a dict, one
+    nested 100,000 levels deep, a FIFO named config.json beside a modules.json, and eight links to
+    the input root are skipped (the walks visit each folder once); the run answers every query."""
+    from lexrag.kaggle.notebook import run_submission
+
+    root = Path(os.environ["LEXRAG_KAGGLE_INPUT"])
+    other = root / "datasets" / "someone"
+    for name, text in (("a", '{"artifact": ["corpus"]}'), ("b", '{"artifact": {"x": 1}}'), ("c", "[" * 100_000 + "]" * 100_000)):
+        (other / name).mkdir(parents=True)
+        (other / name / "params.json").write_text(text, encoding="utf-8")
+    model = other / "not-a-model"
+    model.mkdir()
+    (model / "modules.json").write_text("[]", encoding="utf-8")
+    os.mkfifo(model / "config.json")  # opening it for reading would wait for a writer for ever
+    (other / "deep").mkdir()
+    (other / "deep" / "config.json").write_text('{"a":' * 100_000 + "1" + "}" * 100_000, encoding="utf-8")
+    for i in range(8):
+        (root / f"loop{i}").symlink_to(root)
+    summary = run_submission("lexical")
+    assert summary["status"] == "OK" and summary["empty_rows"] == 0
+    assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))

@@ -20,7 +20,6 @@ A miss lists the model folders that were seen (folders holding ``config.json`` o
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from pathlib import Path
@@ -76,17 +75,35 @@ def is_model_dir(d: Path) -> bool:
     return (d / "config.json").is_file() or (d / "modules.json").is_file()
 
 
-def _subdirs(d: Path) -> list[Path]:
+def _subdirs(d: Path, seen: set | None = None) -> list[Path]:
+    """The subfolders of ``d`` by name (hidden ones left out); with ``seen`` (the (device, inode)
+    of every folder visited so far) a folder reached again through a link is left out, so a
+    link to ``.`` or a loop of links cannot multiply the walk."""
     try:
-        return sorted((Path(e.path) for e in os.scandir(d) if e.is_dir(follow_symlinks=True) and not e.name.startswith(".")),
+        subs = sorted((Path(e.path) for e in os.scandir(d) if e.is_dir(follow_symlinks=True) and not e.name.startswith(".")),
                       key=lambda p: p.name)
     except OSError:
         return []
+    if seen is None:
+        return subs
+    out = []
+    for s in subs:
+        try:
+            st = os.stat(s)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            out.append(s)
+    return out
 
 
 def _newest_first(subs: list[Path]) -> list[Path]:
     """Kaggle Model version folders (``1``, ``2``, ...) newest first; other names after, by name."""
-    return sorted(subs, key=lambda p: (not p.name.isdigit(), -int(p.name) if p.name.isdigit() else 0, p.name))
+    def version(p: Path) -> bool:
+        return p.name.isascii() and p.name.isdigit()  # "²" is a digit to str.isdigit, not to int()
+
+    return sorted(subs, key=lambda p: (not version(p), -int(p.name) if version(p) else 0, p.name))
 
 
 def descend(d: Path) -> Path | None:
@@ -99,7 +116,7 @@ def descend(d: Path) -> Path | None:
         nxt: list[Path] = []
         for cur in level:
             subs = _subdirs(cur)
-            if all(s.name.isdigit() for s in subs) or len(subs) == 1:
+            if all(s.name.isascii() and s.name.isdigit() for s in subs) or len(subs) == 1:
                 for s in _newest_first(subs):
                     if is_model_dir(s):
                         return s
@@ -111,8 +128,16 @@ def descend(d: Path) -> Path | None:
 def model_folders(roots: Iterable[Path], depth: int = SCAN_DEPTH) -> list[Path]:
     """Every model folder under ``roots`` (breadth first, by name), not descending into one."""
     out: list[Path] = []
+    seen: set[tuple[int, int]] = set()  # every folder once, however many links lead to it
     for root in roots:
-        level = [Path(root)] if Path(root).is_dir() else []
+        try:
+            st = os.stat(root)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in seen or not Path(root).is_dir():
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        level = [Path(root)]
         for _ in range(depth + 1):
             nxt: list[Path] = []
             for d in level:
@@ -120,15 +145,17 @@ def model_folders(roots: Iterable[Path], depth: int = SCAN_DEPTH) -> list[Path]:
                     if d not in out:
                         out.append(d)
                     continue
-                nxt.extend(_subdirs(d))
+                nxt.extend(_subdirs(d, seen))
             level = nxt
     return out
 
 
 def _identity(d: Path) -> tuple[str, list[str]]:
-    try:
-        doc = json.loads((d / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    from lexrag.inputfiles import read_json_file
+
+    try:  # a stray config.json (a FIFO, 100,000 levels deep, not JSON) is no model identity, never an error
+        doc = read_json_file(d / "config.json", ArtifactError)
+    except ArtifactError:
         return "", []
     if not isinstance(doc, dict):
         return "", []

@@ -28,14 +28,18 @@ def yaml_problem(e: yaml.YAMLError) -> str:
 
 def read_yaml_file(path: str | Path, error: type[Exception] = ConfigError):
     """A YAML file (UTF-8, a BOM tolerated) read safely, a key given twice refused; a file that
-    is not UTF-8 or not YAML is ``error`` naming it, the line and the column."""
+    is not a regular file, not UTF-8, nested too deeply or not YAML is ``error`` naming it (with
+    the line and the column where YAML says)."""
+    from lexrag.inputfiles import read_text_file
+
     path = Path(path)
+    text = read_text_file(path, error)  # a regular file only (a FIFO would wait for ever), UTF-8
     try:
-        return yaml.load(path.read_text(encoding="utf-8-sig"), Loader=UniqueKeyLoader)
-    except UnicodeDecodeError as e:
-        raise error(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+        return yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as e:
         raise error(f"{path}: not valid YAML: {yaml_problem(e)}") from None
+    except RecursionError:
+        raise error(f"{path}: nested too deeply to read") from None
 
 
 class UniqueKeyLoader(yaml.SafeLoader):

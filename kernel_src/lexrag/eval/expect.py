@@ -12,7 +12,6 @@ A row is OK within ``tol`` of ``value``, OKish within twice ``tol`` and FAIL bey
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
@@ -24,39 +23,61 @@ __all__ = ["check_expected", "format_checks", "read_metrics_file"]
 
 def read_metrics_file(path: str | Path) -> dict:
     """A ``metrics.json`` as the validation harness writes it (``{"metrics": {...}, ...}``); a file
-    that is missing, not JSON or not of that shape is a :class:`ConfigError` naming it."""
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{path}: not a readable metrics.json ({e})") from None
+    that is missing, not a regular file, not JSON or not of that shape is a :class:`ConfigError`
+    naming it."""
+    from lexrag.inputfiles import read_json_file
+
+    doc = read_json_file(path, ConfigError, what="metrics")
     if not isinstance(doc, dict) or not isinstance(doc.get("metrics", doc), dict):
         raise ConfigError(f"{path}: not a metrics.json: expected a JSON object with a \"metrics\" object")
     return doc
 
 
+DIRECTIONS = ("both", "higher", "lower")
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+
+
 def check_expected(metrics: dict | str | Path, expected: dict | str | Path) -> list[dict]:
-    """One row per expected metric: name, expected, tolerance, got, status (OK, OKish, FAIL)."""
+    """One row per expected metric: name, expected, tolerance, got, status (OK, OKish, FAIL).  An
+    expectations file with no metric, or one whose value, tol or direction is not what it must be,
+    is a :class:`ConfigError` naming it (a check that checks nothing never passes)."""
     if not isinstance(metrics, dict):
         doc = read_metrics_file(metrics)
         metrics = doc.get("metrics", doc)
+    where = "expectations"
     if not isinstance(expected, dict):
-        path = Path(expected)
-        try:
-            from lexrag.yamlio import (
-                UniqueKeyLoader,  # aliases bounded, a key given twice refused
-            )
+        from lexrag.inputfiles import read_text_file
+        from lexrag.yamlio import load_yaml, yaml_problem
 
-            expected = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-            raise ConfigError(f"{path}: not a readable expectations file ({str(e).splitlines()[0]})") from None
+        where = str(expected)
+        text = read_text_file(expected, ConfigError, what="expectations")
+        try:
+            expected = load_yaml(text) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{where}: not valid YAML: {yaml_problem(e)}") from None
+        except RecursionError:
+            raise ConfigError(f"{where}: nested too deeply to read") from None
+    specs = expected.get("metrics") if isinstance(expected, dict) else None
+    if not isinstance(specs, dict) or not specs:
+        raise ConfigError(f"{where}: no expected metrics (a mapping 'metrics: {{name: {{value: ..., tol: ...}}}}'); a check "
+                          "with nothing to check would pass whatever the run did")
     rows = []
-    for name, spec in (expected.get("metrics") or {}).items():
-        if not isinstance(spec, dict) or "value" not in spec:
-            raise ConfigError(f"expected metric {name!r}: needs {{value: ..., tol: ...}}")
-        value, tol = float(spec["value"]), float(spec.get("tol", 0.0))
-        direction = spec.get("direction", "both")
+    for name, spec in specs.items():
+        if not isinstance(name, str) or not isinstance(spec, dict) or not _number(spec.get("value")):
+            raise ConfigError(f"{where}: expected metric {str(name)[:60]!r}: needs {{value: NUMBER, tol: NUMBER}}")
+        tol, direction = spec.get("tol", 0.0), spec.get("direction", "both")
+        if not _number(tol) or tol < 0:
+            raise ConfigError(f"{where}: expected metric {name!r}: tol must be a number >= 0, got {str(tol)[:40]!r}")
+        if direction not in DIRECTIONS:
+            raise ConfigError(f"{where}: expected metric {name!r}: direction must be one of {', '.join(DIRECTIONS)}, "
+                              f"got {str(direction)[:40]!r}")
+        value, tol = float(spec["value"]), float(tol)
         got = metrics.get(name)
+        if got is not None and not _number(got):
+            raise ConfigError(f"metrics: {name!r} is {str(got)[:40]!r}, not a number (a damaged metrics.json?)")
         if got is None:
             status = "FAIL"
         else:

@@ -15,7 +15,6 @@ Kaggle run in the tests).  No other module names a Kaggle path.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Iterator
 
 from lexrag.config import PathsConfig
 from lexrag.errors import ArtifactError, LexragError
+from lexrag.inputfiles import read_json_file
 from lexrag.modelpaths import find_model
 
 __all__ = ["on_kaggle", "Paths", "resolve_paths", "kaggle_input", "kaggle_working", "MAX_DEPTH", "walk_dirs"]
@@ -53,9 +53,17 @@ def walk_dirs(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[Path]:
     """Every folder under ``root`` down to ``max_depth`` levels, breadth first, sorted by name;
     folders holding model weights or data are listed but not descended into past what is needed."""
     level = [root] if root.is_dir() else []
+    seen: set[tuple[int, int]] = set()  # every folder once: a link to "." or a loop of links cannot multiply the walk
     for _ in range(max_depth + 1):
         nxt: list[Path] = []
         for d in level:
+            try:
+                st = os.stat(d)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
             yield d
             try:
                 subs = sorted(e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=True) and not e.name.startswith("."))
@@ -217,9 +225,12 @@ class Paths:
 
 
 def _params(params: Path) -> dict:
+    """A params.json among the inputs as a dict; any stray file of that name (not JSON, nested too
+    deep, a FIFO, not an object) reads as empty, with one log line naming it."""
     try:
-        doc = json.loads(params.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = read_json_file(params, ArtifactError)
+    except ArtifactError as e:
+        log.warning("skipped %s (%s): not a lexrag artifact", params, str(e).split(": ", 1)[-1][:160])
         return {}
     return doc if isinstance(doc, dict) else {}
 
@@ -233,11 +244,10 @@ def _newest(meta: dict) -> tuple:
 
 
 def _artifact_name(params: Path) -> str | None:
-    try:
-        doc = json.loads(params.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return doc.get("artifact") if isinstance(doc, dict) else None
+    """The artifact a params.json says it is, or None for any other file of that name (an
+    unrelated dataset's params.json whose "artifact" is a list, say)."""
+    name = _params(params).get("artifact")
+    return name if isinstance(name, str) else None
 
 
 def resolve_paths(cfg: PathsConfig | None = None) -> Paths:
