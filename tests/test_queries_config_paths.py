@@ -332,3 +332,10 @@ def test_outside_kaggle_every_missing_part_is_named_at_once(demo_artifacts):
     assert all(f"[{p}]" in msg for p in ("prior", "semantic", "reranker", "llm")), msg
     with pytest.raises(ArtifactError, match=r"^(?!.*parts the config).*prior"):  # one missing part: its own message
         Artifacts.load(demo_artifacts, load_config("exam"))
+
+
+def test_a_version_folder_named_with_a_superscript_digit_is_not_a_version(tmp_path):
+    from lexrag.modelpaths import _newest_first
+
+    subs = [tmp_path / n for n in ("1", "²", "10", "notes")]
+    assert [p.name for p in _newest_first(subs)] == ["10", "1", "notes", "²"]  # "²".isdigit() is true; int("²") fails
