@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-_TARGET = re.compile(r"python3? (?:-m lexrag|scripts/[\w.]+\.py|build_datasets\.py)\b")
+_TARGET = re.compile(r"python3? (?:-m lexrag(?:\.gpu_check)?|scripts/[\w.]+\.py|build_datasets\.py)(?![\w.])")
 
 
 def _commands(path: Path) -> list[tuple[str, str]]:
@@ -72,7 +72,7 @@ def _argv(command: str) -> tuple[str, list[str], bool]:
     elided = any(t == "..." or t.startswith("$") for t in tokens)
     tokens = [t for t in tokens if t != "..." and not t.startswith("$")]
     if tokens[1] == "-m":
-        return "lexrag", tokens[3:], elided
+        return tokens[2], tokens[3:], elided
     return tokens[1], tokens[2:], elided
 
 
@@ -98,10 +98,10 @@ def _parse(target: str, argv: list[str], elided: bool, monkeypatch) -> str | Non
     monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", parse_known_args)
     monkeypatch.setattr(argparse.ArgumentParser, "error", error)
     try:
-        if target == "lexrag":
-            from lexrag.cli import main
+        if target.startswith("lexrag"):  # python -m lexrag, python -m lexrag.gpu_check
+            import importlib
 
-            main(argv)
+            importlib.import_module("lexrag.cli" if target == "lexrag" else target).main(argv)
         else:
             monkeypatch.setattr(sys, "argv", [str(ROOT / target), *argv])
             monkeypatch.syspath_prepend(str((ROOT / target).parent))
@@ -121,7 +121,7 @@ def test_the_docs_give_commands():
 @pytest.mark.parametrize("where,command", COMMANDS, ids=[f"{w}:{c[:50]}" for w, c in COMMANDS])
 def test_a_documented_command_parses(where, command, monkeypatch):
     target, argv, elided = _argv(command)
-    assert (ROOT / target).is_file() or target == "lexrag", f"{where}: {target} does not exist"
+    assert (ROOT / target).is_file() or target.startswith("lexrag"), f"{where}: {target} does not exist"
     error = _parse(target, argv, elided, monkeypatch)
     assert error is None, f"{where}: `{command}` does not parse: {error}"
 
