@@ -276,3 +276,11 @@ def test_call_order_goes_chunk_by_chunk_within_runs_of_one_model():
     assert call_order(st, 5, 2, by_chunk=False) == [(i, c) for i in range(7) for c in (0, 2, 4)]
     assert call_order(st, 5, 2, by_chunk=True) == (
         [(i, c) for c in (0, 2, 4) for i in range(4)] + [(i, c) for c in (0, 2, 4) for i in (4, 5)] + [(6, 0), (6, 2), (6, 4)])
+
+
+def test_top_keeps_the_lowest_ids_of_scores_tied_at_the_kth_place():
+    scores = np.array([0.0, 2.0, 1.0, 1.0, 3.0, 1.0, 0.0, 1.0], dtype=np.float32)
+    ids, vals = BM25Index.top(scores, 3)
+    assert ids.tolist() == [4, 1, 2] and vals.tolist() == [3.0, 2.0, 1.0]  # 2 of the four tied at 1.0: the lowest id
+    assert BM25Index.top(scores, 10)[0].tolist() == [4, 1, 2, 3, 5, 7]  # only positive scores
+    assert BM25Index.top(np.zeros(5, dtype=np.float32), 3)[0].tolist() == [] and BM25Index.top(None, 3)[0].tolist() == []

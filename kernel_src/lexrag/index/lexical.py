@@ -408,12 +408,17 @@ class BM25Index:
 
     @staticmethod
     def top(scores: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best documents of a score vector with a positive score, best first (ties by doc_id)."""
+        """The ``k`` best documents of a score vector with a positive score, best first; ties by
+        doc_id, at the k-th place too (the lowest ids of the tied scores are kept).  Chosen among
+        the documents the query touched (a positive score), not among all: a short query touches
+        a few thousand of millions."""
         if scores is None or k <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        k = min(k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[scores[top] > 0]
-        order = np.lexsort((top, -scores[top]))
-        top = top[order]
+        top = np.flatnonzero(scores > 0)
+        if len(top) > k:
+            vals = scores[top]
+            kth = np.partition(vals, len(vals) - k)[len(vals) - k]
+            above = top[vals > kth]
+            top = np.concatenate([above, top[vals == kth][: k - len(above)]])
+        top = top[np.lexsort((top, -scores[top]))]
         return top.astype(np.int64), scores[top]
