@@ -1280,3 +1280,20 @@ def test_metrics_and_expectations_that_are_fifos_are_refused_without_waiting(tmp
     os.mkfifo(tmp_path / "e.yaml")
     rc, _, err = cli(capsys, "check-scores", m, "--expected", tmp_path / "e.yaml")
     assert rc == 2 and "is a FIFO, not a file" in err
+
+
+def test_a_build_never_deletes_files_its_artifact_did_not_write(tmp_path, capsys):
+    """A user's notes inside an artifact folder, or a folder whose params.json only claims to be an
+    artifact: the rebuild refuses to replace it, naming the files, and they stay."""
+    out = tmp_path / "art"
+    rc, _, _ = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", out)
+    assert rc == 0
+    notes = write(out / "bm25" / "NOTES.md", "mine")
+    rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", out)
+    assert rc == 2 and "holds 1 file(s) its build did not write (NOTES.md)" in err and notes.read_text() == "mine"
+    notes.unlink()
+    bare = tmp_path / "bare"
+    write(bare / "corpus" / "params.json", '{"artifact": "corpus"}')
+    precious = write(bare / "corpus" / "precious.txt", "keep me")
+    rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", bare)
+    assert rc == 2 and "precious.txt" in err and precious.read_text() == "keep me"

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -131,6 +132,23 @@ def check_replaceable(dest: str | Path) -> None:
                 raise ArtifactError(f"{dest} holds another artifact, {entry}; replacing {dest} would delete it: move it out "
                                     "first (an LLM cache belongs outside the artifact folders: set llm.cache_dir or "
                                     "paths.working_dir elsewhere)")
+    if dest.is_dir() and (dest / PARAMS).is_file():  # files the artifact's build did not write would go with it
+        try:
+            doc = json.loads((dest / PARAMS).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            doc = None
+        listed = doc.get("files") if isinstance(doc, dict) else None
+        if not isinstance(listed, dict):  # no list (damaged, or a bare params.json): every other file is unknown
+            listed = {}
+        if not (isinstance(doc, dict) and doc.get("artifact") in UNLISTED):
+            known = set(listed) | {PARAMS, "dataset-metadata.json"}
+            extra = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")
+                           if p.is_file() and not any(part.startswith(".") for part in p.relative_to(dest).parts)
+                           and p.relative_to(dest).as_posix() not in known)
+            if extra:
+                raise ArtifactError(f"{dest} holds {len(extra)} file(s) its build did not write ({', '.join(extra[:3])}"
+                                    f"{' ...' if len(extra) > 3 else ''}); replacing the folder would delete them: move "
+                                    "them out first")
 
 
 def _replace_dir(src: Path, dest: Path) -> None:
@@ -277,6 +295,17 @@ def write_params(folder: str | Path, artifact: str, builder: str, params: Mappin
     return doc
 
 
+def file_mode(path: str | Path) -> int:
+    """The mode a file written in place of ``path`` gets: the old file's, else what the umask
+    leaves of 0o666 (a temporary file is made 0o600, which would lock others out)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 def replace_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` whole or not at all: into a hidden temporary file beside it,
     flushed to disk, then renamed over it.  On any failure (a full disk, an interrupt) the
@@ -288,6 +317,7 @@ def replace_text(path: str | Path, text: str) -> Path:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, file_mode(path))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -29,6 +29,11 @@ def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protec
 
     from lexrag.artifacts import check_makeable
 
+    if str(out).endswith(("/", os.sep)):
+        raise ConfigError(f"{what} {out} names a folder; give a file name such as {Path(out) / 'submission.csv'}")
+    if Path(out).is_symlink() or (os.path.lexists(out) and not Path(out).is_dir() and not Path(out).is_file()):
+        raise ConfigError(f"{what} {out} is a link, a device or a FIFO, which writing would replace with a plain file; "
+                          "give the path of a plain file")
     p = Path(out).resolve()
     if p.is_dir():
         raise ConfigError(f"{what} {out} is a folder; give a file name such as {Path(out) / 'submission.csv'}")
@@ -352,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (LexragError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # pathlib's resolve() on a loop of links (Python < 3.13 raises RuntimeError)
+        if not str(e).startswith("Symlink loop"):
+            raise
+        print(f"error: {str(e).splitlines()[0]}: a loop of links; give a path that leads to a file or folder", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `lexrag evaluate ... | head`: the reader left; not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)

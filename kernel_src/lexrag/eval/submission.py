@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Collection, Mapping, Sequence
 
+from lexrag.artifacts import file_mode
 from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
 
 __all__ = ["MAX_CITATIONS", "MAX_CHARS", "write_submission", "validate_submission", "read_submission"]
@@ -52,6 +53,7 @@ def write_submission(path: str | Path, predictions: Mapping[str, Sequence[str]],
                 w.writerow([qid, row])
                 if kept < total:
                     cut.append(f"{qid} {total} -> {kept}")
+        os.chmod(tmp, file_mode(path))  # the old file's mode, else the umask's (not the temporary file's 0o600)
         os.replace(tmp, path)
         if cut:
             log.warning("%s: %d row(s) cut to the competition's limits of %d citations and %d characters a row, the "
