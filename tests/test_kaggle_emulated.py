@@ -408,3 +408,24 @@ def test_stray_files_in_unrelated_inputs_never_stop_the_run(kaggle_tree, demo_qu
     summary = run_submission("lexical")
     assert summary["status"] == "OK" and summary["empty_rows"] == 0
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
+
+
+def test_links_out_of_the_inputs_are_never_followed(kaggle_tree, demo_queries, demo_artifacts, tmp_path):
+    """A dataset folder, or a params.json, that links outside the input root is not read: the
+    attached artifacts answer, and the outside corpus copy is never a candidate."""
+    import json
+
+    from lexrag.kaggle.notebook import run_submission
+
+    root = Path(os.environ["LEXRAG_KAGGLE_INPUT"])
+    outside = tmp_path / "outside"
+    shutil.copytree(demo_artifacts / "corpus", outside / "lexrag-corpus")
+    doc = json.loads((outside / "lexrag-corpus" / "params.json").read_text(encoding="utf-8"))
+    (outside / "lexrag-corpus" / "params.json").write_text(json.dumps({**doc, "n_docs": 10**9}), encoding="utf-8")
+    (root / "datasets" / "evil").mkdir(parents=True)
+    (root / "datasets" / "evil" / "linked").symlink_to(outside)
+    (root / "datasets" / "evil" / "p").mkdir()
+    (root / "datasets" / "evil" / "p" / "params.json").symlink_to(outside / "lexrag-corpus" / "params.json")
+    summary = run_submission("lexical")
+    assert summary["status"] == "OK" and "corpus copies" not in summary["status_table"]
+    assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))

@@ -137,6 +137,7 @@ def model_folders(roots: Iterable[Path], depth: int = SCAN_DEPTH) -> list[Path]:
         if (st.st_dev, st.st_ino) in seen or not Path(root).is_dir():
             continue
         seen.add((st.st_dev, st.st_ino))
+        inside = os.path.realpath(root) + os.sep  # a link that leads out of the inputs is not followed
         level = [Path(root)]
         for _ in range(depth + 1):
             nxt: list[Path] = []
@@ -145,7 +146,7 @@ def model_folders(roots: Iterable[Path], depth: int = SCAN_DEPTH) -> list[Path]:
                     if d not in out:
                         out.append(d)
                     continue
-                nxt.extend(_subdirs(d, seen))
+                nxt.extend(s for s in _subdirs(d, seen) if os.path.realpath(s).startswith(inside))
             level = nxt
     return out
 

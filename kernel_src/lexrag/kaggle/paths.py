@@ -54,6 +54,7 @@ def walk_dirs(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[Path]:
     folders holding model weights or data are listed but not descended into past what is needed."""
     level = [root] if root.is_dir() else []
     seen: set[tuple[int, int]] = set()  # every folder once: a link to "." or a loop of links cannot multiply the walk
+    inside = os.path.realpath(root) + os.sep  # a link that leads out of the inputs is not followed
     for _ in range(max_depth + 1):
         nxt: list[Path] = []
         for d in level:
@@ -69,7 +70,7 @@ def walk_dirs(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[Path]:
                 subs = sorted(e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=True) and not e.name.startswith("."))
             except OSError:
                 continue
-            nxt.extend(Path(s) for s in subs)
+            nxt.extend(Path(s) for s in subs if os.path.realpath(s).startswith(inside))
         level = nxt
 
 
@@ -120,8 +121,9 @@ class Paths:
         """:meth:`find_artifacts` for several names in one walk of the inputs."""
         out: dict[str, list[Path]] = {n: [] for n in names}
         depth = MAX_DEPTH - 2 if self.kaggle else 1
+        inside = os.path.realpath(self.artifacts_dir) + os.sep
         for d in walk_dirs(self.artifacts_dir, depth):
-            if (d / "params.json").is_file():
+            if (d / "params.json").is_file() and os.path.realpath(d / "params.json").startswith(inside):
                 name = _artifact_name(d / "params.json")
                 if name in out and d not in out[name]:
                     out[name].append(d)
