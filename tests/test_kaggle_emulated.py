@@ -429,3 +429,17 @@ def test_links_out_of_the_inputs_are_never_followed(kaggle_tree, demo_queries, d
     summary = run_submission("lexical")
     assert summary["status"] == "OK" and "corpus copies" not in summary["status_table"]
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
+
+
+@pytest.mark.parametrize("name", ["corpus", "bm25", "dictionary"])
+def test_a_stray_copy_of_an_artifacts_params_json_never_wins_over_the_whole_artifact(kaggle_tree, demo_queries, demo_artifacts,
+                                                                                    name):
+    from lexrag.kaggle.notebook import run_submission
+
+    root = Path(os.environ["LEXRAG_KAGGLE_INPUT"])
+    stray = root / "datasets" / "a-someone" / f"lexrag-{name}"  # first in path order, and a tie on everything else
+    stray.mkdir(parents=True)
+    shutil.copyfile(demo_artifacts / name / "params.json", stray / "params.json")
+    summary = run_submission("lexical")
+    assert summary["status"] == "OK", summary["status_table"]
+    assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))

@@ -181,7 +181,8 @@ class Paths:
             n = meta[c].get("n_docs")
             return n if isinstance(n, int) else 0
 
-        corpora = sorted(cids, key=lambda c: (-agree(c), -size(c), _newest(meta[c]), found["corpus"].index(c)))
+        corpora = sorted(cids, key=lambda c: (not _complete(c, meta[c]), -agree(c), -size(c), _newest(meta[c]),
+                                              found["corpus"].index(c)))
         chosen: dict[str, Path] = {}
         if corpora:
             chosen["corpus"] = top = corpora[0]
@@ -198,12 +199,14 @@ class Paths:
             if not copies:
                 continue
             fits = [d for d in copies if "corpus_id" not in meta[d] or meta[d].get("corpus_id") == want]
-            pick = sorted(fits or copies, key=lambda d: (_newest(meta[d]), copies.index(d)))[0]
+            pick = sorted(fits or copies, key=lambda d: (not _complete(d, meta[d]), _newest(meta[d]), copies.index(d)))[0]
             chosen[n] = pick
             for d in copies:
                 if d == pick:
                     continue
-                why = (f"built over corpus {meta[d].get('corpus_id')}, not the chosen {want}"
+                why = ("its files are not all there (a stray or partial copy)" if not _complete(d, meta[d]) and
+                       _complete(pick, meta[pick]) else
+                       f"built over corpus {meta[d].get('corpus_id')}, not the chosen {want}"
                        if "corpus_id" in meta[d] and meta[d].get("corpus_id") != want else
                        f"lexrag {meta[d].get('version')} is not newer than {meta[pick].get('version')} at {pick}")
                 log.warning("artifact %s: %s not used: %s", n, d, why)
@@ -235,6 +238,21 @@ def _params(params: Path) -> dict:
         log.warning("skipped %s (%s): not a lexrag artifact", params, str(e).split(": ", 1)[-1][:160])
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+def _complete(folder: Path, meta: dict) -> bool:
+    """Every file the copy's params.json lists is there with its size (cheap: no hashing): a stray
+    params.json without its files never wins over a whole copy."""
+    files = meta.get("files")
+    if not isinstance(files, dict) or not files:
+        return False
+    for rel, info in files.items():
+        try:
+            if not isinstance(rel, str) or os.path.getsize(folder / rel) != (info or {}).get("size"):
+                return False
+        except (OSError, TypeError, AttributeError):
+            return False
+    return True
 
 
 def _newest(meta: dict) -> tuple:
