@@ -176,6 +176,7 @@ def test_the_glossary_wins_over_the_dictionary_and_names_the_act(dictionary):
 
 def _dictd(tmp_path, entries: list[tuple[str, str]]):
     """A dictd dictionary (FreeDict's format) written here: ``name.index`` and ``name.dict.dz``."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
     def b64(n: int) -> str:
@@ -212,3 +213,16 @@ def test_a_freedict_dictd_dictionary_builds_the_same_kind_of_artifact(tmp_path):
     with pytest.raises(ArtifactError, match="en-de.index beside en-de.dict.dz") as e:
         build_dictionary(src, tmp_path / "x")
     assert "\n" not in str(e.value)
+
+
+def test_misaligned_lines_and_an_index_of_other_data_are_counted_and_refused(tmp_path):
+    src = tmp_path / "de-en"
+    src.write_text(DING, encoding="utf-8")
+    d = build_dictionary(src, tmp_path / "d")
+    assert d.doc["skipped"] == {"misaligned lines": 1}  # "A | B :: misaligned" is counted, not silently dropped
+    good = _dictd(tmp_path / "a", [("street", "street /ipa/\nStrasse <fem>\n"), ("contract", "contract /ipa/\nVertrag <masc>\n")])
+    other = _dictd(tmp_path / "b", [("damages", "damages /ipa/\nSchadenersatz <masc>\n"), ("debtor", "debtor /ipa/\nSchuldner <masc>\n")])
+    (tmp_path / "b" / "en-de.index").write_bytes((tmp_path / "a" / "en-de.index").read_bytes())  # the index of other data
+    with pytest.raises(ArtifactError, match="index lines point outside their entries"):
+        build_dictionary(other, tmp_path / "x")
+    assert build_dictionary(good, tmp_path / "y").senses("contract") == ["Vertrag"]

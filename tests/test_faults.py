@@ -321,6 +321,7 @@ def test_damage_is_caught_even_in_an_artifact_that_recorded_no_file_hashes(tmp_p
 
 CONFIG_CASES = {
     "query.max_chars=0": "query.max_chars must be >= 1",
+    'graph.signals={ppr: "no"}': "graph.signals.ppr must be true or false",
     "lexical.top_k=-5": "lexical.top_k must be >= 1",
     "fusion.depth=0": "fusion.depth must be >= 1",
     "graph.seed_k=-1": "graph.seed_k must be >= 1",
@@ -1297,3 +1298,18 @@ def test_a_build_never_deletes_files_its_artifact_did_not_write(tmp_path, capsys
     precious = write(bare / "corpus" / "precious.txt", "keep me")
     rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", bare)
     assert rc == 2 and "precious.txt" in err and precious.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("metrics,expected,message", [
+    ('{"metrics": {"macro_f1": Infinity}}', "metrics:\n  macro_f1: {value: 0.3, tol: 0.1}\n", "not a finite number"),
+    ('{"metrics": {"macro_f1": 0.3}}', "metrics:\n  macro_f1: {value: 0.3, tol: .inf}\n", "tol must be a number"),
+])
+def test_check_scores_never_passes_on_infinities(tmp_path, capsys, metrics, expected, message):
+    rc, _, err = cli(capsys, "check-scores", write(tmp_path / "m.json", metrics), "--expected", write(tmp_path / "e.yaml", expected))
+    assert rc == 2 and message in err
+
+
+@pytest.mark.parametrize("metrics,message", [('{"metrics": {}}', "is empty"), ('{"metrics": {"macro_f1": "high"}}', "'macro_f1' is 'high'")])
+def test_show_metrics_refuses_empty_or_non_numeric_metrics(tmp_path, capsys, metrics, message):
+    rc, _, err = cli(capsys, "show-metrics", write(tmp_path / "m.json", metrics))
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1

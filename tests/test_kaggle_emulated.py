@@ -443,3 +443,14 @@ def test_a_stray_copy_of_an_artifacts_params_json_never_wins_over_the_whole_arti
     summary = run_submission("lexical")
     assert summary["status"] == "OK", summary["status_table"]
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
+
+
+def test_a_working_folder_that_is_a_file_is_refused_before_any_work(kaggle_tree, monkeypatch, tmp_path):
+    from lexrag.errors import ArtifactError
+    from lexrag.kaggle.notebook import run_submission
+
+    blocker = tmp_path / "working-is-a-file"
+    blocker.write_text("x", encoding="utf-8")
+    monkeypatch.setenv("LEXRAG_KAGGLE_WORKING", str(blocker))
+    with pytest.raises(ArtifactError, match="LEXRAG_KAGGLE_WORKING.*it is a file"):
+        run_submission("lexical")

@@ -79,10 +79,13 @@ def _artifacts_dir(args: argparse.Namespace, cfg) -> tuple[str, Path]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from lexrag.artifacts import check_makeable
+    from lexrag.errors import ConfigError
     from lexrag.index.build import build_artifacts, courts_beside
 
     cfg = _config(args)
     check_makeable(args.out, "--out")
+    if args.no_courts and args.courts:
+        raise ConfigError(f"--no-courts and --courts {args.courts} contradict each other: give one of them")
     courts = courts_beside(args.laws, False if args.no_courts else args.courts)
     build_artifacts(cfg, args.laws, args.out, courts=courts, law_keys=args.law_keys, train=args.train,
                     abbreviations=args.abbreviations, dictionary=args.dictionary)
@@ -257,6 +260,12 @@ def cmd_show_metrics(args: argparse.Namespace) -> int:
     doc = read_metrics_file(args.metrics)
     if not isinstance(doc.get("metrics"), dict):
         raise ConfigError(f"{args.metrics}: not a metrics.json: no \"metrics\" object (the validation notebook writes one)")
+    if not doc["metrics"]:
+        raise ConfigError(f"{args.metrics}: its \"metrics\" object is empty: nothing to show (the validation notebook writes them)")
+    bad = [k for k, v in doc["metrics"].items() if isinstance(v, bool) or not isinstance(v, (int, float))]
+    if bad:
+        raise ConfigError(f"{args.metrics}: metric {str(bad[0])[:60]!r} is {str(doc['metrics'][bad[0]])[:40]!r}, not a number "
+                          "(a damaged metrics.json?)")
     try:
         text = format_metrics(doc["metrics"], title=f"{args.metrics} ({doc.get('queries', '')})")
     except (KeyError, TypeError, ValueError) as e:

@@ -151,6 +151,9 @@ class Config:
         if unknown:
             check_signal_names(sorted(unknown), "graph.signals")
             raise ConfigError(f"graph.signals: {sorted(unknown)} are not graph signals ({', '.join(GRAPH_SIGNALS)})")
+        for name, on in self.graph.signals.items():  # "no" or "maybe" would read as switched on
+            if not isinstance(on, bool):
+                raise ConfigError(f"graph.signals.{name} must be true or false, got {str(on)[:40]!r}")
         import math
 
         for field_name in ("weights", "head_weights"):

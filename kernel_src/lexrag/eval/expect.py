@@ -12,6 +12,7 @@ A row is OK within ``tol`` of ``value``, OKish within twice ``tol`` and FAIL bey
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import yaml
@@ -37,7 +38,8 @@ DIRECTIONS = ("both", "higher", "lower")
 
 
 def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+    """A finite number (not a bool, NaN or infinity: a tolerance of infinity checks nothing)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def check_expected(metrics: dict | str | Path, expected: dict | str | Path) -> list[dict]:
@@ -77,7 +79,7 @@ def check_expected(metrics: dict | str | Path, expected: dict | str | Path) -> l
         value, tol = float(spec["value"]), float(tol)
         got = metrics.get(name)
         if got is not None and not _number(got):
-            raise ConfigError(f"metrics: {name!r} is {str(got)[:40]!r}, not a number (a damaged metrics.json?)")
+            raise ConfigError(f"metrics: {name!r} is {str(got)[:40]!r}, not a finite number (a damaged metrics.json?)")
         if got is None:
             status = "FAIL"
         else:

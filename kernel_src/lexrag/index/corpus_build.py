@@ -157,15 +157,18 @@ def read_abbreviations(path: str | Path) -> list[tuple[str, str]]:
     ``abbrev-translations.json``: a list of ``{"id": ..., "abbrev": {"de": "OR", "fr": "CO",
     "it": "CO"}}``.  Entries without a German abbreviation are skipped; anything else that is not
     that shape raises :class:`CorpusError` naming the file and the entry."""
+    from lexrag.inputfiles import read_text_file
+
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise CorpusError(f"{path}: file not found")
+    text = read_text_file(path, CorpusError)  # a regular file, bounded, UTF-8
     try:
-        doc = json.loads(path.read_text(encoding="utf-8-sig"))
-    except UnicodeDecodeError as e:
-        raise CorpusError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+        doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise CorpusError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except RecursionError:
+        raise CorpusError(f"{path}: JSON nested too deeply to read; give the competition's abbrev-translations.json") from None
     if not isinstance(doc, list):
         raise CorpusError(f"{path}: expected a JSON list of {{\"id\", \"abbrev\": {{\"de\", \"fr\", \"it\"}}}} entries, "
                           f"got {type(doc).__name__}")

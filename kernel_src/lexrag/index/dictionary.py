@@ -87,7 +87,7 @@ def _english_key(part: str) -> str:
     return key[3:] if key.startswith("to ") else key
 
 
-def parse_ding(lines: Iterable[str]) -> Iterator[tuple[str, Sense]]:
+def parse_ding(lines: Iterable[str], skipped: dict | None = None) -> Iterator[tuple[str, Sense]]:
     """(English key, German sense) pairs of a Ding text file: each ``|``-separated part of a line's
     English side with the synonyms of the German part it is aligned with.  A subject or region
     tag on the German synonym, or on the line's first part, applies."""
@@ -96,8 +96,10 @@ def parse_ding(lines: Iterable[str]) -> Iterator[tuple[str, Sense]]:
             continue
         de_side, en_side = line.rstrip("\n").split(" :: ", 1)
         de_parts, en_parts = de_side.split(" | "), en_side.split(" | ")
-        if len(de_parts) != len(en_parts):
-            continue  # misaligned line: its parts cannot be paired
+        if len(de_parts) != len(en_parts):  # misaligned line: its parts cannot be paired (counted)
+            if skipped is not None:
+                skipped["misaligned lines"] = skipped.get("misaligned lines", 0) + 1
+            continue
         line_flags = _flags(de_parts[0]) & LEGAL | _flags(en_parts[0]) & LEGAL
         for de, en in zip(de_parts, en_parts):
             senses = []
@@ -135,7 +137,13 @@ def _split_senses(line: str) -> list[str]:
     return parts + [line[start:]]
 
 
-def parse_dictd(index: Iterable[str], data: bytes) -> Iterator[tuple[str, Sense]]:
+def _letters(text: str) -> str:
+    """Letters, digits and single spaces of ``text``, lower case: how dictd indexes a headword
+    ("… and Bob's your uncle!" is "and bobs your uncle")."""
+    return " ".join("".join(c for c in text.lower() if c.isalnum() or c.isspace()).split())
+
+
+def parse_dictd(index: Iterable[str], data: bytes, skipped: dict | None = None) -> Iterator[tuple[str, Sense]]:
     """(English key, German sense) pairs of a dictd dictionary (FreeDict's eng-deu): each index
     line ``headword<TAB>offset<TAB>length`` points at an entry in ``data``; its unindented lines
     after the first list the German senses.  A ``[jur.]`` anywhere on a line applies to the line."""
@@ -146,11 +154,19 @@ def parse_dictd(index: Iterable[str], data: bytes) -> Iterator[tuple[str, Sense]
         try:
             start, length = _b64(fields[1]), _b64(fields[2])
         except KeyError:
-            continue  # not a dictd index line
+            start = length = -1  # not a dictd index line
+        if start < 0 or length <= 0 or start + length > len(data):  # an index for other data: counted, never read
+            if skipped is not None:
+                skipped["index lines outside the data"] = skipped.get("index lines outside the data", 0) + 1
+            continue
         key = _english_key(fields[0])
         if not key or len(key.split()) > MAX_PHRASE:
             continue
         entry = data[start:start + length].decode("utf-8", "replace").split("\n")
+        if _letters(fields[0]) not in _letters(entry[0]):  # an entry names its headword first (or an abbreviation of it): else another index
+            if skipped is not None:
+                skipped["index lines that do not match their entry"] = skipped.get("index lines that do not match their entry", 0) + 1
+            continue
         for sense_line in entry[1:]:
             if not sense_line.strip() or sense_line[0].isspace():
                 continue  # notes, examples, synonyms and cross-references are indented
@@ -161,7 +177,7 @@ def parse_dictd(index: Iterable[str], data: bytes) -> Iterator[tuple[str, Sense]
                     yield key, Sense(german.replace("ß", "ss"), _flags(part) | line_flags)
 
 
-def _read_source(source: Path) -> tuple[str, str, str, str, str, Iterator[tuple[str, Sense]]]:
+def _read_source(source: Path, skipped: dict) -> tuple[str, str, str, str, str, Iterator[tuple[str, Sense]]]:
     """(format, version, sha256, licence, Kaggle's licence name, pairs) of a Ding file or a dictd
     index/.dict.dz pair."""
     if source.name.endswith((".index", ".dict.dz", ".dict")):
@@ -181,7 +197,7 @@ def _read_source(source: Path) -> tuple[str, str, str, str, str, Iterator[tuple[
         version = next((ln.split(":", 1)[1].strip() for ln in head.splitlines() if ln.startswith("Edition:")), "")
         sha = hashlib.sha256(index.encode("utf-8") + raw).hexdigest()
         return ("dictd", version, sha, "GPL-3.0 and AGPL-3.0 (FreeDict's eng-deu, made from Ding, GPL-2+)", "GPL-3.0",
-                parse_dictd(index.splitlines(), raw))
+                parse_dictd(index.splitlines(), raw, skipped))
     raw = source.read_bytes()
     try:
         text = raw.decode("utf-8")
@@ -191,7 +207,7 @@ def _read_source(source: Path) -> tuple[str, str, str, str, str, Iterator[tuple[
             if k.startswith("#") and _}
     licence = head.get("license") or "GPL-2+ (Ding's; the file names no licence)"
     kaggle = ("GPL-2.0" if "2" in licence else "GPL-3.0") if "GPL" in licence else "other"
-    return "ding", head.get("version", ""), hashlib.sha256(raw).hexdigest(), licence, kaggle, parse_ding(text.splitlines())
+    return "ding", head.get("version", ""), hashlib.sha256(raw).hexdigest(), licence, kaggle, parse_ding(text.splitlines(), skipped)
 
 
 def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
@@ -201,11 +217,19 @@ def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
         raise ArtifactError(f"--dictionary {source}: not a file (Debian: apt-get install trans-de-en puts Ding's file at "
                             f"/usr/share/trans/de-en; dict-freedict-eng-deu puts FreeDict's at "
                             f"/usr/share/dictd/freedict-eng-deu.index)")
-    fmt, version, sha, licence, kaggle_licence, pairs = _read_source(source)
+    skipped: dict[str, int] = {}
+    fmt, version, sha, licence, kaggle_licence, pairs = _read_source(source, skipped)
     entries: dict[str, dict[str, int]] = {}
     for key, sense in pairs:
         have = entries.setdefault(key, {})
         have[sense.german] = have.get(sense.german, 0) | sense.flags
+    total = sum(skipped.values())
+    if total:
+        log.warning("dictionary %s: %s left out", source, ", ".join(f"{n} {what}" for what, n in skipped.items()))
+    index_lines = skipped.get("index lines outside the data", 0) + skipped.get("index lines that do not match their entry", 0)
+    if index_lines and index_lines > len(entries):  # most of the index points past the data: not this data's index
+        raise ArtifactError(f"--dictionary {source}: {index_lines} index lines point outside their entries in the .dict data; the index "
+                            "and the data are of different dictionaries: give a matching pair")
     if not entries:
         raise ArtifactError(f"--dictionary {source}: no English-German entries found; give Ding's de-en file or "
                             f"FreeDict's freedict-eng-deu.index")
@@ -217,7 +241,7 @@ def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
                  source=source.name, source_version=version, source_sha256=sha,
                  licence=f"{licence} (the source dictionary's; this artifact is data built from it, not part of lexrag)",
                  license_id=kaggle_licence,  # the name Kaggle knows the licence by
-                 n_entries=len(entries))
+                 n_entries=len(entries), skipped=skipped)
     log.info("dictionary: %d English keys from %s", len(entries), source)
     return Dictionary.load(out)
 
