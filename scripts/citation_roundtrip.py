@@ -9,8 +9,8 @@ A file is either one key per line or a CSV whose first column is the citation (h
 
 from __future__ import annotations
 
+import argparse
 import csv
-import sys
 from collections import Counter
 
 from lexrag.citations import try_parse
@@ -51,4 +51,7 @@ def main(paths: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:] or ["../shared/data/laws_de_citations.txt"]))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="*", default=["../shared/data/laws_de_citations.txt"],
+                    help="key files (one key per line) or CSVs whose first column is the citation")
+    raise SystemExit(main(ap.parse_args().files))

@@ -79,9 +79,11 @@ def _argv(command: str) -> tuple[str, list[str], bool]:
 def _parse(target: str, argv: list[str], elided: bool, monkeypatch) -> str | None:
     """None when argv parses, else argparse's message."""
     errors: list[str] = []
+    parsed: list[bool] = []
     real = argparse.ArgumentParser.parse_known_args
 
     def parse_known_args(self, args=None, namespace=None):
+        parsed.append(True)
         ns, extra = real(self, args, namespace)
         if self.prog.split()[0] != "pytest":  # the target's parser, not pytest's
             if extra:
@@ -110,6 +112,8 @@ def _parse(target: str, argv: list[str], elided: bool, monkeypatch) -> str | Non
         pass
     except SystemExit:  # --help and the like
         pass
+    if not parsed:  # a script that reads sys.argv itself ran instead of being parsed: it must use argparse
+        errors.append("the target parses no arguments with argparse")
     return errors[0] if errors else None
 
 
