@@ -138,9 +138,9 @@ def check_replaceable(dest: str | Path) -> None:
         except (OSError, ValueError, RecursionError):
             doc = None
         listed = doc.get("files") if isinstance(doc, dict) else None
-        if not isinstance(listed, dict):  # no list (damaged, or a bare params.json): every other file is unknown
+        if not isinstance(listed, dict):  # no list (a bare params.json): every other file is unknown
             listed = {}
-        if not (isinstance(doc, dict) and doc.get("artifact") in UNLISTED):
+        if isinstance(doc, dict) and doc.get("artifact") not in UNLISTED:  # unreadable: damaged, its rebuild is for it
             known = set(listed) | {PARAMS, "dataset-metadata.json"}
             extra = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")
                            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(dest).parts)
