@@ -572,3 +572,11 @@ def test_another_models_answers_are_never_replayed_for_the_attached_model(tmp_pa
     seeded_client(cfg, tiny_llm).store(load_template("translate"), {"question": Q_EN}, Q_DE)  # now its own answer
     res, status = _run_with_status(cfg, demo_artifacts)
     assert res.states[0].variants["de"].text == Q_DE and not status.notes
+
+
+def test_a_tilde_in_the_cache_dir_is_the_home_folder(tmp_path, monkeypatch):
+    from lexrag.pipeline.artifacts import llm_cache_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg = load_config(None, {"llm.cache_dir": "~/lexrag-cache"})
+    assert llm_cache_dir(cfg) == tmp_path / "lexrag-cache"  # not a folder literally named "~"

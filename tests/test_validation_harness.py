@@ -377,3 +377,21 @@ def test_the_report_without_matplotlib_keeps_its_tables_and_says_the_plots_are_l
     doc = write_report(tmp_path).read_text(encoding="utf-8")
     assert "- graph" in doc and "0.2500" in doc and "data:image/png" not in doc and NO_PLOTS in doc
     assert plot_ablation([{"run": "full", "macro_f1": 0.25, "recall@100": 0.5}], tmp_path / "a.png") is None and not (tmp_path / "a.png").exists()
+
+
+def test_final_without_a_locked_split_or_with_a_malformed_one_is_refused(tmp_path):
+    """Without the locked split the "final" report would tune on the areas it claims to hold out;
+    a course written as a string instead of a list would lock nothing."""
+    from lexrag.errors import ConfigError
+    from lexrag.eval.cv import read_locked_split
+    from lexrag.eval.experiment import parse_variant, run_experiment
+
+    bad = tmp_path / "locked.yaml"
+    bad.write_text("areas:\n  - courses: Steuerrecht\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="a course written as one string would lock nothing"):
+        read_locked_split(bad)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "dev.csv").write_text("query_id,query,gold_citations,course\nq1,Frage,Art. 1 OR,A\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="--final needs the locked split"):
+        run_experiment([parse_variant("lexical")], data, tmp_path / "art", tune_on="dev.csv", others=(), final=True, locked={})

@@ -23,7 +23,6 @@ from typing import Sequence
 import yaml
 
 from lexrag.csvio import FileReport, read_csv_rows
-from lexrag.yamlio import UniqueKeyLoader
 
 __all__ = ["read_locked_split", "write_locked_split", "LOCKED_SPLIT", "refits_prior", "read_groups", "grouped_folds", "held_out_artifacts", "law_code_shares", "code_overlap", "legal_areas",
            "area_groups", "format_area_map", "locked_areas", "fold_groups", "AREA_OVERLAP"]
@@ -213,10 +212,19 @@ LOCKED_SPLIT = Path(__file__).resolve().parents[3] / "repro" / "locked_split.yam
 def read_locked_split(path: str | Path = LOCKED_SPLIT) -> dict:
     """``repro/locked_split.yaml``: the locked areas (their courses), the seed and the overlap
     threshold they were drawn with; empty when the file is absent."""
+    from lexrag.errors import ConfigError
+    from lexrag.yamlio import read_yaml_file
+
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         return {}
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
+    doc = read_yaml_file(path) or {}
+    areas = doc.get("areas", []) if isinstance(doc, dict) else None
+    if not isinstance(areas, list) or not all(isinstance(a, dict) and isinstance(a.get("courses"), list)
+                                              and all(isinstance(c, str) for c in a["courses"]) for a in areas):
+        raise ConfigError(f"{path}: not a locked split: expected 'areas', a list of {{courses: [COURSE, ...]}} (a course "
+                          "written as one string would lock nothing); restore it from git")
+    return doc
 
 
 def write_locked_split(queries_path: str | Path, path: str | Path = LOCKED_SPLIT, seed: int = 0) -> dict:

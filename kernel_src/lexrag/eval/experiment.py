@@ -36,8 +36,10 @@ import numpy as np
 import yaml
 
 from lexrag.config import Config, load_config
+from lexrag.errors import ConfigError
 from lexrag.eval.cv import (
     AREA_OVERLAP,
+    LOCKED_SPLIT,
     area_groups,
     format_area_map,
     grouped_folds,
@@ -113,8 +115,6 @@ RANKER_VARIANTS = (
 def parse_variant(spec: str) -> Variant:
     """``PRESET``, ``PRESET;section.field=value;...`` or ``NAME=PRESET;...`` (``default``: no preset;
     values are YAML)."""
-    from lexrag.errors import ConfigError
-
     name, _, rest = spec.partition("=") if "=" in spec.split(";", 1)[0] else ("", "", spec)
     head, *over = [p for p in rest.split(";")]
     preset = head.strip() or "default"
@@ -318,9 +318,14 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
     courses = read_groups(tune_file)
     areas = legal_areas(all_gold, courses)
     q_area = area_groups(courses, areas)
+    source = str(LOCKED_SPLIT) if locked is None else "the locked split given"
     locked = read_locked_split() if locked is None else locked
     locked_courses = {c for a in locked.get("areas", []) for c in a.get("courses", [])}
     locked_q = [q for q in all_gold if courses.get(q, "") in locked_courses]
+    if final and not locked_q:  # else the "final" report would tune on the areas it claims to hold out
+        raise ConfigError(f"--final needs the locked split ({source}) to name "
+                          f"courses of {tune_on}; it names none (missing, emptied, or another tuning file): restore "
+                          "repro/locked_split.yaml, or leave --final out")
     dev = {q: g for q, g in all_gold.items() if q not in set(locked_q)}
     if dev_areas:  # a smaller development run: every n-th area by size
         names = sorted({q_area[q] for q in dev}, key=lambda a: (-sum(q_area[q] == a for q in dev), a))
@@ -344,8 +349,6 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
         t0 = time.perf_counter()
         cfg = v.config(config)
         if cfg.dictionary.enabled and base_art.dictionary is None:
-            from lexrag.errors import ConfigError
-
             raise ConfigError(f"variant {v.name!r} switches the dictionary on, but {artifacts} holds none: build it with "
                               f"`python -m lexrag build ... --dictionary /usr/share/trans/de-en --out {artifacts}`")
         art = dataclasses.replace(base_art, graph=base_art.graph if cfg.graph.enabled else None,

@@ -240,6 +240,8 @@ def _measure(into: dict, name: str):
 
 
 def llm_cache_dir(cfg: Config, paths=None) -> Path:
+    """The run's own LLM cache folder: ``llm.cache_dir`` (``~`` is the home folder, as in a
+    shell), else ``llm_cache`` in the working folder."""
     if cfg.llm.cache_dir:
-        return Path(cfg.llm.cache_dir)
+        return Path(cfg.llm.cache_dir).expanduser()
     return (paths.working_dir if paths is not None else Path(".")) / "llm_cache"
