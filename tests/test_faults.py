@@ -1313,3 +1313,54 @@ def test_check_scores_never_passes_on_infinities(tmp_path, capsys, metrics, expe
 def test_show_metrics_refuses_empty_or_non_numeric_metrics(tmp_path, capsys, metrics, message):
     rc, _, err = cli(capsys, "show-metrics", write(tmp_path / "m.json", metrics))
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bm25_index_over_another_corpus_is_refused_even_with_its_corpus_id_edited(tmp_path, demo_artifacts):
+    import json
+    import shutil
+
+    from lexrag.config import load_config
+    from lexrag.errors import ArtifactError
+    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline import Artifacts
+
+    cfg = load_config(None, {"runtime.progress": False})
+    other = tmp_path / "other"
+    laws = write(tmp_path / "laws.csv", "citation,text,title\nArt. 1 Abs. 1 OR,Der Vertrag.,OR\nArt. 2 Abs. 1 OR,Die Form.,OR\n")
+    build_artifacts(cfg, laws, other)
+    art = tmp_path / "art"
+    shutil.copytree(demo_artifacts, art)
+    shutil.rmtree(art / "bm25")
+    shutil.copytree(other / "bm25", art / "bm25")
+    p = art / "bm25" / "params.json"
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    doc["corpus_id"] = json.loads((demo_artifacts / "bm25" / "params.json").read_text(encoding="utf-8"))["corpus_id"]
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="covers 2 documents, the loaded corpus has"):
+        Artifacts.load(art, cfg)
+    # the same size: the demo laws with their texts in reverse order, the corpus id edited to match
+    import csv as _csv
+
+    rows = list(_csv.reader(open(DEMO / "laws_demo.csv", encoding="utf-8", newline="")))
+    texts = [r[1] for r in rows[1:]][::-1]
+    with open(tmp_path / "shuffled.csv", "w", encoding="utf-8", newline="") as f:
+        w = _csv.writer(f)
+        w.writerow(rows[0])
+        w.writerows([r[0], t, *r[2:]] for r, t in zip(rows[1:], texts))
+    build_artifacts(cfg, tmp_path / "shuffled.csv", tmp_path / "same-size", courts=DEMO / "courts_demo.csv")
+    shutil.rmtree(art / "bm25")
+    shutil.copytree(tmp_path / "same-size" / "bm25", art / "bm25")
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    doc["corpus_id"] = json.loads((demo_artifacts / "bm25" / "params.json").read_text(encoding="utf-8"))["corpus_id"]
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="built over other texts than this corpus"):
+        Artifacts.load(art, cfg)
+
+
+def test_a_causal_lm_given_as_the_reranker_is_refused(tiny_llm):
+    """It would load with a random score head and the status would say OK."""
+    from lexrag.errors import ModelLoadError
+    from lexrag.models import load_cross_encoder
+
+    with pytest.raises(ModelLoadError, match="not a cross-encoder"):
+        load_cross_encoder(tiny_llm, device="cpu")

@@ -347,3 +347,12 @@ def test_a_reranker_that_drops_every_candidate_leaves_the_fused_order(tmp_path, 
     build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), folder / "bm25", cfg.lexical, corpus_id=corpus_id(corpus.folder))
     res = run_pipeline([Query("q", SENTENCES[5])], Artifacts.load(folder, cfg), cfg)
     assert len(res.predictions["q"]) == 3 and res.current.hits["q"] == res.fused.hits["q"]
+
+
+@pytest.mark.parametrize("damage,message", [("nan", "is not finite"), ("long", "params.json says normalised, but")])
+def test_vectors_that_are_not_finite_or_not_unit_length_are_refused_at_load(tmp_path, damage, message):
+    x = _unit_vectors(tmp_path / "ok", 30, 8, shard=10).astype(np.float32)
+    x[17] = np.nan if damage == "nan" else x[17] * 3.0  # one document would dominate every query
+    _write_shards(tmp_path / "emb", x.astype(np.float16), 10)
+    with pytest.raises(ArtifactError, match=message):
+        Embeddings(tmp_path / "emb", 30)

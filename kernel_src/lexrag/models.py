@@ -147,9 +147,15 @@ def load_cross_encoder(model_path: str | Path, device: str = "auto", max_length:
     config = path / "config.json"
     if config.is_file():
         try:
-            max_length = _clip_to_positions(path.name, "rerank.max_length", max_length, json.loads(config.read_text(encoding="utf-8")))
+            doc = json.loads(config.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as e:
             raise ModelLoadError(f"{config}: not a readable JSON model config ({e})") from None
+        arch = doc.get("architectures") if isinstance(doc, dict) else None
+        if isinstance(arch, list) and arch and not any(str(a).endswith("ForSequenceClassification") for a in arch):
+            # a causal LM or a bare encoder would load with a random score head, and score noise
+            raise ModelLoadError(f"rerank.model {path}: its config.json says {', '.join(map(str, arch))}, not a cross-encoder "
+                                 "(...ForSequenceClassification); set rerank.model to a reranker such as bge-reranker-v2-m3")
+        max_length = _clip_to_positions(path.name, "rerank.max_length", max_length, doc)
     try:
         model = CrossEncoder(str(path), device=device, max_length=max_length, local_files_only=True)
     except Exception as e:  # noqa: BLE001  (whatever the libraries raise for a folder they cannot read)

@@ -93,7 +93,9 @@ def load_corpus_step(folder: Path, cfg: Config, art) -> Corpus:
 def load_bm25_step(folder: Path, cfg: Config, art):
     from lexrag.index.lexical import BM25Index
 
-    return BM25Index.load(folder, cfg.lexical, corpus_id=corpus_id(art.corpus_dir))
+    index = BM25Index.load(folder, cfg.lexical, corpus_id=corpus_id(art.corpus_dir), n_docs=len(art.corpus))
+    index.check_corpus(art.corpus, folder)
+    return index
 
 
 def load_graph_step(folder: Path, cfg: Config, art):

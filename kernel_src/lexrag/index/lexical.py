@@ -311,8 +311,10 @@ class BM25Index:
                 "decompound": decompound}
 
     @classmethod
-    def load(cls, folder: str | Path, cfg: LexicalConfig | None = None, corpus_id: str | None = None, mmap: bool = False) -> "BM25Index":
-        """Load and refuse when the index was built with other analyzer/BM25 params or another corpus."""
+    def load(cls, folder: str | Path, cfg: LexicalConfig | None = None, corpus_id: str | None = None, mmap: bool = False,
+             n_docs: int | None = None) -> "BM25Index":
+        """Load and refuse when the index was built with other analyzer/BM25 params or another corpus
+        (its recorded corpus id, and with ``n_docs`` the corpus's size against the index's own)."""
         cfg = cfg or LexicalConfig()
         params = check_params(folder, ARTIFACT, cls.expected_params(cfg))
         if corpus_id is not None and params.get("corpus_id") != corpus_id:
@@ -329,6 +331,10 @@ class BM25Index:
                 raise ArtifactError(f"BM25 index at {folder}: its arrays do not have the sizes recorded at build "
                                     f"(nnz {nnz}, vocabulary {vocab}); {rebuild_hint(ARTIFACT)}")
             decompounder = Decompounder.load(folder) if cfg.decompound else None
+        indexed = int(retriever.scores["num_docs"])
+        if n_docs is not None and indexed != n_docs:  # a copy over another corpus, whatever its params say
+            raise ArtifactError(f"BM25 index at {folder} covers {indexed} documents, the loaded corpus has {n_docs}; "
+                                f"{rebuild_hint(ARTIFACT)}")
         return cls(retriever, Analyzer(cfg.stemmer, cfg.min_token_len, decompounder=decompounder), params)
 
     def scores(self, text: str, dedup: bool = True, max_terms: int = 0, question_weight: int = 1,
@@ -359,6 +365,25 @@ class BM25Index:
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return scores
+
+    def check_corpus(self, corpus, folder: str | Path = "", samples: int = 8) -> None:
+        """Spot-check that the index was built over ``corpus``'s texts (a copy over another corpus of
+        the same size, its corpus id edited, passes every recorded check): a few documents spread
+        over the corpus must be in the postings of their own terms."""
+        n = min(len(corpus), self.n_docs)
+        if n == 0:
+            return
+        sc = self.retriever.scores
+        indices, indptr, vocab = sc["indices"], sc["indptr"], self.retriever.vocab_dict
+        for d in np.linspace(0, n - 1, num=min(samples, n), dtype=np.int64):
+            text = corpus.texts([int(d)])[0]
+            terms = [vocab[t] for t in dict.fromkeys(self.analyzer(text or "")) if t in vocab][:3]
+            for j in terms:
+                col = indices[int(indptr[j]):int(indptr[j + 1])]
+                k = int(np.searchsorted(col, d))
+                if k >= len(col) or int(col[k]) != int(d):
+                    raise ArtifactError(f"BM25 index {folder}: document {int(d)} is not in the postings of its own words: "
+                                        f"the index was built over other texts than this corpus; {rebuild_hint(ARTIFACT)}")
 
     def query_terms(self, text: str, dedup: bool = True, max_terms: int = 0, question_weight: int = 1) -> dict[int, float]:
         """Indexed term id -> weight of a query (see :meth:`scores`), in the order of first use."""

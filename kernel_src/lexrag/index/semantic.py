@@ -190,6 +190,27 @@ class Embeddings:
             rows = min(self.shard_size, n_docs - i * self.shard_size)
             if s.shape != (rows, self.dims):
                 raise ArtifactError(f"{folder}/shard_{i:05d}.npy has shape {s.shape}, expected {(rows, self.dims)}; rebuild it")
+        self._spot_check()
+
+    def _spot_check(self, samples: int = 2048) -> None:
+        """Refuse vectors that are not finite, or not of unit length where params.json says they are
+        normalised (a NaN or a long vector would dominate every query's scores): a sample spread
+        over the shards, every vector of a small corpus."""
+        if self.n == 0:
+            return
+        ids = np.unique(np.linspace(0, self.n - 1, num=min(samples, self.n), dtype=np.int64))
+        v = self.rows(ids)
+        bad = ~np.isfinite(v).all(axis=1)
+        if bad.any():
+            raise ArtifactError(f"embeddings at {self.folder}: the vector of document {int(ids[bad][0])} is not finite "
+                                f"({int(bad.sum())} of {len(ids)} sampled); rebuild them")
+        if self.params["params"].get("normalize"):
+            norms = np.linalg.norm(v, axis=1)
+            off = np.abs(norms - 1.0) > 0.01
+            if off.any():
+                raise ArtifactError(f"embeddings at {self.folder}: params.json says normalised, but the vector of document "
+                                    f"{int(ids[off][0])} has length {float(norms[off][0]):.3f} ({int(off.sum())} of "
+                                    f"{len(ids)} sampled); rebuild them")
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """fp32 vectors of the given doc ids."""
