@@ -1364,3 +1364,30 @@ def test_a_causal_lm_given_as_the_reranker_is_refused(tiny_llm):
 
     with pytest.raises(ModelLoadError, match="not a cross-encoder"):
         load_cross_encoder(tiny_llm, device="cpu")
+
+
+def test_messages_name_what_the_input_is(tmp_path, capsys, demo_artifacts, demo_queries):
+    """A gzipped laws file, a folder given as the submission, a replay folder that is no cache and a
+    manifest that is a FIFO: each one line saying what it is and what to give."""
+    import gzip
+    import os
+
+    from lexrag.config import load_config
+    from lexrag.errors import ArtifactError
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import Query
+
+    packed = tmp_path / "laws.csv"
+    packed.write_bytes(gzip.compress((DEMO / "laws_demo.csv").read_bytes()))
+    rc, _, err = cli(capsys, "build", "--laws", packed, "--out", tmp_path / "art")
+    assert rc == 2 and "a gzip-compressed file, not a UTF-8 CSV; unpack it" in err
+    rc, out, err = cli(capsys, "validate-submission", demo_artifacts, "--queries", demo_queries)
+    assert rc != 0 and "is a folder; give the submission file itself" in out + err
+    cfg = load_config(None, {"runtime.progress": False, "llm.enabled": True, "llm.mode": "replay", "llm.model": "m",
+                             "llm.replay_dirs": [str(tmp_path / "no-such-cache")]})
+    with pytest.raises(ArtifactError, match="llm.replay_dirs: .*no-such-cache is not an LLM cache folder"):
+        run_pipeline([Query("q", "Frage")], Artifacts.load(demo_artifacts, cfg), cfg)
+    os.mkfifo(tmp_path / "manifest.yaml")
+    r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--manifest", str(tmp_path / "manifest.yaml"), "--check",
+                        "--out", str(tmp_path / "ds")], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "is a FIFO, not a file" in r.stdout + r.stderr

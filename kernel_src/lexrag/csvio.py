@@ -73,6 +73,9 @@ def check_input_file(path: Path, what: str = "file") -> None:
                             f"save the {what} to a file and give its path")
     with open(path, "rb") as f:
         head = f.read(4096)
+    for magic, kind in ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"BZh", "bzip2"), (b"\xfd7zXZ", "xz")):
+        if head.startswith(magic):
+            raise CsvInputError(f"{path}: a {kind}-compressed file, not a UTF-8 CSV; unpack it and give the {what} itself")
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(b"\x00") > len(head) // 4:  # ASCII in UTF-16: every other byte
         raise CsvInputError(f"{path}: UTF-16/UTF-32 or binary, not UTF-8 text (a byte-order mark or NUL bytes between "
                             "the letters); save it as UTF-8")

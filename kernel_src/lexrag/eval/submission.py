@@ -101,8 +101,12 @@ def validate_submission(
     """
     path = Path(path)
     problems: list[str] = []
-    if not path.is_file():
+    if path.is_dir():
+        return [f"{path}: is a folder; give the submission file itself (submission.csv)"]
+    if not path.exists():
         return [f"{path}: file not found"]
+    if not path.is_file():
+        return [f"{path}: not a regular file (a device, pipe or socket); give the submission file itself"]
     try:
         with open(path, encoding="utf-8", newline="") as f:
             header = next(csv.reader(f), None)

@@ -40,8 +40,8 @@ class ManifestError(LexragError, RuntimeError):
 
 def load_manifest(path: str | Path) -> dict:
     path = Path(path)
-    if not path.is_file():
-        raise ManifestError(f"{path}: manifest not found")
+    if not path.exists():
+        raise ManifestError(f"{path}: manifest not found")  # a folder or a FIFO: read_yaml_file names what it is
     from lexrag.yamlio import read_yaml_file
 
     doc = read_yaml_file(path, ManifestError) or {}

@@ -110,6 +110,9 @@ class Paths:
             raise InputNotFound(f"{name} not found: searched {self.input_dir} and every folder under "
                                 f"{', '.join(map(str, self._roots()))} (4 levels); attach the competition data")
         hits.sort(key=lambda p: ("competitions" not in p.parts, len(p.parts), str(p)))
+        if len(hits) > 1:  # which one is the competition's cannot be known for sure: say which was taken
+            log.warning("%d inputs hold %s (%s); using %s (a competition folder first, then the shallowest); set "
+                        "paths.input_dir to choose", len(hits), name, ", ".join(map(str, hits[:5])), hits[0])
         return hits[0]
 
     def find_artifacts(self, name: str) -> list[Path]:

@@ -41,7 +41,11 @@ def _llm_client(cfg: Config, art: Artifacts, paths, ctx: Context):
     from lexrag.llm.cache import LLMCache
     from lexrag.llm.client import LLMClient
 
-    readonly = [Path(p) for p in cfg.llm.replay_dirs] or list(art.cache_dirs)
+    for d in cfg.llm.replay_dirs:  # named by the user: say which setting, not how to build an artifact
+        if not Path(d).expanduser().is_dir() or not (Path(d).expanduser() / "params.json").is_file():
+            raise ArtifactError(f"llm.replay_dirs: {d} is not an LLM cache folder (a folder with params.json and "
+                                "cache.sqlite, as a live run's llm.cache_dir or the lexrag-llm-cache dataset holds)")
+    readonly = [Path(p).expanduser() for p in cfg.llm.replay_dirs] or list(art.cache_dirs)
     own = llm_cache_dir(cfg, paths)
     replay = cfg.llm.mode == "replay" or art.llm_replay
     if replay:
