@@ -1401,3 +1401,20 @@ def test_a_loop_of_links_and_a_header_of_200000_columns_are_one_line(tmp_path, c
     wide = write(tmp_path / "q.csv", ",".join(["id", "text"] + [f"c{i}" for i in range(200_000)]) + "\n")
     rc, _, err = cli(capsys, "run", "--artifacts", demo_artifacts, "--queries", wide, "--out", tmp_path / "s.csv")
     assert rc == 2 and "missing column(s) query_id" in err and "(200002 columns)" in err and len(err) < 1000
+
+
+def test_an_out_that_is_a_link_a_fifo_or_a_folder_name_is_refused(tmp_path, capsys, demo_artifacts, demo_queries):
+    import os
+
+    target = write(tmp_path / "target.txt", "mine")
+    (tmp_path / "link.csv").symlink_to(target)
+    os.mkfifo(tmp_path / "fifo.csv")
+    for out, message in ((tmp_path / "link.csv", "is a link, a device or a FIFO"), (tmp_path / "fifo.csv", "is a link, a device or a FIFO"),
+                         (f"{tmp_path / 'newdir'}/", "names a folder")):
+        rc, _, err = cli(capsys, "run", "--artifacts", demo_artifacts, "--queries", demo_queries, "--out", out)
+        assert rc == 2 and message in err, err
+    assert target.read_text() == "mine" and (tmp_path / "link.csv").is_symlink() and not (tmp_path / "newdir").exists()
+    old = write(tmp_path / "sub.csv", "old")
+    os.chmod(old, 0o644)
+    rc, _, _ = cli(capsys, "run", "--artifacts", demo_artifacts, "--queries", demo_queries, "--out", old)
+    assert rc == 0 and oct(os.stat(old).st_mode & 0o777) == "0o644"  # the old file's mode, not a temporary file's 0o600
