@@ -284,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--config", help="YAML config file")
         sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a config field (repeatable)")
 
-    b = sub.add_parser("build", help="build the artifacts (corpus, bm25) from the competition CSVs")
+    b = sub.add_parser("build", help="build the artifacts from the competition CSVs: corpus and BM25, the graph with court considerations, the prior with --train, the dictionary with --dictionary")
     b.add_argument("--laws", required=True, help="laws_de.csv")
     b.add_argument("--courts", help="court_considerations.csv (default: the one beside --laws, when there is one)")
     b.add_argument("--no-courts", action="store_true", help="laws only, even with court_considerations.csv beside --laws")
