@@ -580,3 +580,24 @@ def test_a_tilde_in_the_cache_dir_is_the_home_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     cfg = load_config(None, {"llm.cache_dir": "~/lexrag-cache"})
     assert llm_cache_dir(cfg) == tmp_path / "lexrag-cache"  # not a folder literally named "~"
+
+
+def test_a_chat_template_that_never_finishes_is_refused_at_load(tmp_path, tiny_llm, monkeypatch):
+    """Nested range loops run for hours in Jinja's sandbox: the load renders one message under a
+    bound and refuses the template in one line."""
+    import shutil
+
+    import lexrag.models as models
+    from lexrag.errors import ModelLoadError
+
+    folder = tmp_path / "looping"
+    shutil.copytree(tiny_llm, folder)
+    cfg_file = folder / "tokenizer_config.json"
+    doc = json.loads(cfg_file.read_text(encoding="utf-8"))
+    doc["chat_template"] = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x"
+    cfg_file.write_text(json.dumps(doc), encoding="utf-8")
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    monkeypatch.setattr(models, "TEMPLATE_PROBE_S", 0.5)  # the loop would take hours; half a second shows it
+    with pytest.raises(ModelLoadError, match="did not render a one-line message"):
+        load_causal_lm(folder, "none", "cpu")
+    load_causal_lm(tiny_llm, "none", "cpu")  # a real template renders at once

@@ -293,7 +293,42 @@ def load_causal_lm(model_path: str | Path, quantization: str = "nf4", device: st
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     log.info("loaded LLM %s (%s, %s) in %.1fs", path.name, quantization, device, time.perf_counter() - t0)
-    return CausalLM(model, tok, path.name, device, quantization)
+    lm = CausalLM(model, tok, path.name, device, quantization)
+    if getattr(tok, "chat_template", None):
+        _probe_template(lm)
+    return lm
+
+
+TEMPLATE_PROBE_S = 10.0  # a chat template must render a one-line message within this (Jinja's sandbox bounds no loop)
+
+
+def _probe_template(lm: "CausalLM") -> None:
+    """Render a one-line message once at load, bounded by :data:`TEMPLATE_PROBE_S` (an alarm in the
+    main thread; elsewhere unbounded), so a template that loops without end (nested ``range``
+    loops) is refused in one line instead of stopping every LLM stage for ever."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        lm.render_chat([{"role": "user", "content": "probe"}])
+        return
+
+    class _Slow(Exception):
+        pass
+
+    def alarm(signum, frame):
+        raise _Slow()
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, TEMPLATE_PROBE_S)
+    try:
+        lm.render_chat([{"role": "user", "content": "probe"}])
+    except _Slow:
+        raise ModelLoadError(f"{lm.name}: its chat template did not render a one-line message within {TEMPLATE_PROBE_S:.0f} s "
+                             "(a loop without end?); use the model's own chat template") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def release_memory() -> None:
