@@ -303,3 +303,29 @@ def test_a_manifest_entry_that_is_a_path_is_refused_before_anything_is_read(tmp_
     r = run("--manifest", manifest, "--out", tmp_path / "ds", "--check")
     assert r.returncode != 0 and "is not one lexrag builds" in r.stdout + r.stderr
     assert "private.txt" not in r.stdout + r.stderr
+
+
+def test_check_never_follows_a_link_out_of_a_dataset_folder(tmp_path, manifest, tiny_inputs):
+    laws, courts = tiny_inputs
+    out = tmp_path / "ds"
+    assert run("--manifest", manifest, "--out", out, "--laws", laws, "--courts", courts, "--only", "corpus").returncode == 0
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside", encoding="utf-8")
+    (out / "corpus" / "hn").symlink_to(secret)
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus")
+    assert r.returncode != 0 and "a link out of" in r.stdout + r.stderr and "size 7" not in r.stdout + r.stderr
+
+
+def test_build_datasets_refuses_a_bad_owner_a_doubled_entry_and_a_folder_that_is_no_cache(tmp_path, manifest):
+    r = run("--manifest", manifest, "--out", tmp_path / "ds", "--only", "dictionary", "--dictionary", ROOT / "demo" / "dictionary_demo.txt",
+            "--owner", "../../evil owner")
+    assert r.returncode != 0 and "is not a Kaggle user or organisation name" in r.stdout + r.stderr
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    r = run("--manifest", manifest, "--out", tmp_path / "ds", "--only", "llm_cache", "--llm-cache", plain)
+    assert r.returncode != 0 and "not an LLM cache folder" in r.stdout + r.stderr
+    doc = yaml.safe_load(manifest.read_text())
+    doc["artifacts"].append(dict(doc["artifacts"][0]))
+    manifest.write_text(yaml.safe_dump(doc))
+    r = run("--manifest", manifest, "--out", tmp_path / "ds", "--check")
+    assert r.returncode != 0 and "is listed twice" in r.stdout + r.stderr

@@ -210,7 +210,7 @@ def test_a_freedict_dictd_dictionary_builds_the_same_kind_of_artifact(tmp_path):
     assert "Untersuchungshaft" in d.translate("Is pre-trial detention lawful?").split()
     assert build_dictionary(tmp_path / "en-de.dict.dz", tmp_path / "again").entries == d.entries  # either file names it
     (tmp_path / "en-de.dict.dz").unlink()
-    with pytest.raises(ArtifactError, match="en-de.index beside en-de.dict.dz") as e:
+    with pytest.raises(ArtifactError, match="needs both en-de.index and en-de.dict.dz") as e:
         build_dictionary(src, tmp_path / "x")
     assert "\n" not in str(e.value)
 

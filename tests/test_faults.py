@@ -1073,9 +1073,8 @@ def test_a_model_folder_refused_for_safety_is_a_one_line_model_load_error(tmp_pa
         doc = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
         doc["chat_template"] = "{{ messages.__class__.__mro__[1].__subclasses__() }}"
         (folder / "tokenizer_config.json").write_text(json.dumps(doc), encoding="utf-8")
-        lm = load_causal_lm(folder, quantization="none", device="cpu")
         with pytest.raises(ModelLoadError, match="its chat template was refused \\(SecurityError") as e:
-            lm.render_chat([{"role": "user", "content": "Wer haftet?"}])
+            load_causal_lm(folder, quantization="none", device="cpu")  # refused at load: one message is rendered then
     assert len(str(e.value).splitlines()) == 1 and not (tmp_path / "ran").exists()
 
 
@@ -1418,3 +1417,23 @@ def test_an_out_that_is_a_link_a_fifo_or_a_folder_name_is_refused(tmp_path, caps
     os.chmod(old, 0o644)
     rc, _, _ = cli(capsys, "run", "--artifacts", demo_artifacts, "--queries", demo_queries, "--out", old)
     assert rc == 0 and oct(os.stat(old).st_mode & 0o777) == "0o644"  # the old file's mode, not a temporary file's 0o600
+
+
+def test_a_json_key_given_twice_and_a_size_that_is_no_number_are_named(tmp_path, capsys, demo_artifacts):
+    import json
+    import shutil
+
+    from lexrag.artifacts import read_params
+    from lexrag.errors import ArtifactError
+
+    m = write(tmp_path / "m.json", '{"metrics": {"macro_f1": 0.1}, "metrics": {"macro_f1": 0.9}}')
+    rc, _, err = cli(capsys, "show-metrics", m)
+    assert rc == 2 and "key 'metrics' appears twice" in err
+    bm25 = tmp_path / "bm25"
+    shutil.copytree(demo_artifacts / "bm25", bm25)
+    doc = json.loads((bm25 / "params.json").read_text(encoding="utf-8"))
+    first = next(iter(doc["files"]))
+    doc["files"][first]["size"] = str(doc["files"][first]["size"])
+    (bm25 / "params.json").write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="params.json: the entry of .* has no valid size and sha256"):
+        read_params(bm25, "bm25")

@@ -454,3 +454,12 @@ def test_a_working_folder_that_is_a_file_is_refused_before_any_work(kaggle_tree,
     monkeypatch.setenv("LEXRAG_KAGGLE_WORKING", str(blocker))
     with pytest.raises(ArtifactError, match="LEXRAG_KAGGLE_WORKING.*it is a file"):
         run_submission("lexical")
+
+
+def test_a_folder_in_the_way_of_the_candidate_file_does_not_cost_the_submission(kaggle_tree, demo_queries, demo_artifacts):
+    from lexrag.kaggle.notebook import run_submission
+
+    kaggle_tree.parent.mkdir(parents=True, exist_ok=True)
+    (kaggle_tree.parent / "submission.csv.candidate").mkdir()  # the fixed name an earlier version wrote through
+    summary = run_submission("lexical")
+    assert summary["status"] == "OK" and all(_valid(kaggle_tree, demo_queries, demo_artifacts))

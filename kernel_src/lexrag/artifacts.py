@@ -329,6 +329,10 @@ def _check_entry(folder: Path, rel: Any, meta: Any, artifact: str) -> None:
     """Refuse a ``files`` entry of params.json that is not a file name inside ``folder``: an absolute
     path, a ``..``, a backslash or drive, or a link out of the folder would make loading stat, open and
     hash a file elsewhere (and its messages tell that file's size)."""
+    if isinstance(meta, dict) and (not isinstance(meta.get("size"), int) or isinstance(meta.get("size"), bool)
+                                   or not isinstance(meta.get("sha256"), str)):
+        raise ArtifactError(f"{folder / PARAMS}: the entry of {str(rel)[:80]!r} has no valid size and sha256 (damaged or "
+                            f"edited); {rebuild_hint(artifact)}")
     ok = isinstance(rel, str) and isinstance(meta, dict) and rel and "\\" not in rel and "\x00" not in rel
     parts = rel.split("/") if ok else []
     ok = ok and not rel.startswith("/") and ":" not in parts[0] and all(p not in ("", ".", "..") for p in parts)
@@ -446,7 +450,11 @@ def file_table(folder: str | Path) -> list[dict]:
     """Every file under ``folder`` with size and sha256, sorted by relative path."""
     folder = Path(folder)
     rows = []
+    root = os.path.realpath(folder)
     for p in sorted(folder.rglob("*")):
+        if p.is_symlink() and not os.path.realpath(p).startswith(root + os.sep):
+            raise ArtifactError(f"{p}: a link out of {folder}; nothing outside it is read or listed: replace the link "
+                                "with the file, or rebuild the folder")
         if p.is_file() and p.name != "dataset-metadata.json":
             rows.append({"path": p.relative_to(folder).as_posix(), "size": p.stat().st_size, "sha256": sha256_file(p)})
     return rows

@@ -24,7 +24,8 @@ def _f(default: Any, help: str, range: tuple[float | None, float | None] | None 
 
 @dataclass
 class CorpusConfig:
-    chunk_rows: int = _f(20_000, "rows written per parquet row group when streaming the input CSVs (bounds memory)", range=(1, None))
+    chunk_rows: int = _f(20_000, "rows written per parquet row group when streaming the input CSVs (bounds memory; at least "
+                                 "1,000: smaller row groups make a build crawl)", range=(1_000, None))
     max_error_examples: int = _f(20, "bad rows quoted (row number and reason) in the build report")
     strict_quotes: bool = _f(True, "a record the CSV parser cannot close, or one over several lines of the wrong width (an unmatched quote: it swallows the rows after it), stops the build, naming its lines; false: drop it and count its lines in the build report. Records of the right width are kept, quoted fields over several lines included")
 

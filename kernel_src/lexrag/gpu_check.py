@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", type=int, default=8, help="prompts per LLM check")
     ap.add_argument("--max-new-tokens", type=int, default=16)
     args = ap.parse_args(argv)
+    if args.prompts < 1 or args.max_new_tokens < 1:
+        ap.error("--prompts and --max-new-tokens must be >= 1")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     import torch

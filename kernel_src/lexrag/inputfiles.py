@@ -47,8 +47,16 @@ def read_json_file(path: str | Path, error: type[Exception] = ConfigError, max_b
                    what: str = "") -> Any:
     """A JSON file read by :func:`read_text_file`; invalid or too deeply nested JSON is ``error``."""
     text = read_text_file(path, error, max_bytes, what)
+
+    def unique(pairs):
+        keys = [k for k, _ in pairs]
+        twice = next((k for k in keys if keys.count(k) > 1), None) if len(keys) != len(set(keys)) else None
+        if twice is not None:  # JSON keeps the last silently; which one was meant cannot be known
+            raise ValueError(f"key {twice!r} appears twice in one object")
+        return dict(pairs)
+
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique)
     except RecursionError:
         raise error(f"{f'{what} ' if what else ''}{path}: JSON nested too deeply to read") from None
     except ValueError as e:

@@ -185,7 +185,7 @@ def _read_source(source: Path, skipped: dict) -> tuple[str, str, str, str, str, 
         index_path = source.with_name(stem + ".index")
         data_path = next((p for p in (source.with_name(stem + ".dict.dz"), source.with_name(stem + ".dict")) if p.is_file()), None)
         if not index_path.is_file() or data_path is None:
-            raise ArtifactError(f"--dictionary {source}: a dictd dictionary needs {stem}.index beside {stem}.dict.dz "
+            raise ArtifactError(f"--dictionary {source}: a dictd dictionary needs both {stem}.index and {stem}.dict.dz "
                                 f"(Debian: apt-get install dict-freedict-eng-deu puts them in /usr/share/dictd/)")
         try:
             raw = gzip.decompress(data_path.read_bytes()) if data_path.name.endswith(".dz") else data_path.read_bytes()

@@ -51,7 +51,11 @@ def load_manifest(path: str | Path) -> dict:
     if not isinstance(arts, list) or not all(isinstance(a, dict) and "name" in a and "dataset" in a for a in arts):
         raise ManifestError(f"{path}: 'artifacts' must be a list of entries with at least name and dataset")
     known = set(names())
+    seen: set = set()
     for a in arts:
+        if a["name"] in seen:
+            raise ManifestError(f"{path}: artifact {str(a['name'])[:40]!r} is listed twice; keep one entry")
+        seen.add(a["name"]) if isinstance(a["name"], str) else None
         if a["name"] not in known:  # a name is a folder under --out: never a path that leads elsewhere
             raise ManifestError(f"{path}: artifact name {str(a['name'])[:80]!r} is not one lexrag builds "
                                 f"({', '.join(sorted(known))})")
@@ -226,6 +230,11 @@ def rebuild(
 
     doc = load_manifest(manifest_path)
     owner = owner or doc.get("owner", "lexrag")
+    import re
+
+    if not isinstance(owner, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,49}", owner):
+        raise ManifestError(f"owner {str(owner)[:60]!r} is not a Kaggle user or organisation name (letters, digits, - and _); "
+                            "give --owner YOUR_KAGGLE_USER")
     names = selected(doc, only)
     out = Path(out_dir)
     from lexrag.artifacts import check_makeable, check_replaceable
@@ -242,8 +251,9 @@ def rebuild(
     check_build_inputs(out, laws if "corpus" in names else None, courts if "corpus" in names else None,
                        law_keys if "corpus" in names else None, train if {"prior", "ranker"} & set(names) else None,
                        abbreviations if "corpus" in names else None)
-    if llm_cache and "llm_cache" in names and not Path(llm_cache).is_dir():
-        raise ManifestError(f"--llm-cache {llm_cache}: not a folder (the llm.cache_dir of a live run)")
+    if llm_cache and "llm_cache" in names and not (Path(llm_cache) / "params.json").is_file():
+        raise ManifestError(f"--llm-cache {llm_cache}: not an LLM cache folder (the llm.cache_dir of a live run, holding "
+                            "params.json and cache.sqlite)")
     ignored = [flag for flag, v, arts in (("--laws", laws, {"corpus"}), ("--courts", courts, {"corpus"}),
                                           ("--train", train, {"prior", "ranker"}), ("--llm-cache", llm_cache, {"llm_cache"}),
                                           ("--dictionary", dictionary, {"dictionary"}))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lexrag.config import load_config
+from lexrag.errors import ArtifactError
 from lexrag.eval.status import measured, measured_table, run_status
 from lexrag.eval.submission import validate_submission, write_submission
 from lexrag.kaggle.paths import resolve_paths
@@ -53,12 +54,22 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
            else Artifacts.load(None, cfg, paths=paths, degrade=True))
     load_s = time.perf_counter() - t0
     res = run_pipeline(qs, art, cfg, paths=paths, budget=budget)
-    tmp = out_path.with_name(out_path.name + ".candidate")
-    write_submission(tmp, res.predictions, res.query_ids)
-    problems = validate_submission(tmp, [q.query_id for q in qs], art.corpus.citations)
-    if problems:  # never replace a valid fallback with a broken file
-        raise RuntimeError(f"the submission failed validation, the fallback file stays: {problems[:5]}")
-    tmp.replace(out_path)
+    import tempfile
+
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".candidate", dir=out_path.parent)  # a name nothing holds
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write_submission(tmp, res.predictions, res.query_ids)
+        problems = validate_submission(tmp, [q.query_id for q in qs], art.corpus.citations)
+        if problems:  # never replace a valid fallback with a broken file
+            raise RuntimeError(f"the submission failed validation, the fallback file stays: {problems[:5]}")
+        if out_path.is_dir():
+            raise ArtifactError(f"{out_path} is a folder, so the submission cannot be written there: remove it")
+        tmp.replace(out_path)
+    finally:
+        tmp.unlink(missing_ok=True)
     status = run_status(cfg, art, res)
     summary = {
         "status": status.status, "status_table": status.table() + "\n" + measured_table(m := measured(cfg, res, art)),
