@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE")
     p.add_argument("--check", action="store_true", help="only verify existing folders against the manifest")
     p.add_argument("--record", action="store_true", help="record a build of other data (another corpus, such as the demo "
-                   "slice) in the committed manifest; without it such a build is recorded in OUT/artifacts_manifest.yaml")
+                   "slice) in the committed manifest; without it such a build is recorded in OUT/artifacts_manifest.yaml "
+                   "(a manifest of your own given with --manifest is always recorded in place)")
     p.add_argument("--upload", action="store_true", help="push the folders with the kaggle CLI after building/checking")
     p.add_argument("--message", default="", help="version message for --upload")
     args = p.parse_args(argv)
