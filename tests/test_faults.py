@@ -1437,3 +1437,11 @@ def test_a_json_key_given_twice_and_a_size_that_is_no_number_are_named(tmp_path,
     (bm25 / "params.json").write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises(ArtifactError, match="params.json: the entry of .* has no valid size and sha256"):
         read_params(bm25, "bm25")
+
+
+def test_a_preset_written_as_a_path_and_a_folder_as_tune_out_get_the_right_hint(tmp_path, capsys, demo_artifacts, demo_queries):
+    rc, _, err = cli(capsys, "config", "--config", "./kaggle")
+    assert rc == 2 and "the preset 'kaggle' is named without a path: --config kaggle" in err
+    rc, _, err = cli(capsys, "tune", "--queries", demo_queries, "--artifacts", demo_artifacts, "--grid", "count.k=3,5",
+                     "--out", tmp_path)
+    assert rc == 2 and "tuned.yaml" in err and "submission.csv" not in err

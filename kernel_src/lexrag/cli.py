@@ -23,20 +23,21 @@ def _config(args: argparse.Namespace):
     return cfg
 
 
-def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protected: dict | None = None) -> Path:
+def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protected: dict | None = None,
+               example: str = "submission.csv") -> Path:
     """Refuse an output path that would overwrite an input or write into an artifacts folder."""
     from lexrag.errors import ConfigError
 
     from lexrag.artifacts import check_makeable
 
     if str(out).endswith(("/", os.sep)):
-        raise ConfigError(f"{what} {out} names a folder; give a file name such as {Path(out) / 'submission.csv'}")
+        raise ConfigError(f"{what} {out} names a folder; give a file name such as {Path(out) / example}")
     if Path(out).is_symlink() or (os.path.lexists(out) and not Path(out).is_dir() and not Path(out).is_file()):
         raise ConfigError(f"{what} {out} is a link, a device or a FIFO, which writing would replace with a plain file; "
                           "give the path of a plain file")
     p = Path(out).resolve()
     if p.is_dir():
-        raise ConfigError(f"{what} {out} is a folder; give a file name such as {Path(out) / 'submission.csv'}")
+        raise ConfigError(f"{what} {out} is a folder; give a file name such as {Path(out) / example}")
     check_makeable(Path(out).parent, f"{what} {out}: the folder")
     for name, path in (inputs or {}).items():
         if path and Path(path).resolve() == p:
@@ -168,7 +169,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     grid = parse_grid(args.grid)
     if args.out:
         _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config},
-                   protected=dict([_artifacts_dir(args, cfg)]))
+                   protected=dict([_artifacts_dir(args, cfg)]), example="tuned.yaml")
     art, paths = _artifacts(args, cfg)
     res = tune(cfg, art, args.queries, grid, args.out, paths=paths)
     print("  held out  in-sample  point")

@@ -285,7 +285,9 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         if p.is_dir():
             raise ConfigError(f"config {p} is a folder; give a YAML file (or a preset: {', '.join(presets())})")
         if not p.is_file():
-            raise ConfigError(f"config file not found: {p} (presets: {', '.join(presets())})")
+            hint = (f"; the preset {p.stem!r} is named without a path: --config {p.stem}"
+                    if p.stem in presets() and str(path) != p.stem else f" (presets: {', '.join(presets())})")
+            raise ConfigError(f"config file not found: {path}{hint}")
         data = read_yaml_file(p) or {}
         if not isinstance(data, Mapping):
             raise ConfigError(f"{p}: top level must be a mapping of sections")

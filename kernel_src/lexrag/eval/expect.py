@@ -46,7 +46,9 @@ def check_expected(metrics: dict | str | Path, expected: dict | str | Path) -> l
     """One row per expected metric: name, expected, tolerance, got, status (OK, OKish, FAIL).  An
     expectations file with no metric, or one whose value, tol or direction is not what it must be,
     is a :class:`ConfigError` naming it (a check that checks nothing never passes)."""
+    source = "metrics"
     if not isinstance(metrics, dict):
+        source = str(metrics)
         doc = read_metrics_file(metrics)
         metrics = doc.get("metrics", doc)
     where = "expectations"
@@ -79,7 +81,7 @@ def check_expected(metrics: dict | str | Path, expected: dict | str | Path) -> l
         value, tol = float(spec["value"]), float(tol)
         got = metrics.get(name)
         if got is not None and not _number(got):
-            raise ConfigError(f"metrics: {name!r} is {str(got)[:40]!r}, not a finite number (a damaged metrics.json?)")
+            raise ConfigError(f"{source}: {name!r} is {str(got)[:40]!r}, not a finite number (a damaged metrics.json?)")
         if got is None:
             status = "FAIL"
         else:
