@@ -1396,7 +1396,7 @@ def test_a_loop_of_links_and_a_header_of_200000_columns_are_one_line(tmp_path, c
     (tmp_path / "a").symlink_to(tmp_path / "b")
     (tmp_path / "b").symlink_to(tmp_path / "a")
     rc, _, err = cli(capsys, "run", "--artifacts", demo_artifacts, "--queries", tmp_path / "a", "--out", tmp_path / "s.csv")
-    assert rc == 2 and len(err.strip().splitlines()) == 1 and ("loop of links" in err or "cannot be read" in err or "not found" in err)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "a loop of links" in err, err
     wide = write(tmp_path / "q.csv", ",".join(["id", "text"] + [f"c{i}" for i in range(200_000)]) + "\n")
     rc, _, err = cli(capsys, "run", "--artifacts", demo_artifacts, "--queries", wide, "--out", tmp_path / "s.csv")
     assert rc == 2 and "missing column(s) query_id" in err and "(200002 columns)" in err and len(err) < 1000

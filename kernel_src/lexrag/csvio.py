@@ -67,6 +67,9 @@ def check_input_file(path: Path, what: str = "file") -> None:
     if path.is_dir():
         raise CsvInputError(f"{path}: is a folder; give the {what} itself")
     if not path.exists():
+        if path.is_symlink():  # a link whose target is missing, or a loop of links
+            raise CsvInputError(f"{path}: a link that leads to no file (its target is missing, or a loop of links); "
+                                f"give the {what} itself")
         raise CsvInputError(f"{path}: file not found")
     if not path.is_file():  # read twice (checked, then parsed), so a stream would arrive empty the second time
         raise CsvInputError(f"{path}: not a regular file (a device, pipe or socket, such as /dev/stdin or /dev/null); "

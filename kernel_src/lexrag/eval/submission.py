@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import csv
+import io
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Collection, Mapping, Sequence
 
-from lexrag.artifacts import file_mode
+from lexrag.artifacts import replace_text
 from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
 
 __all__ = ["MAX_CITATIONS", "MAX_CHARS", "write_submission", "validate_submission", "read_submission"]
@@ -42,26 +41,20 @@ def write_submission(path: str | Path, predictions: Mapping[str, Sequence[str]],
     named in a warning with how many citations it had and kept."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # unique: runs may share --out
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(HEADER)
-            cut = []
-            for qid in query_ids:
-                row, total, kept = _fit(predictions.get(qid, []))
-                w.writerow([qid, row])
-                if kept < total:
-                    cut.append(f"{qid} {total} -> {kept}")
-        os.chmod(tmp, file_mode(path))  # the old file's mode, else the umask's (not the temporary file's 0o600)
-        os.replace(tmp, path)
-        if cut:
-            log.warning("%s: %d row(s) cut to the competition's limits of %d citations and %d characters a row, the "
-                        "rest of their ranking left out: %s%s", path, len(cut), MAX_CITATIONS, MAX_CHARS,
-                        ", ".join(cut[:10]), " ..." if len(cut) > 10 else "")
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(HEADER)
+    cut = []
+    for qid in query_ids:
+        row, total, kept = _fit(predictions.get(qid, []))
+        w.writerow([qid, row])
+        if kept < total:
+            cut.append(f"{qid} {total} -> {kept}")
+    replace_text(path, buf.getvalue())  # whole or not at all, the old file's mode kept
+    if cut:
+        log.warning("%s: %d row(s) cut to the competition's limits of %d citations and %d characters a row, the "
+                    "rest of their ranking left out: %s%s", path, len(cut), MAX_CITATIONS, MAX_CHARS,
+                    ", ".join(cut[:10]), " ..." if len(cut) > 10 else "")
     return path
 
 

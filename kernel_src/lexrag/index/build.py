@@ -120,25 +120,19 @@ def courts_beside(laws: str | Path | None, courts: str | Path | bool | None, say
     by side); ``False`` (or ``""``, ``"false"``, ``"none"``) for laws only.  Each choice is logged
     (unless ``say`` is off: a caller that prints its own line), since a corpus without courts
     gives a graph without edges."""
-    if not say:
-        level = log.level
-        log.setLevel(logging.ERROR)
-        try:
-            return courts_beside(laws, courts)
-        finally:
-            log.setLevel(level)
+    warn, info = (log.warning, log.info) if say else (lambda *a: None, lambda *a: None)
     if isinstance(courts, str) and courts.strip().lower() in ("", "false", "none", "no"):
         courts = False
     if courts is False:
-        log.warning("courts: off by request: the corpus holds laws only and its graph will have no court edges")
+        warn("courts: off by request: the corpus holds laws only and its graph will have no court edges")
         return None
     if courts is not None and courts is not True:
         return Path(courts)
     beside = Path(laws).parent / COURTS_FILE if laws else None
     if beside is not None and beside.is_file():
-        log.info("courts: %s (beside the laws file; pass courts=False / --no-courts for laws only)", beside)
+        info("courts: %s (beside the laws file; pass courts=False / --no-courts for laws only)", beside)
         return beside
-    log.warning("courts: none given and no %s beside %s: the corpus holds laws only and its graph will have no "
+    warn("courts: none given and no %s beside %s: the corpus holds laws only and its graph will have no "
                 "court edges", COURTS_FILE, laws)
     return None
 
