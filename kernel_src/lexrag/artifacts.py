@@ -348,13 +348,19 @@ def _check_entry(folder: Path, rel: Any, meta: Any, artifact: str) -> None:
 UNLISTED = frozenset({"llm_cache", "wheels"})  # artifacts whose params.json lists no files (see write_params' files)
 
 
+def _link_out(folder: str | Path) -> Path | None:
+    """The first entry under ``folder`` that is a link leading out of it (None: there is none)."""
+    root = os.path.realpath(folder)
+    return next((e for e in Path(folder).rglob("*") if e.is_symlink() and not os.path.realpath(e).startswith(root + os.sep)),
+                None)
+
+
 def _no_links_out(folder: Path, artifact: str) -> None:
     """Refuse an artifact folder (one whose files are not listed) holding a link that leads out of it."""
-    root = os.path.realpath(folder)
-    for entry in Path(folder).rglob("*"):
-        if entry.is_symlink() and not os.path.realpath(entry).startswith(root + os.sep):
-            raise ArtifactError(f"{entry}: a link out of the artifact folder {folder}; nothing outside it is read; "
-                                f"{rebuild_hint(artifact)}")
+    entry = _link_out(folder)
+    if entry is not None:
+        raise ArtifactError(f"{entry}: a link out of the artifact folder {folder}; nothing outside it is read; "
+                            f"{rebuild_hint(artifact)}")
 
 
 def verify_files(folder: Path, doc: dict) -> None:
@@ -450,11 +456,11 @@ def file_table(folder: str | Path) -> list[dict]:
     """Every file under ``folder`` with size and sha256, sorted by relative path."""
     folder = Path(folder)
     rows = []
-    root = os.path.realpath(folder)
+    out = _link_out(folder)
+    if out is not None:
+        raise ArtifactError(f"{out}: a link out of {folder}; nothing outside it is read or listed: replace the link "
+                            "with the file, or rebuild the folder")
     for p in sorted(folder.rglob("*")):
-        if p.is_symlink() and not os.path.realpath(p).startswith(root + os.sep):
-            raise ArtifactError(f"{p}: a link out of {folder}; nothing outside it is read or listed: replace the link "
-                                "with the file, or rebuild the folder")
         if p.is_file() and p.name != "dataset-metadata.json":
             rows.append({"path": p.relative_to(folder).as_posix(), "size": p.stat().st_size, "sha256": sha256_file(p)})
     return rows
