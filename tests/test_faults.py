@@ -285,7 +285,9 @@ DAMAGE = {
     "params.json not JSON": ("bm25/params.json", lambda p: p.write_text("{oops"), "not valid JSON"),
     "params.json missing": ("corpus/params.json", lambda p: p.unlink(), "the build did not finish"),
     "params.json of another artifact": ("graph/params.json", lambda p: p.write_text(json.dumps({"artifact": "bm25"})),
-                                        "is artifact 'bm25', expected 'graph'"),
+                                        "says artifact 'bm25', but this folder is read as 'graph'"),
+    "params.json naming a list as its artifact": ("graph/params.json", lambda p: p.write_text(json.dumps({"artifact": [1]})),
+                                                  "has artifact [1], not a name"),
 }
 
 
@@ -1445,3 +1447,49 @@ def test_a_preset_written_as_a_path_and_a_folder_as_tune_out_get_the_right_hint(
     rc, _, err = cli(capsys, "tune", "--queries", demo_queries, "--artifacts", demo_artifacts, "--grid", "count.k=3,5",
                      "--out", tmp_path)
     assert rc == 2 and "tuned.yaml" in err and "submission.csv" not in err
+
+
+def test_a_submission_that_is_not_utf8_is_scored_as_read_with_a_warning_naming_its_lines(tmp_path, capsys, caplog, demo_queries):
+    text = "query_id,predicted_citations\nq1,Art. 41 Abs. 1 OR\nq2,Art. 1 Abs. 1 ZGB;Ärt. 2 ZGB\n"
+    pred = write(tmp_path / "pred.csv", text.encode("latin-1"))
+    gold = write(tmp_path / "gold.csv", QUERIES)
+    with caplog.at_level("WARNING"):
+        rc, out, _ = cli(capsys, "evaluate", "--gold", gold, "--pred", pred)
+    assert rc == 0 and "macro_f1" in out
+    warned = [r.getMessage() for r in caplog.records if "not UTF-8" in r.getMessage()]
+    assert warned and str(pred) in warned[0] and "lines 3" in warned[0] and "save the file as UTF-8" in warned[0]
+
+
+def test_a_law_key_given_twice_with_other_text_keeps_both_and_is_named(tmp_path, caplog):
+    from lexrag.config import Config
+    from lexrag.index.corpus_build import build_corpus
+
+    laws = write(tmp_path / "laws.csv", "citation,text,title\nArt. 1 OR,Erster Text,OR\nArt. 2 OR,Zweiter,OR\n"
+                                        "Art. 1 OR,Anderer Text,OR\nArt. 2 OR,Zweiter,OR\n")
+    with caplog.at_level("WARNING"):
+        report = build_corpus(tmp_path / "corpus", laws, cfg=Config().corpus)
+    f = report["files"][0]
+    assert report["n_docs"] == 3 and f["same_key"] == 1 and f["duplicates"] == 1
+    assert any(e["kind"] == "same_key" and e["line"] == 4 and "'Art. 1 OR'" in e["reason"] for e in f["examples"])
+    assert any("1 citations given again with other text" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
+def test_training_gold_outside_the_corpus_is_a_warning_naming_the_file(tmp_path, capsys, caplog):
+    train = write(tmp_path / "train.csv", QUERIES.replace("Art. 8 ZGB", "Art. 999 XYZ"))
+    with caplog.at_level("WARNING"):
+        rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--courts", DEMO / "courts_demo.csv",
+                         "--train", train, "--out", tmp_path / "art")
+    assert rc == 0, err
+    warned = [r.getMessage() for r in caplog.records if "not citations of the corpus" in r.getMessage()]
+    assert len(warned) == 1 and str(train) in warned[0] and "1 of 4 gold citations" in warned[0] and "'Art. 999 XYZ'" in warned[0]
+
+
+def test_a_count_beyond_the_candidate_lists_is_one_note_in_the_status(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", QUERIES)
+    rc, out, err = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv",
+                       "--config", DEMO / "config.yaml", "--set", "count.k=250", "--set", "runtime.batch_size=2")
+    assert rc == 0, err
+    notes = [line for line in out.splitlines() if line.startswith("note: count.k=250")]
+    assert len(notes) == 1 and "4 of 4 queries have fewer distinct citations" in notes[0] and "lexical.top_k" in notes[0]
+    rc, out, _ = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv", "--config", DEMO / "config.yaml")
+    assert rc == 0 and "note: count.k" not in out

@@ -20,9 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_gpu_check_runs_in_cpu_mode(tmp_path):
     out = tmp_path / "gpu_check.json"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--cpu", "--json", str(out), "--prompts", "4"],
-                       capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                       capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", "TMPDIR": str(tmp)})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert not list(tmp.glob("lexrag-*")), "the check leaves its tiny models behind"
     assert r.stdout.strip().splitlines()[-1].startswith("OK: 6 checks on the CPU")
     doc = json.loads(out.read_text(encoding="utf-8"))
     checks = {c["check"]: c for c in doc["results"]}

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from lexrag import __version__
-from lexrag.errors import ArtifactError
+from lexrag.errors import ArtifactError, short
 
 __all__ = ["ArtifactError", "replace_text", "check_makeable", "check_replaceable", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
            "publishes", "staged_set", "reading", "rebuild_hint", "verify_files"]
@@ -431,7 +431,11 @@ def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:
     if not isinstance(doc, dict):
         raise ArtifactError(f"{path}: not a params object (a JSON {type(doc).__name__}); {rebuild_hint(artifact)}")
     if doc.get("artifact") != artifact:
-        raise ArtifactError(f"{path}: is artifact {doc.get('artifact')!r}, expected {artifact!r}")
+        got = doc.get("artifact")
+        what = (f"says artifact {got!r}" if isinstance(got, str)
+                else f"has artifact {short(got)}, not a name" if "artifact" in doc else "names no artifact")
+        raise ArtifactError(f"{path}: {what}, but this folder is read as {artifact!r}: a folder of another artifact was put or "
+                            f"attached in its place; give the {artifact!r} artifact's folder there ({rebuild_hint(artifact)})")
     if not isinstance(doc.get("params", {}), dict):
         raise ArtifactError(f"{path}: 'params' is not an object; {rebuild_hint(artifact)}")
     if verify:

@@ -31,6 +31,7 @@ class FileReport:
     rows_read: int = 0
     written: int = 0
     duplicates: int = 0
+    same_key: int = 0  # law rows whose citation an earlier row has, with other text (both kept, named in examples)
     malformed: int = 0
     encoding_repaired: int = 0
     blank: int = 0  # blank lines skipped
@@ -50,6 +51,7 @@ class FileReport:
             f"{self.empty_text} with empty text (kept)" + (f", {self.lines_lost} lines inside broken records" if self.lines_lost else "")
             + (f", {self.multiline} records over several lines (kept)" if self.multiline else "")
             + (f", {self.suspect} of them hold lines that read like rows of their own (kept; see examples)" if self.suspect else "")
+            + (f", {self.same_key} citations given again with other text (both kept; see examples)" if self.same_key else "")
         )
 
 

@@ -73,9 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from lexrag.models import load_causal_lm, load_encoder, release_memory, resolve_device, usable_gpus
-    from lexrag.stages.rerank import Reranker
-    from lexrag.testing import SENTENCES, make_tiny_encoder, make_tiny_llm, make_tiny_reranker
+    from lexrag.models import usable_gpus
 
     gpus = usable_gpus()
     if not args.cpu and not gpus:
@@ -84,7 +82,16 @@ def main(argv: list[str] | None = None) -> int:
     first = "cpu" if args.cpu else f"cuda:{gpus[0]}"
     second = "cpu" if args.cpu else (f"cuda:{gpus[1]}" if len(gpus) > 1 else first)
     devices = [first, second]
-    work = Path(tempfile.mkdtemp(prefix="lexrag-gpu-check-"))
+    with tempfile.TemporaryDirectory(prefix="lexrag-gpu-check-") as tmp:  # the tiny models go with it
+        return _checks(args, torch, devices, gpus, Path(tmp))
+
+
+def _checks(args, torch, devices: list[str], gpus: list[int], work: Path) -> int:
+    from lexrag.models import load_causal_lm, load_encoder, release_memory, resolve_device
+    from lexrag.stages.rerank import Reranker
+    from lexrag.testing import SENTENCES, make_tiny_encoder, make_tiny_llm, make_tiny_reranker
+
+    first, second = devices
     llm_dir = make_tiny_llm(work / "tiny-qwen2")
     enc_dir = make_tiny_encoder(work / "enc")
     rr_dir = make_tiny_reranker(work / "rr")

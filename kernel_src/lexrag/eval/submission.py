@@ -79,6 +79,11 @@ def read_submission(path: str | Path) -> dict[str, list[str]]:
     problems = [f"line {e['line']}: {e['reason']}" for e in report.examples if e["kind"] == "malformed"] + problems
     if problems:
         raise CsvInputError(f"{path}: {len(problems)} problem(s): " + "; ".join(problems[:10]))
+    if report.encoding_repaired:  # scored as read, but Kaggle reads UTF-8 and would see other characters
+        lines = [e["line"] for e in report.examples if e["kind"] == "encoding"][:5]
+        log.warning("%s: %d row(s) are not UTF-8 and were read as cp1252/latin-1 (lines %s); Kaggle reads UTF-8, so "
+                    "save the file as UTF-8 before submitting it", path, report.encoding_repaired,
+                    ", ".join(map(str, lines)) or "?")
     return out
 
 

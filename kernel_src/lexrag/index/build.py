@@ -177,6 +177,23 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
                                     f"(nothing was built or changed in {out})")
 
 
+def warn_gold_outside(train: str | Path, corpus: Corpus) -> int:
+    """Warn, naming the file and a few examples, when gold citations of the training file are not
+    citations of the corpus: what is trained on them (the prior, the ranker) cannot learn from them,
+    and a wrong file (another corpus's gold, the laws file) shows here.  Returns their count."""
+    from lexrag.queries import load_gold
+
+    known = set(corpus.citations)
+    gold = load_gold(train)
+    outside = [c for cs in gold.values() for c in cs if c not in known]
+    total = sum(len(cs) for cs in gold.values())
+    if outside:
+        log.warning("--train %s: %d of %d gold citations are not citations of the corpus (e.g. %s): nothing is learned from "
+                    "them; give the laws, --law-keys and court considerations they come from, or check it is the right "
+                    "training file", train, len(outside), total, "; ".join(repr(c) for c in outside[:3]))
+    return len(outside)
+
+
 def build_artifacts(
     cfg: Config,
     laws: str | Path,
@@ -213,6 +230,8 @@ def build_artifacts(
                 inputs.corpus = Corpus(stage / "corpus", lookups=False)  # the graph build makes them when it needs them
                 report = result
                 log.info("corpus: %d documents in %.1fs", len(inputs.corpus), time.perf_counter() - t)
+                if train:
+                    warn_gold_outside(train, inputs.corpus)
                 continue
             if result is False:
                 raise ArtifactError(f"{a.name}: incomplete (a shard or time limit); build it with "

@@ -217,6 +217,10 @@ def _ingest(
         if not text.strip():
             report.empty_text += 1
         if kind == "law":
+            if citation in laws_seen and not keys_only:  # two texts for one key: which is right cannot be known here
+                report.same_key += 1
+                report.note("same_key", line, f"{citation!r} was given before with other text; both texts kept as "
+                            "documents of that citation: remove the wrong row")
             laws_seen[citation] = parsed.code  # the codes the aliases are kept for, parsed once
         w.add(
             key=parsed.key(),
@@ -289,7 +293,7 @@ def build_corpus(
     extra = {"aliases": {Path(abbreviations).name: sha256_file(abbreviations), "count": report["code_aliases"]}} if abbreviations else {}
     write_params(out, ARTIFACT, "lexrag.index.corpus.build_corpus", {"schema": SCHEMA.names}, n_docs=w.n, sources=sources, **extra)
     for r in reports:  # a file with dropped or repaired rows is a warning (with -q too), with its first lines
-        lossy = r.malformed or r.lines_lost or r.encoding_repaired
+        lossy = r.malformed or r.lines_lost or r.encoding_repaired or r.same_key
         (log.warning if lossy else log.info)("%s%s", r.summary(), f"; every one is listed in {REPORT_FILE}" if lossy else "")
         for ex in r.examples[:5]:
             (log.warning if lossy else log.info)("  line %s: %s: %s", ex["line"], ex["kind"], ex["reason"])

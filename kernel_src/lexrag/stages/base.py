@@ -182,6 +182,7 @@ class Context:
     budget: RunBudget | None = None  # a stage that loops may stop early when it is spent
     signal_cache: TextCache | None = None  # shared by runs that may reuse signals (ablations, tuning)
     retrieve: "Callable[[list[QueryState]], dict[str, list[tuple[int, float]]]] | None" = None
+    tallies: dict = field(default_factory=dict)  # counts a stage adds up over the run's batches (for one note a run)
 
     def model(self, name: str) -> Any:
         """The loaded model ``name`` (``encoder``, ``reranker``, ``llm``) from the model pool,

@@ -220,6 +220,7 @@ class Count:
         cal = getattr(ctx.art, "calibration", None)
         out = Ranking("final", "final")
         fallback: dict[str, str] = {}  # expected_f1 queries cut at count.k instead -> the stage that made their order
+        short: list[int] = []  # lengths of final orders shorter than a fixed count.k asks for
         for q in batch.queries:
             docs, _, scores = unique_citations(batch.current.get(q.query_id, []), ctx.art.corpus)
             if cc.method == "adaptive":
@@ -243,12 +244,29 @@ class Count:
                 q.add_cost("count", k=k)
             else:
                 k = choose_count(np.asarray(scores), cc.method, cc.k, cc.min_k, cc.max_k)
+            if (cc.method == "fixed" or q.query_id in fallback) and len(scores) < cc.k:
+                short.append(len(scores))
             out.hits[q.query_id] = list(zip(docs[:k], scores[:k]))
         if fallback:
             makers = sorted(set(fallback.values()))
             log.warning("count.method=expected_f1 reads the learned ranker's probabilities, but for %d queries (%s) the order "
                         "came from %s: those are cut at count.k=%d", len(fallback), ", ".join(list(fallback)[:5]),
                         ", ".join(makers), cc.k)
+        tally = ctx.tallies.setdefault("count_short", {"queries": 0, "short": 0, "most": 0, "note": None})
+        tally["queries"] += len(batch.queries)
+        if short:  # said, not silent: a count.k beyond the candidate lists is cut by them (one note a run)
+            tally["short"] += len(short)
+            tally["most"] = max(tally["most"], *short)
+            note = (f"count.k={cc.k}: {tally['short']} of {tally['queries']} queries have fewer distinct citations in "
+                    f"their final order (at most {tally['most']}) and keep all they have; each signal keeps its top_k "
+                    f"documents (lexical.top_k={ctx.cfg.lexical.top_k}) and fusion keeps fusion.depth={ctx.cfg.fusion.depth}: "
+                    "raise those for longer lists")
+            if tally["note"] is None:
+                log.warning("%s", note)
+            elif tally["note"] in ctx.art.notes:
+                ctx.art.notes.remove(tally["note"])
+            ctx.art.notes.append(note)
+            tally["note"] = note
         return out
 
 
