@@ -203,8 +203,8 @@ def test_question_weight_counts_the_asked_sentence_again(tmp_path):
 def test_score_cache_serves_repeated_questions_read_only_and_bounded(tmp_path, monkeypatch):
     idx = build_bm25([DOCS], tmp_path / "bm25", corpus_id="abc")
     calls = []
-    real = idx.score_terms
-    monkeypatch.setattr(idx, "score_terms", lambda w: calls.append(dict(w)) or real(w))
+    real = idx._accumulate
+    monkeypatch.setattr(idx, "_accumulate", lambda w: calls.append(dict(w)) or real(w))
     q = "Wann kann der Arbeitgeber fristlos kündigen?"
     first = idx.scores(q)
     assert idx.scores(q) is first and len(calls) == 1  # the stages after BM25 get the same vector
@@ -233,8 +233,8 @@ def test_a_run_scores_each_question_once_however_many_stages_ask(demo_artifacts,
                                  "feedback.enabled": True})
     art = Artifacts.load(demo_artifacts, cfg)
     scored = []
-    real = art.bm25.score_terms
-    monkeypatch.setattr(art.bm25, "score_terms", lambda w: scored.append(tuple(w.items())) or real(w))
+    real = art.bm25._accumulate
+    monkeypatch.setattr(art.bm25, "_accumulate", lambda w: scored.append(tuple(w.items())) or real(w))
     queries = load_queries(demo_queries)
     run_pipeline(queries, art, cfg)
     # the BM25, statute and article stages (and the graph's preference) all read the question's
@@ -256,8 +256,8 @@ def test_a_run_longer_than_the_score_cache_scores_each_question_once(demo_artifa
     art = Artifacts.load(demo_artifacts, cfg)
     art.bm25.cache_size = 4
     scored = []
-    real = art.bm25.score_terms
-    monkeypatch.setattr(art.bm25, "score_terms", lambda w: scored.append(tuple(w.items())) or real(w))
+    real = art.bm25._accumulate
+    monkeypatch.setattr(art.bm25, "_accumulate", lambda w: scored.append(tuple(w.items())) or real(w))
     queries = load_queries(demo_queries)
     chunked = run_pipeline(queries, art, cfg)
     assert len(scored) == len(set(scored)) > len(queries)
@@ -284,3 +284,45 @@ def test_top_keeps_the_lowest_ids_of_scores_tied_at_the_kth_place():
     assert ids.tolist() == [4, 1, 2] and vals.tolist() == [3.0, 2.0, 1.0]  # 2 of the four tied at 1.0: the lowest id
     assert BM25Index.top(scores, 10)[0].tolist() == [4, 1, 2, 3, 5, 7]  # only positive scores
     assert BM25Index.top(np.zeros(5, dtype=np.float32), 3)[0].tolist() == [] and BM25Index.top(None, 3)[0].tolist() == []
+
+
+def _random_csc(rng, n_docs: int, n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A CSC index whose contributions take a few values only, so ties are everywhere."""
+    cols = [np.sort(rng.choice(n_docs, size=int(rng.integers(1, n_docs // 3)), replace=False)) for _ in range(n_terms)]
+    indptr = np.concatenate([[0], np.cumsum([len(c) for c in cols])]).astype(np.int32)
+    indices = np.concatenate(cols).astype(np.int32)
+    data = rng.choice(np.array([0.25, 0.5, 1.0, 1.7], dtype=np.float32), size=len(indices))
+    return data, indices, indptr
+
+
+def test_the_numba_and_numpy_kernels_give_the_same_bits_and_the_same_top_k_with_ties():
+    pytest.importorskip("numba")
+    from lexrag.index import bm25_kernel as K
+
+    if K.BACKEND != "numba":
+        pytest.skip("numba switched off (LEXRAG_BM25_BACKEND=numpy)")
+    rng = np.random.default_rng(7)
+    data, indices, indptr = _random_csc(rng, 3000, 60)
+    for trial in range(40):
+        terms = rng.choice(60, size=int(rng.integers(1, 12)), replace=False)
+        weights = {int(t): float(rng.choice([1.0, 0.5, 1 / 3, 2.0])) for t in terms}
+        a, touched = K.accumulate(data, indices, indptr, weights, 3000, backend="numba")
+        b, none = K.accumulate(data, indices, indptr, weights, 3000, backend="numpy")
+        assert none is None and a.dtype == b.dtype == np.float32
+        assert a.tobytes() == b.tobytes()  # the same float32 additions in the same order
+        np.testing.assert_array_equal(np.sort(touched), np.flatnonzero(b > 0))
+        for k in (1, 7, 100, 5000):
+            expect = sorted(np.flatnonzero(b > 0), key=lambda d: (-b[d], d))[:k]  # the order (-score, doc id)
+            for got, _ in (K.top_k(a, k, touched, backend="numba"), K.top_k(a, k, backend="numba"),
+                           K.top_k(b, k, backend="numpy"), K.top_k(b, k, touched, backend="numpy")):
+                assert got.tolist() == [int(d) for d in expect], (trial, k)
+
+
+def test_search_many_gives_each_query_its_own_search_in_order(tmp_path):
+    idx = build_bm25([DOCS], tmp_path / "bm25", corpus_id="abc")
+    texts = ["Wann kann der Arbeitgeber fristlos kündigen?", "Pflichtteil Erbanspruch", "zzz unbekannt", "Verjährung"] * 5
+    many = idx.search_many(texts, 3, threads=2)
+    assert len(many) == len(texts) and not idx._cache  # asked once each: nothing kept
+    for text, (docs, scores) in zip(texts, many):
+        one_docs, one_scores = idx.search(text, 3)
+        assert docs.tolist() == one_docs.tolist() and scores.tobytes() == one_scores.tobytes()

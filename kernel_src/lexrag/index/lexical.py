@@ -29,6 +29,7 @@ from lexrag.citations import normalize_text
 from lexrag.config import LexicalConfig
 from lexrag.index.decompound import FILE as DECOMPOUND_FILE
 from lexrag.index.decompound import Decompounder
+from lexrag.index import bm25_kernel
 
 __all__ = ["GERMAN_STOPWORDS", "Analyzer", "BM25Index", "build_bm25"]
 
@@ -300,7 +301,8 @@ class BM25Index:
         self.analyzer = analyzer
         self.params = params
         self.n_docs = int(retriever.scores["num_docs"])
-        self._cache: "OrderedDict[tuple, np.ndarray | None]" = OrderedDict()
+        # query -> (score vector, the documents it touched, None without numba) or None
+        self._cache: "OrderedDict[tuple, tuple[np.ndarray, np.ndarray | None] | None]" = OrderedDict()
         self.cache_size = max(1, SCORE_CACHE_BYTES // (4 * max(self.n_docs, 1)))
 
     @staticmethod
@@ -311,10 +313,12 @@ class BM25Index:
                 "decompound": decompound}
 
     @classmethod
-    def load(cls, folder: str | Path, cfg: LexicalConfig | None = None, corpus_id: str | None = None, mmap: bool = False,
+    def load(cls, folder: str | Path, cfg: LexicalConfig | None = None, corpus_id: str | None = None, mmap: bool = True,
              n_docs: int | None = None) -> "BM25Index":
         """Load and refuse when the index was built with other analyzer/BM25 params or another corpus
-        (its recorded corpus id, and with ``n_docs`` the corpus's size against the index's own)."""
+        (its recorded corpus id, and with ``n_docs`` the corpus's size against the index's own).
+        With ``mmap`` (the default) the postings stay in the files, read through the page cache as
+        queries touch them, so the process holds no private copy of them."""
         cfg = cfg or LexicalConfig()
         params = check_params(folder, ARTIFACT, cls.expected_params(cfg))
         if corpus_id is not None and params.get("corpus_id") != corpus_id:
@@ -352,19 +356,27 @@ class BM25Index:
         :data:`SCORE_CACHE_BYTES` holds): each stage runs over all the questions before the next,
         and four of them (BM25, statutes, articles, graph) ask for the same question's scores;
         a query asked once (feedback's expanded question) passes ``cache=False``."""
+        hit = self._scored(text, dedup, max_terms, question_weight, cache)
+        return None if hit is None else hit[0]
+
+    def _scored(self, text: str, dedup: bool, max_terms: int, question_weight: int,
+                cache: bool) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """(scores, touched documents) of a query, through the cache (see :meth:`scores`)."""
         key = (text, dedup, max_terms, question_weight)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
         weights = self.query_terms(text, dedup, max_terms, question_weight)
-        scores = self.score_terms(weights) if weights else None
+        hit = self._accumulate(weights) if weights else None
         if cache:
-            if scores is not None:
-                scores.flags.writeable = False  # shared by every stage that asks
-            self._cache[key] = scores
+            if hit is not None:
+                for a in hit:
+                    if a is not None:
+                        a.flags.writeable = False  # shared by every stage that asks
+            self._cache[key] = hit
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        return scores
+        return hit
 
     def check_corpus(self, corpus, folder: str | Path = "", samples: int = 8) -> None:
         """Spot-check that the index was built over ``corpus``'s texts (a copy over another corpus of
@@ -411,15 +423,13 @@ class BM25Index:
 
     def score_terms(self, weights: dict[int, float]) -> np.ndarray:
         """Σ weight × BM25 column over the query's terms, accumulated in float32 over their
-        postings as bm25s' ``get_scores_from_ids`` does (a term there n times is weight n here)."""
+        postings in term order as bm25s' ``get_scores_from_ids`` does (a term there n times is
+        weight n here); :mod:`lexrag.index.bm25_kernel` adds them."""
+        return self._accumulate(weights)[0]
+
+    def _accumulate(self, weights: dict[int, float]) -> tuple[np.ndarray, np.ndarray | None]:
         sc = self.retriever.scores
-        data, indices, indptr = sc["data"], sc["indices"], sc["indptr"]
-        scores = np.zeros(self.n_docs, dtype=np.float32)
-        spans = [(int(indptr[j]), int(indptr[j + 1]), w) for j, w in weights.items()]
-        docs = np.concatenate([indices[a:b] for a, b, _ in spans])
-        vals = np.concatenate([data[a:b] if w == 1 else data[a:b] * np.float32(w) for a, b, w in spans])
-        np.add.at(scores, docs, vals)
-        return scores
+        return bm25_kernel.accumulate(sc["data"], sc["indices"], sc["indptr"], weights, self.n_docs)
 
     def query_scores(self, text: str, lc: LexicalConfig, cache: bool = True) -> np.ndarray | None:
         """:meth:`scores` of a question with the query settings of ``lc`` (every stage that
@@ -428,22 +438,23 @@ class BM25Index:
 
     def search(self, text: str, k: int, dedup: bool = True, max_terms: int = 0, question_weight: int = 1,
                cache: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` documents with a positive score, best first."""
-        return self.top(self.scores(text, dedup, max_terms, question_weight, cache), k)
+        """Top-``k`` documents with a positive score, best first (ties as :meth:`top`)."""
+        hit = self._scored(text, dedup, max_terms, question_weight, cache)
+        if hit is None or k <= 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        return bm25_kernel.top_k(hit[0], k, hit[1])
+
+    def search_many(self, texts: Sequence[str], k: int, dedup: bool = True, max_terms: int = 0, question_weight: int = 1,
+                    threads: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search` of many queries on ``threads`` threads (0: every core), in their order;
+        nothing is cached (validation and tuning ask each query once)."""
+        return bm25_kernel.search_many(lambda t: self.search(t, k, dedup, max_terms, question_weight, cache=False),
+                                       texts, threads)
 
     @staticmethod
     def top(scores: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents of a score vector with a positive score, best first; ties by
-        doc_id, at the k-th place too (the lowest ids of the tied scores are kept).  Chosen among
-        the documents the query touched (a positive score), not among all: a short query touches
-        a few thousand of millions."""
+        doc_id, at the k-th place too (the lowest ids of the tied scores are kept)."""
         if scores is None or k <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        top = np.flatnonzero(scores > 0)
-        if len(top) > k:
-            vals = scores[top]
-            kth = np.partition(vals, len(vals) - k)[len(vals) - k]
-            above = top[vals > kth]
-            top = np.concatenate([above, top[vals == kth][: k - len(above)]])
-        top = top[np.lexsort((top, -scores[top]))]
-        return top.astype(np.int64), scores[top]
+        return bm25_kernel.top_k(scores, k)
