@@ -130,6 +130,8 @@ def accumulate(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, weight
     in the order the terms are added) and, with numba, the ids of the documents with a positive
     score (unordered; None from numpy, where finding them costs a scan of every score)."""
     _check(backend)
+    if not weights:
+        return np.zeros(n_docs, dtype=np.float32), (np.empty(0, dtype=np.int32) if backend == "numba" else None)
     terms = np.fromiter(weights, dtype=np.int64, count=len(weights))
     w = np.fromiter(weights.values(), dtype=np.float32, count=len(weights))
     starts, ends = indptr[terms].astype(np.int64), indptr[terms + 1].astype(np.int64)

@@ -444,6 +444,13 @@ class BM25Index:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         return bm25_kernel.top_k(hit[0], k, hit[1])
 
+    def search_terms(self, weights: dict[int, float], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` documents of an analyzed query (term id -> weight, :meth:`query_terms`), uncached."""
+        if not weights or k <= 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        scores, touched = self._accumulate(weights)
+        return bm25_kernel.top_k(scores, k, touched)
+
     def search_many(self, texts: Sequence[str], k: int, dedup: bool = True, max_terms: int = 0, question_weight: int = 1,
                     threads: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search` of many queries on ``threads`` threads (0: every core), in their order;
