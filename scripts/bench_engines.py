@@ -184,7 +184,11 @@ def engine_searchers(name: str, work: Path, threads: int):
             def one(terms):
                 return idx.search_terms({vocab[t]: 1.0 for t in terms}, K)[0]
 
-            return one, lambda batch: bm25_kernel.search_many(one, batch, threads), info
+            def batch(qs):
+                return bm25_kernel.top_k_many(data, indices, indptr, [{vocab[t]: 1.0 for t in q} for q in qs], idx.n_docs, K,
+                                              threads)
+
+            return one, batch, info
         if name == "lexrag-numpy":
             def one(terms):
                 w = {vocab[t]: 1.0 for t in terms}

@@ -316,6 +316,13 @@ def test_the_numba_and_numpy_kernels_give_the_same_bits_and_the_same_top_k_with_
             for got, _ in (K.top_k(a, k, touched, backend="numba"), K.top_k(a, k, backend="numba"),
                            K.top_k(b, k, backend="numpy"), K.top_k(b, k, touched, backend="numpy")):
                 assert got.tolist() == [int(d) for d in expect], (trial, k)
+    queries = [{int(t): float(rng.choice([1.0, 0.5])) for t in rng.choice(60, size=int(rng.integers(0, 8)), replace=False)}
+               for _ in range(30)]  # some without terms
+    for threads in (1, 2):
+        for w, (docs, scores) in zip(queries, K.top_k_many(data, indices, indptr, queries, 3000, 25, threads)):
+            scores_np, _ = K.accumulate(data, indices, indptr, w, 3000, backend="numpy")
+            one = K.top_k(scores_np, 25, backend="numpy")
+            assert docs.tolist() == one[0].tolist() and scores.tobytes() == one[1].tobytes()
 
 
 def test_search_many_gives_each_query_its_own_search_in_order(tmp_path):

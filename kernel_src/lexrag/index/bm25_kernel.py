@@ -8,7 +8,7 @@ are the same bits whichever backend adds them:
 
 - ``numba`` (when installed; Kaggle's image carries it): one compiled loop over the postings that
   also lists the documents it touches, and a k-heap over those, so a short query never scans
-  every document.  Both release the GIL, so :func:`search_many` runs queries on several threads.
+  every document; :func:`top_k_many` runs a batch of queries on several threads in one call.
 - ``numpy`` (the fallback): ``np.add.at`` over the concatenated postings, then a partition of
   the positive scores.
 
@@ -18,12 +18,11 @@ are the same bits whichever backend adds them:
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
-__all__ = ["BACKEND", "accumulate", "top_k", "search_many"]
+__all__ = ["BACKEND", "accumulate", "top_k", "top_k_many"]
 
 try:  # optional: the numpy path gives the same scores, slower
     if os.environ.get("LEXRAG_BM25_BACKEND", "").strip().lower() == "numpy":
@@ -35,13 +34,15 @@ except ImportError:
 BACKEND = "numba" if numba is not None else "numpy"
 
 
-def _compiled(f):
+def _compiled(f=None, parallel: bool = False):
     """``f`` compiled without the GIL, cached on disk where numba finds a writable place (beside
     the module or in the user's cache folder); compiled afresh in each process where it does not."""
+    if f is None:
+        return lambda g: _compiled(g, parallel)
     try:
-        return numba.njit(nogil=True, cache=True)(f)
+        return numba.njit(nogil=True, parallel=parallel, cache=True)(f)
     except RuntimeError:  # "cannot cache function ...: no locator available"
-        return numba.njit(nogil=True)(f)
+        return numba.njit(nogil=True, parallel=parallel)(f)
 
 
 if numba is not None:
@@ -124,6 +125,50 @@ if numba is not None:
         return hd[:m]
 
 
+    @numba.njit(inline="always")
+    def _drain(hs, hd, m, out_docs, out_scores):  # pragma: no cover - compiled
+        """Empty the k-heap into out_*[:m], best first (the worst is popped first, written last)."""
+        for pos in range(m - 1, -1, -1):
+            out_docs[pos] = hd[0]
+            out_scores[pos] = hs[0]
+            s, d = hs[pos], hd[pos]  # the last item, sifted down from the root of the pos left
+            i = 0
+            while True:
+                c = 2 * i + 1
+                if c >= pos:
+                    break
+                if c + 1 < pos and _worse(hs[c + 1], hd[c + 1], hs[c], hd[c]):
+                    c += 1
+                if not _worse(hs[c], hd[c], s, d):
+                    break
+                hs[i] = hs[c]
+                hd[i] = hd[c]
+                i = c
+            hs[i] = s
+            hd[i] = d
+
+    @_compiled(parallel=True)
+    def _batch_nb(data, indices, starts, ends, weights, qptr, n_docs, k, longest, n_chunks,
+                  out_docs, out_scores, out_m):  # pragma: no cover - compiled
+        nq = qptr.shape[0] - 1
+        for c in numba.prange(n_chunks):  # each chunk its own buffers, queries c, c + n_chunks, ...
+            scores = np.zeros(n_docs, dtype=np.float32)
+            touched = np.empty(longest, dtype=np.int32)
+            hs = np.empty(k, dtype=np.float32)
+            hd = np.empty(k, dtype=np.int64)
+            for q in range(c, nq, n_chunks):
+                a, b = qptr[q], qptr[q + 1]
+                n = _accumulate_nb(data, indices, starts[a:b], ends[a:b], weights[a:b], scores, touched)
+                m = 0
+                for i in range(n):
+                    d = touched[i]
+                    m = _offer(hs, hd, m, k, scores[d], np.int64(d))
+                _drain(hs, hd, m, out_docs[q], out_scores[q])
+                out_m[q] = m
+                for i in range(n):  # back to zeros for the next query (cheaper than a fresh array)
+                    scores[touched[i]] = 0
+
+
 def accumulate(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, weights: dict[int, float],
                n_docs: int, backend: str = BACKEND) -> tuple[np.ndarray, np.ndarray | None]:
     """(scores, touched): the float32 score of every document for ``weights`` (term id -> weight,
@@ -173,12 +218,33 @@ def _check(backend: str) -> None:
         raise ValueError(f"BM25 backend {backend!r} is not available here (have: {BACKEND}{', numpy' if numba else ''})")
 
 
-def search_many(search, texts: Sequence[str], threads: int = 0) -> list:
-    """``[search(t) for t in texts]`` on ``threads`` threads (0: the machine's cores).  With the
-    numba kernel the scoring releases the GIL and the threads run side by side; with numpy they
-    mostly take turns, so one thread is used."""
-    threads = threads or (os.cpu_count() or 1)
-    if BACKEND != "numba" or threads <= 1 or len(texts) < 2:
-        return [search(t) for t in texts]
-    with ThreadPoolExecutor(max_workers=min(threads, len(texts))) as pool:
-        return list(pool.map(search, texts))
+def top_k_many(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, queries: Sequence[dict[int, float]], n_docs: int,
+               k: int, threads: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`top_k` of :func:`accumulate` for many analyzed queries at once, the same documents and
+    bits; with numba one compiled call runs them on ``threads`` threads (0: every core) without
+    the GIL, each thread reusing one score array."""
+    if BACKEND != "numba" or k <= 0:
+        out = []
+        for w in queries:
+            scores, touched = accumulate(data, indices, indptr, w, n_docs)
+            out.append(top_k(scores, k, touched))
+        return out
+    threads = max(1, min(threads or (os.cpu_count() or 1), numba.config.NUMBA_NUM_THREADS, max(len(queries), 1)))
+    terms = np.fromiter((t for w in queries for t in w), dtype=np.int64)
+    weights = np.fromiter((x for w in queries for x in w.values()), dtype=np.float32, count=len(terms))
+    qptr = np.zeros(len(queries) + 1, dtype=np.int64)
+    np.cumsum([len(w) for w in queries], out=qptr[1:])
+    starts, ends = indptr[terms].astype(np.int64), indptr[terms + 1].astype(np.int64)
+    per = np.add.reduceat(ends - starts, qptr[:-1]) if len(terms) else np.zeros(len(queries), np.int64)
+    per[qptr[:-1] == qptr[1:]] = 0  # reduceat gives the next query's first span to a query without terms
+    out_docs = np.empty((len(queries), k), dtype=np.int64)
+    out_scores = np.empty((len(queries), k), dtype=np.float32)
+    out_m = np.zeros(len(queries), dtype=np.int64)
+    old = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        _batch_nb(data, indices, starts, ends, weights, qptr, n_docs, k, max(int(per.max(initial=0)), 1), threads,
+                  out_docs, out_scores, out_m)
+    finally:
+        numba.set_num_threads(old)
+    return [(out_docs[q, :m], out_scores[q, :m]) for q, m in enumerate(out_m.tolist())]

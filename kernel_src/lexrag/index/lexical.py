@@ -453,10 +453,12 @@ class BM25Index:
 
     def search_many(self, texts: Sequence[str], k: int, dedup: bool = True, max_terms: int = 0, question_weight: int = 1,
                     threads: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-        """:meth:`search` of many queries on ``threads`` threads (0: every core), in their order;
-        nothing is cached (validation and tuning ask each query once)."""
-        return bm25_kernel.search_many(lambda t: self.search(t, k, dedup, max_terms, question_weight, cache=False),
-                                       texts, threads)
+        """:meth:`search` of many queries, in their order, the same documents and scores; the
+        scoring runs on ``threads`` threads (0: every core) with numba.  Nothing is cached
+        (validation and tuning ask each query once)."""
+        weights = [self.query_terms(t, dedup, max_terms, question_weight) for t in texts]
+        sc = self.retriever.scores
+        return bm25_kernel.top_k_many(sc["data"], sc["indices"], sc["indptr"], weights, self.n_docs, k, threads)
 
     @staticmethod
     def top(scores: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
