@@ -436,6 +436,11 @@ class BM25Index:
         searches the question asks through here, so they all see the same query)."""
         return self.scores(text, lc.query_dedup, lc.max_query_terms, lc.question_weight, cache)
 
+    def query_search(self, text: str, lc: LexicalConfig, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search` of a question with the query settings of ``lc`` (the score vector it
+        makes is the one :meth:`query_scores` gives the other stages)."""
+        return self.search(text, k, lc.query_dedup, lc.max_query_terms, lc.question_weight)
+
     def search(self, text: str, k: int, dedup: bool = True, max_terms: int = 0, question_weight: int = 1,
                cache: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` documents with a positive score, best first (ties as :meth:`top`)."""

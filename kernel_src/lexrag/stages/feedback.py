@@ -50,7 +50,7 @@ class Feedback(OptionalBM25Stage):
         out = Ranking("bm25_prf", "lexical")
         for q in batch.queries:
             text = preference_text(q, ctx.cfg.graph.preference_variants)
-            ids, _ = art.bm25.top(art.bm25.query_scores(text, lc), fc.docs)
+            ids, _ = art.bm25.query_search(text, lc, fc.docs)
             if len(ids) == 0:
                 continue
             terms = expansion_terms(art.bm25, art.corpus.texts(ids.tolist()), set(art.bm25.analyzer(text)), fc.terms)

@@ -45,7 +45,7 @@ class BM25Variants:
         """Top ``lc.top_k`` BM25 hits of ``text``, reshaped by law code when the statute vote or the
         SR-number weight is set (see :meth:`StatuteDetector.rescore`)."""
         if not lc.code_vote and lc.numbered_code_weight == 1.0:
-            return art.bm25.top(art.bm25.query_scores(text, lc), lc.top_k)
+            return art.bm25.query_search(text, lc, lc.top_k)  # among the documents it touched
         scores = art.bm25.query_scores(text, lc)
         if scores is not None:
             scores = detector_for(art.corpus).rescore(scores, lc.code_vote, lc.code_vote_depth, lc.numbered_code_weight)
