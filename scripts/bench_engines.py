@@ -332,8 +332,8 @@ def run_engine(name: str, work: Path, threads: int) -> dict:
         built.write_text(json.dumps(info), encoding="utf-8")
     elif built.is_file():
         info.update({k: v for k, v in json.loads(built.read_text(encoding="utf-8")).items() if k.startswith(("build", "index"))})
-    for terms in qs["long"][:5]:
-        one(terms)  # warm: compiled kernels, page cache
+    for terms in qs["long"] + qs["short"]:
+        one(terms)  # warm, every engine alike: compiled code, and every posting the queries read in memory
     if batch is not None:
         batch([t for t in qs["long"][:8] if t])
     row: dict = {"engine": name, **info}

@@ -222,20 +222,21 @@ def build_bm25(
             offsets[i + 1] = len(targets)
         del forms
         term_of = np.frombuffer(targets, dtype=np.int32).astype(np.int64) if len(targets) else np.empty(0, np.int64)
-        ids_all = np.memmap(tokens, dtype=np.int32, mode="r") if tokens.stat().st_size else np.empty(0, np.int32)
-
         def expanded():
-            """(index terms, their documents inside the chunk, document lengths) chunk by chunk."""
-            off = 0
-            for lens in chunks:
-                n_tok = int(lens.sum())
-                ids = np.asarray(ids_all[off : off + n_tok], dtype=np.int64)
-                off += n_tok
-                per = offsets[ids + 1] - offsets[ids]
-                first = np.repeat(offsets[ids] - (np.cumsum(per) - per), per)
-                terms = term_of[first + np.arange(int(per.sum()), dtype=np.int64)]
-                docs = np.repeat(np.repeat(np.arange(len(lens), dtype=np.int64), lens), per)
-                yield terms, docs, np.bincount(docs, minlength=len(lens)).astype(np.int32)
+            """(index terms, their documents inside the chunk, document lengths) chunk by chunk; the
+            token file is read, not mapped, so its pages do not stay in the process's memory."""
+            with open(tokens, "rb") as f:
+                for lens in chunks:
+                    n_tok = int(lens.sum())
+                    ids = np.fromfile(f, dtype=np.int32, count=n_tok).astype(np.int64)
+                    yield _expand(ids, lens)
+
+        def _expand(ids, lens):
+            per = offsets[ids + 1] - offsets[ids]
+            first = np.repeat(offsets[ids] - (np.cumsum(per) - per), per)
+            terms = term_of[first + np.arange(int(per.sum()), dtype=np.int64)]
+            docs = np.repeat(np.repeat(np.arange(len(lens), dtype=np.int64), lens), per)
+            return terms, docs, np.bincount(docs, minlength=len(lens)).astype(np.int32)
 
         n_vocab = max(len(vocab), 1)
         df = np.zeros(n_vocab, dtype=np.int64)
@@ -267,7 +268,6 @@ def build_bm25(
             data[dest] = _tfc(tf.astype(np.float32), dl[d], avgdl, cfg.k1, cfg.b, cfg.method) * idf[terms]
             indices[dest] = d
             pos[terms[first]] += run
-        del ids_all
 
     retriever = bm25s.BM25(k1=cfg.k1, b=cfg.b, method=cfg.method)
     retriever.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
