@@ -1493,3 +1493,20 @@ def test_a_count_beyond_the_candidate_lists_is_one_note_in_the_status(tmp_path, 
     assert len(notes) == 1 and "4 of 4 queries have fewer distinct citations" in notes[0] and "lexical.top_k" in notes[0]
     rc, out, _ = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv", "--config", DEMO / "config.yaml")
     assert rc == 0 and "note: count.k" not in out
+
+
+def test_a_missing_model_library_names_the_extra_to_install(tmp_path, monkeypatch):
+    import importlib.util
+
+    from lexrag.errors import ModelLoadError
+    from lexrag.models import load_causal_lm, load_cross_encoder, load_encoder
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("sentence_transformers", "transformers")
+                        else real(name, *a))
+    for load, extra in ((load_encoder, "semantic"), (load_cross_encoder, "semantic"), (load_causal_lm, "llm")):
+        with pytest.raises(ModelLoadError, match=rf"not installed: pip install 'lexrag\[{extra}\]'"):
+            load(folder)
