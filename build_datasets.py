@@ -101,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.only is not None and not args.only.strip():  # an empty shell variable must not mean "everything"
+        print("error: --only is empty; name the artifacts (e.g. --only corpus,bm25) or leave the flag out for all",
+              file=sys.stderr)
+        return 2
     only = [s.strip() for s in args.only.split(",")] if args.only else None
     try:
         checked = only
@@ -125,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"warning: not built in {args.out}, so not checked: {', '.join(absent)} "
                           f"(--only {','.join(absent)} checks them)", file=sys.stderr)
         else:
+            from lexrag.artifacts import check_plain_output
+
+            check_plain_output(args.manifest, "--manifest")  # it is rewritten: a link would become a copy, its target stale
             cfg = load_config(args.config, parse_overrides(args.set))
             committed, (args.manifest, staged) = args.manifest, _stage_manifest(args.manifest, args.record)
             courts = courts_beside(args.laws, False if args.no_courts else args.courts) if args.laws else args.courts

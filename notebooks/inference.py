@@ -57,6 +57,8 @@ if test_csv is not None and test_csv.is_file():
     with open(submission, "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([["query_id", "predicted_citations"], *[[q, ""] for q in query_ids]])
     print(f"fallback {submission}: {len(query_ids)} queries from {test_csv}")
+elif test_csv is not None:
+    print(f"{test_csv} is not a regular file (a folder, FIFO or device): no fallback written")
 else:
     print("test.csv not found among the inputs yet")
 
@@ -112,8 +114,9 @@ if INSTALLED:
 # The run's status first (OK / DEGRADED / FAILED and a row per stage the config asks for), then
 # checks, with the standard library only, that the file that stays is complete and well formed.
 if FAILED or not summary:
-    print(f"FAILED: {FAILED or 'the run did not finish'}\nthe fallback file (every query id, no citations) is what "
-          f"this notebook leaves to submit")
+    print(f"FAILED: {FAILED or 'the run did not finish'}\n" + (
+        "the fallback file (every query id, no citations) is what this notebook leaves to submit" if submission.is_file()
+        else f"no {submission} could be written: no readable test.csv among the inputs (attach the competition data)"))
 else:
     print(summary["status_table"])
 assert submission.is_file(), f"no {submission} was written: no test.csv among the inputs (attach the competition data)"

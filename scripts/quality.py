@@ -28,6 +28,16 @@ from lexrag.eval.experiment_cli import arg_parser, run_from_args
 
 
 def main() -> int:
+    from lexrag.errors import LexragError
+
+    try:
+        return _main()
+    except LexragError as e:  # a problem the user can fix: one line, as the CLI gives it
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _main() -> int:
     ap = arg_parser(__doc__)
     ap.add_argument("--courts", help="court considerations CSV for a build (default: DATA/court_considerations_sample.csv)")
     ap.add_argument("--dictionary", help="a dictionary file for a build's dictionary artifact (Debian trans-de-en: "

@@ -1510,3 +1510,146 @@ def test_a_missing_model_library_names_the_extra_to_install(tmp_path, monkeypatc
     for load, extra in ((load_encoder, "semantic"), (load_cross_encoder, "semantic"), (load_causal_lm, "llm")):
         with pytest.raises(ModelLoadError, match=rf"not installed: pip install 'lexrag\[{extra}\]'"):
             load(folder)
+
+
+# ---------------------------------------------------------------- sweep 3: outputs that are not plain files, truthful status
+
+
+def test_an_output_that_is_a_link_or_fifo_is_refused_not_replaced_or_blocked_on(tmp_path, demo_artifacts, demo_queries):
+    from lexrag.artifacts import replace_text
+    from lexrag.config import load_config
+    from lexrag.errors import OutputError
+    from lexrag.eval.validation import validate_run
+    from lexrag.pipeline import Artifacts
+
+    target = write(tmp_path / "target.json", "{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    for path in (link, fifo):
+        with pytest.raises(OutputError, match="is a link, a device or a FIFO"):
+            replace_text(path, "{}")
+    assert link.is_symlink() and target.read_text() == "{}" and stat_is_fifo(fifo)
+    out = tmp_path / "val"
+    out.mkdir()
+    os.mkfifo(out / "per_query.csv")  # once the run hung opening it
+    cfg = load_config(str(DEMO / "config.yaml"))
+    with pytest.raises(OutputError, match="per_query.csv is a link, a device or a FIFO"):
+        validate_run(cfg, Artifacts.load(demo_artifacts, cfg), demo_queries, out)
+    assert not (out / "submission.csv").exists()  # refused before the run
+
+
+def stat_is_fifo(path: Path) -> bool:
+    import stat
+
+    return stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+def test_build_datasets_keeps_a_manifest_link_and_refuses_an_empty_only(tmp_path):
+    def build_datasets(*args):
+        return subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), *map(str, args)], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=300)
+
+    real = write(tmp_path / "real.yaml", (DEMO / "artifacts_manifest.yaml").read_text(encoding="utf-8"))
+    link = tmp_path / "manifest.yaml"
+    link.symlink_to(real)
+    r = build_datasets("--manifest", link, "--laws", DEMO / "laws_demo.csv", "--no-courts", "--only", "corpus", "--out", tmp_path / "ds")
+    assert r.returncode == 2 and link.is_symlink() and not (tmp_path / "ds").exists()
+    assert "is a link, a device or a FIFO" in r.stderr and "Traceback" not in r.stderr
+    r = build_datasets("--only", "", "--laws", DEMO / "laws_demo.csv", "--out", tmp_path / "ds2")
+    assert r.returncode == 2 and "--only is empty" in r.stderr and not (tmp_path / "ds2").exists()
+
+
+def test_the_quality_harness_gives_one_line_for_a_user_error(tmp_path, demo_artifacts):
+    for extra, message in ((["--data", str(tmp_path / "none")], "error: "), (["--dev-areas", "-1"], "--dev-areas -1"),
+                           (["--expected", str(tmp_path / "missing.yaml")], "missing.yaml")):
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--artifacts", str(demo_artifacts), *extra],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and message in r.stderr, (extra, r.stderr[-800:])
+
+
+def test_a_run_where_nothing_answers_is_failed_and_odd_settings_are_said(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", QUERIES)
+    base = ["run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv", "--config", DEMO / "config.yaml"]
+    rc, out, _ = cli(capsys, *base, "--set", "lexical.enabled=false", "--set", "seeds.enabled=false")
+    assert rc == 1 and "\nFAILED: none of the 4 queries got a citation" in out and "note: count.k" not in out
+    rc, _, err = cli(capsys, *base, "--set", "lexical.variants=[]")
+    assert rc == 2 and "lexical.variants is empty" in err
+    from lexrag.config import load_config
+
+    zeros = [f"fusion.weights.{s}=0" for s in load_config(str(DEMO / "config.yaml")).fusion.weights]
+    rc, out, _ = cli(capsys, *base, "--set", "fusion.default_weight=0", *[x for z in zeros for x in ("--set", z)])
+    assert rc == 0 and "note: every signal that found documents" in out
+    rc, out, _ = cli(capsys, *base, "--set", "count.method=adaptive")
+    assert rc == 0 and "\nDEGRADED" in out and re.search(r"count +partial .*without calibration", out)
+
+
+def test_check_scores_fails_a_run_that_was_not_ok(tmp_path, capsys):
+    m = write(tmp_path / "metrics.json", json.dumps({"metrics": {"macro_f1": 0.5}, "status": {"status": "DEGRADED"}}))
+    x = write(tmp_path / "x.yaml", "metrics:\n  macro_f1: {value: 0.5, tol: 0.01}\n")
+    rc, out, _ = cli(capsys, "check-scores", m, "--expected", x)
+    assert rc == 1 and "ended DEGRADED, not OK" in out
+    rc, out, _ = cli(capsys, "show-metrics", m)
+    assert rc == 0 and "run status: DEGRADED" in out
+
+
+def test_tune_refuses_a_grid_over_what_the_index_fixes(tmp_path, demo_artifacts, demo_queries, capsys):
+    rc, _, err = cli(capsys, "tune", "--queries", demo_queries, "--artifacts", demo_artifacts, "--grid", "lexical.k1=1.2,1.5",
+                     "--out", tmp_path / "t.yaml")
+    assert rc == 2 and "the BM25 index fixes this when it is built" in err and not (tmp_path / "t.yaml").exists()
+
+
+def test_an_empty_file_list_and_offsets_that_do_not_rise_are_refused(tmp_path, arts, capsys):
+    from lexrag.artifacts import write_params
+    from lexrag.index.corpus import Corpus
+
+    q = write(tmp_path / "q.csv", QUERIES)
+    params = arts / "bm25" / "params.json"
+    doc = json.loads(params.read_text(encoding="utf-8"))
+    params.write_text(json.dumps({**doc, "files": {}}), encoding="utf-8")
+    rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv")
+    assert rc == 2 and "its list of files is empty" in err
+    corpus = arts / "corpus"
+    offsets = np.load(corpus / "text_offsets.npy")
+    np.save(corpus / "text_offsets.npy", offsets[::-1].copy())
+    cdoc = json.loads((corpus / "params.json").read_text(encoding="utf-8"))
+    extra = {k: v for k, v in cdoc.items() if k not in ("artifact", "builder", "params", "files", "version")}
+    write_params(corpus, cdoc["artifact"], cdoc["builder"], cdoc["params"], **extra)  # hashes re-recorded: only the check is left
+    with pytest.raises(ArtifactErrorType(), match="the offsets do not start at 0 and rise"):
+        Corpus(corpus).texts([0])
+
+
+def ArtifactErrorType():
+    from lexrag.errors import ArtifactError
+
+    return ArtifactError
+
+
+def test_config_fifo_missing_calibration_and_a_submission_inside_an_artifact_are_named(tmp_path, arts, capsys, monkeypatch):
+    from lexrag.errors import ArtifactError
+    from lexrag.kaggle.notebook import run_submission
+
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    rc, _, err = cli(capsys, "config", "--config", fifo)
+    assert rc == 2 and "is not a regular file" in err and "not found" not in err
+    q = write(tmp_path / "q.csv", QUERIES)
+    rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv", "--set",
+                     "count.method=adaptive", "--set", f"count.calibration={tmp_path / 'nocal'}")
+    assert rc == 2 and "lexrag calibrate" in err
+    with pytest.raises(ArtifactError, match="would lie inside the artifact folder"):
+        run_submission(str(DEMO / "config.yaml"), None, q, arts, arts / "corpus" / "submission.csv")
+
+
+def test_validation_of_a_queries_file_without_gold_is_one_line_before_the_run(tmp_path, demo_artifacts):
+    from lexrag.config import load_config
+    from lexrag.errors import CsvInputError
+    from lexrag.eval.validation import validate_run
+    from lexrag.pipeline import Artifacts
+
+    q = write(tmp_path / "q.csv", "query_id,query,gold_citations\nq1,Wer haftet?,\nq2,Was gilt?,\n")
+    cfg = load_config(str(DEMO / "config.yaml"))
+    with pytest.raises(CsvInputError, match="no query has gold citations .* run `python -m lexrag run` for predictions only"):
+        validate_run(cfg, Artifacts.load(demo_artifacts, cfg), q, tmp_path / "out")
+    assert not (tmp_path / "out" / "submission.csv").exists()

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from lexrag import __version__
-from lexrag.errors import ArtifactError, short
+from lexrag.errors import ArtifactError, OutputError, short
 
-__all__ = ["ArtifactError", "replace_text", "check_makeable", "check_replaceable", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
+__all__ = ["ArtifactError", "check_plain_output", "enclosing_artifact", "replace_text", "check_makeable", "check_replaceable", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
            "publishes", "staged_set", "reading", "rebuild_hint", "verify_files"]
 
 PARAMS = "params.json"
@@ -231,10 +231,15 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def rebuild_hint(artifact: str) -> str:
-    """How to rebuild ``artifact``, for the messages that refuse a broken one (the registry's entry)."""
-    from lexrag.registry import rebuild_command
+def rebuild_command(artifact: str) -> str:
+    """The command that (re)builds ``artifact`` (the registry's entry)."""
+    from lexrag import registry
 
+    return registry.rebuild_command(artifact)
+
+
+def rebuild_hint(artifact: str) -> str:
+    """How to rebuild ``artifact``, for the messages that refuse a broken one."""
     return f"rebuild it: {rebuild_command(artifact)}"
 
 
@@ -306,11 +311,29 @@ def file_mode(path: str | Path) -> int:
         return 0o666 & ~mask
 
 
+def enclosing_artifact(path: str | Path) -> Path | None:
+    """The artifact folder (one holding a ``params.json``) that ``path`` is or lies in, None when
+    none: a rebuild of that artifact replaces its folder, and whatever was written into it."""
+    p = Path(path).resolve()
+    return next((d for d in (p, *p.parents) if (d / PARAMS).is_file()), None)
+
+
+def check_plain_output(path: str | Path, what: str = "") -> None:
+    """Refuse an output path that is a link, a device, a FIFO or a socket: a write that renames a
+    new file over it would replace the device or the link itself (not what it points to), and
+    opening a FIFO to write blocks until someone reads it."""
+    path = Path(path)
+    if path.is_symlink() or (os.path.lexists(path) and not path.is_file() and not path.is_dir()):
+        raise OutputError(f"{what + ' ' if what else ''}{path} is a link, a device or a FIFO, which writing would replace "
+                          "with a plain file; give the path of a plain file")
+
+
 def replace_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` whole or not at all: into a hidden temporary file beside it,
     flushed to disk, then renamed over it.  On any failure (a full disk, an interrupt) the
     temporary file is removed and the file that was there stays as it was."""
     path = Path(path)
+    check_plain_output(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
@@ -346,6 +369,7 @@ def _check_entry(folder: Path, rel: Any, meta: Any, artifact: str) -> None:
 
 
 UNLISTED = frozenset({"llm_cache", "wheels"})  # artifacts whose params.json lists no files (see write_params' files)
+PARAMS_ONLY = frozenset({"calibration"})  # artifacts whose params.json is all they hold (an empty file list)
 
 
 def _link_out(folder: str | Path) -> Path | None:
@@ -376,6 +400,9 @@ def verify_files(folder: Path, doc: dict) -> None:
             return
         raise ArtifactError(f"{folder / PARAMS}: records no list of its files, so they cannot be checked (damaged, "
                             f"tampered with, or built by a lexrag before files were recorded); {rebuild_hint(artifact)}")
+    if not files and artifact not in PARAMS_ONLY:  # every other build records the files it wrote
+        raise ArtifactError(f"{folder / PARAMS}: its list of files is empty, so none could be checked (damaged or tampered "
+                            f"with); {rebuild_hint(artifact)}")
     for rel, meta in files.items():  # checked before any file is looked at: nothing outside the folder is touched
         _check_entry(folder, rel, meta, artifact)
     cache = _load_hash_cache()
@@ -421,7 +448,8 @@ def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:
     folder = Path(folder)
     path = folder / PARAMS
     if not folder.is_dir():
-        raise ArtifactError(f"artifact {artifact!r} not found: {folder} is not a folder (build it with `python -m lexrag build` or build_datasets.py, or attach its Kaggle dataset)")
+        raise ArtifactError(f"artifact {artifact!r} not found: {folder} is not a folder (make it: {rebuild_command(artifact)}; "
+                            "or attach its Kaggle dataset)")
     if not path.is_file():
         raise ArtifactError(f"artifact {artifact!r} at {folder} has no {PARAMS}: the build did not finish; {rebuild_hint(artifact)}")
     try:

@@ -28,13 +28,11 @@ def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protec
     """Refuse an output path that would overwrite an input or write into an artifacts folder."""
     from lexrag.errors import ConfigError
 
-    from lexrag.artifacts import check_makeable
+    from lexrag.artifacts import check_makeable, check_plain_output
 
     if str(out).endswith(("/", os.sep)):
         raise ConfigError(f"{what} {out} names a folder; give a file name such as {Path(out) / example}")
-    if Path(out).is_symlink() or (os.path.lexists(out) and not Path(out).is_dir() and not Path(out).is_file()):
-        raise ConfigError(f"{what} {out} is a link, a device or a FIFO, which writing would replace with a plain file; "
-                          "give the path of a plain file")
+    check_plain_output(out, what)
     p = Path(out).resolve()
     if p.is_dir():
         raise ConfigError(f"{what} {out} is a folder; give a file name such as {Path(out) / example}")
@@ -115,8 +113,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if result.dropped:
         note += f"; dropped for time: {', '.join(result.dropped)}"
     print(f"wrote {args.out}: {len(result.query_ids)} queries, {n} citations, {result.timings['total']:.2f}s{note}")
-    print(run_status(cfg, art, result).table())
-    return 0
+    status = run_status(cfg, art, result)
+    print(status.table())
+    return 1 if status.status == "FAILED" else 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -190,11 +189,22 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_check_scores(args: argparse.Namespace) -> int:
-    from lexrag.eval.expect import check_expected, format_checks
+    from lexrag.eval.expect import check_expected, format_checks, read_metrics_file
 
     rows = check_expected(args.metrics, args.expected)
     print(format_checks(rows))
+    state = _run_state(read_metrics_file(args.metrics))
+    if state not in (None, "OK"):  # numbers of a run that did not do what its config asked are not a pass
+        print(f"FAIL: the run that wrote {args.metrics} ended {state}, not OK (its status table says which stages did not run)")
+        return 1
     return 1 if any(r["status"] == "FAIL" for r in rows) else 0
+
+
+def _run_state(doc: dict) -> str | None:
+    """The run status a metrics.json records (OK, DEGRADED, FAILED), None when it records none."""
+    status = doc.get("status")
+    state = status.get("status") if isinstance(status, dict) else None
+    return state if isinstance(state, str) else None
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -271,7 +281,8 @@ def cmd_show_metrics(args: argparse.Namespace) -> int:
         text = format_metrics(doc["metrics"], title=f"{args.metrics} ({doc.get('queries', '')})")
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{args.metrics}: the \"metrics\" object lacks or mangles a metric ({type(e).__name__}: {e})") from None
-    print(text)
+    state = _run_state(doc)
+    print(text + (f"\nrun status: {state}" if state else ""))
     return 0
 
 

@@ -8,6 +8,7 @@ error naming it; a value of the wrong type is an error naming the field and the 
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from lexrag.errors import ConfigError, short
 from lexrag.notebook_params import notebook_mapping, notebook_path
 from lexrag.signals import (
     GRAPH_SIGNALS,
+    VARIANTS,
     check_signal_names,
     check_task_names,
     check_variant_names,
@@ -162,6 +164,11 @@ class Config:
                 if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
                     raise ConfigError(f"fusion.{field_name}.{name} must be a finite number >= 0, got {short(w)}")
         check_signal_names(self.fusion.boost_exclude, "fusion.boost_exclude")
+        for section in ("lexical", "semantic"):  # a stage switched on to search no variant would run and find nothing
+            sc = getattr(self, section)
+            if sc.enabled and not sc.variants:
+                raise ConfigError(f"{section}.variants is empty, so {section} would search nothing: name the variants to "
+                                  f"search ({', '.join(VARIANTS)}) or set {section}.enabled=false")
         check_variant_names(self.lexical.variants, "lexical.variants")
         check_variant_names(self.semantic.variants, "semantic.variants")
         check_variant_names(self.graph.preference_variants, "graph.preference_variants")
@@ -284,6 +291,9 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
             p = PRESETS / f"{path}.yaml"
         if p.is_dir():
             raise ConfigError(f"config {p} is a folder; give a YAML file (or a preset: {', '.join(presets())})")
+        if os.path.exists(p) and not p.is_file():
+            raise ConfigError(f"config {p} is not a regular file (a FIFO or device); give a YAML file "
+                              f"(or a preset: {', '.join(presets())})")
         if not p.is_file():
             hint = (f"; the preset {p.stem!r} is named without a path: --config {p.stem}"
                     if p.stem in presets() and str(path) != p.stem else f" (presets: {', '.join(presets())})")

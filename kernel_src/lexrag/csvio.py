@@ -16,7 +16,7 @@ from lexrag.errors import CsvInputError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CsvInputError", "FileReport", "read_csv_rows", "check_input_file", "repair_text"]
+__all__ = ["CsvInputError", "FileReport", "read_csv_rows", "check_input_file", "repair_text", "csv_text"]
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
@@ -235,3 +235,12 @@ def read_csv_rows(
 def _cut(text: str, width: int = 400) -> str:
     """``text`` as it is, or its first ``width`` characters and "..." (an error line stays one line)."""
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def csv_text(rows: list[dict], fields: list[str] | None = None) -> str:
+    """``rows`` as CSV text with a header (``fields``, or the first row's keys), for a whole-file writer."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields if fields is not None else list(rows[0]) if rows else [])
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()

@@ -57,6 +57,10 @@ class ReplayMissError(LexragError, LookupError):
     """Replay mode met an LLM call that the cache does not hold."""
 
 
+class OutputError(LexragError, OSError):
+    """An output path that cannot be written as a file (a link, a device, a FIFO)."""
+
+
 class StageError(LexragError, RuntimeError):
     """A stage that breaks the protocol (unknown phase, duplicate name, bad output)."""
 

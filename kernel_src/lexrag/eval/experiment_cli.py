@@ -106,10 +106,21 @@ def variants_from_args(args: argparse.Namespace) -> list[Variant]:
 def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
     """Run the experiment the options ask for: (metrics document, report text, reproduction
     checks; empty without ``--expected``); writes ``--json``."""
-    if Path(args.tune_on).name == "val.csv":
-        from lexrag.errors import ConfigError
+    from lexrag.errors import ConfigError
 
+    if Path(args.tune_on).name == "val.csv":
         raise ConfigError("never tune on val.csv")
+    if args.dev_areas is not None and args.dev_areas < 1:
+        raise ConfigError(f"--dev-areas {args.dev_areas}: give the number of development areas to fold over (1 or more)")
+    if args.json:  # before the run, not after it
+        from lexrag.artifacts import check_makeable, check_plain_output
+
+        check_plain_output(args.json, "--json")
+        check_makeable(Path(args.json).parent, f"--json {args.json}: the folder")
+    if args.expected:
+        from lexrag.eval.expect import check_expected
+
+        check_expected({}, args.expected)  # a missing, empty or malformed expectations file is refused before the run
     doc = run_experiment(variants_from_args(args), args.data, args.artifacts, args.tune_on, args.queries, args.by,
                          args.final, dev_areas=args.dev_areas, nested=not args.not_nested, config=args.config)
     text = (f"legal areas of {doc['tune_on']}:\n{doc['area_map']}\n\n" + format_report(doc)

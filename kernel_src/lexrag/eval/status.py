@@ -38,7 +38,7 @@ FIXES = {
 @dataclass
 class StageRow:
     stage: str
-    state: str  # ran | missing | dropped | skipped | failed
+    state: str  # ran | partial (ran without a part it reads) | missing | dropped | skipped | failed
     queries: int = 0  # queries it ran for
     total: int = 0  # queries it was asked to run for
     why: str = ""
@@ -120,12 +120,33 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
             rows.append(StageRow(stage.name, "failed", ran, live, f"{len(failed)} queries failed, first {first[0]!r}: {first[1]}"))
         else:
             rows.append(StageRow(stage.name, "ran", ran, live))
+            lacking = [p for p in getattr(stage, "uses", ()) if p in art.missing]  # parts it reads when the config asks
+            if lacking:
+                fixes = getattr(art, "fixes", {})
+                rows[-1].state = "partial"
+                rows[-1].why = "without " + "; ".join(f"{p} ({_brief(art.missing[p])}"
+                                                      + (f"; {fixes.get(p) or FIXES[p]}" if p in fixes or p in FIXES else "") + ")"
+                                                      for p in lacking)
         bad_json = int(totals.get(stage.name, {}).get("json_failures", 0))
         if bad_json:  # the stage ran, but some of its LLM answers could not be used
             rows[-1].why = "; ".join(x for x in (rows[-1].why, f"{bad_json} LLM answers were not usable JSON and were "
                                                  "left out (the log names the queries)") if x)
     status = "OK" if all(r.state == "ran" for r in rows) else "DEGRADED"
-    return RunStatus(status, rows, off, notes=list(getattr(art, "notes", [])))
+    notes = list(getattr(art, "notes", []))
+    predictions = getattr(res, "predictions", None)
+    if live and predictions is not None and not any(predictions.values()):  # nothing answered
+        finders = [r.stage for r in rows if r.state in ("ran", "partial") and _finds(r.stage)]
+        if not finders:  # nothing that finds candidates ran: the run could not answer
+            return RunStatus("FAILED", rows, off, reason=f"none of the {live} queries got a citation: no stage that finds "
+                             "candidates ran (is every retrieval stage off, e.g. lexical.enabled and seeds.enabled false?)",
+                             notes=notes)
+        notes.append(f"none of the {live} queries got a citation: {', '.join(finders)} ran and found nothing")
+    return RunStatus(status, rows, off, notes=notes)
+
+
+def _finds(stage_name: str) -> bool:
+    """A stage that puts documents among the candidates (the content phase: BM25, seeds, dense ...)."""
+    return any(s.name == stage_name and s.phase == Phase.CONTENT for s in registered_stages())
 
 
 def _brief(reason: str, width: int = 160) -> str:

@@ -87,6 +87,23 @@ def _prediction_f1(gold, res, qid) -> np.ndarray:
     return np.array([prf(gold, res.predictions.get(qid, []))[2]])
 
 
+def _refuse_build_time_fields(cfg: Config, configs: list[Config], points: list[dict], art: Artifacts) -> None:
+    """A grid over a field an artifact fixes when it is built (BM25's k1, b, analyzer) would score
+    the one loaded index under every value, all alike, and write a config that index refuses."""
+    if getattr(art, "bm25", None) is None:
+        return
+    from lexrag.errors import ConfigError
+    from lexrag.index.lexical import BM25Index
+
+    built = BM25Index.expected_params(cfg.lexical)
+    for c, p in zip(configs, points):
+        if BM25Index.expected_params(c.lexical) != built:
+            fields = [k for k in p if k.startswith("lexical.")]
+            raise ConfigError(f"--grid {', '.join(fields)}: the BM25 index fixes this when it is built, so every value would "
+                              "be scored with the one loaded index; build an index per value (python -m lexrag build --set "
+                              "...) and compare their runs, or tune fields that act at query time")
+
+
 def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[str, list], out: str | Path | None = None,
          paths=None) -> dict:
     """Search ``grid``; returns and (with ``out``) writes the result: the best point (the best
@@ -104,6 +121,7 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     names = list(grid)
     points = [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
     configs = [with_overrides(cfg, p) for p in points]  # every point checked before anything runs
+    _refuse_build_time_fields(cfg, configs, points, art)
     courses = read_groups(queries_path)
     areas = fold_groups(queries_path, "area", gold) if courses else {}
     by_area = bool(courses) and any(areas.get(q) != courses.get(q) for q in gold)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
-import csv
 import dataclasses
 import json
 import logging
 from pathlib import Path
 
-from lexrag.artifacts import replace_text
+from lexrag.artifacts import check_plain_output, enclosing_artifact, replace_text
+from lexrag.csvio import csv_text
+from lexrag.errors import CsvInputError
 from lexrag.config import Config
 from lexrag.eval.metrics import evaluate, per_query_table
 from lexrag.eval.status import run_status
@@ -18,6 +19,9 @@ from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
 
 log = logging.getLogger(__name__)
+# what a validation run writes into its out_dir (checked before the run)
+OUTPUTS = ("submission.csv", "per_query.csv", "metrics.json", "agent_trace.jsonl", "variants.jsonl", "signals.parquet",
+           "signal_analysis.json", "report.html")
 
 __all__ = ["validate_run", "format_metrics", "ablation_table", "incremental_ablation", "stage_switches",
            "incremental_steps", "STAGE_LABELS"]
@@ -128,21 +132,23 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     from lexrag.errors import ConfigError
 
     check_makeable(out, "out_dir")
-    inside = next((d for d in (out.resolve(), *out.resolve().parents) if (d / "params.json").is_file()), None)
+    inside = enclosing_artifact(out)
     if inside is not None:  # a rebuild of that artifact replaces its folder, and these outputs with it
         raise ConfigError(f"out_dir {out_dir} lies inside the artifact folder {inside} (it has a params.json); the next "
                           "build of that artifact would delete the outputs: write them elsewhere")
     out.mkdir(parents=True, exist_ok=True)
+    for name in OUTPUTS:  # before the run: a link, FIFO or device among them is refused, not replaced or blocked on
+        check_plain_output(out / name, "out_dir:")
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = load_gold(queries_path)
+    if not gold:
+        raise CsvInputError(f"{queries_path}: no query has gold citations (the gold_citations cells are empty), so there is "
+                            "nothing to score; give a file with gold, or run `python -m lexrag run` for predictions only")
     result = run_pipeline(queries, artifacts, cfg, paths=paths)
     metrics = evaluate(gold, result.predictions, result.ranked)
     write_submission(out / "submission.csv", result.predictions, result.query_ids)
     rows = per_query_table(gold, result.predictions, result.ranked)
-    with open(out / "per_query.csv", "w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    replace_text(out / "per_query.csv", csv_text(rows))
     n = max(len(result.query_ids), 1)
     totals = result.cost_totals()
     status = run_status(cfg, artifacts, result)
@@ -152,13 +158,10 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
            "cost": {"total": totals, "per_query_mean": {s: {k: v / n for k, v in a.items()} for s, a in totals.items()},
                     "per_query": result.costs},
            "config": cfg.to_dict()}
-    with open(out / "agent_trace.jsonl", "w", encoding="utf-8") as f:
-        for rec in result.traces:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    with open(out / "variants.jsonl", "w", encoding="utf-8") as f:
-        for q in result.states:
-            f.write(json.dumps({"query_id": q.query_id, "variants": {k: {"text": v.text, "origin": v.origin} for k, v in q.variants.items()},
-                                "concepts": q.concepts, "llm_citations": q.llm_citations}, ensure_ascii=False) + "\n")
+    replace_text(out / "agent_trace.jsonl", "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in result.traces))
+    replace_text(out / "variants.jsonl", "".join(
+        json.dumps({"query_id": q.query_id, "variants": {k: {"text": v.text, "origin": v.origin} for k, v in q.variants.items()},
+                    "concepts": q.concepts, "llm_citations": q.llm_citations}, ensure_ascii=False) + "\n" for q in result.states))
     replace_text(out / "metrics.json", json.dumps(doc, indent=2, ensure_ascii=False))
     from lexrag.eval.cv import read_groups
     from lexrag.eval.report import signal_analysis
@@ -225,10 +228,7 @@ def ablation_table(cfg: Config, artifacts: Artifacts, queries_path: str | Path, 
         r["delta_recall@100"] = r["recall@100"] - rows[0]["recall@100"]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "ablation.csv", "w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    replace_text(out / "ablation.csv", csv_text(rows))
     return rows
 
 
@@ -295,15 +295,9 @@ def incremental_ablation(cfg: Config, artifacts: Artifacts, queries_path: str | 
     out.mkdir(parents=True, exist_ok=True)
     fields = ["run", "status", "macro_f1", "ci_low", "ci_high", "delta_macro_f1", "p_value", "precision", "recall",
               "recall@100", "ndcg@10", "seconds_per_query"]
-    with open(out / "incremental.csv", "w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-    with open(out / "incremental_per_query.csv", "w", encoding="utf-8", newline="") as f:
-        w = csv.writer(f)
-        names = list(per_query)
-        w.writerow(["query_id", *names])
-        for q in sorted(gold):
-            w.writerow([q, *[per_query[n].get(q, "") for n in names]])
+    replace_text(out / "incremental.csv", csv_text(rows, fields))
+    names = list(per_query)
+    replace_text(out / "incremental_per_query.csv",
+                 csv_text([{"query_id": q, **{n: per_query[n].get(q, "") for n in names}} for q in sorted(gold)], ["query_id", *names]))
     log.info("incremental ablation: %d stage computations, %d reuses", sum(cache.computed.values()), cache.reused)
     return rows

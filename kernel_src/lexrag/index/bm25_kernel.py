@@ -32,6 +32,9 @@ except ImportError:
     numba = None
 
 BACKEND = "numba" if numba is not None else "numpy"
+# a query with more postings than documents / LONG_FACTOR is summed without listing the documents it
+# touches (most of them), and its top k found by a scan of every score
+LONG_FACTOR = 4
 
 
 def _compiled(f=None, parallel: bool = False):
@@ -61,6 +64,14 @@ if numba is not None:
                 n += before == 0
                 scores[d] = before + data[p] * w  # x * 1.0f is x: the same bits as numpy's unweighted sum
         return n
+
+    @_compiled
+    def _scatter_nb(data, indices, starts, ends, weights, scores):  # pragma: no cover - compiled
+        # a long query touches most documents: listing them costs more than scanning every score after
+        for t in range(starts.shape[0]):
+            w = weights[t]
+            for p in range(starts[t], ends[t]):
+                scores[indices[p]] += data[p] * w
 
     @numba.njit(inline="always")
     def _worse(s1, d1, s2, d2):  # pragma: no cover - compiled
@@ -158,22 +169,33 @@ if numba is not None:
             hd = np.empty(k, dtype=np.int64)
             for q in range(c, nq, n_chunks):
                 a, b = qptr[q], qptr[q + 1]
-                n = _accumulate_nb(data, indices, starts[a:b], ends[a:b], weights[a:b], scores, touched)
                 m = 0
-                for i in range(n):
-                    d = touched[i]
-                    m = _offer(hs, hd, m, k, scores[d], np.int64(d))
-                _drain(hs, hd, m, out_docs[q], out_scores[q])
+                postings = 0
+                for t in range(a, b):
+                    postings += ends[t] - starts[t]
+                if postings * LONG_FACTOR > n_docs:  # as accumulate() chooses
+                    _scatter_nb(data, indices, starts[a:b], ends[a:b], weights[a:b], scores)
+                    for d in range(n_docs):
+                        if scores[d] > 0:
+                            m = _offer(hs, hd, m, k, scores[d], np.int64(d))
+                    _drain(hs, hd, m, out_docs[q], out_scores[q])
+                    scores[:] = 0
+                else:
+                    n = _accumulate_nb(data, indices, starts[a:b], ends[a:b], weights[a:b], scores, touched)
+                    for i in range(n):
+                        d = touched[i]
+                        m = _offer(hs, hd, m, k, scores[d], np.int64(d))
+                    _drain(hs, hd, m, out_docs[q], out_scores[q])
+                    for i in range(n):  # back to zeros for the next query (cheaper than a fresh array)
+                        scores[touched[i]] = 0
                 out_m[q] = m
-                for i in range(n):  # back to zeros for the next query (cheaper than a fresh array)
-                    scores[touched[i]] = 0
 
 
 def accumulate(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, weights: dict[int, float],
                n_docs: int, backend: str = BACKEND) -> tuple[np.ndarray, np.ndarray | None]:
     """(scores, touched): the float32 score of every document for ``weights`` (term id -> weight,
-    in the order the terms are added) and, with numba, the ids of the documents with a positive
-    score (unordered; None from numpy, where finding them costs a scan of every score)."""
+    in the order the terms are added) and, for a short query with numba, the ids of the documents
+    with a positive score (unordered; None for a long query and from numpy: top_k scans every score)."""
     _check(backend)
     if not weights:
         return np.zeros(n_docs, dtype=np.float32), (np.empty(0, dtype=np.int32) if backend == "numba" else None)
@@ -182,7 +204,11 @@ def accumulate(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, weight
     starts, ends = indptr[terms].astype(np.int64), indptr[terms + 1].astype(np.int64)
     scores = np.zeros(n_docs, dtype=np.float32)
     if backend == "numba":
-        touched = np.empty(int((ends - starts).sum()), dtype=np.int32)
+        postings = int((ends - starts).sum())
+        if postings * LONG_FACTOR > n_docs:  # long: add, then let top_k scan every score
+            _scatter_nb(data, indices, starts, ends, w, scores)
+            return scores, None
+        touched = np.empty(postings, dtype=np.int32)
         n = _accumulate_nb(data, indices, starts, ends, w, scores, touched)
         return scores, touched[:n]
     docs = np.concatenate([indices[a:b] for a, b in zip(starts, ends)])
@@ -235,8 +261,8 @@ def top_k_many(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, querie
     qptr = np.zeros(len(queries) + 1, dtype=np.int64)
     np.cumsum([len(w) for w in queries], out=qptr[1:])
     starts, ends = indptr[terms].astype(np.int64), indptr[terms + 1].astype(np.int64)
-    per = np.add.reduceat(ends - starts, qptr[:-1]) if len(terms) else np.zeros(len(queries), np.int64)
-    per[qptr[:-1] == qptr[1:]] = 0  # reduceat gives the next query's first span to a query without terms
+    cum = np.concatenate([[0], np.cumsum(ends - starts)])
+    per = cum[qptr[1:]] - cum[qptr[:-1]]  # postings per query (0 for a query without terms)
     out_docs = np.empty((len(queries), k), dtype=np.int64)
     out_scores = np.empty((len(queries), k), dtype=np.float32)
     out_m = np.zeros(len(queries), dtype=np.int64)

@@ -145,6 +145,9 @@ class Corpus:
                                     f"{rebuild_hint(ARTIFACT)}")
             if len(self._offsets) != len(self) + 1:
                 raise ArtifactError(f"{self.folder}: {OFFSETS_FILE} has {len(self._offsets) - 1} entries, the corpus {len(self)}")
+            if len(self._offsets) and (int(self._offsets[0]) != 0 or bool(np.any(np.diff(self._offsets) < 0))):
+                raise ArtifactError(f"{self.folder / OFFSETS_FILE}: the offsets do not start at 0 and rise, so texts would be "
+                                    f"read from the wrong places (damaged or edited); {rebuild_hint(ARTIFACT)}")
         out = []
         for d in doc_ids:
             a, b = int(self._offsets[d]), int(self._offsets[d + 1])

@@ -129,11 +129,13 @@ def cache_key(model: str, template_id: str, messages: list[dict], settings: Mapp
 def _inside_artifact(folder: Path) -> None:
     """Refuse a cache folder inside another artifact's folder: rebuilding that artifact replaces
     its folder, and the cache in it would go with it, unannounced."""
-    for parent in folder.resolve().parents:
-        if (parent / "params.json").is_file():
-            raise ArtifactError(f"llm.cache_dir {folder} lies inside the artifact folder {parent} (it has a params.json): "
-                                "a rebuild of that artifact replaces the folder and would delete the cache; set "
-                                "llm.cache_dir (or paths.working_dir) to a folder outside the artifacts")
+    from lexrag.artifacts import enclosing_artifact
+
+    parent = enclosing_artifact(folder.resolve().parent)
+    if parent is not None:
+        raise ArtifactError(f"llm.cache_dir {folder} lies inside the artifact folder {parent} (it has a params.json): "
+                            "a rebuild of that artifact replaces the folder and would delete the cache; set "
+                            "llm.cache_dir (or paths.working_dir) to a folder outside the artifacts")
 
 
 class LLMCache:

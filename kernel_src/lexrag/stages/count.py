@@ -211,6 +211,7 @@ class Count:
     phase = Phase.COUNT
     essential = True
     signals = ()
+    uses = ("calibration",)  # read by count.method=adaptive (its n_cal term); the artifacts record it missing then
 
     def enabled(self, cfg, art) -> bool:
         return True
@@ -244,7 +245,7 @@ class Count:
                 q.add_cost("count", k=k)
             else:
                 k = choose_count(np.asarray(scores), cc.method, cc.k, cc.min_k, cc.max_k)
-            if (cc.method == "fixed" or q.query_id in fallback) and len(scores) < cc.k:
+            if (cc.method == "fixed" or q.query_id in fallback) and 0 < len(scores) < cc.k:  # none at all: nothing found
                 short.append(len(scores))
             out.hits[q.query_id] = list(zip(docs[:k], scores[:k]))
         if fallback:
