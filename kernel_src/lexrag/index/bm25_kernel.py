@@ -35,6 +35,9 @@ BACKEND = "numba" if numba is not None else "numpy"
 # a query with more postings than documents / LONG_FACTOR is summed without listing the documents it
 # touches (most of them), and its top k found by a scan of every score
 LONG_FACTOR = 4
+# one score in SAMPLE is read first to find a score the top k cannot be below (see _floor)
+SAMPLE = 16
+BLOCK = 512  # scores the scan over every document reads before it decides to look closer
 
 
 def _compiled(f=None, parallel: bool = False):
@@ -112,29 +115,85 @@ if numba is not None:
         hd[i] = d
         return m
 
+    @numba.njit(inline="always")
+    def _floor(scores, k, run):  # pragma: no cover - compiled
+        """A score no top-k member is below, from a sample of ``scores``: the first ``run`` of every
+        ``run * SAMPLE`` (read in runs, as the memory delivers them).  The lower edge of the
+        histogram bin that holds the sample's k-th largest is at most that score, which is at most
+        the whole's k-th largest.  0 where the sample has fewer than k positive scores."""
+        n = scores.shape[0]
+        hi = np.float32(0.0)
+        for a in range(0, n, run * SAMPLE):
+            for i in range(a, min(a + run, n)):
+                hi = max(hi, scores[i])
+        if hi <= 0:
+            return np.float32(0.0)
+        bins = 1024
+        hist = np.zeros(bins, dtype=np.int64)
+        scale = np.float32(bins) / hi
+        for a in range(0, n, run * SAMPLE):
+            for i in range(a, min(a + run, n)):
+                x = scores[i]
+                if x > 0:
+                    hist[min(int(x * scale), bins - 1)] += 1
+        seen = 0
+        for b in range(bins - 1, -1, -1):
+            seen += hist[b]
+            if seen >= k:
+                return np.float32(b / scale) * np.float32(0.999)  # below the bin's edge whatever the rounding
+        return np.float32(0.0)
+
     @_compiled
     def _top_nb(scores, candidates, k):  # pragma: no cover - compiled
+        n = candidates.shape[0]
+        bar = np.float32(0.0)
+        if n >= SAMPLE * k * 4:
+            bar = _floor(scores[candidates[::SAMPLE]], k, n)  # a strided gather: one sample run
         hs = np.empty(k, dtype=np.float32)
         hd = np.empty(k, dtype=np.int64)
         m = 0
-        for i in range(candidates.shape[0]):
-            d = candidates[i]
+        ts = np.float32(0.0)  # the heap's worst once it is full: most candidates fall below it, one compare
+        td = np.int64(-1)
+        for i in range(n):
+            d = np.int64(candidates[i])
             s = scores[d]
-            if s > 0:
-                m = _offer(hs, hd, m, k, s, d)
-        return hd[:m]
+            if s <= 0 or s < bar or (m == k and (s < ts or (s == ts and d > td))):
+                continue
+            m = _offer(hs, hd, m, k, s, d)
+            if m == k:
+                ts, td = hs[0], hd[0]
+        return hs, hd, m
 
     @_compiled
     def _top_all_nb(scores, k):  # pragma: no cover - compiled
+        # every document's score is read in blocks: a block none of whose scores reaches the bar (the
+        # floor, then the heap's worst) is passed over after one compare per score, which the CPU
+        # runs several at a time; only the blocks that hold a contender go through the heap
+        n = scores.shape[0]
+        bar = np.float32(0.0)
+        if n >= SAMPLE * k * 4:
+            bar = _floor(scores, k, BLOCK)
         hs = np.empty(k, dtype=np.float32)
         hd = np.empty(k, dtype=np.int64)
         m = 0
-        for d in range(scores.shape[0]):
-            s = scores[d]
-            if s > 0:
-                m = _offer(hs, hd, m, k, s, d)
-        return hd[:m]
-
+        ts = np.float32(0.0)
+        td = np.int64(-1)
+        for start in range(0, n, BLOCK):
+            stop = min(start + BLOCK, n)
+            c = 0
+            for d in range(start, stop):
+                c += scores[d] >= bar
+            if c == 0:
+                continue
+            for d in range(start, stop):
+                s = scores[d]
+                if s <= 0 or s < bar or (m == k and (s < ts or (s == ts and d > td))):
+                    continue
+                m = _offer(hs, hd, m, k, s, np.int64(d))
+                if m == k:
+                    ts, td = hs[0], hd[0]
+                    bar = max(bar, ts)
+        return hs, hd, m
 
     @numba.njit(inline="always")
     def _drain(hs, hd, m, out_docs, out_scores):  # pragma: no cover - compiled
@@ -165,29 +224,21 @@ if numba is not None:
         for c in numba.prange(n_chunks):  # each chunk its own buffers, queries c, c + n_chunks, ...
             scores = np.zeros(n_docs, dtype=np.float32)
             touched = np.empty(longest, dtype=np.int32)
-            hs = np.empty(k, dtype=np.float32)
-            hd = np.empty(k, dtype=np.int64)
             for q in range(c, nq, n_chunks):
                 a, b = qptr[q], qptr[q + 1]
-                m = 0
                 postings = 0
                 for t in range(a, b):
                     postings += ends[t] - starts[t]
                 if postings * LONG_FACTOR > n_docs:  # as accumulate() chooses
                     _scatter_nb(data, indices, starts[a:b], ends[a:b], weights[a:b], scores)
-                    for d in range(n_docs):
-                        if scores[d] > 0:
-                            m = _offer(hs, hd, m, k, scores[d], np.int64(d))
-                    _drain(hs, hd, m, out_docs[q], out_scores[q])
+                    hs, hd, m = _top_all_nb(scores, k)
                     scores[:] = 0
                 else:
                     n = _accumulate_nb(data, indices, starts[a:b], ends[a:b], weights[a:b], scores, touched)
-                    for i in range(n):
-                        d = touched[i]
-                        m = _offer(hs, hd, m, k, scores[d], np.int64(d))
-                    _drain(hs, hd, m, out_docs[q], out_scores[q])
+                    hs, hd, m = _top_nb(scores, touched[:n], k)
                     for i in range(n):  # back to zeros for the next query (cheaper than a fresh array)
                         scores[touched[i]] = 0
+                _drain(hs, hd, m, out_docs[q], out_scores[q])
                 out_m[q] = m
 
 
@@ -226,7 +277,8 @@ def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None,
     if k <= 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
     if backend == "numba":
-        top = _top_all_nb(scores, k) if candidates is None else _top_nb(scores, candidates, k)
+        _, hd, m = _top_all_nb(scores, k) if candidates is None else _top_nb(scores, candidates, k)
+        top = hd[:m]
     else:
         top = np.flatnonzero(scores > 0) if candidates is None else np.asarray(candidates, dtype=np.int64)
         if len(top) > k:
