@@ -25,7 +25,9 @@ on ``--threads`` threads (long queries), agreement of its top 100 with lexrag's,
 the questions' gold, and for the engines with their own index its build seconds and peak memory.
 
   python scripts/bench_engines.py --laws ../shared/data/laws_de.csv --synthetic 500000 \\
-      --queries ../shared/data/lexam_dev.csv --work /tmp/lexrag-engines
+      --queries ../shared/data/lexam_dev.csv --work /tmp/lexrag-engines --build \\
+      --engines lexrag lexrag-numpy floor bm25s-numpy bm25s-numba tantivy pisa --pisa-python /tmp/pisa-venv/bin/python
+  python scripts/bench_engines.py --work /tmp/lexrag-engines --load-memory   # the index's memory, copied or mapped
 """
 
 from __future__ import annotations
@@ -316,9 +318,31 @@ def build_lexrag(work: Path) -> dict:
     return out
 
 
+def load_memory(work: Path, mmap: bool) -> dict:
+    """The anonymous memory (what only freeing gives back) lexrag's loaded index adds to a process,
+    its postings copied in or memory-mapped, at load and after the long queries."""
+    from lexrag.config import load_config
+    from lexrag.index.lexical import BM25Index
+    from lexrag.procmem import process_memory
+
+    qs = json.loads((work / "queries.json").read_text(encoding="utf-8"))
+    before = process_memory()
+    idx = BM25Index.load(work / "art" / "bm25", load_config(None, {}).lexical, mmap=mmap)
+    loaded = process_memory()
+    vocab = idx.retriever.vocab_dict
+    for terms in qs["long"]:
+        idx.search_terms({vocab[t]: 1.0 for t in terms}, K)
+    after = process_memory()
+    mb = 1024
+    return {"mmap": mmap, "anon_load_mb": round((loaded["anon"] - before["anon"]) * mb),
+            "anon_after_queries_mb": round((after["anon"] - before["anon"]) * mb), "file_mb": round(after["file"] * mb)}
+
+
 def run_engine(name: str, work: Path, threads: int) -> dict:
     if name == "lexrag-build":
         return build_lexrag(work)
+    if name.startswith("load-"):
+        return load_memory(work, name == "load-mmap")
     qs = json.loads((work / "queries.json").read_text(encoding="utf-8"))
     t0 = time.perf_counter()
     search, batch, info = engine_searchers(name, work, threads)
@@ -396,6 +420,8 @@ def main() -> int:
     ap.add_argument("--pisa-python", help="an interpreter with pyterrier-pisa (for the pisa engine)")
     ap.add_argument("--build", action="store_true", help="also time lexrag's BM25 build (analysis included) beside the "
                     "builds of tantivy and PISA (over terms analyzed beforehand)")
+    ap.add_argument("--load-memory", action="store_true", help="only: the anonymous memory lexrag's loaded index adds, "
+                    "its postings copied in against memory-mapped")
     ap.add_argument("--json", help="append the rows to this JSON-lines file")
     ap.add_argument("--engine", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -404,6 +430,11 @@ def main() -> int:
         print(json.dumps(run_engine(args.engine, work, args.threads)))
         return 0
     prepare(args)
+    if args.load_memory:
+        for name in ("load-copy", "load-mmap"):
+            r = subprocess.run([sys.executable, __file__, "--engine", name, "--work", str(work)], capture_output=True, text=True)
+            print(r.stdout.strip().splitlines()[-1] if r.returncode == 0 else f"{name}: failed {r.stderr[-300:]}")
+        return 0
     rows = []
     for name in ["lexrag"] + [e for e in args.engines if e != "lexrag"]:
         if name == "lexrag" and args.build:
