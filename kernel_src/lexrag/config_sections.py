@@ -168,7 +168,7 @@ class RerankConfig:
 
 @dataclass
 class GraphConfig:
-    enabled: bool = _f(False, "use the citation graph signals (off by default: they lowered Macro F1 on held-out legal areas; "
+    enabled: bool = _f(False, "use the citation graph signals (off by default: see docs/results.md; "
                               "the graph artifact is built whenever court considerations are given)")
     seed_k: int = _f(20, "top fused candidates that seed the graph signals (paper: 20)", range=(1, None))
     alpha: float = _f(0.40, "PPR probability of following a citation (igraph damping; paper: 0.40)")
