@@ -33,7 +33,6 @@ the questions' gold, and for the engines with their own index its build seconds 
 from __future__ import annotations
 
 import argparse
-import csv
 import ctypes
 import json
 import os

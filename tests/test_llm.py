@@ -380,13 +380,12 @@ def test_retrieve_gives_the_fused_ranking_of_any_query_text(tmp_path, demo_artif
 
 def test_graph_documents_are_chosen_by_the_german_variant_when_there_is_one():
     from lexrag.queries import QueryState
-    from lexrag.stages.graph import preference_text
 
     q = QueryState("q", Q_EN)
-    assert preference_text(q, ["de", "query"]) == Q_EN
+    assert q.preferred_text(["de", "query"]) == Q_EN
     q.add_variant("de", Q_DE, "llm:translate@v1")
     q.add_variant("de", "ein zweiter Text", "other")  # the first writer keeps the variant
-    assert preference_text(q, ["de", "query"]) == Q_DE and q.variants["de"].origin == "llm:translate@v1"
+    assert q.preferred_text(["de", "query"]) == Q_DE and q.variants["de"].origin == "llm:translate@v1"
 
 
 def test_export_refuses_to_overwrite_its_source_and_a_failed_load_is_not_retried(tmp_path):

@@ -68,6 +68,15 @@ class QueryState:
         v = self.variants.get(name)
         return v.text if v else None
 
+    def preferred_text(self, variants) -> str:
+        """The first of ``variants`` this query has, else its own text (``graph.preference_variants``:
+        the German translation before the English question, since German text is found by German words)."""
+        for name in variants:
+            t = self.variant(name)
+            if t:
+                return t
+        return self.text
+
     def add_cost(self, stage: str, **amounts: float) -> None:
         acc = self.cost.setdefault(stage, {})
         for k, v in amounts.items():

@@ -17,7 +17,6 @@ import numpy as np
 
 from lexrag.ranking import Ranking
 from lexrag.stages.base import OptionalBM25Stage, register_stage
-from lexrag.stages.graph import preference_text
 
 __all__ = ["Feedback", "expansion_terms"]
 
@@ -49,7 +48,7 @@ class Feedback(OptionalBM25Stage):
         fc, lc, art = ctx.cfg.feedback, ctx.cfg.lexical, ctx.art
         out = Ranking("bm25_prf", "lexical")
         for q in batch.queries:
-            text = preference_text(q, ctx.cfg.graph.preference_variants)
+            text = q.preferred_text(ctx.cfg.graph.preference_variants)
             ids, _ = art.bm25.query_search(text, lc, fc.docs)
             if len(ids) == 0:
                 continue

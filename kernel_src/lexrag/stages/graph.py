@@ -10,17 +10,7 @@ from lexrag.signals import GRAPH_SIGNALS, PRIOR_SIGNALS
 from lexrag.stages import graph_signals as gs
 from lexrag.stages.base import Phase, register_stage
 
-__all__ = ["GraphSignals", "PriorSignals", "preference_text"]
-
-
-def preference_text(q, variants) -> str:
-    """The first of ``variants`` the query has (the German translation before the English
-    question: a German consideration is found by German words)."""
-    for v in variants:
-        t = q.variant(v)
-        if t:
-            return t
-    return q.text
+__all__ = ["GraphSignals", "PriorSignals"]
 
 
 class GraphSignals:
@@ -53,7 +43,7 @@ class GraphSignals:
             return
         on = {s for s in GRAPH_SIGNALS if gc.signals.get(s, True)}
         nodes, w = gs.seed_vector(g, seeds, gc.seed_k)
-        pref = (art.bm25.query_scores(preference_text(q, gc.preference_variants), cfg.lexical)
+        pref = (art.bm25.query_scores(q.preferred_text(gc.preference_variants), cfg.lexical)
                 if art.bm25 is not None and cfg.lexical.enabled else None)  # lexical off: nothing of BM25 leaks in
 
         def docs(node_hits):

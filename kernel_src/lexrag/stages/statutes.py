@@ -34,7 +34,6 @@ import numpy as np
 from lexrag import citations as cit
 from lexrag.ranking import Ranking
 from lexrag.stages.base import OptionalBM25Stage, register_stage
-from lexrag.stages.graph import preference_text
 
 __all__ = ["StatuteDetector", "Statutes", "detector_for", "statute_codes", "Articles", "article_scores"]
 
@@ -302,7 +301,7 @@ class Statutes(OptionalBM25Stage):
             codes = statute_codes(det, text, sc, predicted=predicted)
             if not codes and not (sc.agree > 0 and sc.learned and art.prior is not None):
                 continue  # nothing named, nothing to agree on: no BM25 pass
-            scores = art.bm25.query_scores(preference_text(q, ctx.cfg.graph.preference_variants), lc)
+            scores = art.bm25.query_scores(q.preferred_text(ctx.cfg.graph.preference_variants), lc)
             if scores is None:
                 continue
             for ranking, these, k in ((out, codes, sc.top_k),
@@ -361,7 +360,7 @@ class Articles(OptionalBM25Stage):
         index = _ARTICLES.get(art.corpus) or _ARTICLES.setdefault(art.corpus, _ArticleIndex(art.corpus))
         out = Ranking("bm25_article", "lexical")
         for q in batch.queries:
-            scores = art.bm25.query_scores(preference_text(q, ctx.cfg.graph.preference_variants), lc)
+            scores = art.bm25.query_scores(q.preferred_text(ctx.cfg.graph.preference_variants), lc)
             if scores is None:
                 continue
             a = article_scores(index, scores, ac.sum_weight)
