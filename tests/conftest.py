@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -13,6 +15,7 @@ DEMO = ROOT / "demo"
 
 # Keep Jupyter state out of the home folder, even when pytest is run directly.
 _jtmp = tempfile.mkdtemp(prefix="lexrag-test-jupyter-")
+atexit.register(shutil.rmtree, _jtmp, True)  # removed when the test session ends
 for var, sub in [("JUPYTER_DATA_DIR", "data"), ("JUPYTER_CONFIG_DIR", "config"),
                  ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython")]:
     os.environ.setdefault(var, os.path.join(_jtmp, sub))
