@@ -281,8 +281,11 @@ def cmd_show_metrics(args: argparse.Namespace) -> int:
         text = format_metrics(doc["metrics"], title=f"{args.metrics} ({doc.get('queries', '')})")
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{args.metrics}: the \"metrics\" object lacks or mangles a metric ({type(e).__name__}: {e})") from None
-    state = _run_state(doc)
-    print(text + (f"\nrun status: {state}" if state else ""))
+    print(text)
+    if isinstance(doc.get("status"), dict) and _run_state(doc):  # the run's own status table, as the run printed it
+        from lexrag.eval.status import RunStatus
+
+        print(RunStatus.from_dict(doc["status"]).table())
     return 0
 
 

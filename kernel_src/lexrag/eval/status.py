@@ -80,6 +80,16 @@ class RunStatus:
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> "RunStatus":
+        """The status a ``metrics.json`` recorded (:meth:`to_dict`); a FAILED one keeps its headline as the reason."""
+        rows = [StageRow(name, str(r.get("state", "?")), int(r.get("queries", 0) or 0), int(r.get("total", 0) or 0),
+                         str(r.get("why", "")), str(r.get("fix", ""))) for name, r in (doc.get("stages") or {}).items()
+                if isinstance(r, dict)]
+        status = str(doc.get("status", "?"))
+        reason = str(doc.get("headline", "")).removeprefix("FAILED: ") if status == "FAILED" else ""
+        return cls(status, rows, [str(x) for x in doc.get("off") or []], reason, [str(x) for x in doc.get("notes") or []])
+
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "headline": self.headline,
                 "stages": {r.stage: {k: v for k, v in vars(r).items() if k != "stage" and v not in ("", None)} for r in self.rows},
