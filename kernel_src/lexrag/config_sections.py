@@ -48,7 +48,6 @@ class LexicalConfig:
     )
     query_dedup: bool = _f(True, "count each query term once")
     question_weight: int = _f(1, "the terms of the question's sentences that end in '?' count this many times (1: like every other term; for case stories that end in the question asked)", range=(1, None))
-    max_query_terms: int = _f(0, "keep only this many distinct query terms, the rarest in the corpus (0: all; for long case stories)")
     code_vote: float = _f(1.0, "statute vote: the best code_vote_depth law paragraphs vote for their law code with their scores, and every law paragraph's score is multiplied by (1 + code_vote x share) / (1 + code_vote), share being its code's vote over the best code's (0: off)")
     code_vote_depth: int = _f(50, "law paragraphs that vote in the statute vote", range=(1, None))
     numbered_code_weight: float = _f(0.5, "score factor for paragraphs of laws keyed by an SR number instead of an abbreviation (no lexam_dev, train_dev or val gold cites one; 0 drops them)", range=(0, 1))

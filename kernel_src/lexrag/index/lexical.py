@@ -434,12 +434,12 @@ class BM25Index:
     def query_scores(self, text: str, lc: LexicalConfig, cache: bool = True) -> np.ndarray | None:
         """:meth:`scores` of a question with the query settings of ``lc`` (every stage that
         searches the question asks through here, so they all see the same query)."""
-        return self.scores(text, lc.query_dedup, lc.max_query_terms, lc.question_weight, cache)
+        return self.scores(text, lc.query_dedup, 0, lc.question_weight, cache)
 
     def query_search(self, text: str, lc: LexicalConfig, k: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`search` of a question with the query settings of ``lc`` (the score vector it
         makes is the one :meth:`query_scores` gives the other stages)."""
-        return self.search(text, k, lc.query_dedup, lc.max_query_terms, lc.question_weight)
+        return self.search(text, k, lc.query_dedup, 0, lc.question_weight)
 
     def search(self, text: str, k: int, dedup: bool = True, max_terms: int = 0, question_weight: int = 1,
                cache: bool = True) -> tuple[np.ndarray, np.ndarray]:
