@@ -408,6 +408,29 @@ def _tantivy_ids(work: Path, tops: dict) -> dict:
             for kind in ("long", "short")}
 
 
+def _check_args(args, work: Path) -> str | None:
+    """What is wrong with the arguments, before hours of building; None when nothing."""
+    from lexrag.artifacts import check_plain_output
+    from lexrag.errors import LexragError
+
+    if args.threads < 1 or args.synthetic < 0:
+        return "--threads must be 1 or more and --synthetic 0 or more"
+    if work.exists() and not work.is_dir():
+        return f"--work {work} is a file; give a folder (it keeps the corpus and indexes between runs)"
+    if not (work / "queries.json").is_file():  # the first run builds: its inputs must be there
+        for flag, path in (("--laws", args.laws), ("--queries", args.queries)):
+            if not Path(path).is_file():
+                return f"{flag} {path}: not a file"
+    if args.json:
+        if Path(args.json).is_dir():
+            return f"--json {args.json} is a folder; give a file name"
+        try:
+            check_plain_output(args.json, "--json")
+        except LexragError as e:
+            return str(e)
+    return None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--laws", default="../shared/data/laws_de.csv")
@@ -428,6 +451,10 @@ def main() -> int:
     if args.engine:
         print(json.dumps(run_engine(args.engine, work, args.threads)))
         return 0
+    problem = _check_args(args, work)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     prepare(args)
     if args.load_memory:
         for name in ("load-copy", "load-mmap"):

@@ -436,7 +436,7 @@ def reading(artifact: str, folder: str | Path) -> Iterator[None]:
         yield
     except ArtifactError:
         raise
-    except (OSError, ValueError, KeyError, IndexError, EOFError, TypeError, AttributeError) as e:
+    except (OSError, ValueError, KeyError, IndexError, EOFError, TypeError, AttributeError, RecursionError) as e:
         first = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         raise ArtifactError(f"artifact {artifact!r} at {folder} cannot be read ({first}); {rebuild_hint(artifact)}") from e
 

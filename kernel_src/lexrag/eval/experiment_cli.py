@@ -115,6 +115,8 @@ def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
     if args.json:  # before the run, not after it
         from lexrag.artifacts import check_makeable, check_plain_output
 
+        if Path(args.json).is_dir():
+            raise ConfigError(f"--json {args.json} is a folder; give a file name such as {Path(args.json) / 'quality.json'}")
         check_plain_output(args.json, "--json")
         check_makeable(Path(args.json).parent, f"--json {args.json}: the folder")
     if args.expected:
