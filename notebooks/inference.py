@@ -29,7 +29,9 @@ WORKING = Path(os.environ.get("LEXRAG_KAGGLE_WORKING", "/kaggle/working")) if KA
 
 
 def find(name):  # either input layout: /kaggle/input/<slug>/ or /kaggle/input/competitions/<slug>/
-    hits = glob.glob(str(INPUT / "**" / name), recursive=True)
+    root = os.path.realpath(INPUT)  # a link out of the inputs is not followed
+    hits = [p for p in glob.glob(str(INPUT / "**" / name), recursive=True)
+            if os.path.realpath(p).startswith(root + os.sep)]
     return sorted(hits, key=lambda p: (competition not in p, "competitions" not in p, p.count(os.sep), p))
 
 
@@ -46,8 +48,16 @@ if submission.is_dir():
     raise SystemExit(f"error: out_path {submission} is a folder; give a file name such as {submission / 'submission.csv'}")
 if test_csv is not None and test_csv.is_file() and submission.resolve() == test_csv.resolve():
     raise SystemExit(f"error: out_path {submission} is the queries file: writing it would overwrite the input")
+_where = submission.resolve().parent
+if KAGGLE and (_where == INPUT.resolve() or INPUT.resolve() in _where.parents):
+    raise SystemExit(f"error: {submission} would lie among the inputs ({INPUT}); write it to the working folder")
+if any((d / "params.json").is_file() for d in (_where, *_where.parents)):
+    raise SystemExit(f"error: {submission} would lie inside an artifact folder (it has a params.json), which a rebuild "
+                     "replaces; write it to the working folder")
 query_ids = []
-if test_csv is not None and test_csv.is_file():
+if test_csv is not None and test_csv.is_file() and b"\x00" in open(test_csv, "rb").read(4096):
+    print(f"{test_csv} is not UTF-8 text (UTF-16? it holds NUL bytes): no fallback written; lexrag names the problem below")
+elif test_csv is not None and test_csv.is_file():
     with open(test_csv, newline="", encoding="utf-8-sig", errors="replace") as f:  # a BOM is tolerated
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]

@@ -54,14 +54,22 @@ def _main() -> int:
         from lexrag.index.build import build_artifacts
 
         args.artifacts = tempfile.mkdtemp(prefix="lexrag-quality-")
+        made = args.artifacts
         courts = Path(args.courts) if args.courts else data / "court_considerations_sample.csv"
         keys, abbrev = data / "laws_de_citations.txt", data / "abbrev-translations.json"
         t0 = time.perf_counter()
-        build_artifacts(load_config(None, {"runtime.progress": False, "graph.enabled": True}), data / "laws_de.csv", args.artifacts,
-                        courts=courts if courts.is_file() else None, law_keys=keys if keys.is_file() else None,
-                        train=data / args.tune_on, abbreviations=abbrev if abbrev.is_file() else None,
-                        dictionary=args.dictionary)
-        print(f"built artifacts in {time.perf_counter() - t0:.0f} s -> {args.artifacts}", file=sys.stderr)
+        try:
+            build_artifacts(load_config(None, {"runtime.progress": False, "graph.enabled": True}), data / "laws_de.csv",
+                            args.artifacts, courts=courts if courts.is_file() else None,
+                            law_keys=keys if keys.is_file() else None, train=data / args.tune_on,
+                            abbreviations=abbrev if abbrev.is_file() else None, dictionary=args.dictionary)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(made, ignore_errors=True)  # a failed build leaves nothing behind
+            raise
+        print(f"built artifacts in {time.perf_counter() - t0:.0f} s -> {made} (kept: pass --artifacts {made} to reuse "
+              "them; remove the folder when done)", file=sys.stderr)
     _, text, checks = run_from_args(args)
     print(text)
     return 1 if any(c["status"] == "FAIL" for c in checks) else 0

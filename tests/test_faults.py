@@ -1653,3 +1653,43 @@ def test_validation_of_a_queries_file_without_gold_is_one_line_before_the_run(tm
     with pytest.raises(CsvInputError, match="no query has gold citations .* run `python -m lexrag run` for predictions only"):
         validate_run(cfg, Artifacts.load(demo_artifacts, cfg), q, tmp_path / "out")
     assert not (tmp_path / "out" / "submission.csv").exists()
+
+
+# ---------------------------------------------------------------- sweep 4
+
+
+def test_odd_spaces_in_citations_are_made_plain_at_build_and_named_in_a_submission(tmp_path, capsys):
+    from lexrag.config import Config
+    from lexrag.eval.submission import validate_submission
+    from lexrag.index.corpus import Corpus
+    from lexrag.index.corpus_build import build_corpus
+
+    laws = write(tmp_path / "laws.csv", 'citation,text,title\nArt.\u00a041 Abs. 1 OR,Wer einem andern,OR\n"Art. 1\nOR",Verträge,OR\n')
+    keys = write(tmp_path / "keys.txt", "\ufeffArt. 2 OR\nArt.  2 ISLK-V\n")
+    report = build_corpus(tmp_path / "c", laws, law_keys=keys, cfg=Config().corpus)
+    assert [f["citation_repaired"] for f in report["files"]] == [2, 0]  # the BOM of a file's first line is the file's
+    cits = Corpus(tmp_path / "c").citations
+    assert {"Art. 41 Abs. 1 OR", "Art. 1 OR", "Art. 2 OR", "Art.  2 ISLK-V"} <= set(cits)  # doubled plain spaces are kept
+    sub = write(tmp_path / "s.csv", "query_id,predicted_citations\nq1,Art.\u00a041 Abs. 1 OR\n")
+    problems = validate_submission(sub, ["q1"])
+    assert len(problems) == 1 and "holds a no-break space" in problems[0]
+
+
+def test_check_scores_reads_every_shape_of_a_failed_status_and_odd_settings_are_named(tmp_path, capsys):
+    x = write(tmp_path / "x.yaml", "metrics:\n  macro_f1: {value: 0.5, tol: 0.01}\n")
+    for status in ("FAILED", {"headline": "FAILED: x"}):
+        m = write(tmp_path / "m.json", json.dumps({"metrics": {"macro_f1": 0.5}, "status": status}))
+        rc, out, _ = cli(capsys, "check-scores", m, "--expected", x)
+        assert rc == 1 and "ended FAILED" in out
+    from lexrag.config import load_config
+
+    assert load_config(None, {"runtime.time_budget_s": "1e-9"}).runtime.time_budget_s == 1e-9  # YAML 1.2 reads it a float
+    r = subprocess.run([sys.executable, "-c", "import lexrag.index.bm25_kernel as k; print(k.BACKEND)"], capture_output=True,
+                       text=True, env={**os.environ, "LEXRAG_BM25_BACKEND": "nunpy"}, timeout=120)
+    assert r.returncode == 0 and "LEXRAG_BM25_BACKEND='nunpy' is neither numba nor numpy" in r.stderr
+
+
+def test_quality_refuses_two_variants_of_one_name(tmp_path, demo_artifacts):
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--artifacts", str(demo_artifacts), "--variants",
+                        "a=lexical", "a=exam"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert r.returncode == 2 and "the name 'a' is given twice" in r.stderr and "Traceback" not in r.stderr

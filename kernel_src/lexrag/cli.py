@@ -203,8 +203,15 @@ def cmd_check_scores(args: argparse.Namespace) -> int:
 def _run_state(doc: dict) -> str | None:
     """The run status a metrics.json records (OK, DEGRADED, FAILED), None when it records none."""
     status = doc.get("status")
-    state = status.get("status") if isinstance(status, dict) else None
-    return state if isinstance(state, str) else None
+    if isinstance(status, str):
+        return status.split(":")[0].strip() or None
+    if not isinstance(status, dict):
+        return None
+    state = status.get("status")
+    if isinstance(state, str):
+        return state
+    headline = status.get("headline")
+    return headline.split(":")[0].strip() if isinstance(headline, str) and headline.strip() else None
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -282,10 +289,12 @@ def cmd_show_metrics(args: argparse.Namespace) -> int:
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{args.metrics}: the \"metrics\" object lacks or mangles a metric ({type(e).__name__}: {e})") from None
     print(text)
-    if isinstance(doc.get("status"), dict) and _run_state(doc):  # the run's own status table, as the run printed it
+    if isinstance(doc.get("status"), dict) and isinstance(doc["status"].get("status"), str):  # the run's own table
         from lexrag.eval.status import RunStatus
 
         print(RunStatus.from_dict(doc["status"]).table())
+    elif _run_state(doc):
+        print(f"run status: {_run_state(doc)}")
     return 0
 
 

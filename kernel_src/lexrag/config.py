@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,6 +209,8 @@ def _check_type(path: str, value: Any, tp: Any) -> Any:
                           "repeating one another?); write it out plainly")
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value.strip()):
+        return float(value)  # YAML 1.2 reads 1e-9 as a float; PyYAML (YAML 1.1) leaves it a string
     if tp is list:
         if not isinstance(value, list):
             raise ConfigError(f"{path}: expected a list, got {short(value)}")

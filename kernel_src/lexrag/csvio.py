@@ -32,6 +32,7 @@ class FileReport:
     written: int = 0
     duplicates: int = 0
     same_key: int = 0  # law rows whose citation an earlier row has, with other text (both kept, named in examples)
+    citation_repaired: int = 0  # citations with odd spaces, a line break, a BOM or zero-width character inside (made plain)
     malformed: int = 0
     encoding_repaired: int = 0
     blank: int = 0  # blank lines skipped
@@ -52,6 +53,8 @@ class FileReport:
             + (f", {self.multiline} records over several lines (kept)" if self.multiline else "")
             + (f", {self.suspect} of them hold lines that read like rows of their own (kept; see examples)" if self.suspect else "")
             + (f", {self.same_key} citations given again with other text (both kept; see examples)" if self.same_key else "")
+            + (f", {self.citation_repaired} citations with odd spaces, line breaks or invisible characters made plain (see "
+               "examples)" if self.citation_repaired else "")
         )
 
 

@@ -100,7 +100,14 @@ def variants_from_args(args: argparse.Namespace) -> list[Variant]:
         cpu = GPU_STAGES_OFF if preset == "kaggle" else {}  # what this harness can run
         return [Variant(s["run"], preset, {**cpu, **s["overrides"]})
                 for s in incremental_steps(load_config(preset, cpu)) if "count.method" not in s["overrides"]]
-    return [parse_variant(s) for s in args.variants] if args.variants else list(PRESET_VARIANTS)
+    variants = [parse_variant(s) for s in args.variants] if args.variants else list(PRESET_VARIANTS)
+    names = [v.name for v in variants]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:  # the table keys rows by name: one would silently replace the other
+        from lexrag.errors import ConfigError
+
+        raise ConfigError(f"--variants: the name {twice!r} is given twice; name each variant once (NAME=PRESET;...)")
+    return variants
 
 
 def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:

@@ -136,6 +136,10 @@ def validate_submission(
         if qid not in expected:
             problems.append(f"{path}: line {line}: query {qid!r} is not in the queries file")
         cits = [c.strip() for c in cell.split(";") if c.strip()]
+        odd = [c for c in cits if any(ch.isspace() and ch != " " for ch in c)]
+        if odd:  # Kaggle compares exact strings: "Art.\xa041 OR" is not "Art. 41 OR"
+            problems.append(f"{path}: line {line}: query {qid!r}: citation {odd[0][:60]!r} holds a no-break space, a tab or a "
+                            "line break; the competition's citations hold plain spaces only")
         if len(cits) > MAX_CITATIONS:
             problems.append(f"{path}: line {line}: query {qid!r} has {len(cits)} citations (max {MAX_CITATIONS})")
         if len(cell) > MAX_CHARS:

@@ -17,6 +17,7 @@ are the same bits whichever backend adds them:
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Sequence
 
@@ -24,8 +25,12 @@ import numpy as np
 
 __all__ = ["BACKEND", "accumulate", "top_k", "top_k_many"]
 
+_ASKED = os.environ.get("LEXRAG_BM25_BACKEND", "").strip().lower()
+if _ASKED not in ("", "numba", "numpy"):
+    logging.getLogger(__name__).warning("LEXRAG_BM25_BACKEND=%r is neither numba nor numpy: ignored (the default is used; "
+                                        "the scores are the same either way)", _ASKED[:40])
 try:  # optional: the numpy path gives the same scores, slower
-    if os.environ.get("LEXRAG_BM25_BACKEND", "").strip().lower() == "numpy":
+    if _ASKED == "numpy":
         raise ImportError("numpy backend asked for")
     import numba
 except ImportError:

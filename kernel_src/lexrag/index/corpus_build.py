@@ -184,6 +184,10 @@ def read_abbreviations(path: str | Path) -> list[tuple[str, str]]:
     return pairs
 
 
+_INVISIBLE = re.compile("[\ufeff\u200b\u200c\u200d\u2060]")
+_ODD_SPACE = re.compile("[\t\n\r\v\f\u00a0\u2007\u202f\u2000-\u200a\u3000]")  # any space but the plain one
+
+
 def _ingest(
     path: Path, kind: str, w: _Writer, seen: set[int], cfg: CorpusConfig, progress: bool,
     laws_seen: dict[str, str], keys_only: bool = False,
@@ -196,6 +200,12 @@ def _ingest(
         rows = tqdm(rows, desc=f"corpus {path.name}", unit="rows", mininterval=5)
     for line, row in rows:
         citation = row["citation"].strip()
+        plain = _ODD_SPACE.sub(" ", _INVISIBLE.sub("", citation))  # no key holds one (doubled plain spaces are kept: some do)
+        if plain != citation:
+            report.citation_repaired += 1
+            report.note("repaired", line, f"citation {citation[:80]!r} written as {plain[:80]!r} (the competition's "
+                        "citations hold plain spaces only)")
+            citation = plain
         text = row["text"]
         if not citation:
             report.malformed += 1
@@ -293,7 +303,7 @@ def build_corpus(
     extra = {"aliases": {Path(abbreviations).name: sha256_file(abbreviations), "count": report["code_aliases"]}} if abbreviations else {}
     write_params(out, ARTIFACT, "lexrag.index.corpus.build_corpus", {"schema": SCHEMA.names}, n_docs=w.n, sources=sources, **extra)
     for r in reports:  # a file with dropped or repaired rows is a warning (with -q too), with its first lines
-        lossy = r.malformed or r.lines_lost or r.encoding_repaired or r.same_key
+        lossy = r.malformed or r.lines_lost or r.encoding_repaired or r.same_key or r.citation_repaired
         (log.warning if lossy else log.info)("%s%s", r.summary(), f"; every one is listed in {REPORT_FILE}" if lossy else "")
         for ex in r.examples[:5]:
             (log.warning if lossy else log.info)("  line %s: %s: %s", ex["line"], ex["kind"], ex["reason"])
