@@ -1693,3 +1693,23 @@ def test_quality_refuses_two_variants_of_one_name(tmp_path, demo_artifacts):
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--artifacts", str(demo_artifacts), "--variants",
                         "a=lexical", "a=exam"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r.returncode == 2 and "the name 'a' is given twice" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_decompound_file_nested_too_deep_is_one_line_and_the_engine_bench_checks_its_arguments(tmp_path, arts, capsys):
+    from lexrag.artifacts import write_params
+
+    bm25 = arts / "bm25"
+    if not (bm25 / "decompound.json").is_file():
+        pytest.skip("this build has no decompounding lexicon")
+    (bm25 / "decompound.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    doc = json.loads((bm25 / "params.json").read_text(encoding="utf-8"))
+    extra = {k: v for k, v in doc.items() if k not in ("artifact", "builder", "params", "files", "version")}
+    write_params(bm25, doc["artifact"], doc["builder"], doc["params"], **extra)  # hashes re-recorded
+    q = write(tmp_path / "q.csv", QUERIES)
+    rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv")
+    assert rc == 2 and "decompound.json" in err and len(err.strip().splitlines()) == 1  # one line, no traceback
+    for extra_args, message in ((["--threads", "0"], "--threads must be 1 or more"),
+                                (["--queries", str(tmp_path / "none.csv")], "none.csv: not a file")):
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_engines.py"), "--work", str(tmp_path / "w"),
+                            "--laws", str(DEMO / "laws_demo.csv"), *extra_args], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and message in r.stderr and not (tmp_path / "w").exists()
