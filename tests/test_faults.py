@@ -1713,3 +1713,12 @@ def test_a_decompound_file_nested_too_deep_is_one_line_and_the_engine_bench_chec
         r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_engines.py"), "--work", str(tmp_path / "w"),
                             "--laws", str(DEMO / "laws_demo.csv"), *extra_args], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and message in r.stderr and not (tmp_path / "w").exists()
+
+
+def test_gold_citations_listed_with_commas_are_warned_about(tmp_path):
+    from lexrag.queries import load_gold
+
+    gold = write(tmp_path / "g.csv", "query_id,query,gold_citations\nq1,Frage,\"Art. 1 OR, Art. 2 OR\"\nq2,Frage,Art. 3 OR;Art. 4 OR\n")
+    with pytest.warns(UserWarning, match=r"1 gold cell\(s\) look like citations listed with commas \(lines 2\)"):
+        got = load_gold(gold)
+    assert got == {"q1": ["Art. 1 OR, Art. 2 OR"], "q2": ["Art. 3 OR", "Art. 4 OR"]}  # read as written, not guessed

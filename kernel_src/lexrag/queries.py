@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,17 +129,26 @@ def load_queries(path: str | Path, max_chars: int = 20_000) -> list[Query]:
     return out
 
 
+# a second citation after a comma inside one gold entry ("Art. 1 OR, Art. 2 OR", "..., BGE 145 II 32")
+_LISTED_WITH_COMMA = re.compile(r",\s*(?:Art\.|BGE\s|\d[A-Z]_\d)")
+
+
 def load_gold(path: str | Path) -> dict[str, list[str]]:
     """``query_id -> gold citations`` (``;``-separated in the file, blanks dropped).  A row whose
     gold cell is empty has no gold: it is left out (with a warning naming its lines), so every
     score, fit and fold counts the same queries."""
-    out, blank = {}, []
+    out, blank, commas = {}, [], []
     for line, row in _rows(path, ("query_id", "gold_citations")):
         cits = [c.strip() for c in row["gold_citations"].split(";") if c.strip()]
+        if any(_LISTED_WITH_COMMA.search(c) for c in cits):
+            commas.append(line)
         if cits:
             out[row["query_id"].strip()] = cits
         else:
             blank.append(line)
+    if commas:  # "Art. 1 OR, Art. 2 OR" is read as one citation that nothing can match
+        warnings.warn(f"{path}: {len(commas)} gold cell(s) look like citations listed with commas (lines "
+                      f"{', '.join(map(str, commas[:10]))}); citations are separated by ';': fix the file, or they score 0")
     if blank:
         warnings.warn(f"{path}: {len(blank)} row(s) without gold citations (lines {', '.join(map(str, blank[:10]))}"
                       f"{'...' if len(blank) > 10 else ''}) are not scored")
