@@ -86,30 +86,32 @@ if numba is not None:
         return s1 < s2 or (s1 == s2 and d1 > d2)
 
     @numba.njit(inline="always")
+    def _sift_down(hs, hd, size, s, d):  # pragma: no cover - compiled
+        """Put (s, d) at the root of the heap's first ``size`` items and sift it down to its place."""
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= size:
+                break
+            if c + 1 < size and _worse(hs[c + 1], hd[c + 1], hs[c], hd[c]):
+                c += 1
+            if not _worse(hs[c], hd[c], s, d):
+                break
+            hs[i] = hs[c]
+            hd[i] = hd[c]
+            i = c
+        hs[i] = s
+        hd[i] = d
+
+    @numba.njit(inline="always")
     def _offer(hs, hd, m, k, s, d):  # pragma: no cover - compiled
         """Offer (s, d) to the k-heap (hs, hd) of m items whose root is the worst; returns m."""
-        if m < k:
-            i = m
-            m += 1
-        elif _worse(hs[0], hd[0], s, d):
-            i = 0
-            while True:  # sift the new item down from the root
-                c = 2 * i + 1
-                if c >= m:
-                    break
-                if c + 1 < m and _worse(hs[c + 1], hd[c + 1], hs[c], hd[c]):
-                    c += 1
-                if not _worse(hs[c], hd[c], s, d):
-                    break
-                hs[i] = hs[c]
-                hd[i] = hd[c]
-                i = c
-            hs[i] = s
-            hd[i] = d
+        if m == k:
+            if _worse(hs[0], hd[0], s, d):
+                _sift_down(hs, hd, m, s, d)  # the new item replaces the worst
             return m
-        else:
-            return m
-        while i > 0:  # sift the new leaf up
+        i = m
+        while i > 0:  # a new leaf, sifted up
             parent = (i - 1) // 2
             if not _worse(s, d, hs[parent], hd[parent]):
                 break
@@ -118,7 +120,11 @@ if numba is not None:
             i = parent
         hs[i] = s
         hd[i] = d
-        return m
+        return m + 1
+
+    @numba.njit(inline="always")
+    def _is_long(postings, n_docs):  # pragma: no cover - compiled
+        return postings * LONG_FACTOR > n_docs
 
     @numba.njit(inline="always")
     def _floor(scores, k, run):  # pragma: no cover - compiled
@@ -157,16 +163,13 @@ if numba is not None:
         hs = np.empty(k, dtype=np.float32)
         hd = np.empty(k, dtype=np.int64)
         m = 0
-        ts = np.float32(0.0)  # the heap's worst once it is full: most candidates fall below it, one compare
-        td = np.int64(-1)
         for i in range(n):
             d = np.int64(candidates[i])
             s = scores[d]
-            if s <= 0 or s < bar or (m == k and (s < ts or (s == ts and d > td))):
-                continue
-            m = _offer(hs, hd, m, k, s, d)
-            if m == k:
-                ts, td = hs[0], hd[0]
+            if s > 0 and s >= bar:  # most fall below the bar (the floor, raised to the heap's worst when full)
+                m = _offer(hs, hd, m, k, s, d)
+                if m == k:
+                    bar = max(bar, hs[0])
         return hs, hd, m
 
     @_compiled
@@ -181,8 +184,6 @@ if numba is not None:
         hs = np.empty(k, dtype=np.float32)
         hd = np.empty(k, dtype=np.int64)
         m = 0
-        ts = np.float32(0.0)
-        td = np.int64(-1)
         for start in range(0, n, BLOCK):
             stop = min(start + BLOCK, n)
             c = 0
@@ -192,12 +193,10 @@ if numba is not None:
                 continue
             for d in range(start, stop):
                 s = scores[d]
-                if s <= 0 or s < bar or (m == k and (s < ts or (s == ts and d > td))):
-                    continue
-                m = _offer(hs, hd, m, k, s, np.int64(d))
-                if m == k:
-                    ts, td = hs[0], hd[0]
-                    bar = max(bar, ts)
+                if s > 0 and s >= bar:
+                    m = _offer(hs, hd, m, k, s, np.int64(d))
+                    if m == k:
+                        bar = max(bar, hs[0])
         return hs, hd, m
 
     @numba.njit(inline="always")
@@ -206,21 +205,7 @@ if numba is not None:
         for pos in range(m - 1, -1, -1):
             out_docs[pos] = hd[0]
             out_scores[pos] = hs[0]
-            s, d = hs[pos], hd[pos]  # the last item, sifted down from the root of the pos left
-            i = 0
-            while True:
-                c = 2 * i + 1
-                if c >= pos:
-                    break
-                if c + 1 < pos and _worse(hs[c + 1], hd[c + 1], hs[c], hd[c]):
-                    c += 1
-                if not _worse(hs[c], hd[c], s, d):
-                    break
-                hs[i] = hs[c]
-                hd[i] = hd[c]
-                i = c
-            hs[i] = s
-            hd[i] = d
+            _sift_down(hs, hd, pos, hs[pos], hd[pos])  # the last item takes the root of the pos left
 
     @_compiled(parallel=True)
     def _batch_nb(data, indices, starts, ends, weights, qptr, n_docs, k, longest, n_chunks,
@@ -234,7 +219,7 @@ if numba is not None:
                 postings = 0
                 for t in range(a, b):
                     postings += ends[t] - starts[t]
-                if postings * LONG_FACTOR > n_docs:  # as accumulate() chooses
+                if _is_long(postings, n_docs):
                     _scatter_nb(data, indices, starts[a:b], ends[a:b], weights[a:b], scores)
                     hs, hd, m = _top_all_nb(scores, k)
                     scores[:] = 0
@@ -261,7 +246,7 @@ def accumulate(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, weight
     scores = np.zeros(n_docs, dtype=np.float32)
     if backend == "numba":
         postings = int((ends - starts).sum())
-        if postings * LONG_FACTOR > n_docs:  # long: add, then let top_k scan every score
+        if _is_long(postings, n_docs):  # long: add, then let top_k scan every score
             _scatter_nb(data, indices, starts, ends, w, scores)
             return scores, None
         touched = np.empty(postings, dtype=np.int32)
