@@ -190,28 +190,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_check_scores(args: argparse.Namespace) -> int:
     from lexrag.eval.expect import check_expected, format_checks, read_metrics_file
+    from lexrag.eval.status import recorded_state
 
     rows = check_expected(args.metrics, args.expected)
     print(format_checks(rows))
-    state = _run_state(read_metrics_file(args.metrics))
+    state = recorded_state(read_metrics_file(args.metrics))
     if state not in (None, "OK"):  # numbers of a run that did not do what its config asked are not a pass
         print(f"FAIL: the run that wrote {args.metrics} ended {state}, not OK (its status table says which stages did not run)")
         return 1
     return 1 if any(r["status"] == "FAIL" for r in rows) else 0
-
-
-def _run_state(doc: dict) -> str | None:
-    """The run status a metrics.json records (OK, DEGRADED, FAILED), None when it records none."""
-    status = doc.get("status")
-    if isinstance(status, str):
-        return status.split(":")[0].strip() or None
-    if not isinstance(status, dict):
-        return None
-    state = status.get("status")
-    if isinstance(state, str):
-        return state
-    headline = status.get("headline")
-    return headline.split(":")[0].strip() if isinstance(headline, str) and headline.strip() else None
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -289,12 +276,13 @@ def cmd_show_metrics(args: argparse.Namespace) -> int:
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{args.metrics}: the \"metrics\" object lacks or mangles a metric ({type(e).__name__}: {e})") from None
     print(text)
-    if isinstance(doc.get("status"), dict) and isinstance(doc["status"].get("status"), str):  # the run's own table
-        from lexrag.eval.status import RunStatus
+    from lexrag.eval.status import RunStatus, recorded_state
 
+    state = recorded_state(doc)
+    if isinstance(doc.get("status"), dict) and isinstance(doc["status"].get("status"), str):  # the run's own table
         print(RunStatus.from_dict(doc["status"]).table())
-    elif _run_state(doc):
-        print(f"run status: {_run_state(doc)}")
+    elif state:
+        print(f"run status: {state}")
     return 0
 
 

@@ -104,6 +104,7 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
     off: list[str] = []
     totals = res.cost_totals()
     asked = {s.name for s in asked_for(cfg)}
+    finders: list[str] = []  # content stages that ran: the ones that put documents among the candidates
     for stage in registered_stages():
         if stage.phase == Phase.SEED_FUSION:
             continue
@@ -114,8 +115,7 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
             parts = [p for p in getattr(stage, "needs", ()) if p in art.missing] or list(getattr(stage, "needs", ()))
             why = "; ".join(f"{p}: {_brief(art.missing[p])}" for p in parts if p in art.missing) or \
                 f"needs {', '.join(parts) or 'a part'} that was not loaded"
-            fixes = getattr(art, "fixes", {})
-            fix = "; ".join(fixes.get(p) or FIXES[p] for p in parts if p in fixes or p in FIXES)
+            fix = "; ".join(f for f in (_fix(art, p) for p in parts) if f)
             rows.append(StageRow(stage.name, "missing", 0, live, why, fix))
             continue
         skipped = len(set(res.skipped.get(stage.name, [])))
@@ -132,11 +132,11 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
             rows.append(StageRow(stage.name, "ran", ran, live))
             lacking = [p for p in getattr(stage, "uses", ()) if p in art.missing]  # parts it reads when the config asks
             if lacking:
-                fixes = getattr(art, "fixes", {})
                 rows[-1].state = "partial"
-                rows[-1].why = "without " + "; ".join(f"{p} ({_brief(art.missing[p])}"
-                                                      + (f"; {fixes.get(p) or FIXES[p]}" if p in fixes or p in FIXES else "") + ")"
+                rows[-1].why = "without " + "; ".join(f"{p} ({'; '.join(x for x in (_brief(art.missing[p]), _fix(art, p)) if x)})"
                                                       for p in lacking)
+        if stage.phase == Phase.CONTENT and rows[-1].state in ("ran", "partial"):
+            finders.append(stage.name)
         bad_json = int(totals.get(stage.name, {}).get("json_failures", 0))
         if bad_json:  # the stage ran, but some of its LLM answers could not be used
             rows[-1].why = "; ".join(x for x in (rows[-1].why, f"{bad_json} LLM answers were not usable JSON and were "
@@ -145,7 +145,6 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
     notes = list(getattr(art, "notes", []))
     predictions = getattr(res, "predictions", None)
     if live and predictions is not None and not any(predictions.values()):  # nothing answered
-        finders = [r.stage for r in rows if r.state in ("ran", "partial") and _finds(r.stage)]
         if not finders:  # nothing that finds candidates ran: the run could not answer
             return RunStatus("FAILED", rows, off, reason=f"none of the {live} queries got a citation: no stage that finds "
                              "candidates ran (is every retrieval stage off, e.g. lexical.enabled and seeds.enabled false?)",
@@ -154,9 +153,9 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
     return RunStatus(status, rows, off, notes=notes)
 
 
-def _finds(stage_name: str) -> bool:
-    """A stage that puts documents among the candidates (the content phase: BM25, seeds, dense ...)."""
-    return any(s.name == stage_name and s.phase == Phase.CONTENT for s in registered_stages())
+def _fix(art: Any, part: str) -> str:
+    """How to provide a missing part: what the artifacts recorded for it, else the standard fix."""
+    return getattr(art, "fixes", {}).get(part) or FIXES.get(part, "")
 
 
 def _brief(reason: str, width: int = 160) -> str:
@@ -247,3 +246,17 @@ def measured_table(m: dict[str, Any]) -> str:
         lines.append("artifact loads: " + ", ".join(_load_text(k, v) for k, v in m["loads"].items()))
         lines.append("(GB: 2^30 bytes; +GB: anonymous memory a stage's runs or a load left resident)")
     return "\n".join(lines)
+
+
+def recorded_state(doc: dict) -> str | None:
+    """The run status a metrics.json records (OK, DEGRADED, FAILED), None when it records none."""
+    status = doc.get("status")
+    if isinstance(status, str):
+        return status.split(":")[0].strip() or None
+    if not isinstance(status, dict):
+        return None
+    state = status.get("status")
+    if isinstance(state, str):
+        return state
+    headline = status.get("headline")
+    return headline.split(":")[0].strip() if isinstance(headline, str) and headline.strip() else None

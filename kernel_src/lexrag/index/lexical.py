@@ -222,6 +222,7 @@ def build_bm25(
             offsets[i + 1] = len(targets)
         del forms
         term_of = np.frombuffer(targets, dtype=np.int32).astype(np.int64) if len(targets) else np.empty(0, np.int64)
+
         def expanded():
             """(index terms, their documents inside the chunk, document lengths) chunk by chunk; the
             token file is read, not mapped, so its pages do not stay in the process's memory."""
@@ -421,13 +422,10 @@ class BM25Index:
             weights = {j: w * question_weight if j in asked else w for j, w in weights.items()}
         return weights
 
-    def score_terms(self, weights: dict[int, float]) -> np.ndarray:
-        """Σ weight × BM25 column over the query's terms, accumulated in float32 over their
-        postings in term order as bm25s' ``get_scores_from_ids`` does (a term there n times is
-        weight n here); :mod:`lexrag.index.bm25_kernel` adds them."""
-        return self._accumulate(weights)[0]
-
     def _accumulate(self, weights: dict[int, float]) -> tuple[np.ndarray, np.ndarray | None]:
+        """Σ weight × BM25 column over the query's terms, accumulated in float32 over their postings
+        in term order as bm25s' ``get_scores_from_ids`` does (a term there n times is weight n here),
+        and the documents it touched (see :func:`lexrag.index.bm25_kernel.accumulate`)."""
         sc = self.retriever.scores
         return bm25_kernel.accumulate(sc["data"], sc["indices"], sc["indptr"], weights, self.n_docs)
 

@@ -25,6 +25,7 @@ attributes registered with :func:`register_stage`.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
@@ -54,6 +55,8 @@ __all__ = [
     "RETRIEVAL_PHASES",
     "OptionalBM25Stage",
 ]
+
+log = logging.getLogger(__name__)
 
 
 class Phase(IntEnum):
@@ -183,6 +186,17 @@ class Context:
     signal_cache: TextCache | None = None  # shared by runs that may reuse signals (ablations, tuning)
     retrieve: "Callable[[list[QueryState]], dict[str, list[tuple[int, float]]]] | None" = None
     tallies: dict = field(default_factory=dict)  # counts a stage adds up over the run's batches (for one note a run)
+
+    def note(self, key: str, text: str) -> None:
+        """A status note, one per ``key`` a run: a later one (with the run's totals so far) replaces
+        the earlier; logged as a warning the first time."""
+        old = self.tallies.get(("note", key))
+        if old is None:
+            log.warning("%s", text)
+        elif old in self.art.notes:
+            self.art.notes.remove(old)
+        self.art.notes.append(text)
+        self.tallies[("note", key)] = text
 
     def model(self, name: str) -> Any:
         """The loaded model ``name`` (``encoder``, ``reranker``, ``llm``) from the model pool,

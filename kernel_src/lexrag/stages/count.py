@@ -253,21 +253,15 @@ class Count:
             log.warning("count.method=expected_f1 reads the learned ranker's probabilities, but for %d queries (%s) the order "
                         "came from %s: those are cut at count.k=%d", len(fallback), ", ".join(list(fallback)[:5]),
                         ", ".join(makers), cc.k)
-        tally = ctx.tallies.setdefault("count_short", {"queries": 0, "short": 0, "most": 0, "note": None})
+        tally = ctx.tallies.setdefault("count_short", {"queries": 0, "short": 0, "most": 0})
         tally["queries"] += len(batch.queries)
         if short:  # said, not silent: a count.k beyond the candidate lists is cut by them (one note a run)
             tally["short"] += len(short)
             tally["most"] = max(tally["most"], *short)
-            note = (f"count.k={cc.k}: {tally['short']} of {tally['queries']} queries have fewer distinct citations in "
-                    f"their final order (at most {tally['most']}) and keep all they have; each signal keeps its top_k "
-                    f"documents (lexical.top_k={ctx.cfg.lexical.top_k}) and fusion keeps fusion.depth={ctx.cfg.fusion.depth}: "
-                    "raise those for longer lists")
-            if tally["note"] is None:
-                log.warning("%s", note)
-            elif tally["note"] in ctx.art.notes:
-                ctx.art.notes.remove(tally["note"])
-            ctx.art.notes.append(note)
-            tally["note"] = note
+            ctx.note("count_short", f"count.k={cc.k}: {tally['short']} of {tally['queries']} queries have fewer distinct "
+                     f"citations in their final order (at most {tally['most']}) and keep all they have; each signal keeps "
+                     f"its top_k documents (lexical.top_k={ctx.cfg.lexical.top_k}) and fusion keeps "
+                     f"fusion.depth={ctx.cfg.fusion.depth}: raise those for longer lists")
         return out
 
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Mapping, Sequence
 
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
-
-log = logging.getLogger(__name__)
 
 __all__ = ["reciprocal_rank_fusion", "fuse", "reorder_head", "SeedFusion", "Fusion", "BOOST_PAIRS"]
 
@@ -128,13 +125,9 @@ class Fusion:
     def run(self, batch, ctx):
         fc = ctx.cfg.fusion
         found = [s.signal for s in batch.signals.values() if any(s.hits.values())]
-        if found and not any(float(fc.weights.get(s, fc.default_weight)) > 0 for s in found) \
-                and not ctx.tallies.get("fusion_all_zero"):
-            ctx.tallies["fusion_all_zero"] = True  # one note a run
-            note = (f"every signal that found documents ({', '.join(sorted(found))}) has fusion weight 0 (fusion.weights, "
-                    "fusion.default_weight): the fused order is document-id order, not a ranking")
-            log.warning("%s", note)
-            ctx.art.notes.append(note)
+        if found and not any(float(fc.weights.get(s, fc.default_weight)) > 0 for s in found):
+            ctx.note("fusion_all_zero", "every signal that found documents has fusion weight 0 (fusion.weights, "
+                     "fusion.default_weight): the fused order is document-id order, not a ranking")
         fused = fuse(batch.signals.values(), ctx.cfg, batch.query_ids, fc.boost)
         if fc.head <= 0:
             return fused
