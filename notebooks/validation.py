@@ -43,7 +43,7 @@ from lexrag.eval.status import run_status
 from lexrag.eval.report import plot_ablation
 from lexrag.eval.validation import ablation_table, format_metrics, incremental_ablation, validate_run
 from lexrag.kaggle.paths import resolve_paths
-from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path
+from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path, notebook_stages
 from lexrag.pipeline import Artifacts
 
 try:
@@ -53,7 +53,7 @@ try:
         raise LexragError("parameter out_dir is not set: give the folder for metrics.json and per_query.csv (-p out_dir DIR)")
     if not queries:
         raise LexragError("parameter queries is not set: give a CSV with query_id,query,gold_citations (-p queries FILE.csv)")
-    switches = {f"{stage}.enabled": notebook_flag(f"stages.{stage}", on) for stage, on in notebook_mapping("stages", stages).items()}
+    switches = notebook_stages(stages)
     ablation, incremental = notebook_flag("ablation", ablation), notebook_flag("incremental", incremental)
     if llm_cache and not Path(llm_cache).is_dir():
         raise LexragError(f"parameter llm_cache {llm_cache}: not a folder (an LLM cache: the llm.cache_dir of a live run)")

@@ -50,6 +50,7 @@ def _main() -> int:
 
     warnings.simplefilter("ignore", UserWarning)
     data = Path(args.data)
+    _check_dictionary(args)
     if not args.artifacts:  # build them once into a temporary folder, with the prior from the tuning file
         from lexrag.index.build import build_artifacts
 
@@ -73,6 +74,24 @@ def _main() -> int:
     _, text, checks = run_from_args(args)
     print(text)
     return 1 if any(c["status"] == "FAIL" for c in checks) else 0
+
+
+def _check_dictionary(args) -> None:
+    """Before any build: ``--dictionary`` feeds only the build this script makes, and a variant that
+    switches the dictionary on needs one there."""
+    from lexrag.errors import ConfigError
+    from lexrag.eval.experiment_cli import variants_from_args
+
+    if args.artifacts and args.dictionary:
+        raise ConfigError(f"--dictionary is read only when this script builds the artifacts (without --artifacts); "
+                          f"{args.artifacts} holds the dictionary it was built with: drop --dictionary, or drop "
+                          "--artifacts to build afresh")
+    if not args.artifacts and not args.dictionary:
+        needs = [v.name for v in variants_from_args(args) if v.config(args.config).dictionary.enabled]
+        if needs:
+            raise ConfigError(f"variant {needs[0]!r} switches the dictionary on (English questions): pass --dictionary "
+                              "FILE (Debian trans-de-en: /usr/share/trans/de-en), or switch it off in the variant "
+                              "(\"NAME=PRESET;dictionary.enabled=false\")")
 
 
 if __name__ == "__main__":

@@ -1722,3 +1722,47 @@ def test_gold_citations_listed_with_commas_are_warned_about(tmp_path):
     with pytest.warns(UserWarning, match=r"1 gold cell\(s\) look like citations listed with commas \(lines 2\)"):
         got = load_gold(gold)
     assert got == {"q1": ["Art. 1 OR, Art. 2 OR"], "q2": ["Art. 3 OR", "Art. 4 OR"]}  # read as written, not guessed
+
+
+def test_a_test_csv_that_is_a_folder_a_vocabulary_that_repeats_ids_and_unknown_stages_are_named(tmp_path, arts, monkeypatch):
+    from lexrag.config import load_config
+    from lexrag.errors import ArtifactError, ConfigError, LexragError
+    from lexrag.kaggle.paths import resolve_paths
+    from lexrag.notebook_params import notebook_stages
+
+    (tmp_path / "inputs" / "competitions" / "legal-ir" / "test.csv").mkdir(parents=True)
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+    monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(tmp_path / "inputs"))
+    with pytest.raises(LexragError, match="test.csv is a folder, not a file"):
+        resolve_paths(load_config(None, {"paths.competition": "legal-ir"}).paths).input_file("test.csv")
+    vocab = arts / "bm25" / "vocab.index.json"
+    terms = json.loads(vocab.read_text(encoding="utf-8"))
+    vocab.write_text(json.dumps({t: 0 for t in terms}), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="term ids are not distinct columns"):
+        _load_unverified(arts / "bm25")
+    assert notebook_stages({"graph": "false"}) == {"graph.enabled": False}
+    with pytest.raises(ConfigError, match="parameter stages: 'lexcial' is not a stage .* stages: agent, articles"):
+        notebook_stages({"lexcial": False})
+
+
+def _load_unverified(folder):
+    """The BM25 index loaded with its file hashes re-recorded, so only the vocabulary check is left."""
+    from lexrag.artifacts import write_params
+    from lexrag.config import load_config
+    from lexrag.index.lexical import BM25Index
+
+    doc = json.loads((folder / "params.json").read_text(encoding="utf-8"))
+    extra = {k: v for k, v in doc.items() if k not in ("artifact", "builder", "params", "files", "version")}
+    write_params(folder, doc["artifact"], doc["builder"], doc["params"], **extra)
+    return BM25Index.load(folder, load_config(str(DEMO / "config.yaml")).lexical)
+
+
+def test_quality_asks_for_the_dictionary_before_building_and_refuses_one_it_would_not_read(tmp_path, demo_artifacts):
+    script = str(ROOT / "scripts" / "quality.py")
+    r = subprocess.run([sys.executable, script, "--data", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=300)
+    # the data folder is empty: a build would have failed on the laws file, so the line shows it stopped before
+    assert r.returncode == 2 and "pass --dictionary FILE" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, script, "--artifacts", str(demo_artifacts), "--dictionary", "x"], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=300)
+    assert r.returncode == 2 and "--dictionary is read only when this script builds" in r.stderr

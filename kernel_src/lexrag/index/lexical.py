@@ -294,6 +294,15 @@ def build_bm25(
     return BM25Index(retriever, analyzer, read_params(out, ARTIFACT))
 
 
+def _check_vocab(folder: str | Path, vocab: dict, n_terms: int) -> None:
+    """The vocabulary must give each term its own column of the postings: ids that repeat or fall
+    outside the columns would score every query against the wrong documents without a word."""
+    ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab)) if vocab else np.zeros(0, np.int64)
+    if len(ids) and (ids.min() < 0 or ids.max() >= n_terms or np.bincount(ids, minlength=n_terms).max() > 1):
+        raise ArtifactError(f"BM25 index at {folder}: its vocabulary's {len(ids)} term ids are not distinct columns "
+                            f"0..{n_terms - 1} of its postings; {rebuild_hint(ARTIFACT)}")
+
+
 class BM25Index:
     """A loaded index: ``search(text, k)`` -> (doc_ids, scores), best first."""
 
@@ -335,6 +344,7 @@ class BM25Index:
                     (vocab is not None and len(sc["indptr"]) != vocab + 1):
                 raise ArtifactError(f"BM25 index at {folder}: its arrays do not have the sizes recorded at build "
                                     f"(nnz {nnz}, vocabulary {vocab}); {rebuild_hint(ARTIFACT)}")
+            _check_vocab(folder, retriever.vocab_dict, len(sc["indptr"]) - 1)
             decompounder = Decompounder.load(folder) if cfg.decompound else None
         indexed = int(retriever.scores["num_docs"])
         if n_docs is not None and indexed != n_docs:  # a copy over another corpus, whatever its params say

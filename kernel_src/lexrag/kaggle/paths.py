@@ -105,8 +105,13 @@ class Paths:
         direct = self.input_dir / name
         if direct.is_file() or not self.kaggle:
             return direct
-        hits = [d / name for root in self._roots() for d in walk_dirs(root, 4) if (d / name).is_file()]
+        dirs = [d for root in self._roots() for d in walk_dirs(root, 4)]
+        hits = [d / name for d in dirs if (d / name).is_file()]
         if not hits:
+            folders = [d / name for d in dirs if (d / name).is_dir()]
+            if folders:  # the name is there, as a folder: say so rather than "not found"
+                raise InputNotFound(f"{folders[0]} is a folder, not a file: {name} must be the competition's CSV file "
+                                    "(attach the competition data, or give the file with --queries)")
             raise InputNotFound(f"{name} not found: searched {self.input_dir} and every folder under "
                                 f"{', '.join(map(str, self._roots()))} (4 levels); attach the competition data")
         hits.sort(key=lambda p: ("competitions" not in p.parts, len(p.parts), str(p)))
