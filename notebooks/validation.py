@@ -37,13 +37,13 @@ if importlib.util.find_spec("lexrag") is None:
 import json
 from pathlib import Path
 
-from lexrag.config import load_config
+from lexrag.config import load_config, notebook_stages
 from lexrag.errors import LexragError, disk_error
 from lexrag.eval.status import run_status
 from lexrag.eval.report import plot_ablation
 from lexrag.eval.validation import ablation_table, format_metrics, incremental_ablation, validate_run
 from lexrag.kaggle.paths import resolve_paths
-from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path, notebook_stages
+from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path
 from lexrag.pipeline import Artifacts
 
 try:

@@ -1728,7 +1728,7 @@ def test_a_test_csv_that_is_a_folder_a_vocabulary_that_repeats_ids_and_unknown_s
     from lexrag.config import load_config
     from lexrag.errors import ArtifactError, ConfigError, LexragError
     from lexrag.kaggle.paths import resolve_paths
-    from lexrag.notebook_params import notebook_stages
+    from lexrag.config import notebook_stages
 
     (tmp_path / "inputs" / "competitions" / "legal-ir" / "test.csv").mkdir(parents=True)
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")

@@ -40,7 +40,7 @@ from lexrag.config_sections import (  # noqa: F401  (the sections are part of th
     VerifyConfig,
 )
 from lexrag.errors import ConfigError, short
-from lexrag.notebook_params import notebook_mapping, notebook_path
+from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path
 from lexrag.signals import (
     GRAPH_SIGNALS,
     VARIANTS,
@@ -50,7 +50,8 @@ from lexrag.signals import (
 )
 from lexrag.yamlio import UniqueKeyLoader, bounded_size, read_yaml_file, yaml_problem
 
-__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides"]
+__all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides",
+           "notebook_stages"]
 
 
 
@@ -349,3 +350,18 @@ def config_help() -> str:
             default = getattr(sec.default_factory(), f.name)  # type: ignore[misc]
             lines.append(f"  {f.name}: {default!r}  # {f.metadata.get('help', '')}")
     return "\n".join(lines)
+
+
+def notebook_stages(value: Any) -> dict:
+    """The ``stages`` parameter (``{"graph": false}``) as config overrides (``graph.enabled``): each
+    name must be a stage that can be switched, each value True or False; anything else is one
+    :class:`ConfigError` naming the parameter and the stages there are."""
+    cfg = Config()
+    switchable = sorted(f.name for f in dataclasses.fields(cfg) if hasattr(getattr(cfg, f.name), "enabled"))
+    out = {}
+    for stage, on in notebook_mapping("stages", value).items():
+        if stage not in switchable:
+            raise ConfigError(f"parameter stages: {short(stage)} is not a stage that can be switched on or off; "
+                              f"stages: {', '.join(switchable)}")
+        out[f"{stage}.enabled"] = notebook_flag(f"stages.{stage}", on)
+    return out

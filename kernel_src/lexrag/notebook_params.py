@@ -12,7 +12,7 @@ import yaml
 from lexrag.errors import ConfigError, short
 from lexrag.yamlio import UniqueKeyLoader, yaml_problem
 
-__all__ = ["notebook_mapping", "notebook_path", "notebook_flag", "notebook_stages"]
+__all__ = ["notebook_mapping", "notebook_path", "notebook_flag"]
 
 
 def notebook_mapping(name: str, value: Any) -> dict:
@@ -71,22 +71,3 @@ def notebook_flag(name: str, value: Any) -> bool:
     if isinstance(value, str) and value.strip().lower() in _FLAGS:
         return _FLAGS[value.strip().lower()]
     raise ConfigError(f"parameter {name}: expected True or False, got {short(value)}")
-
-
-def notebook_stages(value: Any) -> dict:
-    """The ``stages`` parameter (``{"graph": false}``) as config overrides (``graph.enabled``): each
-    name must be a stage that can be switched, each value True or False; anything else is one
-    :class:`ConfigError` naming the parameter and the stages there are."""
-    from dataclasses import fields
-
-    from lexrag.config import Config
-
-    cfg = Config()
-    switchable = sorted(f.name for f in fields(cfg) if hasattr(getattr(cfg, f.name), "enabled"))
-    out = {}
-    for stage, on in notebook_mapping("stages", value).items():
-        if stage not in switchable:
-            raise ConfigError(f"parameter stages: {short(stage)} is not a stage that can be switched on or off; "
-                              f"stages: {', '.join(switchable)}")
-        out[f"{stage}.enabled"] = notebook_flag(f"stages.{stage}", on)
-    return out
