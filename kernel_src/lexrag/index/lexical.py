@@ -3,17 +3,18 @@
 Analyzer (paper): lowercase, split on non-alphanumerics, drop 86 German stopwords, drop
 1-character tokens, Snowball German stemming (PyStemmer).
 
-The index is a bm25s ``BM25`` object saved with ``BM25.save`` (CSC arrays as ``.npy``, vocab
-JSON, ``params.index.json``) plus our ``params.json`` (analyzer and BM25 params, doc count,
-corpus hash).  ``bm25s.BM25.index`` holds every token list of the corpus in Python lists, which
-does not fit 2.47M documents in memory; :func:`build_bm25` therefore computes the same
-score matrix (bm25s' eager scoring, same idf and tf formulas) from per-chunk term counts in
-numpy arrays and hands it to bm25s for saving and retrieval.  A test checks equality with
+The index is a bm25s ``BM25`` folder (CSC arrays as ``.npy``, vocab JSON, ``params.index.json``,
+as ``BM25.save`` lays them out, so ``BM25.load`` reads it) plus our ``params.json`` (analyzer and
+BM25 params, doc count, corpus hash).  ``bm25s.BM25.index`` holds every token list of the corpus in
+Python lists, which does not fit 2.47M documents in memory; :func:`build_bm25` therefore computes
+the same score matrix (bm25s' eager scoring, same idf and tf formulas) from per-chunk postings on
+disk and writes the CSC files a block of term columns at a time.  A test checks equality with
 ``bm25s.BM25.index`` on a small corpus.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from array import array
@@ -158,14 +159,14 @@ def build_bm25(
 ) -> "BM25Index":
     """Build and save the index over ``texts`` (an iterable of batches of document texts).
 
-    Three passes, so that peak memory is the final index plus one chunk: the first splits every
-    document into its surface words once, writing their ids to a temporary file and counting each
-    word; then every surface word is analyzed once (stopword, stem, compound parts split with the
-    counts of the whole corpus); the second pass reads the ids back chunk by chunk, expands them
-    to index terms and counts document lengths and document frequencies; the third expands them
-    again and writes each (term, doc) score straight into its place in the preallocated CSC arrays
-    (term columns, docs in increasing order inside a column, exactly as bm25s and scipy's counting
-    sort lay them out).
+    Two passes over the text and one over the postings, so that the index is never whole in
+    memory: the first splits every document into its surface words once, writing their ids to a
+    temporary file and counting each word; then every surface word is analyzed once (stopword,
+    stem, compound parts split with the counts of the whole corpus); the second pass reads the ids
+    back chunk by chunk, expands them to index terms and appends each chunk's (term, document, tf)
+    postings, sorted by term, to run files while counting document lengths and frequencies; the
+    last writes the CSC files (term columns, docs in increasing order inside a column, exactly as
+    bm25s and scipy's counting sort lay them out) one block of columns at a time from the runs.
     """
     cfg = cfg or LexicalConfig()
     words = Analyzer(cfg.stemmer, cfg.min_token_len)  # surface words only (pass 1)
@@ -221,6 +222,7 @@ def build_bm25(
             targets.extend([vocab.setdefault(t, len(vocab)) for t in analyzer.expand(w)])
             offsets[i + 1] = len(targets)
         del forms
+        analyzer.clear_cache()  # each surface word was expanded once: the cache would only hold memory
         term_of = np.frombuffer(targets, dtype=np.int32).astype(np.int64) if len(targets) else np.empty(0, np.int64)
 
         def expanded():
@@ -242,9 +244,23 @@ def build_bm25(
         n_vocab = max(len(vocab), 1)
         df = np.zeros(n_vocab, dtype=np.int64)
         lengths = []
-        for terms, docs, lens in expanded():
-            df += np.bincount(_runs(np.sort((docs << 32) | terms))[0] & 0xFFFFFFFF, minlength=n_vocab)
-            lengths.append(lens)
+        # pass 2: each chunk's (term, document, tf) postings, sorted by term then document, appended
+        # to three run files; the token file is done with afterwards
+        runs = [Path(tmp) / f"{name}.run" for name in ("terms", "docs", "tf")]
+        bounds = [0]  # where each chunk's postings start in the run files
+        doc0 = 0
+        with open(runs[0], "wb") as ft, open(runs[1], "wb") as fd, open(runs[2], "wb") as ff:
+            for terms, docs, lens in expanded():
+                key, tf = _runs(np.sort((terms << 32) | (docs + doc0)))
+                doc0 += len(lens)
+                t = key >> 32
+                df += np.bincount(t, minlength=n_vocab)
+                t.astype(np.int32).tofile(ft)
+                (key & 0xFFFFFFFF).astype(np.int64 if doc0 >= 2**31 else np.int32).tofile(fd)
+                tf.astype(np.int32).tofile(ff)
+                bounds.append(bounds[-1] + len(key))
+                lengths.append(lens)
+        tokens.unlink()
         dl = np.concatenate(lengths).astype(np.float32)
         avgdl = float(dl.mean()) if dl.mean() > 0 else 1.0
         idf = _idf(df, n_docs, cfg.method).astype(np.float32)
@@ -252,30 +268,11 @@ def build_bm25(
         index_dtype = np.int32 if max(nnz, n_docs) < 2**31 else np.int64
         indptr = np.zeros(n_vocab + 1, dtype=index_dtype)
         np.cumsum(df, out=indptr[1:])
-        data = np.empty(nnz, dtype=np.float32)
-        indices = np.empty(nnz, dtype=index_dtype)
-        pos = indptr[:-1].astype(np.int64)
-        doc0 = 0
-        for (ids, docs, _), lens in zip(expanded(), lengths):
-            docs = docs + doc0
-            doc0 += len(lens)
-            key, tf = _runs(np.sort((ids << 32) | docs))  # sorted by term, then doc
-            terms, d = key >> 32, key & 0xFFFFFFFF
-            if len(key) == 0:
-                continue
-            first = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
-            run = np.diff(np.r_[first, len(terms)])
-            dest = pos[terms] + (np.arange(len(terms)) - np.repeat(first, run))
-            data[dest] = _tfc(tf.astype(np.float32), dl[d], avgdl, cfg.k1, cfg.b, cfg.method) * idf[terms]
-            indices[dest] = d
-            pos[terms[first]] += run
+        del df
+        (out / "params.json").unlink(missing_ok=True)
+        _write_csc(out, runs, bounds, indptr, index_dtype, dl, avgdl, idf, cfg)
 
-    retriever = bm25s.BM25(k1=cfg.k1, b=cfg.b, method=cfg.method)
-    retriever.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
-    retriever.vocab_dict = vocab
-    retriever.nonoccurrence_array = None
-    (out / "params.json").unlink(missing_ok=True)
-    retriever.save(out, show_progress=False)
+    _write_bm25s_files(out, cfg, indptr, vocab, n_docs)
     (out / DECOMPOUND_FILE).unlink(missing_ok=True)
     if decompounder is not None:
         decompounder.save(out)
@@ -286,12 +283,82 @@ def build_bm25(
         BM25Index.expected_params(cfg),
         n_docs=n_docs,
         vocab_size=len(vocab),
-        nnz=int(len(data)),
+        nnz=nnz,
         corpus_id=corpus_id,
         bm25s_version=bm25s.__version__,
     )
-    analyzer.clear_cache()  # every surface word of the corpus passed through it once; queries start afresh
+    retriever = bm25s.BM25.load(out, mmap=True, show_progress=False, verbosity=0)
     return BM25Index(retriever, analyzer, read_params(out, ARTIFACT))
+
+
+POSTINGS_PER_BLOCK = 1 << 22  # postings gathered and written at a time: bounds the final write's memory
+
+
+def _write_csc(out: Path, runs: list[Path], bounds: list[int], indptr: np.ndarray, index_dtype, dl: np.ndarray,
+               avgdl: float, idf: np.ndarray, cfg: LexicalConfig) -> None:
+    """The CSC ``data`` and ``indices`` files, written front to back one block of term columns at a
+    time: each chunk's postings of those terms are read from the run files (sorted by term, and
+    the chunks in document order, so each column's documents rise) and placed into the block, so
+    neither array is ever whole in memory."""
+    n_vocab, nnz = len(indptr) - 1, int(indptr[-1])
+    doc_dtype = np.int64 if len(dl) >= 2**31 else np.int32
+    # block edges: term ids where the running posting count crosses a multiple of the block size
+    edges = np.unique(np.r_[0, np.searchsorted(indptr, np.arange(POSTINGS_PER_BLOCK, nnz, POSTINGS_PER_BLOCK), "right") - 1,
+                            n_vocab])
+    # where each block starts in each chunk's postings: one sequential read of the term run
+    cuts = np.empty((len(bounds) - 1, len(edges)), dtype=np.int64)
+    with open(runs[0], "rb") as fterm:
+        for c, (lo_c, hi_c) in enumerate(zip(bounds[:-1], bounds[1:])):
+            cuts[c] = lo_c + np.searchsorted(_read_run(fterm, np.int32, lo_c, hi_c - lo_c), edges)
+    with open(out / "data.csc.index.npy", "wb") as fdata, open(out / "indices.csc.index.npy", "wb") as findex, \
+            open(runs[0], "rb") as fterm, open(runs[1], "rb") as fdoc, open(runs[2], "rb") as ftf:
+        np.lib.format.write_array_header_1_0(fdata, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                                                     "fortran_order": False, "shape": (nnz,)})
+        np.lib.format.write_array_header_1_0(findex, {"descr": np.lib.format.dtype_to_descr(np.dtype(index_dtype)),
+                                                      "fortran_order": False, "shape": (nnz,)})
+        for e, (ta, tb) in enumerate(zip(edges[:-1], edges[1:])):
+            base = int(indptr[ta])
+            size = int(indptr[tb]) - base
+            if size == 0:
+                continue
+            data = np.empty(size, dtype=np.float32)
+            indices = np.empty(size, dtype=index_dtype)
+            pos = indptr[ta:tb].astype(np.int64) - base
+            for lo, hi in cuts[:, e : e + 2]:
+                if hi == lo:
+                    continue
+                terms = _read_run(fterm, np.int32, lo, hi - lo).astype(np.int64)
+                d = _read_run(fdoc, doc_dtype, lo, hi - lo)
+                tf = _read_run(ftf, np.int32, lo, hi - lo)
+                first = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]])
+                run = np.diff(np.r_[first, len(terms)])
+                dest = pos[terms - ta] + (np.arange(len(terms)) - np.repeat(first, run))
+                data[dest] = _tfc(tf.astype(np.float32), dl[d], avgdl, cfg.k1, cfg.b, cfg.method) * idf[terms]
+                indices[dest] = d
+                pos[terms[first] - ta] += run
+            data.tofile(fdata)
+            indices.tofile(findex)
+
+
+def _read_run(f, dtype, start: int, count: int) -> np.ndarray:
+    """``count`` values of a run file from value ``start`` (read, not mapped: nothing stays resident)."""
+    f.seek(start * np.dtype(dtype).itemsize)
+    return np.fromfile(f, dtype=dtype, count=count)
+
+
+def _write_bm25s_files(out: Path, cfg: LexicalConfig, indptr: np.ndarray, vocab: dict[str, int], n_docs: int) -> None:
+    """The rest of bm25s's index layout beside the CSC files: ``indptr``, the vocabulary and its
+    parameters, as ``bm25s.BM25.save`` writes them, so ``bm25s.BM25.load`` reads the folder."""
+    np.save(out / "indptr.csc.index.npy", indptr)
+    (out / "nonoccurrence_array.index.npy").unlink(missing_ok=True)
+    from bm25s.utils import json_functions  # what BM25.save writes the vocabulary with
+
+    with open(out / "vocab.index.json", "w", encoding="utf-8") as f:
+        f.write(json_functions.dumps(vocab, ensure_ascii=False))
+    r = bm25s.BM25(k1=cfg.k1, b=cfg.b, method=cfg.method)
+    with open(out / "params.index.json", "w") as f:
+        json.dump(dict(k1=r.k1, b=r.b, delta=r.delta, method=r.method, idf_method=r.idf_method, dtype=r.dtype,
+                       int_dtype=r.int_dtype, num_docs=n_docs, version=bm25s.__version__, backend=r.backend), f, indent=4)
 
 
 def _check_vocab(folder: str | Path, vocab: dict, n_terms: int) -> None:
