@@ -156,6 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     except LexragError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a full or read-only disk: one line naming the file, the datasets already there kept
+        from lexrag.errors import disk_error
+
+        line = disk_error(e, f"a file under --out {args.out}")
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 2
     return 0
 
 

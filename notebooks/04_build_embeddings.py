@@ -59,4 +59,4 @@ except LexragError as e:
 except OSError as e:  # a full or read-only disk: one line naming the file
     if disk_error(e) is None:
         raise
-    raise SystemExit(f"error: {disk_error(e)}") from None
+    raise SystemExit("error: " + disk_error(e, f"a file under {out_dir or artifacts_dir or 'the output folder'}")) from None

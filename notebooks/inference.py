@@ -43,11 +43,17 @@ for _name in ("config_path", "queries", "artifacts_dir", "out_path", "wheels_dir
 test_csv = Path(queries) if queries else next((Path(p) for p in find("test.csv")), None)
 submission = Path(out_path) if out_path else WORKING / "submission.csv"
 if queries and not test_csv.is_file():  # a path the user gave: name it, do not look elsewhere
-    raise SystemExit(f"error: queries {test_csv}: {'is a folder' if test_csv.is_dir() else 'file not found'}; nothing was written")
+    _what = ("is a folder" if test_csv.is_dir() else "is a FIFO, socket or device, not a file" if os.path.exists(test_csv)
+             else "file not found")
+    raise SystemExit(f"error: queries {test_csv}: {_what}; nothing was written")
 if submission.is_dir():
     raise SystemExit(f"error: out_path {submission} is a folder; give a file name such as {submission / 'submission.csv'}")
-if test_csv is not None and test_csv.is_file() and submission.resolve() == test_csv.resolve():
-    raise SystemExit(f"error: out_path {submission} is the queries file: writing it would overwrite the input")
+if submission.is_symlink() or (os.path.lexists(submission) and not submission.is_file()):  # checked before any write
+    raise SystemExit(f"error: out_path {submission} is a link, a FIFO or a device, which the fallback would write through "
+                     "or block on; give the path of a plain file")
+for _name, _input in (("the queries file", test_csv), ("config_path", config_path)):
+    if _input is not None and Path(_input).is_file() and submission.resolve() == Path(_input).resolve():
+        raise SystemExit(f"error: out_path {submission} is {_name}: writing it would overwrite the input")
 _where = submission.resolve().parent
 if KAGGLE and (_where == INPUT.resolve() or INPUT.resolve() in _where.parents):
     raise SystemExit(f"error: {submission} would lie among the inputs ({INPUT}); write it to the working folder")
@@ -114,7 +120,7 @@ if INSTALLED:
         if any(c.__name__ == "LexragError" for c in type(e).__mro__):  # a user error: one line names it
             FAILED = str(e)
         elif isinstance(e, OSError) and disk_error(e):  # a full or read-only disk: one line naming the file
-            FAILED = disk_error(e)
+            FAILED = disk_error(e, f"a file under {submission.parent} (submission.csv) or the LLM cache folder")
         else:
             traceback.print_exc()
             FAILED = f"{type(e).__name__}: {e}".splitlines()[0]

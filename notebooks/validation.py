@@ -61,13 +61,13 @@ try:
     cfg = load_config(config_path, {**notebook_mapping("overrides", overrides), **switches, **replay})
     paths = resolve_paths(cfg.paths)
     art = Artifacts.load(artifacts_dir, cfg) if artifacts_dir else Artifacts.load(None, cfg, paths=paths)
-    metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths)
+    metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths, inputs=[("config_path", config_path)])
 except LexragError as e:  # a user error: one line that names the file, line or field, and the run stops
     raise SystemExit(f"error: {e}") from None
 except OSError as e:  # a full or read-only disk: one line naming the file
     if disk_error(e) is None:
         raise
-    raise SystemExit(f"error: {disk_error(e)}") from None
+    raise SystemExit("error: " + disk_error(e, f"a file under {out_dir}")) from None
 print(run_status(cfg, art, result).table())
 print(format_metrics(metrics, title=f"validation on {queries}"))
 print(json.dumps({"timings_s": result.timings, "cost": result.cost_totals(), "model_loads": result.model_loads}, indent=1))

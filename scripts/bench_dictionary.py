@@ -22,6 +22,11 @@ def main() -> int:
     ap.add_argument("--queries", default="../shared/data/val.csv")
     ap.add_argument("--repeat", type=int, default=20)
     args = ap.parse_args()
+    for opt, path in (("--dictionary", args.dictionary), ("--queries", args.queries)):
+        if not Path(path).is_file():
+            ap.error(f"{opt} {path}: not a file" + (" (Debian: apt-get install trans-de-en)" if opt == "--dictionary" else ""))
+    if args.repeat < 1:
+        ap.error(f"--repeat {args.repeat}: give 1 or more")
     from lexrag.index.dictionary import Dictionary, build_dictionary, is_english
     from lexrag.queries import load_queries
 

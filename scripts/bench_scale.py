@@ -138,4 +138,6 @@ def table(rows: list[dict]) -> None:
 
 if __name__ == "__main__":
     raise SystemExit(benchkit.main(__file__, __doc__, phase, ["corpus", "bm25", "graph", "embeddings", "infer_flat", "infer_ivfpq"],
-                                   [2_476_315], "/tmp/lexrag-scale", table, prepare))
+                                   [2_476_315], "/tmp/lexrag-scale", table, prepare,
+                                   inputs=[("the laws (LEXRAG_BENCH_LAWS moves them)", LAWS),
+                                           ("the law keys (LEXRAG_BENCH_KEYS moves them)", KEYS)]))

@@ -69,6 +69,10 @@ def main() -> int:
     ap.add_argument("--order", choices=["chunk", "stage"], default="chunk")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not (args.artifacts / "corpus").is_dir():
+        ap.error(f"--artifacts {args.artifacts}: no corpus/ there (build the artifacts first: python -m lexrag build ...)")
+    if any(n < 1 for n in args.questions) or not args.questions:
+        ap.error("--questions: give question counts of 1 or more")
     if args.one:
         print(json.dumps(one(args.artifacts, args.one, args.order)))
         return 0

@@ -39,9 +39,31 @@ def overrides() -> dict:
     return json.loads(os.environ.get(_SET, "{}"))
 
 
+def _check(ap: argparse.ArgumentParser, args: argparse.Namespace, inputs: Sequence[tuple[str, Path]]) -> None:
+    """The options, before any phase: sizes, the work folder, the JSON file, the overrides, and the
+    input files the phases read (``inputs``: what each is and where)."""
+    for what, path in inputs:
+        if not Path(path).is_file():
+            ap.error(f"{what} {path}: not a file")
+    bad = [n for n in args.sizes if n < 1]
+    if bad or not args.sizes:
+        ap.error(f"--sizes {' '.join(map(str, args.sizes))}: give document counts of 1 or more")
+    if Path(args.work).exists() and not Path(args.work).is_dir():
+        ap.error(f"--work {args.work}: not a folder (the generated files go there)")
+    if args.json and os.path.lexists(args.json) and not Path(args.json).is_file():
+        ap.error(f"--json {args.json}: not a plain file (a folder, link target missing, FIFO or device); give a file to append to")
+    from lexrag.config import load_config
+    from lexrag.errors import ConfigError
+
+    try:
+        load_config(None, dict(_override(o) for o in args.set))
+    except ConfigError as e:
+        ap.error(f"--set: {e}")
+
+
 def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases: Sequence[str],
          sizes: Sequence[int], work: str, table: Callable[[list[dict]], None],
-         prepare: Callable[[Path, int], dict] | None = None) -> int:
+         prepare: Callable[[Path, int], dict] | None = None, inputs: Sequence[tuple[str, Path]] = ()) -> int:
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="*", type=int, default=list(sizes))
     ap.add_argument("--work", default=work)
@@ -57,6 +79,7 @@ def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     if args.phase:  # a subprocess of the run below: its overrides come through the environment
         print(json.dumps(phase(args.phase, Path(args.work), args.n)))
         return 0
+    _check(ap, args, inputs)
     os.environ[_SET] = json.dumps(dict(_override(o) for o in args.set))
     rows = []
     for n in args.sizes:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.eval.experiment_cli import arg_parser, run_from_args
+from lexrag.eval.experiment_cli import arg_parser, check_args, run_from_args
 
 
 def main() -> int:
@@ -51,6 +51,7 @@ def _main() -> int:
     warnings.simplefilter("ignore", UserWarning)
     data = Path(args.data)
     _check_dictionary(args)
+    check_args(args, build=not args.artifacts)  # every option before the build, not after it
     if not args.artifacts:  # build them once into a temporary folder, with the prior from the tuning file
         from lexrag.index.build import build_artifacts
 
@@ -61,7 +62,7 @@ def _main() -> int:
         t0 = time.perf_counter()
         try:
             build_artifacts(load_config(None, {"runtime.progress": False, "graph.enabled": True}), data / "laws_de.csv",
-                            args.artifacts, courts=courts if courts.is_file() else None,
+                            args.artifacts, courts=courts if args.courts or courts.is_file() else None,
                             law_keys=keys if keys.is_file() else None, train=data / args.tune_on,
                             abbreviations=abbrev if abbrev.is_file() else None, dictionary=args.dictionary)
         except BaseException:

@@ -1766,3 +1766,110 @@ def test_quality_asks_for_the_dictionary_before_building_and_refuses_one_it_woul
     r = subprocess.run([sys.executable, script, "--artifacts", str(demo_artifacts), "--dictionary", "x"], capture_output=True,
                        text=True, cwd=tmp_path, timeout=300)
     assert r.returncode == 2 and "--dictionary is read only when this script builds" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["submission.csv", "per_query.csv"])
+def test_validation_never_writes_an_output_over_its_queries_or_config_file(tmp_path, demo_artifacts, demo_queries, name):
+    from lexrag.config import load_config
+    from lexrag.errors import ConfigError
+    from lexrag.eval.validation import validate_run
+    from lexrag.pipeline import Artifacts
+
+    cfg = load_config(None, {"runtime.progress": False})
+    art = Artifacts.load(demo_artifacts, cfg)
+    queries = tmp_path / name  # the queries file is one of the outputs' names in out_dir
+    shutil.copyfile(demo_queries, queries)
+    with pytest.raises(ConfigError, match=f"its {name} would overwrite queries .*{name}; write the outputs to another folder"):
+        validate_run(cfg, art, queries, tmp_path)
+    assert queries.read_bytes() == demo_queries.read_bytes()
+    config = write(tmp_path / "c" / "metrics.json", "{}")
+    with pytest.raises(ConfigError, match="its metrics.json would overwrite config_path"):
+        validate_run(cfg, art, demo_queries, config.parent, inputs=[("config_path", config)])
+    assert config.read_text() == "{}" and not (config.parent / "submission.csv").exists()
+
+
+def test_a_stemmer_a_home_folder_and_a_document_count_that_cannot_be_are_named_in_one_line(arts):
+    from lexrag.config import load_config
+    from lexrag.errors import ArtifactError, ConfigError
+
+    with pytest.raises(ConfigError, match="lexical.stemmer 'klingon' is not a Snowball stemmer; one of .*german"):
+        load_config(None, {"lexical.stemmer": "klingon"})
+    assert load_config(None, {"lexical.stemmer": ""}).lexical.stemmer == ""  # none is allowed
+    with pytest.raises(ConfigError, match="llm.cache_dir '~nosuchuser_lexrag/x': there is no such user's home folder"):
+        load_config(None, {"llm.cache_dir": "~nosuchuser_lexrag/x"})
+    p = arts / "bm25" / "params.index.json"
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    for bad in ("x", doc["num_docs"] + 1):
+        p.write_text(json.dumps({**doc, "num_docs": bad}), encoding="utf-8")
+        with pytest.raises(ArtifactError, match=f"num_docs {bad!r} in params.index.json is not the {doc['num_docs']} "
+                                                "documents recorded at build") as e:
+            _load_unverified(arts / "bm25")
+        assert "\n" not in str(e.value)
+
+
+def test_a_prior_from_no_gold_is_refused_and_a_laws_file_without_text_is_a_warning(tmp_path, capsys, caplog):
+    train = write(tmp_path / "train.csv", "query_id,query,gold_citations\nq1,Frage eins?,\nq2,Frage zwei?,\n")
+    out = tmp_path / "art"
+    rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--no-courts", "--train", train, "--out", out)
+    assert rc == 2 and "train.csv: no question has gold citations (every gold_citations cell is empty)" in err
+    assert not (out / "prior" / "params.json").exists()
+    laws = write(tmp_path / "laws.csv", "citation,text,title\nArt. 1 OR,,Titel\nArt. 2 OR,  ,Titel\n")
+    with caplog.at_level("WARNING"):
+        rc, _, _ = cli(capsys, "build", "--laws", laws, "--no-courts", "--out", tmp_path / "a2")
+    assert rc == 0 and "laws.csv: every one of its 2 documents has empty text" in caplog.text
+
+
+def test_quality_checks_every_option_before_it_builds(tmp_path):
+    """Each of these once failed only after a build of many minutes (or built the wrong thing)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write(data / "laws_de.csv", (DEMO / "laws_demo.csv").read_text(encoding="utf-8"))
+    for name in ("lexam_dev.csv", "train_dev.csv"):
+        write(data / name, (DEMO / "queries_demo.csv").read_text(encoding="utf-8"))
+    base = [sys.executable, str(ROOT / "scripts" / "quality.py"), "--data", str(data), "--queries", "train_dev.csv",
+            "--variants", "lexical;dictionary.enabled=false"]
+    cases = [(["--courts", str(tmp_path / "missing.csv")], "--courts"),
+             (["--tune-on", "nope.csv"], "--tune-on nope.csv: "),
+             (["--queries", "val.csv"], "--queries val.csv: "),
+             (["--variants", "lexical;dictionary.enabled=false;count.k=-3"], "variant 'lexical;dictionary.enabled=false;count.k=-3': "),
+             (["--ablation", "nosuchpreset"], "nosuchpreset"),
+             (["--config", str(tmp_path / "none.yaml")], "none.yaml"),
+             (["--json", str(tmp_path)], "is a folder")]
+    for extra, message in cases:
+        r = subprocess.run(base + extra, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr[-600:])
+        assert "built artifacts" not in r.stderr
+
+
+def test_build_datasets_on_a_full_disk_is_one_line_naming_the_folder(tmp_path, monkeypatch, capsys):
+    import errno
+
+    sys.path.insert(0, str(ROOT))
+    import build_datasets
+    import lexrag.kaggle.datasets as datasets
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(datasets, "rebuild", full)
+    rc = build_datasets.main(["--laws", str(DEMO / "laws_demo.csv"), "--only", "corpus", "--out", str(tmp_path / "ds")])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"error: a file under --out {tmp_path / 'ds'}: the disk is full" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("script,args,message", [
+    ("bench_bm25.py", ["--sizes", "-5"], "--sizes -5: give document counts of 1 or more"),
+    ("bench_bm25.py", ["--work", "{file}"], "not a folder"),
+    ("bench_bm25.py", ["--json", "{fifo}"], "not a plain file"),
+    ("bench_graph.py", ["--sizes", "0"], "--sizes 0: give document counts"),
+    ("bench_graph.py", ["--set", "graph.nope=1"], "--set: unknown config key 'graph.nope'"),
+    ("bench_dictionary.py", ["--dictionary", "{tmp}/none"], "--dictionary {tmp}/none: not a file"),
+    ("bench_walk.py", ["--artifacts", "{tmp}"], "no corpus/ there"),
+])
+def test_a_benchmark_checks_its_options_before_any_phase(tmp_path, script, args, message):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    fill = {"tmp": tmp_path, "file": write(tmp_path / "f.txt", "x"), "fifo": fifo}
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *(a.format(**fill) for a in args)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and message.format(**fill) in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]

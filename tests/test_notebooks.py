@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 import shutil
@@ -225,6 +226,35 @@ def test_inference_refuses_to_write_over_its_queries_file(tmp_path, demo_artifac
     r = subprocess.run(args, capture_output=True, text=True)
     assert r.returncode != 0 and "is the queries file: writing it would overwrite the input" in r.stderr
     assert q.read_bytes() == demo_queries.read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["out_path a link", "out_path the config", "out_path a FIFO", "queries a FIFO"])
+def test_the_inference_fallback_never_writes_through_a_link_over_an_input_or_into_a_fifo(tmp_path, demo_queries, case):
+    """The first cell writes the fallback before lexrag is installed: its own checks come first."""
+    target = tmp_path / "kept.csv"
+    target.write_text("keep me\n")
+    config = tmp_path / "config.yaml"
+    config.write_text("count:\n  k: 3\n")
+    queries, out = str(demo_queries), tmp_path / "s.csv"
+    if case == "out_path a link":
+        out.symlink_to(target)
+        expected = f"error: out_path {out} is a link, a FIFO or a device"
+    elif case == "out_path the config":
+        out = config
+        expected = f"error: out_path {out} is config_path: writing it would overwrite the input"
+    elif case == "out_path a FIFO":
+        os.mkfifo(out)
+        expected = f"error: out_path {out} is a link, a FIFO or a device"
+    else:
+        queries = str(tmp_path / "q.csv")
+        os.mkfifo(queries)
+        expected = f"error: queries {queries}: is a FIFO, socket or device, not a file; nothing was written"
+    args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "inference.ipynb"),
+            str(tmp_path / "o.ipynb"), "-p", "queries", queries, "-p", "out_path", str(out), "-p", "config_path", str(config)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and expected in r.stderr, r.stderr[-2000:]
+    assert target.read_text() == "keep me\n" and config.read_text() == "count:\n  k: 3\n"
 
 
 @pytest.mark.slow

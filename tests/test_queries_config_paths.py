@@ -15,7 +15,7 @@ def test_queries_checks(tmp_path):
     with pytest.warns(UserWarning, match="line 3: query 'q2' is empty"):
         qs = load_queries(p)
     assert [q.query_id for q in qs] == ["q1", "q2"]
-    with pytest.warns(UserWarning, match="1 row\\(s\\) without gold citations \\(lines 3\\) are not scored"):
+    with pytest.warns(UserWarning, match="1 row\\(s\\) without gold citations \\(lines 3\\) are left out \\(not scored"):
         assert load_gold(p) == {"q1": ["Art. 1 OR", "Art. 2 OR"]}  # no gold: not scored anywhere
     huge = tmp_path / "h.csv"
     huge.write_text("query_id,query\nq1," + "a" * 50 + "\n", encoding="utf-8")

@@ -143,6 +143,18 @@ class Config:
         bad = [f for f in self.lexical.fields if f not in ("citation", "title", "text")]
         if bad or not self.lexical.fields:
             raise ConfigError(f"lexical.fields must be a non-empty subset of citation, title, text; got {self.lexical.fields}")
+        for name, value in (("llm.cache_dir", self.llm.cache_dir), *(("llm.replay_dirs", d) for d in self.llm.replay_dirs)):
+            try:  # "~user/..." of a user this machine does not have
+                Path(str(value or "")).expanduser()
+            except RuntimeError:
+                raise ConfigError(f"{name} {short(value)}: there is no such user's home folder to expand {str(value).split('/')[0]!r} "
+                                  "to; give the full path") from None
+        if self.lexical.stemmer:
+            import Stemmer  # PyStemmer, the lexical stage's stemmer
+
+            if self.lexical.stemmer not in Stemmer.algorithms():
+                raise ConfigError(f"lexical.stemmer {short(self.lexical.stemmer)} is not a Snowball stemmer; one of "
+                                  f"{', '.join(sorted(Stemmer.algorithms()))}, or an empty string for none")
         if self.semantic.enabled and not self.semantic.model:
             raise ConfigError("semantic.enabled needs semantic.model (the encoder folder)")
         if self.rerank.enabled and not self.rerank.model:

@@ -151,5 +151,5 @@ def load_gold(path: str | Path) -> dict[str, list[str]]:
                       f"{', '.join(map(str, commas[:10]))}); citations are separated by ';': fix the file, or they score 0")
     if blank:
         warnings.warn(f"{path}: {len(blank)} row(s) without gold citations (lines {', '.join(map(str, blank[:10]))}"
-                      f"{'...' if len(blank) > 10 else ''}) are not scored")
+                      f"{'...' if len(blank) > 10 else ''}) are left out (not scored, not learned from)")
     return out

@@ -20,7 +20,7 @@ from lexrag.eval.experiment import (
     run_experiment,
 )
 
-__all__ = ["format_report", "arg_parser", "variants_from_args", "run_from_args", "experiment_args"]
+__all__ = ["format_report", "arg_parser", "variants_from_args", "check_args", "run_from_args", "experiment_args"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,9 @@ def arg_parser(description: str = __doc__) -> argparse.ArgumentParser:
 
 
 def variants_from_args(args: argparse.Namespace) -> list[Variant]:
+    """The variants the options ask for, each config checked (an error names its variant)."""
+    from lexrag.errors import ConfigError
+
     if args.ablation == "ranker":
         return list(RANKER_VARIANTS)
     if args.ablation:
@@ -104,22 +107,29 @@ def variants_from_args(args: argparse.Namespace) -> list[Variant]:
     names = [v.name for v in variants]
     twice = next((n for n in names if names.count(n) > 1), None)
     if twice is not None:  # the table keys rows by name: one would silently replace the other
-        from lexrag.errors import ConfigError
-
         raise ConfigError(f"--variants: the name {twice!r} is given twice; name each variant once (NAME=PRESET;...)")
+    for v in variants:  # an unknown field or a bad value, named with its variant before the run
+        try:
+            v.config(getattr(args, "config", None))
+        except ConfigError as e:
+            raise ConfigError(f"variant {v.name!r}: {e}") from None
     return variants
 
 
-def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
-    """Run the experiment the options ask for: (metrics document, report text, reproduction
-    checks; empty without ``--expected``); writes ``--json``."""
+def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
+    """Every option checked before any work (a build, a run): the data files named, the variants
+    and their configs, ``--json`` and ``--expected``; with ``build`` also what a build would read
+    (``--courts``).  Returns the variants.  Any problem is one :class:`ConfigError` naming the option."""
     from lexrag.errors import ConfigError
 
     if Path(args.tune_on).name == "val.csv":
         raise ConfigError("never tune on val.csv")
     if args.dev_areas is not None and args.dev_areas < 1:
         raise ConfigError(f"--dev-areas {args.dev_areas}: give the number of development areas to fold over (1 or more)")
-    if args.json:  # before the run, not after it
+    if args.config and not Path(args.config).is_file():
+        load_config(args.config)  # a preset name is allowed; anything else is named by the loader
+    variants = variants_from_args(args)
+    if args.json:
         from lexrag.artifacts import check_makeable, check_plain_output
 
         if Path(args.json).is_dir():
@@ -130,7 +140,26 @@ def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
         from lexrag.eval.expect import check_expected
 
         check_expected({}, args.expected)  # a missing, empty or malformed expectations file is refused before the run
-    doc = run_experiment(variants_from_args(args), args.data, args.artifacts, args.tune_on, args.queries, args.by,
+    data = Path(args.data)
+    if not data.is_dir():
+        raise ConfigError(f"--data {args.data}: not a folder (the competition data: lexam_dev.csv, laws_de.csv, ...)")
+    for opt, names in (("--tune-on", [args.tune_on]), ("--queries", args.queries)):
+        for name in names:
+            if not (data / name).is_file():
+                raise ConfigError(f"{opt} {name}: {data / name} is not a file (names are read inside --data {args.data})")
+    if build and not (data / "laws_de.csv").is_file():
+        raise ConfigError(f"--data {args.data}: no laws_de.csv to build the artifacts from (or give --artifacts)")
+    if build and getattr(args, "courts", None) and not Path(args.courts).is_file():
+        raise ConfigError(f"--courts {args.courts}: not a file (a court considerations CSV; leave --courts out for "
+                          "the sample beside the data)")
+    return variants
+
+
+def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
+    """Run the experiment the options ask for (checked first: :func:`check_args`): (metrics
+    document, report text, reproduction checks; empty without ``--expected``); writes ``--json``."""
+    variants = check_args(args)
+    doc = run_experiment(variants, args.data, args.artifacts, args.tune_on, args.queries, args.by,
                          args.final, dev_areas=args.dev_areas, nested=not args.not_nested, config=args.config)
     text = (f"legal areas of {doc['tune_on']}:\n{doc['area_map']}\n\n" + format_report(doc)
             + f"\n\n{doc['date']}, {doc['seconds']:.0f} s ({doc['seconds'] / 60:.1f} min); {doc['questions']} questions in the "

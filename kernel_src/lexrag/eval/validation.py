@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from lexrag.artifacts import check_plain_output, enclosing_artifact, replace_text
@@ -118,7 +119,7 @@ def format_metrics(metrics: dict, title: str = "") -> str:
 
 
 def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, out_dir: str | Path,
-                 paths=None) -> tuple[dict, RunResult]:
+                 paths=None, inputs: Sequence[tuple[str, str | Path | None]] = ()) -> tuple[dict, RunResult]:
     """Run over ``queries_path`` (which has ``gold_citations``) and write into ``out_dir``:
     ``submission.csv``, ``metrics.json`` (metrics, config, timings, skipped stages, model loads,
     cost per stage: LLM calls, prompt and generated tokens, seconds), ``per_query.csv`` and
@@ -126,7 +127,8 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     ``agent_trace.jsonl`` (one record per agentic-loop round: queries written, items kept, tokens,
     seconds; empty when the loop is off), ``signal_analysis.json`` (gold found per signal family and
     only by it, recall per citation kind, Macro F1 per course) and ``signals.parquet`` (every
-    signal's ranking per query: the run file)."""
+    signal's ranking per query: the run file). No output may be ``queries_path`` or one of the
+    other ``inputs`` (pairs of what and path, such as the config file)."""
     out = Path(out_dir)
     from lexrag.artifacts import check_makeable
     from lexrag.errors import ConfigError
@@ -139,6 +141,10 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     out.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:  # before the run: a link, FIFO or device among them is refused, not replaced or blocked on
         check_plain_output(out / name, "out_dir:")
+        for what, given in (("queries", queries_path), *inputs):
+            if given is not None and Path(given).is_file() and (out / name).resolve() == Path(given).resolve():
+                raise ConfigError(f"out_dir {out_dir}: its {name} would overwrite {what} {given}; write the outputs "
+                                  "to another folder")
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = load_gold(queries_path)
     if not gold:

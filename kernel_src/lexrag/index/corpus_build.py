@@ -307,6 +307,10 @@ def build_corpus(
         (log.warning if lossy else log.info)("%s%s", r.summary(), f"; every one is listed in {REPORT_FILE}" if lossy else "")
         for ex in r.examples[:5]:
             (log.warning if lossy else log.info)("  line %s: %s: %s", ex["line"], ex["kind"], ex["reason"])
+    for r, textual in zip(reports, [True] + ([False] if law_keys else []) + ([True] if courts else [])):
+        if textual and r.written and r.empty_text >= r.written:  # a keys file has no text by design
+            log.warning("%s: every one of its %d documents has empty text, so only their citations can be found (BM25 "
+                        "and the encoder find nothing by content): check the file's text column", r.file, r.written)
     return report
 
 

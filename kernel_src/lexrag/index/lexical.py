@@ -28,6 +28,7 @@ import numpy as np
 from lexrag.artifacts import ArtifactError, check_params, publishes, read_params, reading, rebuild_hint, write_params
 from lexrag.citations import normalize_text
 from lexrag.config import LexicalConfig
+from lexrag.errors import short
 from lexrag.index.decompound import FILE as DECOMPOUND_FILE
 from lexrag.index.decompound import Decompounder
 from lexrag.index import bm25_kernel
@@ -413,7 +414,10 @@ class BM25Index:
                                     f"(nnz {nnz}, vocabulary {vocab}); {rebuild_hint(ARTIFACT)}")
             _check_vocab(folder, retriever.vocab_dict, len(sc["indptr"]) - 1)
             decompounder = Decompounder.load(folder) if cfg.decompound else None
-        indexed = int(retriever.scores["num_docs"])
+            indexed = sc["num_docs"]
+            if isinstance(indexed, bool) or not isinstance(indexed, int) or indexed != params.get("n_docs", indexed):
+                raise ArtifactError(f"BM25 index at {folder}: num_docs {short(indexed)} in params.index.json is not the "
+                                    f"{params.get('n_docs')} documents recorded at build; {rebuild_hint(ARTIFACT)}")
         if n_docs is not None and indexed != n_docs:  # a copy over another corpus, whatever its params say
             raise ArtifactError(f"BM25 index at {folder} covers {indexed} documents, the loaded corpus has {n_docs}; "
                                 f"{rebuild_hint(ARTIFACT)}")

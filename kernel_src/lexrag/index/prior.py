@@ -190,6 +190,11 @@ def build_prior(train_file: str | Path, out_dir: str | Path) -> TrainingPrior:
     from lexrag.queries import load_gold, load_queries
 
     gold = load_gold(train_file)
+    if not gold:
+        from lexrag.errors import CsvInputError
+
+        raise CsvInputError(f"{train_file}: no question has gold citations (every gold_citations cell is empty), so the "
+                            "prior would learn from nothing; give a training CSV with gold")
     questions = {q.query_id: q.text for q in load_queries(train_file) if q.query_id in gold}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
