@@ -331,6 +331,27 @@ def test_the_numba_and_numpy_kernels_give_the_same_bits_and_the_same_top_k_with_
             assert docs.tolist() == one[0].tolist() and scores.tobytes() == one[1].tobytes()
 
 
+def test_a_long_query_over_many_documents_keeps_its_top_k_exactly_with_ties():
+    """Over enough documents the scan of every score starts from a bar found by counting a sample:
+    the top k (ties at the k-th place by the lowest ids) is still the one a full sort gives."""
+    pytest.importorskip("numba")
+    from lexrag.index import bm25_kernel as K
+
+    if K.BACKEND != "numba":
+        pytest.skip("numba switched off (LEXRAG_BM25_BACKEND=numpy)")
+    rng = np.random.default_rng(11)
+    n = 40_000
+    data, indices, indptr = _random_csc(rng, n, 30)
+    for trial in range(12):
+        weights = {int(t): 1.0 for t in rng.choice(30, size=int(rng.integers(4, 12)), replace=False)}
+        scores, touched = K.accumulate(data, indices, indptr, weights, n, backend="numba")
+        assert touched is None  # the long path
+        for k in (10, 100, 300):
+            expect = np.lexsort((np.arange(n), -scores))[:k]
+            expect = expect[scores[expect] > 0]
+            assert K.top_k(scores, k)[0].tolist() == expect.tolist(), (trial, k)
+
+
 def test_search_many_gives_each_query_its_own_search_in_order(tmp_path):
     idx = build_bm25([DOCS], tmp_path / "bm25", corpus_id="abc")
     texts = ["Wann kann der Arbeitgeber fristlos kündigen?", "Pflichtteil Erbanspruch", "zzz unbekannt", "Verjährung"] * 5

@@ -42,7 +42,9 @@ BACKEND = "numba" if numba is not None else "numpy"
 LONG_FACTOR = 4
 # one score in SAMPLE is read first to find a score the top k cannot be below (see _floor)
 SAMPLE = 16
-BLOCK = 512  # scores the scan over every document reads before it decides to look closer
+BLOCK = 512  # scores read in one run when sampling a score vector
+RUN = 64  # scores the scan over every document counts before it decides to look closer
+STEPS = 12  # bisection steps towards the bar of a long query (a 4096th of the top score)
 
 
 def _compiled(f=None, parallel: bool = False):
@@ -172,24 +174,65 @@ if numba is not None:
                     bar = max(bar, hs[0])
         return hs, hd, m
 
+    @numba.njit(nogil=True)
+    def _count_reaching(x, t):  # pragma: no cover - compiled
+        # a plain loop over one contiguous array: the compiler runs it several scores at a time
+        c = 0
+        for i in range(x.shape[0]):
+            c += x[i] >= t
+        return c
+
+    @numba.njit(nogil=True)
+    def _bisect(x, want, hi):  # pragma: no cover - compiled
+        """The largest t a bisection of [0, hi] finds with at least ``want`` of ``x`` reaching it."""
+        lo = np.float32(0.0)
+        for _ in range(STEPS):
+            mid = np.float32((lo + hi) * np.float32(0.5))
+            if _count_reaching(x, mid) >= want:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    @numba.njit(nogil=True)
+    def _bar_all(scores, k):  # pragma: no cover - compiled
+        """A score the k-th best of ``scores`` is not below, found by counting, which runs many
+        scores at a time: k scores of a sample (the first BLOCK of every BLOCK * SAMPLE) reach it;
+        a higher one where counting the whole shows that k scores still reach it."""
+        n = scores.shape[0]
+        stride = BLOCK * SAMPLE
+        sample = np.empty(((n + stride - 1) // stride) * BLOCK, dtype=np.float32)
+        m = 0
+        for a in range(0, n, stride):
+            b = min(a + BLOCK, n)
+            sample[m : m + b - a] = scores[a:b]
+            m += b - a
+        sample = sample[:m]
+        hi = np.float32(0.0)
+        for i in range(m):
+            if sample[i] > hi:
+                hi = sample[i]
+        if hi <= 0:
+            return np.float32(0.0)
+        hi = hi * np.float32(1.001)
+        bar = _bisect(sample, k, hi)  # k of a subset reach it, so k of the whole do
+        tight = _bisect(sample, max(2 * k // SAMPLE, 1), hi)  # about 2k of the whole reach this one
+        if tight > bar and _count_reaching(scores, tight) >= k:
+            bar = tight
+        return bar
+
     @_compiled
     def _top_all_nb(scores, k):  # pragma: no cover - compiled
-        # every document's score is read in blocks: a block none of whose scores reaches the bar (the
-        # floor, then the heap's worst) is passed over after one compare per score, which the CPU
-        # runs several at a time; only the blocks that hold a contender go through the heap
+        # every document's score is counted against the bar in small runs; a run none of whose
+        # scores reaches it is passed over, only the runs that hold a contender go through the heap
         n = scores.shape[0]
-        bar = np.float32(0.0)
-        if n >= SAMPLE * k * 4:
-            bar = _floor(scores, k, BLOCK)
+        bar = _bar_all(scores, k) if n >= SAMPLE * k * 4 else np.float32(0.0)
         hs = np.empty(k, dtype=np.float32)
         hd = np.empty(k, dtype=np.int64)
         m = 0
-        for start in range(0, n, BLOCK):
-            stop = min(start + BLOCK, n)
-            c = 0
-            for d in range(start, stop):
-                c += scores[d] >= bar
-            if c == 0:
+        for start in range(0, n, RUN):
+            stop = min(start + RUN, n)
+            if _count_reaching(scores[start:stop], bar) == 0:
                 continue
             for d in range(start, stop):
                 s = scores[d]
