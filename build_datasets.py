@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             given = [f for f, v in (("--laws", args.laws), ("--courts", args.courts), ("--train", args.train),
                                     ("--law-keys", args.law_keys), ("--abbreviations", args.abbreviations),
                                     ("--llm-cache", args.llm_cache), ("--dictionary", args.dictionary), ("--owner", args.owner if not args.upload else None),
-                                    ("--no-courts", args.no_courts), ("--set", args.set),
+                                    ("--no-courts", args.no_courts), ("--set", args.set), ("--record", args.record),
                                     ("--config", args.config)) if v]
             if given:
                 print(f"warning: {', '.join(given)} not read: --check builds nothing", file=sys.stderr)

@@ -1143,13 +1143,16 @@ def test_a_device_given_as_the_queries_file_is_named_as_such(tmp_path, arts, cap
     assert rc == 2 and f"{device}: not a regular file (a device, pipe or socket" in err and "file not found" not in err
 
 
-def test_calibrating_on_gold_that_the_corpus_lacks_warns(tmp_path, arts, capsys, caplog):
+def test_calibrating_on_gold_that_the_corpus_lacks_is_refused_and_keeps_the_calibration_there(tmp_path, arts, capsys):
+    good = write(tmp_path / "ok.csv", (DEMO / "queries_demo.csv").read_text(encoding="utf-8"))
+    rc, _, err = cli(capsys, "calibrate", "--queries", good, "--artifacts", arts, "--out", tmp_path / "cal")
+    assert rc == 0, err
+    before = (tmp_path / "cal" / "params.json").read_bytes()
     gold = write(tmp_path / "g.csv", "query_id,query,gold_citations\n"
                  "q1,Wer haftet für einen Schaden?,Art. 9999 XYZ\nq2,Welche Frist gilt?,Art. 8888 XYZ\n")
-    with caplog.at_level("WARNING", logger="lexrag"):
-        rc, _, err = cli(capsys, "calibrate", "--queries", gold, "--artifacts", arts, "--out", tmp_path / "cal")
-    assert rc == 0, err
-    assert "none of the 2 gold citations" in caplog.text and "is a citation of the corpus" in caplog.text
+    rc, _, err = cli(capsys, "calibrate", "--queries", gold, "--artifacts", arts, "--out", tmp_path / "cal")
+    assert rc == 2 and "none of its 2 gold citations is a citation of the corpus" in err and "nothing was written" in err
+    assert (tmp_path / "cal" / "params.json").read_bytes() == before
 
 
 def test_an_alias_bomb_in_expected_scores_or_a_grid_value_is_refused_at_once(tmp_path, arts, capsys):
@@ -1873,3 +1876,59 @@ def test_a_benchmark_checks_its_options_before_any_phase(tmp_path, script, args,
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *(a.format(**fill) for a in args)],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and message.format(**fill) in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]
+
+
+def test_a_damaged_hash_cache_costs_a_rehash_never_a_traceback_a_hang_or_a_refused_artifact(tmp_path, arts, monkeypatch):
+    from lexrag.artifacts import read_params
+
+    cache = tmp_path / "hc"
+    cache.mkdir()
+    monkeypatch.setenv("LEXRAG_CACHE_DIR", str(cache))
+    read_params(arts / "corpus", "corpus")  # fills the cache
+    good = json.loads((cache / "sha256.json").read_text(encoding="utf-8"))
+    wrong = {k: [v[0], v[1], "0" * 64] for k, v in good.items()}  # digests that disagree with the files
+    for damaged in ("[1, 2]", json.dumps({k: 7 for k in good}), json.dumps(wrong)):
+        (cache / "sha256.json").write_text(damaged, encoding="utf-8")
+        read_params(arts / "corpus", "corpus")
+    (cache / "sha256.json").unlink()
+    os.mkfifo(cache / "sha256.json")  # once it blocked the run for ever
+    r = subprocess.run([sys.executable, "-c", f"from lexrag.artifacts import read_params; read_params({str(arts / 'corpus')!r}, "
+                        "'corpus'); print('ok')"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "LEXRAG_CACHE_DIR": str(cache)})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-500:]
+
+
+def test_a_folder_or_fifo_where_an_artifact_file_belongs_and_a_malformed_file_entry_are_named_as_such(tmp_path, arts):
+    from lexrag.artifacts import read_params
+    from lexrag.errors import ArtifactError
+
+    texts = arts / "corpus" / "texts.bin"
+    texts.unlink()
+    os.mkfifo(texts)
+    with pytest.raises(ArtifactError, match="texts.bin: a FIFO, socket or device where artifact 'corpus' has a file"):
+        read_params(arts / "corpus", "corpus")
+    texts.unlink()
+    texts.mkdir()
+    with pytest.raises(ArtifactError, match="texts.bin: a folder where artifact 'corpus' has a file"):
+        read_params(arts / "corpus", "corpus")
+    params = arts / "bm25" / "params.json"
+    doc = json.loads(params.read_text(encoding="utf-8"))
+    doc["files"][next(iter(doc["files"]))] = [1, 2]
+    params.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="has no valid size and sha256"):
+        read_params(arts / "bm25", "bm25")
+
+
+def test_an_empty_config_a_build_inside_an_artifact_an_unreadable_status_and_check_with_record_are_said(tmp_path, arts, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli(capsys, "run", "--config", "", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--out", tmp_path / "s.csv")
+    assert e.value.code == 2 and "--config is empty" in capsys.readouterr().err
+    rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--no-courts", "--out", arts / "corpus" / "sub")
+    assert rc == 2 and "lies inside the artifact folder" in err and not (arts / "corpus" / "sub").exists()
+    metrics = write(tmp_path / "m.json", json.dumps({"metrics": {"macro_f1": 0.5}, "status": ["FAILED"]}))
+    expected = write(tmp_path / "e.yaml", "metrics:\n  macro_f1: {value: 0.5, tol: 0.01}\n")
+    rc, out, _ = cli(capsys, "check-scores", metrics, "--expected", expected)
+    assert rc == 1 and "ended UNREADABLE (a list where the run writes its status), not OK" in out
+    r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--check", "--record", "--out", str(tmp_path / "none")],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "--record not read: --check builds nothing" in r.stderr

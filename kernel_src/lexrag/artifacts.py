@@ -250,10 +250,21 @@ def _hash_cache_file() -> Path:
 
 
 def _load_hash_cache() -> dict:
+    """The hash cache, or what of it is well-formed: a cache that is not a plain file (a FIFO would
+    block), not JSON or not a mapping, and entries that are not [size, mtime, sha256], are ignored
+    (hashing again costs time, never a wrong answer: a digest that disagrees is checked on disk)."""
+    path = _hash_cache_file()
     try:
-        return json.loads(_hash_cache_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        if not path.is_file():
+            return {}
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {k: v for k, v in doc.items() if isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) and not
+                                                                                    isinstance(x, bool) for x in v[:2])
+            and isinstance(v[2], str)}
 
 
 def _save_hash_cache(cache: dict) -> None:
@@ -352,11 +363,11 @@ def _check_entry(folder: Path, rel: Any, meta: Any, artifact: str) -> None:
     """Refuse a ``files`` entry of params.json that is not a file name inside ``folder``: an absolute
     path, a ``..``, a backslash or drive, or a link out of the folder would make loading stat, open and
     hash a file elsewhere (and its messages tell that file's size)."""
-    if isinstance(meta, dict) and (not isinstance(meta.get("size"), int) or isinstance(meta.get("size"), bool)
-                                   or not isinstance(meta.get("sha256"), str)):
+    if not isinstance(meta, dict) or not isinstance(meta.get("size"), int) or isinstance(meta.get("size"), bool) \
+            or not isinstance(meta.get("sha256"), str):
         raise ArtifactError(f"{folder / PARAMS}: the entry of {str(rel)[:80]!r} has no valid size and sha256 (damaged or "
                             f"edited); {rebuild_hint(artifact)}")
-    ok = isinstance(rel, str) and isinstance(meta, dict) and rel and "\\" not in rel and "\x00" not in rel
+    ok = isinstance(rel, str) and rel and "\\" not in rel and "\x00" not in rel
     parts = rel.split("/") if ok else []
     ok = ok and not rel.startswith("/") and ":" not in parts[0] and all(p not in ("", ".", "..") for p in parts)
     if ok:
@@ -411,6 +422,10 @@ def verify_files(folder: Path, doc: dict) -> None:
         for rel, meta in sorted(files.items()):
             p = folder / rel
             if not p.is_file():
+                what = ("a folder" if p.is_dir() else "a FIFO, socket or device" if os.path.lexists(p) and not p.is_symlink()
+                        else "a link that leads to no file" if p.is_symlink() else None)
+                if what:
+                    raise ArtifactError(f"{p}: {what} where artifact {artifact!r} has a file; {rebuild_hint(artifact)}")
                 raise ArtifactError(f"{p}: missing from artifact {artifact!r} (it was there when it was built); {rebuild_hint(artifact)}")
             size = p.stat().st_size
             if size != meta.get("size"):
@@ -420,6 +435,9 @@ def verify_files(folder: Path, doc: dict) -> None:
             old = cache.get(f"{st.st_dev}:{st.st_ino}")
             digest = file_hash(p, cache)
             dirty = dirty or cache.get(f"{st.st_dev}:{st.st_ino}") != old
+            if digest != meta.get("sha256") and old is not None:  # the cache may be what is wrong: read the file
+                cache.pop(f"{st.st_dev}:{st.st_ino}", None)
+                digest, dirty = file_hash(p, cache), True
             if digest != meta.get("sha256"):
                 raise ArtifactError(f"{p}: its contents are not the ones artifact {artifact!r} was built with "
                                     f"(sha256 differs: replaced by another build?); {rebuild_hint(artifact)}")

@@ -372,7 +372,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from lexrag.errors import LexragError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for opt in ("config", "out", "queries", "artifacts"):  # an empty shell variable must not mean "the default"
+        value = getattr(args, opt, None)
+        if isinstance(value, str) and not value.strip():
+            parser.error(f"--{opt} is empty: give a path" + (" or a preset name, or leave --config out for the "
+                                                              "defaults" if opt == "config" else ""))
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)

@@ -65,11 +65,11 @@ def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: st
     known = {" ".join(c.split()) for c in art.corpus.citations}
     cited = {" ".join(c.split()) for g in gold.values() for c in g}
     found = sum(c in known for c in cited)
-    if found == 0:  # every answer then scores 0: the fit is noise, whatever it writes
-        log.warning("calibration: none of the %d gold citations of %s is a citation of the corpus at %s, so every F1 is 0 "
-                    "and the thresholds carry no information (another corpus? give the artifacts the gold was written for)",
-                    len(cited), queries_path, art.corpus.folder)
-    elif found < len(cited) / 2:
+    if found == 0:  # every answer then scores 0: the fit would be noise, and would replace a calibration that is not
+        raise CsvInputError(f"{queries_path}: none of its {len(cited)} gold citations is a citation of the corpus at "
+                            f"{art.corpus.folder}, so every F1 would be 0 and the thresholds would carry no information "
+                            f"(another corpus? give the artifacts the gold was written for); nothing was written")
+    if found < len(cited) / 2:
         log.warning("calibration: only %d of the %d gold citations of %s are citations of the corpus at %s; the fit "
                     "sees the rest as misses", found, len(cited), queries_path, art.corpus.folder)
     cfg = copy.deepcopy(cfg)

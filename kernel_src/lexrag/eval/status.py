@@ -249,14 +249,20 @@ def measured_table(m: dict[str, Any]) -> str:
 
 
 def recorded_state(doc: dict) -> str | None:
-    """The run status a metrics.json records (OK, DEGRADED, FAILED), None when it records none."""
+    """The run status a metrics.json records (OK, DEGRADED, FAILED), None when it records none;
+    a status of a shape no run writes (a list, a number, a mapping without its status) is
+    ``UNREADABLE (...)``, which is not OK: nothing can tell what that run did."""
     status = doc.get("status")
+    if status is None:
+        return None
     if isinstance(status, str):
         return status.split(":")[0].strip() or None
     if not isinstance(status, dict):
-        return None
+        return f"UNREADABLE (a {type(status).__name__} where the run writes its status)"
     state = status.get("status")
     if isinstance(state, str):
         return state
     headline = status.get("headline")
-    return headline.split(":")[0].strip() if isinstance(headline, str) and headline.strip() else None
+    if isinstance(headline, str) and headline.strip():
+        return headline.split(":")[0].strip()
+    return "UNREADABLE (a status without its state or headline)"
