@@ -59,6 +59,9 @@ try:
         raise LexragError(f"parameter llm_cache {llm_cache}: not a folder (an LLM cache: the llm.cache_dir of a live run)")
     replay = {"llm.mode": "replay", "llm.replay_dirs": [str(llm_cache)]} if llm_cache else {}
     cfg = load_config(config_path, {**notebook_mapping("overrides", overrides), **switches, **replay})
+    if llm_cache and not cfg.llm.enabled:  # else the replay asked for silently would not happen
+        raise LexragError(f"parameter llm_cache {llm_cache}: the config switches the LLM off (llm.enabled false), so "
+                          "the cache would not be read; use a config with the LLM on, or leave llm_cache out")
     paths = resolve_paths(cfg.paths)
     art = Artifacts.load(artifacts_dir, cfg) if artifacts_dir else Artifacts.load(None, cfg, paths=paths)
     metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths, inputs=[("config_path", config_path)])

@@ -1932,3 +1932,28 @@ def test_an_empty_config_a_build_inside_an_artifact_an_unreadable_status_and_che
     r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--check", "--record", "--out", str(tmp_path / "none")],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert "--record not read: --check builds nothing" in r.stderr
+
+
+def test_validation_refuses_a_folder_among_its_outputs_and_says_what_gold_the_corpus_lacks(tmp_path, demo_artifacts,
+                                                                                         demo_queries, caplog):
+    from lexrag.config import load_config
+    from lexrag.errors import ConfigError
+    from lexrag.eval.validation import validate_run
+    from lexrag.pipeline import Artifacts
+
+    with pytest.raises(ConfigError, match="the config is empty"):
+        load_config("")
+    cfg = load_config(None, {"runtime.progress": False})
+    art = Artifacts.load(demo_artifacts, cfg)
+    (tmp_path / "v" / "report.html").mkdir(parents=True)  # once a traceback after the whole run
+    with pytest.raises(ConfigError, match="report.html there is a folder, where the run writes a file"):
+        validate_run(cfg, art, demo_queries, tmp_path / "v")
+    assert not (tmp_path / "v" / "metrics.json").exists()
+    lines = demo_queries.read_text(encoding="utf-8").splitlines()
+    head, first = lines[0], next(csv.reader([lines[1]]))
+    first[-1] = first[-1] + ";Art. 999999 QQQ"  # gold_citations is the last column of the demo queries
+    q = write(tmp_path / "q.csv", "\n".join([head, ",".join(f'"{c}"' for c in first), *lines[2:]]) + "\n")
+    with caplog.at_level("WARNING", logger="lexrag"):
+        validate_run(cfg, art, q, tmp_path / "w")
+    assert "1 of" in caplog.text and "gold citations are not citations of the corpus (e.g. 'Art. 999999 QQQ')" in caplog.text
+    assert json.loads((tmp_path / "w" / "metrics.json").read_text(encoding="utf-8"))["gold_outside_corpus"] == 1

@@ -264,8 +264,11 @@ def test_the_inference_fallback_never_writes_through_a_link_over_an_input_or_int
     ("validation", {"artifacts_dir": "{artifacts}"}, "error: parameter queries is not set"),
     ("validation", {"queries": "{queries}", "artifacts_dir": "{artifacts}", "llm_cache": "{tmp}/nope"},
      "error: parameter llm_cache {tmp}/nope: not a folder"),
+    ("validation", {"queries": "{queries}", "artifacts_dir": "{artifacts}", "llm_cache": "{tmp}"},
+     "error: parameter llm_cache {tmp}: the config switches the LLM off"),
     ("01_build_corpus", {"laws": "{tmp}/nope.csv", "out_dir": "{tmp}/art"}, "error: {tmp}/nope.csv: file not found"),
 ], ids=["inference: no such queries", "inference: out_path a folder", "validation: no queries", "validation: no such llm_cache",
+        "validation: llm_cache with the LLM off",
         "01: no such laws"])
 def test_a_notebook_stops_on_a_wrong_path_with_one_line_naming_it(tmp_path, demo_artifacts, demo_queries, nb, params, expected):
     fill = {"tmp": tmp_path, "queries": demo_queries, "artifacts": demo_artifacts}

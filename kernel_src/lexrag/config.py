@@ -300,6 +300,9 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
     if overrides is not None and not isinstance(overrides, Mapping):
         overrides = notebook_mapping("overrides", overrides)
     cfg = Config()
+    if isinstance(path, str) and not path.strip():  # an empty shell variable or parameter must not mean "the defaults"
+        raise ConfigError("the config is empty (an empty --config or config_path): give a YAML file or a preset name "
+                          f"({', '.join(presets())}), or leave it out (None) for the defaults")
     path = notebook_path("config_path", path)  # a number or list from a notebook parameter is named, not a TypeError
     if path:
         p = Path(path)

@@ -139,8 +139,11 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
         raise ConfigError(f"out_dir {out_dir} lies inside the artifact folder {inside} (it has a params.json); the next "
                           "build of that artifact would delete the outputs: write them elsewhere")
     out.mkdir(parents=True, exist_ok=True)
-    for name in OUTPUTS:  # before the run: a link, FIFO or device among them is refused, not replaced or blocked on
+    for name in OUTPUTS:  # before the run: a link, FIFO, device or folder among them is refused, not replaced or blocked on
         check_plain_output(out / name, "out_dir:")
+        if (out / name).is_dir():
+            raise ConfigError(f"out_dir {out_dir}: {name} there is a folder, where the run writes a file; move it, or "
+                              "write the outputs to another folder")
         for what, given in (("queries", queries_path), *inputs):
             if given is not None and Path(given).is_file() and (out / name).resolve() == Path(given).resolve():
                 raise ConfigError(f"out_dir {out_dir}: its {name} would overwrite {what} {given}; write the outputs "
@@ -150,6 +153,12 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     if not gold:
         raise CsvInputError(f"{queries_path}: no query has gold citations (the gold_citations cells are empty), so there is "
                             "nothing to score; give a file with gold, or run `python -m lexrag run` for predictions only")
+    known = set(artifacts.corpus.citations)
+    outside = [c for cs in gold.values() for c in cs if c not in known]
+    if outside:  # no run can find them: they are misses whatever it does
+        log.warning("%s: %d of %d gold citations are not citations of the corpus (e.g. %s): they count as misses; the "
+                    "artifacts may lack their text (or be of another corpus)", queries_path, len(outside),
+                    sum(len(cs) for cs in gold.values()), "; ".join(repr(c) for c in outside[:3]))
     result = run_pipeline(queries, artifacts, cfg, paths=paths)
     metrics = evaluate(gold, result.predictions, result.ranked)
     write_submission(out / "submission.csv", result.predictions, result.query_ids)
@@ -158,7 +167,8 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     n = max(len(result.query_ids), 1)
     totals = result.cost_totals()
     status = run_status(cfg, artifacts, result)
-    doc = {"status": status.to_dict(), "metrics": metrics, "queries": str(queries_path), "timings_s": result.timings,
+    doc = {"status": status.to_dict(), "metrics": metrics, "queries": str(queries_path), "gold_outside_corpus": len(outside),
+           "timings_s": result.timings,
            "degraded": result.degraded, "skipped": result.skipped, "dropped": result.dropped,
            "failed": result.failed, "model_loads": result.model_loads,
            "cost": {"total": totals, "per_query_mean": {s: {k: v / n for k, v in a.items()} for s, a in totals.items()},
