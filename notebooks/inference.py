@@ -51,6 +51,13 @@ if submission.is_dir():
 if submission.is_symlink() or (os.path.lexists(submission) and not submission.is_file()):  # checked before any write
     raise SystemExit(f"error: out_path {submission} is a link, a FIFO or a device, which the fallback would write through "
                      "or block on; give the path of a plain file")
+_up = submission.parent  # the nearest folder above it that exists must be a folder, not a file
+while not os.path.lexists(_up) and _up != _up.parent:
+    _up = _up.parent
+if not _up.is_dir():
+    raise SystemExit(f"error: {submission}: {_up} is a file, not a folder"
+                     + ("" if out_path else " (the working folder: LEXRAG_KAGGLE_WORKING where emulated)")
+                     + "; give a path in a folder; nothing was written")
 for _name, _input in (("the queries file", test_csv), ("config_path", config_path)):
     if _input is not None and Path(_input).is_file() and submission.resolve() == Path(_input).resolve():
         raise SystemExit(f"error: out_path {submission} is {_name}: writing it would overwrite the input")

@@ -229,7 +229,8 @@ def test_inference_refuses_to_write_over_its_queries_file(tmp_path, demo_artifac
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["out_path a link", "out_path the config", "out_path a FIFO", "queries a FIFO"])
+@pytest.mark.parametrize("case", ["out_path a link", "out_path the config", "out_path a FIFO", "queries a FIFO",
+                                  "out_path below a file"])
 def test_the_inference_fallback_never_writes_through_a_link_over_an_input_or_into_a_fifo(tmp_path, demo_queries, case):
     """The first cell writes the fallback before lexrag is installed: its own checks come first."""
     target = tmp_path / "kept.csv"
@@ -246,6 +247,9 @@ def test_the_inference_fallback_never_writes_through_a_link_over_an_input_or_int
     elif case == "out_path a FIFO":
         os.mkfifo(out)
         expected = f"error: out_path {out} is a link, a FIFO or a device"
+    elif case == "out_path below a file":
+        out = target / "submission.csv"
+        expected = f"error: {out}: {target} is a file, not a folder; give a path in a folder; nothing was written"
     else:
         queries = str(tmp_path / "q.csv")
         os.mkfifo(queries)

@@ -227,6 +227,31 @@ def test_killed_build_resumes_to_identical_bytes(tmp_path, tiny_encoder, corpus)
     assert (tmp_path / "s2" / "shard_00000.npy").read_bytes() == (tmp_path / "full" / "shard_00000.npy").read_bytes()
 
 
+def test_the_embeddings_build_names_a_bad_count_budget_resume_folder_or_output_before_it_starts(tmp_path, tiny_encoder,
+                                                                                                 corpus):
+    from lexrag.artifacts import write_params
+
+    kw = dict(corpus_id="c", shard_size=5, batch_size=4, fields=["text"], device="cpu", max_seq=64)
+    cases = [({"max_shards": -1}, "max_shards -1: give a number of shards of 1 or more"),
+             ({"time_budget_s": "abc"}, "time_budget_s 'abc': give seconds"),
+             ({"resume_from": tmp_path / "none"}, "resume_from .*none: not a folder"),
+             ({"resume_from": tmp_path}, "no progress.json, so it is no embeddings build to resume from")]
+    for extra, message in cases:
+        with pytest.raises(ArtifactError, match=message):
+            build_embeddings(corpus, tiny_encoder, tmp_path / "e", **kw, **extra)
+    corpus_like = tmp_path / "art" / "corpus"  # once the shards and their params.json overwrote the corpus's
+    corpus_like.mkdir(parents=True)
+    write_params(corpus_like, "corpus", "tests", {})
+    before = (corpus_like / "params.json").read_bytes()
+    for out in (corpus_like, corpus_like / "emb"):
+        with pytest.raises(ArtifactError, match="lies inside the artifact folder .*corpus, which is not an embeddings build"):
+            build_embeddings(corpus, tiny_encoder, out, **kw)
+    assert (corpus_like / "params.json").read_bytes() == before and not (corpus_like / "progress.json").exists()
+    assert not build_embeddings(corpus, tiny_encoder, tmp_path / "s1", max_shards=1, **kw)
+    with pytest.raises(ArtifactError, match="its shards are of another build .*shard_size: 5 -> 4"):
+        build_embeddings(corpus, tiny_encoder, tmp_path / "s2", resume_from=tmp_path / "s1", **{**kw, "shard_size": 4})
+
+
 def test_missing_or_mismatched_embeddings_are_refused(tmp_path, tiny_encoder, corpus):
     with pytest.raises(ArtifactError, match="not found"):
         Embeddings(tmp_path / "none", len(corpus))

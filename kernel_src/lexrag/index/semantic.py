@@ -34,6 +34,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from lexrag.artifacts import ArtifactError, check_params, reading, write_params
+from lexrag.inputfiles import read_json_file
 from lexrag.errors import ModelLoadError
 from lexrag.models import load_encoder, model_id, same_model
 from lexrag.procmem import mem_available
@@ -70,6 +71,29 @@ def _complete(path: Path, rows: int, dims: int) -> bool:
     return a.shape == (rows, dims) and a.dtype == np.float16
 
 
+def _check_build_args(out: Path, max_shards, time_budget_s, resume_from) -> None:
+    """The build's own arguments, named in one line each: counts and seconds of the right type, a
+    resume folder that is an embeddings build, and an output that is no other artifact's folder."""
+    from lexrag.artifacts import PARAMS, enclosing_artifact
+
+    if max_shards is not None and (isinstance(max_shards, bool) or not isinstance(max_shards, int) or max_shards < 1):
+        raise ArtifactError(f"max_shards {max_shards!r}: give a number of shards of 1 or more, or None for all")
+    if isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float)) or not time_budget_s >= 0:
+        raise ArtifactError(f"time_budget_s {time_budget_s!r}: give seconds (0 or more; 0: no limit)")
+    if resume_from:
+        src = Path(resume_from)
+        if not src.is_dir():
+            raise ArtifactError(f"resume_from {src}: not a folder (an earlier, partial embeddings output); leave it out to "
+                                "start afresh")
+        if not (src / "progress.json").is_file():
+            raise ArtifactError(f"resume_from {src}: no progress.json, so it is no embeddings build to resume from")
+    inside = enclosing_artifact(out)
+    own = read_json_file(out / PARAMS, ArtifactError) if inside is not None and inside == out.resolve() else None
+    if inside is not None and not (isinstance(own, dict) and own.get("artifact") == "embeddings"):
+        raise ArtifactError(f"out_dir {out} is or lies inside the artifact folder {inside}, which is not an embeddings "
+                            "build: writing shards there would damage it; give a folder of its own (embeddings/)")
+
+
 def build_embeddings(
     corpus,
     model_path: str | Path,
@@ -94,6 +118,7 @@ def build_embeddings(
     visible GPU is used when there is more than one.
     """
     out = Path(out_dir)
+    _check_build_args(out, max_shards, time_budget_s, resume_from)  # before the model loads (minutes on Kaggle)
     out.mkdir(parents=True, exist_ok=True)
     model = load_encoder(model_path, device, fp16, max_seq)
     dims = int(model.get_embedding_dimension())
@@ -111,7 +136,13 @@ def build_embeddings(
         prog.write_text(json.dumps(meta, indent=2), encoding="utf-8")
     (out / "params.json").unlink(missing_ok=True)
     src = Path(resume_from) if resume_from else None
-    if src is not None and (src / "progress.json").is_file() and json.loads((src / "progress.json").read_text()) == meta:
+    if src is not None:  # resuming from another build's shards would give other vectors: say so, do not start afresh
+        earlier = read_json_file(src / "progress.json", ArtifactError)
+        if earlier != meta:
+            diffs = [f"{k}: {earlier.get(k)!r} -> {v!r}" for k, v in meta.items()
+                     if not isinstance(earlier, dict) or earlier.get(k) != v]
+            raise ArtifactError(f"resume_from {src}: its shards are of another build ({'; '.join(diffs)[:300]}); give the "
+                                "folder of an earlier run of this build, or leave resume_from out to start afresh")
         for i in range(n_shards):
             rows = min(shard_size, n - i * shard_size)
             name = f"shard_{i:05d}.npy"
