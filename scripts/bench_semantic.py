@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+import benchkit
 import numpy as np
 
 
@@ -149,13 +150,16 @@ def main() -> int:
     ap.add_argument("--kind")
     ap.add_argument("--emb", help="an existing embeddings artifact (its n_docs and dims are used)")
     args = ap.parse_args()
+    benchkit.require(ap, args, positive=("docs", "n", "dims"), within=[("emb", "params.json")])
     if args.what == "encode":
         print(json.dumps(encode_bench(args.docs)))
         return 0
     folder = Path(args.work) / f"emb_{args.n}_{args.dims}"
     if args.emb:
         folder = Path(args.emb)
-        p = json.loads((folder / "params.json").read_text())
+        from lexrag.artifacts import read_params
+
+        p = read_params(folder, "embeddings", verify=False)  # another kind of artifact is named, not a KeyError
         args.n, args.dims = p["params"]["n_docs"], p["params"]["dims"]
     if args.what == "_kind":
         print(json.dumps(faiss_kind(folder, args.n, args.kind)))
@@ -200,4 +204,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(benchkit.guarded(main))

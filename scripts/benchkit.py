@@ -102,3 +102,36 @@ def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
             shutil.rmtree(folder)
     table(rows)
     return 0
+
+
+def require(ap: argparse.ArgumentParser, args: argparse.Namespace, positive: Sequence[str] = (),
+            files: Sequence[str] = (), within: Sequence[tuple[str, str]] = ()) -> None:
+    """One ``ap.error`` line (exit 2) before any work for an option that cannot be: a count in
+    ``positive`` below 1, a file in ``files`` that is not one, a folder in ``within`` (option,
+    what it must hold) without that entry."""
+    def opt(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    for name in positive:
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            ap.error(f"{opt(name)} {value}: give 1 or more")
+    for name in files:
+        value = getattr(args, name)
+        if value is not None and not Path(value).is_file():
+            ap.error(f"{opt(name)} {value}: not a file")
+    for name, entry in within:
+        value = getattr(args, name)
+        if value is not None and not (Path(value) / entry).exists():
+            ap.error(f"{opt(name)} {value}: no {entry} there")
+
+
+def guarded(main: Callable[[], int]) -> int:
+    """``main()``, with a project error (a bad input the project names) as one ``error:`` line, exit 2."""
+    from lexrag.errors import LexragError
+
+    try:
+        return main()
+    except LexragError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -1868,6 +1868,12 @@ def test_build_datasets_on_a_full_disk_is_one_line_naming_the_folder(tmp_path, m
     ("bench_graph.py", ["--set", "graph.nope=1"], "--set: unknown config key 'graph.nope'"),
     ("bench_dictionary.py", ["--dictionary", "{tmp}/none"], "--dictionary {tmp}/none: not a file"),
     ("bench_walk.py", ["--artifacts", "{tmp}"], "no corpus/ there"),
+    ("bench_semantic.py", ["faiss", "--n", "0"], "--n 0: give 1 or more"),
+    ("bench_semantic.py", ["faiss", "--emb", "{tmp}"], "no params.json there"),
+    ("bench_e5.py", ["--artifacts", "{tmp}"], "--artifacts {tmp}: no corpus there"),
+    ("bench_llm.py", ["--hidden", "0"], "--hidden 0: give 1 or more"),
+    ("bench_llm.py", ["--queries", "{tmp}/none.csv"], "--queries {tmp}/none.csv: not a file"),
+    ("bench_ranker.py", ["--artifacts", "{tmp}", "--questions", "5"], "--artifacts {tmp}: no corpus there"),
 ])
 def test_a_benchmark_checks_its_options_before_any_phase(tmp_path, script, args, message):
     fifo = tmp_path / "fifo"
