@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchkit
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 
@@ -115,6 +117,7 @@ def main() -> int:
     ap.add_argument("--data", default=str(DATA), help="the folder holding train_dev.csv (for the prior)")
     ap.add_argument("--json", help="append the result to this JSON-lines file")
     args = ap.parse_args()
+    benchkit.require(ap, args, positive=("questions",), within=[("work", "art")], outputs=("json",))
     work, repo = Path(args.work).resolve(), Path(args.repo).resolve()
     parts = prepare(work, args.questions, Path(args.data))
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()

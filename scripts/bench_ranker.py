@@ -34,7 +34,8 @@ def main() -> int:
     ap.add_argument("--questions", type=int, default=200, help="questions the stage is timed on")
     ap.add_argument("--json", help="write the numbers here")
     args = ap.parse_args()
-    benchkit.require(ap, args, positive=("questions",), within=[("artifacts", "corpus"), ("data", "lexam_dev.csv")])
+    benchkit.require(ap, args, positive=("questions",), within=[("artifacts", "corpus"), ("data", "lexam_dev.csv")],
+                     outputs=("json",))
     logging.basicConfig(level=logging.WARNING)
     warnings.simplefilter("ignore", UserWarning)
     try:

@@ -105,10 +105,11 @@ def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
 
 
 def require(ap: argparse.ArgumentParser, args: argparse.Namespace, positive: Sequence[str] = (),
-            files: Sequence[str] = (), within: Sequence[tuple[str, str]] = ()) -> None:
+            files: Sequence[str] = (), within: Sequence[tuple[str, str]] = (), outputs: Sequence[str] = ()) -> None:
     """One ``ap.error`` line (exit 2) before any work for an option that cannot be: a count in
     ``positive`` below 1, a file in ``files`` that is not one, a folder in ``within`` (option,
-    what it must hold) without that entry."""
+    what it must hold) without that entry, an output file in ``outputs`` that is a folder, a link,
+    a FIFO or a device."""
     def opt(name: str) -> str:
         return "--" + name.replace("_", "-")
 
@@ -124,6 +125,10 @@ def require(ap: argparse.ArgumentParser, args: argparse.Namespace, positive: Seq
         value = getattr(args, name)
         if value is not None and not (Path(value) / entry).exists():
             ap.error(f"{opt(name)} {value}: no {entry} there")
+    for name in outputs:
+        value = getattr(args, name)
+        if value is not None and (os.path.islink(value) or (os.path.lexists(value) and not Path(value).is_file())):
+            ap.error(f"{opt(name)} {value}: not a plain file (a folder, link, FIFO or device); give a file name")
 
 
 def guarded(main: Callable[[], int]) -> int:

@@ -1874,11 +1874,15 @@ def test_build_datasets_on_a_full_disk_is_one_line_naming_the_folder(tmp_path, m
     ("bench_llm.py", ["--hidden", "0"], "--hidden 0: give 1 or more"),
     ("bench_llm.py", ["--queries", "{tmp}/none.csv"], "--queries {tmp}/none.csv: not a file"),
     ("bench_ranker.py", ["--artifacts", "{tmp}", "--questions", "5"], "--artifacts {tmp}: no corpus there"),
+    ("bench_ranker.py", ["--artifacts", "{art}", "--data", "{art}", "--json", "{tmp}"], "--json {tmp}: not a plain file"),
 ])
 def test_a_benchmark_checks_its_options_before_any_phase(tmp_path, script, args, message):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    fill = {"tmp": tmp_path, "file": write(tmp_path / "f.txt", "x"), "fifo": fifo}
+    art = tmp_path / "art"
+    (art / "corpus").mkdir(parents=True)
+    write(art / "lexam_dev.csv", "query_id,query,gold_citations\n")
+    fill = {"tmp": tmp_path, "file": write(tmp_path / "f.txt", "x"), "fifo": fifo, "art": art}
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *(a.format(**fill) for a in args)],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and message.format(**fill) in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]
