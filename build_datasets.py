@@ -69,7 +69,7 @@ def _settle_manifest(manifest: str, staged: Path | None, out: str, built: list[s
 
 def main(argv: list[str] | None = None) -> int:
     from lexrag.config import load_config, parse_overrides
-    from lexrag.errors import LexragError
+    from lexrag.errors import ConfigError, LexragError
     from lexrag.index.build import courts_beside
     from lexrag.kaggle.datasets import check, rebuild, upload
 
@@ -132,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
             from lexrag.artifacts import check_plain_output
 
             check_plain_output(args.manifest, "--manifest")  # it is rewritten: a link would become a copy, its target stale
+            from lexrag.artifacts import enclosing_artifact
+
+            inside = enclosing_artifact(args.out)
+            if inside is not None:  # datasets published there would go with that artifact's next rebuild
+                raise ConfigError(f"--out {args.out} lies inside the artifact folder {inside}; give a folder of its own "
+                                  "for the datasets")
             cfg = load_config(args.config, parse_overrides(args.set))
             committed, (args.manifest, staged) = args.manifest, _stage_manifest(args.manifest, args.record)
             courts = courts_beside(args.laws, False if args.no_courts else args.courts) if args.laws else args.courts

@@ -9,7 +9,7 @@
 config_path = "kaggle"  # YAML config file or preset name; the kaggle preset finds an attached BGE-M3 (semantic.model)
 overrides = {}  # {"section.field": value}, e.g. {"semantic.model": "bge-m3"}
 artifacts_dir = None  # folder holding corpus/; None: the resolver's artifacts folder
-out_dir = None  # where embeddings/ goes; None: beside the corpus of artifacts_dir, else the working folder (Kaggle) or artifacts folder
+out_dir = None  # the embeddings folder itself (e.g. ARTIFACTS/embeddings); None: ARTIFACTS/embeddings beside the corpus of artifacts_dir, else embeddings/ in the working folder (Kaggle) or artifacts folder
 resume_from = None  # an earlier (partial) embeddings folder, e.g. an attached output of a previous session
 max_shards = None  # stop after this many new shards (None: all)
 time_budget_s = 0.0  # stop starting new shards after this many seconds (0: no limit)
@@ -50,6 +50,9 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
     paths = resolve_paths(cfg.paths)
     corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
     out = Path(out_dir) if out_dir else (Path(artifacts_dir) / "embeddings" if artifacts_dir else paths.output_dir / "embeddings")
+    if (out / "corpus").is_dir():  # the artifacts root: the shards would lie loose beside corpus/, where no run looks
+        raise LexragError(f"parameter out_dir {out} holds corpus/: it is the artifacts folder, not the embeddings folder; "
+                          f"give {out / 'embeddings'}")
     t0 = time.perf_counter()
     done = build_index("embeddings", cfg, corpus_dir, out, model=paths.model(cfg.semantic.model, "semantic.model"),
                        max_shards=max_shards, time_budget_s=time_budget_s, resume_from=resume_from)

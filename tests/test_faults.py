@@ -1967,3 +1967,32 @@ def test_validation_refuses_a_folder_among_its_outputs_and_says_what_gold_the_co
         validate_run(cfg, art, q, tmp_path / "w")
     assert "1 of" in caplog.text and "gold citations are not citations of the corpus (e.g. 'Art. 999999 QQQ')" in caplog.text
     assert json.loads((tmp_path / "w" / "metrics.json").read_text(encoding="utf-8"))["gold_outside_corpus"] == 1
+
+
+def test_hidden_user_files_in_an_artifact_a_too_long_listed_name_and_outputs_inside_artifacts_are_refused(tmp_path, arts,
+                                                                                                          capsys):
+    from lexrag.artifacts import check_replaceable, read_params
+    from lexrag.errors import ArtifactError
+
+    notes = write(arts / "corpus" / ".notes.md", "mine")  # once deleted without a word by the next rebuild
+    with pytest.raises(ArtifactError, match="holds 1 file\\(s\\) its build did not write \\(.notes.md\\)"):
+        check_replaceable(arts / "corpus")
+    rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--courts", DEMO / "courts_demo.csv", "--out", arts,
+                     "--config", DEMO / "config.yaml")
+    assert rc == 2 and ".notes.md" in err and notes.read_text() == "mine"
+    (arts / "bm25" / ".git").mkdir()
+    write(arts / "bm25" / ".git" / "HEAD", "ref")
+    with pytest.raises(ArtifactError, match="did not write \\(.git/HEAD\\)"):
+        check_replaceable(arts / "bm25")
+    params = arts / "graph" / "params.json"
+    doc = json.loads(params.read_text(encoding="utf-8"))
+    doc["files"]["x" * 5000] = {"size": 1, "sha256": "0" * 64}
+    params.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="which cannot be looked up \\(File name too long"):
+        read_params(arts / "graph", "graph")
+    rc, _, err = cli(capsys, "calibrate", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts,
+                     "--out", arts / "corpus" / "cal")
+    assert rc == 2 and "lies inside the artifact folder" in err and not (arts / "corpus" / "cal").exists()
+    r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--laws", str(DEMO / "laws_demo.csv"), "--only",
+                        "corpus", "--out", str(arts / "bm25" / "ds")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 2 and "lies inside the artifact folder" in r.stderr and not (arts / "bm25" / "ds").exists()

@@ -115,15 +115,24 @@ def _aside(dest: Path) -> Path:
     return old
 
 
+OWN_LEFTOVERS = (".tokens-", ".lexrag-")  # hidden names a killed build of ours can leave in an artifact folder
+
+
+def _own_leftover(name: str) -> bool:
+    """A file or folder name a lexrag build writes and may leave behind when killed: only these go
+    with a replaced folder unasked; any other name, hidden ones (``.git``, ``.notes.md``) too, is the user's."""
+    return name.startswith(OWN_LEFTOVERS)
+
+
 def check_replaceable(dest: str | Path) -> None:
     """A folder a build may replace: absent, empty, or an artifact (a ``params.json``, or the
-    ``progress.json`` of an embeddings build under way).  A folder of other files (or a file) is
-    refused by name, so a build never deletes what it did not write."""
+    ``progress.json`` of an embeddings build under way).  A folder of other files, hidden ones
+    included (or a file), is refused by name, so a build never deletes what it did not write."""
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise ArtifactError(f"{dest} is a file; the build would replace it with a folder: move it away or choose another output folder")
     ours = any((dest / f).is_file() for f in ("params.json", "progress.json"))
-    if dest.is_dir() and not ours and any(not e.name.startswith(".") for e in dest.iterdir()):
+    if dest.is_dir() and not ours and any(not _own_leftover(e.name) for e in dest.iterdir()):
         raise ArtifactError(f"{dest} holds files but no params.json, so it is no lexrag artifact and the build does not "
                             "replace it: move it away or choose another output folder")
     if dest.is_dir():  # another artifact inside this one (an LLM cache of a working folder set there) would go with it
@@ -143,7 +152,7 @@ def check_replaceable(dest: str | Path) -> None:
         if isinstance(doc, dict) and doc.get("artifact") not in UNLISTED:  # unreadable: damaged, its rebuild is for it
             known = set(listed) | {PARAMS, "dataset-metadata.json"}
             extra = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")
-                           if p.is_file() and not any(part.startswith(".") for part in p.relative_to(dest).parts)
+                           if p.is_file() and not any(_own_leftover(part) for part in p.relative_to(dest).parts)
                            and p.relative_to(dest).as_posix() not in known)
             if extra:
                 raise ArtifactError(f"{dest} holds {len(extra)} file(s) its build did not write ({', '.join(extra[:3])}"
@@ -421,6 +430,13 @@ def verify_files(folder: Path, doc: dict) -> None:
     try:
         for rel, meta in sorted(files.items()):
             p = folder / rel
+            try:
+                os.lstat(p)
+            except FileNotFoundError:
+                pass
+            except OSError as e:  # a name too long for the file system, a component that is a file
+                raise ArtifactError(f"{folder / PARAMS}: its file list names {rel[:80]!r}, which cannot be looked up "
+                                    f"({e.strerror}; damaged or tampered with); {rebuild_hint(artifact)}") from None
             if not p.is_file():
                 what = ("a folder" if p.is_dir() else "a FIFO, socket or device" if os.path.lexists(p) and not p.is_symlink()
                         else "a link that leads to no file" if p.is_symlink() else None)

@@ -145,6 +145,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             other = e
     if out.resolve() == _artifacts_dir(args, cfg)[1].resolve() or other is not None:
         raise ConfigError(f"--out {out} holds another artifact; the calibration needs its own folder")
+    from lexrag.artifacts import enclosing_artifact
+
+    inside = enclosing_artifact(out.parent) if out.parent != out else None
+    if inside is not None:  # the next rebuild of that artifact would refuse (or have to delete) it
+        raise ConfigError(f"--out {out} lies inside the artifact folder {inside}; the calibration needs a folder of its "
+                          "own (beside the other artifacts: --out ARTIFACTS/calibration)")
     load_cfg = copy.deepcopy(cfg)
     load_cfg.count.method, load_cfg.count.calibration = "fixed", ""  # an old or broken calibration never blocks a new one
     art, paths = _artifacts(args, load_cfg)
