@@ -764,6 +764,9 @@ def test_a_build_replaces_artifacts_and_unfinished_embeddings_but_not_other_fold
         check_replaceable(other)
     with pytest.raises(ArtifactError, match="is a file"):
         check_replaceable(other / "notes.txt")
+    (tmp_path / "repo" / ".git").mkdir(parents=True)  # hidden, but the user's: never deleted unasked
+    with pytest.raises(ArtifactError, match="holds files but no params.json"):
+        check_replaceable(tmp_path / "repo")
 
 
 # ---------------------------------------------------------------- 10. the LLM cache, read-only and full disks

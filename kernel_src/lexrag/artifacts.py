@@ -115,12 +115,14 @@ def _aside(dest: Path) -> Path:
     return old
 
 
-OWN_LEFTOVERS = (".tokens-", ".lexrag-")  # hidden names a killed build of ours can leave in an artifact folder
+# hidden names a killed build of ours can leave in an artifact folder, and the Finder's folder settings
+OWN_LEFTOVERS = (".tokens-", ".lexrag-", ".DS_Store")
 
 
 def _own_leftover(name: str) -> bool:
-    """A file or folder name a lexrag build writes and may leave behind when killed: only these go
-    with a replaced folder unasked; any other name, hidden ones (``.git``, ``.notes.md``) too, is the user's."""
+    """A name a lexrag build writes and may leave behind when killed (or macOS's ``.DS_Store``):
+    only these go with a replaced folder unasked; any other name, hidden ones (``.git``,
+    ``.notes.md``) too, is the user's."""
     return name.startswith(OWN_LEFTOVERS)
 
 
