@@ -1840,7 +1840,10 @@ def test_quality_checks_every_option_before_it_builds(tmp_path):
              (["--variants", "lexical;dictionary.enabled=false;count.k=-3"], "variant 'lexical;dictionary.enabled=false;count.k=-3': "),
              (["--ablation", "nosuchpreset"], "nosuchpreset"),
              (["--config", str(tmp_path / "none.yaml")], "none.yaml"),
-             (["--json", str(tmp_path)], "is a folder")]
+             (["--json", str(tmp_path)], "is a folder"),
+             (["--json", str(data / "train_dev.csv")], "lies inside --data"),  # once replaced by the metrics
+             (["--config", str(write(tmp_path / "c.yaml", "count:\n  k: 4\n")), "--json", str(tmp_path / "c.yaml")],
+              "is the --config file: writing it would overwrite an input")]
     for extra, message in cases:
         r = subprocess.run(base + extra, capture_output=True, text=True, cwd=tmp_path, timeout=300)
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr[-600:])
@@ -1878,6 +1881,8 @@ def test_build_datasets_on_a_full_disk_is_one_line_naming_the_folder(tmp_path, m
     ("bench_llm.py", ["--queries", "{tmp}/none.csv"], "--queries {tmp}/none.csv: not a file"),
     ("bench_ranker.py", ["--artifacts", "{tmp}", "--questions", "5"], "--artifacts {tmp}: no corpus there"),
     ("bench_ranker.py", ["--artifacts", "{art}", "--data", "{art}", "--json", "{tmp}"], "--json {tmp}: not a plain file"),
+    ("bench_ranker.py", ["--artifacts", "{art}", "--data", "{art}", "--json", "{art}/lexam_dev.csv"],
+     "lies inside --data or --artifacts"),
 ])
 def test_a_benchmark_checks_its_options_before_any_phase(tmp_path, script, args, message):
     fifo = tmp_path / "fifo"

@@ -136,6 +136,7 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
             raise ConfigError(f"--json {args.json} is a folder; give a file name such as {Path(args.json) / 'quality.json'}")
         check_plain_output(args.json, "--json")
         check_makeable(Path(args.json).parent, f"--json {args.json}: the folder")
+        _check_json_apart(args)
     if args.expected:
         from lexrag.eval.expect import check_expected
 
@@ -153,6 +154,26 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
         raise ConfigError(f"--courts {args.courts}: not a file (a court considerations CSV; leave --courts out for "
                           "the sample beside the data)")
     return variants
+
+
+def _check_json_apart(args: argparse.Namespace) -> None:
+    """``--json`` is written after the run: it must be none of the inputs (a data file, the
+    expectations, the config, the artifacts) and lie in none of their folders."""
+    from lexrag.artifacts import enclosing_artifact
+    from lexrag.errors import ConfigError
+
+    out = Path(args.json).resolve()
+    inputs = [(opt, getattr(args, name, None)) for opt, name in
+              (("--expected", "expected"), ("--config", "config"), ("--courts", "courts"), ("--dictionary", "dictionary"))]
+    for opt, value in inputs:
+        if value and Path(value).is_file() and Path(value).resolve() == out:
+            raise ConfigError(f"--json {args.json} is the {opt} file: writing it would overwrite an input")
+    for opt, folder in (("--data", args.data), ("--artifacts", args.artifacts)):
+        if folder and Path(folder).is_dir() and Path(folder).resolve() in out.parents:
+            raise ConfigError(f"--json {args.json} lies inside {opt} {folder}, whose files this run reads; write it elsewhere")
+    inside = enclosing_artifact(out.parent)
+    if inside is not None:
+        raise ConfigError(f"--json {args.json} lies inside the artifact folder {inside}; write it elsewhere")
 
 
 def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
