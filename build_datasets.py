@@ -105,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --only is empty; name the artifacts (e.g. --only corpus,bm25) or leave the flag out for all",
               file=sys.stderr)
         return 2
+    if args.owner is not None and not args.owner.strip():
+        print("error: --owner is empty; name the Kaggle user or organisation, or leave the flag out for the manifest's owner",
+              file=sys.stderr)
+        return 2
     only = [s.strip() for s in args.only.split(",")] if args.only else None
     try:
         checked = only

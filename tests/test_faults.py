@@ -1156,6 +1156,8 @@ def test_calibrating_on_gold_that_the_corpus_lacks_is_refused_and_keeps_the_cali
     rc, _, err = cli(capsys, "calibrate", "--queries", gold, "--artifacts", arts, "--out", tmp_path / "cal")
     assert rc == 2 and "none of its 2 gold citations is a citation of the corpus" in err and "nothing was written" in err
     assert (tmp_path / "cal" / "params.json").read_bytes() == before
+    rc, _, err = cli(capsys, "tune", "--queries", gold, "--artifacts", arts, "--grid", "count.k=3,5", "--out", tmp_path / "t.yaml")
+    assert rc == 2 and "none of its gold citations is a citation of the corpus" in err and not (tmp_path / "t.yaml").exists()
 
 
 def test_an_alias_bomb_in_expected_scores_or_a_grid_value_is_refused_at_once(tmp_path, arts, capsys):
@@ -1565,6 +1567,8 @@ def test_build_datasets_keeps_a_manifest_link_and_refuses_an_empty_only(tmp_path
     assert "is a link, a device or a FIFO" in r.stderr and "Traceback" not in r.stderr
     r = build_datasets("--only", "", "--laws", DEMO / "laws_demo.csv", "--out", tmp_path / "ds2")
     assert r.returncode == 2 and "--only is empty" in r.stderr and not (tmp_path / "ds2").exists()
+    r = build_datasets("--owner", "", "--laws", DEMO / "laws_demo.csv", "--out", tmp_path / "ds3")
+    assert r.returncode == 2 and "--owner is empty" in r.stderr and not (tmp_path / "ds3").exists()
 
 
 def test_the_quality_harness_gives_one_line_for_a_user_error(tmp_path, demo_artifacts):
@@ -1838,10 +1842,12 @@ def test_quality_checks_every_option_before_it_builds(tmp_path):
              (["--tune-on", "nope.csv"], "--tune-on nope.csv: "),
              (["--queries", "val.csv"], "--queries val.csv: "),
              (["--variants", "lexical;dictionary.enabled=false;count.k=-3"], "variant 'lexical;dictionary.enabled=false;count.k=-3': "),
-             (["--ablation", "nosuchpreset"], "nosuchpreset"),
+             (["--variants", "--ablation", "nosuchpreset"], "nosuchpreset"),
              (["--config", str(tmp_path / "none.yaml")], "none.yaml"),
              (["--json", str(tmp_path)], "is a folder"),
              (["--json", str(data / "train_dev.csv")], "lies inside --data"),  # once replaced by the metrics
+             (["--by"], "--by is given without values"),
+             (["--ablation", "exam"], "--ablation and --variants both name the variants"),
              (["--config", str(write(tmp_path / "c.yaml", "count:\n  k: 4\n")), "--json", str(tmp_path / "c.yaml")],
               "is the --config file: writing it would overwrite an input")]
     for extra, message in cases:

@@ -94,6 +94,8 @@ def variants_from_args(args: argparse.Namespace) -> list[Variant]:
     """The variants the options ask for, each config checked (an error names its variant)."""
     from lexrag.errors import ConfigError
 
+    if args.ablation and args.variants:
+        raise ConfigError("--ablation and --variants both name the variants: give one of them")
     if args.ablation == "ranker":
         return list(RANKER_VARIANTS)
     if args.ablation:
@@ -124,6 +126,8 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
 
     if Path(args.tune_on).name == "val.csv":
         raise ConfigError("never tune on val.csv")
+    if not args.by:
+        raise ConfigError("--by is given without values: name course, area or query (or leave it out for course and area)")
     if args.dev_areas is not None and args.dev_areas < 1:
         raise ConfigError(f"--dev-areas {args.dev_areas}: give the number of development areas to fold over (1 or more)")
     if args.config and not Path(args.config).is_file():
