@@ -1879,6 +1879,8 @@ def test_build_datasets_on_a_full_disk_is_one_line_naming_the_folder(tmp_path, m
     ("bench_graph.py", ["--sizes", "0"], "--sizes 0: give document counts"),
     ("bench_graph.py", ["--set", "graph.nope=1"], "--set: unknown config key 'graph.nope'"),
     ("bench_dictionary.py", ["--dictionary", "{tmp}/none"], "--dictionary {tmp}/none: not a file"),
+    ("bench_dictionary.py", ["--dictionary", str(DEMO / "dictionary_demo.txt"), "--queries", str(DEMO / "laws_demo.csv")],
+     "laws_demo.csv"),
     ("bench_walk.py", ["--artifacts", "{tmp}"], "no corpus/ there"),
     ("bench_semantic.py", ["faiss", "--n", "0"], "--n 0: give 1 or more"),
     ("bench_semantic.py", ["faiss", "--emb", "{tmp}"], "no params.json there"),
