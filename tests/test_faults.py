@@ -1946,9 +1946,12 @@ def test_a_folder_or_fifo_where_an_artifact_file_belongs_and_a_malformed_file_en
 
 
 def test_an_empty_config_a_build_inside_an_artifact_an_unreadable_status_and_check_with_record_are_said(tmp_path, arts, capsys):
+    rc, _, err = cli(capsys, "run", "--config", "", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts,
+                     "--out", tmp_path / "s.csv")
+    assert rc == 2 and "the config is empty (an empty --config or config_path)" in err
     with pytest.raises(SystemExit) as e:
-        cli(capsys, "run", "--config", "", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--out", tmp_path / "s.csv")
-    assert e.value.code == 2 and "--config is empty" in capsys.readouterr().err
+        cli(capsys, "run", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--out", "")
+    assert e.value.code == 2 and "--out is empty: give a path" in capsys.readouterr().err
     rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--no-courts", "--out", arts / "corpus" / "sub")
     assert rc == 2 and "lies inside the artifact folder" in err and not (arts / "corpus" / "sub").exists()
     metrics = write(tmp_path / "m.json", json.dumps({"metrics": {"macro_f1": 0.5}, "status": ["FAILED"]}))

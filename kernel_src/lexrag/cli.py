@@ -380,11 +380,10 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    for opt in ("config", "out", "queries", "artifacts"):  # an empty shell variable must not mean "the default"
+    for opt in ("out", "queries", "artifacts"):  # an empty shell variable must not mean "the default" (--config: load_config)
         value = getattr(args, opt, None)
         if isinstance(value, str) and not value.strip():
-            parser.error(f"--{opt} is empty: give a path" + (" or a preset name, or leave --config out for the "
-                                                              "defaults" if opt == "config" else ""))
+            parser.error(f"--{opt} is empty: give a path")
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
