@@ -136,12 +136,9 @@ def main(argv: list[str] | None = None) -> int:
             from lexrag.artifacts import check_plain_output
 
             check_plain_output(args.manifest, "--manifest")  # it is rewritten: a link would become a copy, its target stale
-            from lexrag.artifacts import enclosing_artifact
+            from lexrag.artifacts import check_outside_artifacts
 
-            inside = enclosing_artifact(args.out)
-            if inside is not None:  # datasets published there would go with that artifact's next rebuild
-                raise ConfigError(f"--out {args.out} lies inside the artifact folder {inside}; give a folder of its own "
-                                  "for the datasets")
+            check_outside_artifacts(args.out, "--out", "give a folder of its own for the datasets", ConfigError)
             cfg = load_config(args.config, parse_overrides(args.set))
             committed, (args.manifest, staged) = args.manifest, _stage_manifest(args.manifest, args.record)
             courts = courts_beside(args.laws, False if args.no_courts else args.courts) if args.laws else args.courts

@@ -70,11 +70,9 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
         if dictionary is not None and not Path(dictionary).is_file():
             dictionary = None
     out = Path(out_dir) if out_dir else paths.output_dir
-    from lexrag.artifacts import enclosing_artifact
+    from lexrag.artifacts import check_outside_artifacts
 
-    if enclosing_artifact(out) is not None:  # corpus/ would be published inside it, and block its next rebuild
-        raise LexragError(f"parameter out_dir {out} is or lies inside the artifact folder {enclosing_artifact(out)}: give "
-                          "the artifacts folder that holds (or will hold) corpus/")
+    check_outside_artifacts(out, "parameter out_dir", "give the artifacts folder that holds (or will hold) corpus/")
     courts = courts_beside(laws, courts, say=False)  # said once, here
     print(f"courts: {courts or 'none: laws only, so the graph will have no court edges'}")
     print(f"abbreviations: {abbreviations or 'none: questions citing a French or Italian abbreviation (Art. 17 LAI) find nothing for it'}")

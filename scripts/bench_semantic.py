@@ -84,6 +84,12 @@ class _FaissFlatIP:
         return ids, scores
 
 
+def pq_m(dims: int) -> int:
+    """The product's 64 PQ sub-quantizers, or the largest count up to 64 that divides ``dims``
+    (IVF-PQ cuts each vector into equal parts; a small test encoder's vectors may not split in 64)."""
+    return next(m for m in range(min(64, dims), 0, -1) if dims % m == 0)
+
+
 def faiss_kind(folder: Path, n: int, kind: str, nq: int = 200) -> dict:
     import faiss
     from lexrag.index.semantic import DenseIndex, Embeddings
@@ -92,12 +98,13 @@ def faiss_kind(folder: Path, n: int, kind: str, nq: int = 200) -> dict:
     faiss.omp_set_num_threads(os.cpu_count() or 1)
     emb = Embeddings(folder, n)
     rng = np.random.default_rng(1)
+    nq = min(nq, n)  # a small embeddings artifact has fewer vectors than the bench's queries
     qi = rng.choice(n, nq, replace=False)
     q = emb.rows(qi) + 0.3 * rng.standard_normal((nq, emb.dims)).astype(np.float32) / np.sqrt(emb.dims)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     before = process_memory()
     t0 = time.perf_counter()
-    index = _FaissFlatIP(emb) if kind == "faiss_flatip" else DenseIndex(emb, kind, use_gpu="cpu")
+    index = _FaissFlatIP(emb) if kind == "faiss_flatip" else DenseIndex(emb, kind, m=pq_m(emb.dims), use_gpu="cpu")
     build = time.perf_counter() - t0
     built = process_memory()
     lat, ids = [], []
@@ -112,7 +119,7 @@ def faiss_kind(folder: Path, n: int, kind: str, nq: int = 200) -> dict:
     return {"kind": kind, "build_s": build, "peak_rss_gb": process_memory()["peak"],
             "index_anon_gb": built.get("anon", 0.0) - before.get("anon", 0.0),
             "search_ms_median": 1000 * float(np.median(lat)), "search_ms_p95": 1000 * float(np.percentile(lat, 95)),
-            "batch_200_s": batch, "ids": ids}
+            "batch_200_s": batch, "ids": ids, **({"pq_m": pq_m(emb.dims)} if kind == "ivfpq" else {})}
 
 
 def batch_paths(folder: Path, n: int, sizes=(1, 4, 8, 16, 32, 64)) -> list[dict]:

@@ -1648,7 +1648,7 @@ def test_config_fifo_missing_calibration_and_a_submission_inside_an_artifact_are
     rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv", "--set",
                      "count.method=adaptive", "--set", f"count.calibration={tmp_path / 'nocal'}")
     assert rc == 2 and "lexrag calibrate" in err
-    with pytest.raises(ArtifactError, match="would lie inside the artifact folder"):
+    with pytest.raises(ArtifactError, match="is or lies inside the artifact folder"):
         run_submission(str(DEMO / "config.yaml"), None, q, arts, arts / "corpus" / "submission.csv")
 
 
@@ -1922,6 +1922,11 @@ def test_a_damaged_hash_cache_costs_a_rehash_never_a_traceback_a_hang_or_a_refus
                         "'corpus'); print('ok')"], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "LEXRAG_CACHE_DIR": str(cache)})
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-500:]
+    inner = arts / "corpus" / "hc"  # once sha256.json landed in the artifact and blocked its rebuild
+    monkeypatch.setenv("LEXRAG_CACHE_DIR", str(inner))
+    with pytest.warns(UserWarning, match="is or lies inside the artifact folder .*corpus.*set LEXRAG_CACHE_DIR to a folder"):
+        read_params(arts / "corpus", "corpus")
+    assert not inner.exists()
 
 
 def test_a_folder_or_fifo_where_an_artifact_file_belongs_and_a_malformed_file_entry_are_named_as_such(tmp_path, arts):
@@ -1972,6 +1977,9 @@ def test_validation_refuses_a_folder_among_its_outputs_and_says_what_gold_the_co
 
     with pytest.raises(ConfigError, match="the config is empty"):
         load_config("")
+    (tmp_path / "truncated.yaml").write_text("# nothing left\n")  # well-formed YAML: accepted, but said
+    with pytest.warns(UserWarning, match="truncated.yaml holds no settings"):
+        assert load_config(tmp_path / "truncated.yaml").count.k == load_config(None).count.k
     cfg = load_config(None, {"runtime.progress": False})
     art = Artifacts.load(demo_artifacts, cfg)
     (tmp_path / "v" / "report.html").mkdir(parents=True)  # once a traceback after the whole run
@@ -2015,3 +2023,15 @@ def test_hidden_user_files_in_an_artifact_a_too_long_listed_name_and_outputs_ins
     r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--laws", str(DEMO / "laws_demo.csv"), "--only",
                         "corpus", "--out", str(arts / "bm25" / "ds")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 2 and "lies inside the artifact folder" in r.stderr and not (arts / "bm25" / "ds").exists()
+
+
+def test_a_build_notebook_refuses_a_plain_file_where_its_artifact_goes_before_building(arts):
+    from lexrag.errors import ArtifactError
+    from lexrag.kaggle.notebook import build_artifact
+
+    shutil.rmtree(arts / "bm25")
+    (arts / "bm25").write_text("my notes\n", encoding="utf-8")  # once refused only after the build, its staging left
+    with pytest.raises(ArtifactError, match="bm25 is a file; the build would replace it"):
+        build_artifact("bm25", None, {"runtime.progress": False}, arts)
+    assert (arts / "bm25").read_text(encoding="utf-8") == "my notes\n"
+    assert not [p.name for p in arts.iterdir() if p.name.startswith(".bm25")]

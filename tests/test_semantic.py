@@ -7,7 +7,7 @@ from lexrag.artifacts import ArtifactError
 from lexrag.config import load_config
 from lexrag.errors import ModelLoadError
 from lexrag.index.corpus import Corpus, build_corpus
-from lexrag.index.semantic import DenseIndex, Embeddings, build_embeddings, load_encoder
+from lexrag.index.semantic import DenseIndex, Embeddings, SemanticError, build_embeddings, load_encoder
 from lexrag.testing import SENTENCES, make_tiny_encoder, make_tiny_reranker
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -46,6 +46,8 @@ def test_encode_index_search_finds_the_duplicate(tmp_path, tiny_encoder, corpus)
         assert ids[0][0] == 3, kind  # the document with exactly this text
         assert scores[0][0] == pytest.approx(1.0, abs=2e-3)  # cosine 1 up to fp16 storage
         assert list(scores[0]) == sorted(scores[0], reverse=True)
+    with pytest.raises(SemanticError, match=f"semantic.pq_m 7 does not divide the embeddings' {emb.dims} dimensions"):
+        DenseIndex(emb, "ivfpq", nlist=2, m=7)  # once a faiss assertion and its traceback
 
 
 def _write_shards(folder, x, shard, normalize=True):

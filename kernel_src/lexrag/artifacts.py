@@ -18,6 +18,7 @@ import os
 import shutil
 import stat
 import tempfile
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -25,7 +26,7 @@ from typing import Any, Callable, Iterator, Mapping
 from lexrag import __version__
 from lexrag.errors import ArtifactError, OutputError, short
 
-__all__ = ["ArtifactError", "check_plain_output", "enclosing_artifact", "replace_text", "check_makeable", "check_replaceable", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
+__all__ = ["ArtifactError", "check_outside_artifacts", "check_plain_output", "enclosing_artifact", "replace_text", "check_makeable", "check_replaceable", "write_params", "read_params", "check_params", "sha256_file", "file_table", "staged",
            "publishes", "staged_set", "reading", "rebuild_hint", "verify_files"]
 
 PARAMS = "params.json"
@@ -67,16 +68,17 @@ def staged(dest: str | Path) -> Iterator[Path]:
     """
     dest = Path(dest)
     check_makeable(dest.parent)
+    check_replaceable(dest)  # before the work: what the publish would refuse is refused now, not after an hour
     dest.parent.mkdir(parents=True, exist_ok=True)
     _sweep(dest)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.building-{os.getpid()}-", dir=dest.parent))
     os.chmod(tmp, 0o755)
     try:
         yield tmp
+        _replace_dir(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _replace_dir(tmp, dest)
 
 
 def check_makeable(folder: str | Path, what: str = "", writable: bool = True) -> None:
@@ -280,6 +282,12 @@ def _load_hash_cache() -> dict:
 
 def _save_hash_cache(cache: dict) -> None:
     path = _hash_cache_file()
+    inside = enclosing_artifact(path.parent)
+    if inside is not None:  # a rebuild would replace the cache, or refuse a file it did not write; the cache only saves time
+        warnings.warn(f"LEXRAG_CACHE_DIR {path.parent} is or lies inside the artifact folder {inside}, which a rebuild "
+                      "replaces: file hashes are not cached there (each load hashes again); set LEXRAG_CACHE_DIR to a "
+                      "folder outside the artifacts")  # Python shows the same warning once a process
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sha256-", suffix=".json")
@@ -338,6 +346,16 @@ def enclosing_artifact(path: str | Path) -> Path | None:
     none: a rebuild of that artifact replaces its folder, and whatever was written into it."""
     p = Path(path).resolve()
     return next((d for d in (p, *p.parents) if (d / PARAMS).is_file()), None)
+
+
+def check_outside_artifacts(path: str | Path, what: str, fix: str, error: type[Exception] | None = None) -> None:
+    """Refuse an output folder ``path`` that is or lies inside an artifact folder: a rebuild of
+    that artifact replaces its folder, so what was written there would go with it (or block the
+    rebuild).  ``what`` names the option (``--out``), ``fix`` says what to give instead."""
+    inside = enclosing_artifact(path)
+    if inside is not None:
+        raise (error or ArtifactError)(f"{what} {path} is or lies inside the artifact folder {inside} (it has a "
+                                       f"params.json), which a rebuild replaces: {fix}")
 
 
 def check_plain_output(path: str | Path, what: str = "") -> None:

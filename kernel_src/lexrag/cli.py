@@ -7,9 +7,12 @@ import copy
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from lexrag import __version__
+
+_PYTHON_FORMATWARNING = warnings.formatwarning
 
 __all__ = ["main"]
 
@@ -145,12 +148,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             other = e
     if out.resolve() == _artifacts_dir(args, cfg)[1].resolve() or other is not None:
         raise ConfigError(f"--out {out} holds another artifact; the calibration needs its own folder")
-    from lexrag.artifacts import enclosing_artifact
+    from lexrag.artifacts import check_outside_artifacts
 
-    inside = enclosing_artifact(out.parent) if out.parent != out else None
-    if inside is not None:  # the next rebuild of that artifact would refuse (or have to delete) it
-        raise ConfigError(f"--out {out} lies inside the artifact folder {inside}; the calibration needs a folder of its "
-                          "own (beside the other artifacts: --out ARTIFACTS/calibration)")
+    if out.parent != out:  # out itself may be the calibration being replaced
+        check_outside_artifacts(out.parent, f"--out {out}: its folder", "the calibration needs a folder of its own "
+                                "(beside the other artifacts: --out ARTIFACTS/calibration)", ConfigError)
     load_cfg = copy.deepcopy(cfg)
     load_cfg.count.method, load_cfg.count.calibration = "fixed", ""  # an old or broken calibration never blocks a new one
     art, paths = _artifacts(args, load_cfg)
@@ -373,6 +375,13 @@ def _disk_error(e: OSError, args: argparse.Namespace) -> str | None:
     return disk_error(e, f"--out {args.out}" if getattr(args, "out", None) else "an output file")
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """Our warnings name the file or row already; a user reads them as one line, not a source location."""
+    if category is UserWarning:  # library warnings (Deprecation, Runtime ...) keep Python's form
+        return f"warning: {message}\n"
+    return _PYTHON_FORMATWARNING(message, category, filename, lineno, line)
+
+
 def main(argv: list[str] | None = None) -> int:
     import logging
 
@@ -385,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(value, str) and not value.strip():
             parser.error(f"--{opt} is empty: give a path")
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    warnings.formatwarning = _one_line_warning
     try:
         return int(args.func(args) or 0)
     except (LexragError, FileNotFoundError) as e:

@@ -11,6 +11,7 @@ import dataclasses
 import os
 import re
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -317,7 +318,10 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
             hint = (f"; the preset {p.stem!r} is named without a path: --config {p.stem}"
                     if p.stem in presets() and str(path) != p.stem else f" (presets: {', '.join(presets())})")
             raise ConfigError(f"config file not found: {path}{hint}")
-        data = read_yaml_file(p) or {}
+        data = read_yaml_file(p)
+        if data is None:  # well-formed YAML, so accepted; but a truncated copy must not pass in silence
+            warnings.warn(f"config {p} holds no settings (empty or only comments): the package defaults are used")
+            data = {}
         if not isinstance(data, Mapping):
             raise ConfigError(f"{p}: top level must be a mapping of sections")
         try:

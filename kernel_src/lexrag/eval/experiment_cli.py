@@ -163,7 +163,7 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
 def _check_json_apart(args: argparse.Namespace) -> None:
     """``--json`` is written after the run: it must be none of the inputs (a data file, the
     expectations, the config, the artifacts) and lie in none of their folders."""
-    from lexrag.artifacts import enclosing_artifact
+    from lexrag.artifacts import check_outside_artifacts
     from lexrag.errors import ConfigError
 
     out = Path(args.json).resolve()
@@ -175,9 +175,7 @@ def _check_json_apart(args: argparse.Namespace) -> None:
     for opt, folder in (("--data", args.data), ("--artifacts", args.artifacts)):
         if folder and Path(folder).is_dir() and Path(folder).resolve() in out.parents:
             raise ConfigError(f"--json {args.json} lies inside {opt} {folder}, whose files this run reads; write it elsewhere")
-    inside = enclosing_artifact(out.parent)
-    if inside is not None:
-        raise ConfigError(f"--json {args.json} lies inside the artifact folder {inside}; write it elsewhere")
+    check_outside_artifacts(out.parent, f"--json {args.json}: its folder", "write it elsewhere", ConfigError)
 
 
 def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from lexrag.artifacts import check_plain_output, enclosing_artifact, replace_text
+from lexrag.artifacts import check_outside_artifacts, check_plain_output, replace_text
 from lexrag.csvio import csv_text
 from lexrag.errors import CsvInputError
 from lexrag.config import Config
@@ -134,10 +134,7 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     from lexrag.errors import ConfigError
 
     check_makeable(out, "out_dir")
-    inside = enclosing_artifact(out)
-    if inside is not None:  # a rebuild of that artifact replaces its folder, and these outputs with it
-        raise ConfigError(f"out_dir {out_dir} lies inside the artifact folder {inside} (it has a params.json); the next "
-                          "build of that artifact would delete the outputs: write them elsewhere")
+    check_outside_artifacts(out, "out_dir", "the outputs would go with it; write them elsewhere", ConfigError)
     out.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:  # before the run: a link, FIFO, device or folder among them is refused, not replaced or blocked on
         check_plain_output(out / name, "out_dir:")

@@ -151,12 +151,9 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
     """Raise :class:`CsvInputError` naming the first input that cannot be used for a build into ``out``."""
     import csv
 
-    from lexrag.artifacts import enclosing_artifact
+    from lexrag.artifacts import check_outside_artifacts
 
-    inside = enclosing_artifact(out)
-    if inside is not None:  # its own rebuild would then refuse to replace a folder holding these
-        raise ArtifactError(f"--out {out} lies inside the artifact folder {inside} (it has a params.json); build the "
-                            "artifacts into a folder of their own (nothing was built)")
+    check_outside_artifacts(out, "--out", "build the artifacts into a folder of their own (nothing was built)")
     replaced = [out / name for name in ("corpus", "bm25", "embeddings", "graph", "prior")]
     for path, what, required in ((laws, "--laws", ("citation", "text")), (courts, "--courts", ("citation", "text")),
                                  (law_keys, "--law-keys", ()), (train, "--train", ("query_id", "gold_citations")),

@@ -376,6 +376,11 @@ class DenseIndex:
         d = emb.dims
         if kind not in ("flat", "ivfpq"):
             raise SemanticError(f"unknown dense index kind {kind!r} (flat | ivfpq)")
+        if kind == "ivfpq" and d % m:  # faiss would stop on an assertion deep inside
+            fits = [x for x in range(min(m, d), 0, -1) if d % x == 0][:3]
+            raise SemanticError(f"semantic.pq_m {m} does not divide the embeddings' {d} dimensions (IVF-PQ cuts each "
+                                f"vector into pq_m equal parts): set semantic.pq_m to a divisor of {d} "
+                                f"({', '.join(map(str, fits))}) or semantic.index=flat")
         gpu = _faiss_gpu(faiss, use_gpu, emb, kind)
         filled = kind == "flat" and gpu is None  # the CPU flat index takes the shards' bytes as they are
         self.filled = filled

@@ -43,16 +43,13 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     paths = resolve_paths(cfg.paths)
     queries_file = Path(queries) if queries else paths.input_file("test.csv")
     out_path = Path(out) if out else paths.working_dir / "submission.csv"
-    from lexrag.artifacts import check_makeable, check_plain_output, enclosing_artifact
+    from lexrag.artifacts import check_makeable, check_outside_artifacts, check_plain_output
 
     check_makeable(out_path.parent, "the folder of submission.csv (the Kaggle working folder: LEXRAG_KAGGLE_WORKING "
                    "where emulated)")  # before any work: the answers must have somewhere to go
     check_plain_output(out_path, "submission.csv:")
-    inside = enclosing_artifact(out_path.parent)
-    if inside is not None:
-        raise ArtifactError(f"{out_path} would lie inside the artifact folder {inside} (it has a params.json), which a rebuild "
-                            "replaces: set paths.working_dir (LEXRAG_KAGGLE_WORKING where emulated) to a folder outside the "
-                            "artifacts")
+    check_outside_artifacts(out_path.parent, f"{out_path}: its folder", "set paths.working_dir (LEXRAG_KAGGLE_WORKING "
+                            "where emulated) to a folder outside the artifacts")
     qs = load_queries(queries_file, cfg.query.max_chars)
     budget = Budget.since(cfg.runtime.time_budget_s, started_at, cfg.runtime.reserve_s)
     t0 = time.perf_counter()

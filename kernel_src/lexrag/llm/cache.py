@@ -129,13 +129,10 @@ def cache_key(model: str, template_id: str, messages: list[dict], settings: Mapp
 def _inside_artifact(folder: Path) -> None:
     """Refuse a cache folder inside another artifact's folder: rebuilding that artifact replaces
     its folder, and the cache in it would go with it, unannounced."""
-    from lexrag.artifacts import enclosing_artifact
+    from lexrag.artifacts import check_outside_artifacts
 
-    parent = enclosing_artifact(folder.resolve().parent)
-    if parent is not None:
-        raise ArtifactError(f"llm.cache_dir {folder} lies inside the artifact folder {parent} (it has a params.json): "
-                            "a rebuild of that artifact replaces the folder and would delete the cache; set "
-                            "llm.cache_dir (or paths.working_dir) to a folder outside the artifacts")
+    check_outside_artifacts(folder.resolve().parent, f"llm.cache_dir {folder}: its folder", "the cache would go with "
+                            "it; set llm.cache_dir (or paths.working_dir) to a folder outside the artifacts")
 
 
 class LLMCache:
