@@ -62,9 +62,8 @@ def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: st
     gold = {q: g for q, g in load_gold(queries_path).items() if g}  # a blank gold cell is no gold, not "cites nothing"
     if not gold:
         raise CsvInputError(f"{queries_path}: no query has gold citations; calibrate needs a validation file")
-    known = {" ".join(c.split()) for c in art.corpus.citations}
     cited = {" ".join(c.split()) for g in gold.values() for c in g}
-    found = sum(c in known for c in cited)
+    found = len(cited) - len(art.corpus.lacks(cited))
     if found == 0:  # every answer then scores 0: the fit would be noise, and would replace a calibration that is not
         raise CsvInputError(f"{queries_path}: none of its {len(cited)} gold citations is a citation of the corpus at "
                             f"{art.corpus.folder}, so every F1 would be 0 and the thresholds would carry no information "

@@ -116,8 +116,8 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     gold = {q: g for q, g in load_gold(queries_path).items() if g}
     if not gold:
         raise CsvInputError(f"{queries_path}: no query has gold citations; tune needs a file with gold")
-    known = set(art.corpus.citations)
-    if not any(c in known for cs in gold.values() for c in cs):  # every point would score 0: the pick would be noise
+    cited = [c for cs in gold.values() for c in cs]
+    if len(art.corpus.lacks(cited)) == len(cited):  # every point would score 0: the pick would be noise
         raise CsvInputError(f"{queries_path}: none of its gold citations is a citation of the corpus at {art.corpus.folder}, "
                             "so every point would score 0 (another corpus? give the artifacts the gold was written for); "
                             "nothing was written")

@@ -136,22 +136,23 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     check_makeable(out, "out_dir")
     check_outside_artifacts(out, "out_dir", "the outputs would go with it; write them elsewhere", ConfigError)
     out.mkdir(parents=True, exist_ok=True)
+    read = {Path(given).resolve(): (what, given) for what, given in (("queries", queries_path), *inputs)
+            if given is not None and Path(given).is_file()}
     for name in OUTPUTS:  # before the run: a link, FIFO, device or folder among them is refused, not replaced or blocked on
         check_plain_output(out / name, "out_dir:")
         if (out / name).is_dir():
             raise ConfigError(f"out_dir {out_dir}: {name} there is a folder, where the run writes a file; move it, or "
                               "write the outputs to another folder")
-        for what, given in (("queries", queries_path), *inputs):
-            if given is not None and Path(given).is_file() and (out / name).resolve() == Path(given).resolve():
-                raise ConfigError(f"out_dir {out_dir}: its {name} would overwrite {what} {given}; write the outputs "
-                                  "to another folder")
+        if (out / name).resolve() in read:
+            what, given = read[(out / name).resolve()]
+            raise ConfigError(f"out_dir {out_dir}: its {name} would overwrite {what} {given}; write the outputs "
+                              "to another folder")
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = load_gold(queries_path)
     if not gold:
         raise CsvInputError(f"{queries_path}: no query has gold citations (the gold_citations cells are empty), so there is "
                             "nothing to score; give a file with gold, or run `python -m lexrag run` for predictions only")
-    known = set(artifacts.corpus.citations)
-    outside = [c for cs in gold.values() for c in cs if c not in known]
+    outside = artifacts.corpus.lacks(c for cs in gold.values() for c in cs)
     if outside:  # no run can find them: they are misses whatever it does
         log.warning("%s: %d of %d gold citations are not citations of the corpus (e.g. %s): they count as misses; the "
                     "artifacts may lack their text (or be of another corpus)", queries_path, len(outside),

@@ -186,9 +186,8 @@ def warn_gold_outside(train: str | Path, corpus: Corpus) -> int:
     and a wrong file (another corpus's gold, the laws file) shows here.  Returns their count."""
     from lexrag.queries import load_gold
 
-    known = set(corpus.citations)
     gold = load_gold(train)
-    outside = [c for cs in gold.values() for c in cs if c not in known]
+    outside = corpus.lacks(c for cs in gold.values() for c in cs)
     total = sum(len(cs) for cs in gold.values())
     if outside:
         log.warning("--train %s: %d of %d gold citations are not citations of the corpus (e.g. %s): nothing is learned from "

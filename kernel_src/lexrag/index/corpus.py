@@ -7,7 +7,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -62,6 +62,7 @@ class Corpus:
         self.parents: list[str] = table.column("parent").to_pylist()
         self.aliases: dict[str, str] = {**cit.ENGLISH_ABBREVIATIONS, **self._read_aliases()}
         self._index: CitationIndex | None = None
+        self._known: set[str] | None = None  # the citations with their spacing normalised, for lacks()
         self._first_doc: dict[str, int] | None = None  # citation -> its first document
         self._more_docs: dict[str, list[int]] = {}  # citation -> all its documents, for the few that repeat
         self._blob: np.ndarray | None = None
@@ -72,6 +73,13 @@ class Corpus:
 
     def __len__(self) -> int:
         return len(self.citations)
+
+    def lacks(self, citations: Iterable[str]) -> list[str]:
+        """Those of ``citations`` (in their order) that are no citation of this corpus, spacing
+        aside: gold no run can find, trained or scored against as a miss."""
+        if self._known is None:
+            self._known = {" ".join(c.split()) for c in self.citations}
+        return [c for c in citations if " ".join(c.split()) not in self._known]
 
     @property
     def aliases_digest(self) -> str:
