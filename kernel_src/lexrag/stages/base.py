@@ -145,7 +145,7 @@ class LoadedArtifacts(Protocol):
     bm25: Any  # lexrag.index.lexical.BM25Index or None
     graph: Any  # lexrag.index.graph.CitationGraph or None
     prior: Any  # lexrag.index.prior.TrainingPrior or None
-    dense: Any  # lexrag.index.semantic.DenseIndex or None
+    dense: Any  # lexrag.index.dense.DenseIndex or None
 
     @property
     def llm_ready(self) -> bool: ...
