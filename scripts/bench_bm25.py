@@ -42,7 +42,7 @@ def phase(name: str, work: Path, n: int) -> dict:
     if name == "bm25":
         from lexrag.index.build import corpus_id
         from lexrag.index.corpus import Corpus
-        from lexrag.index.lexical import build_bm25
+        from lexrag.index.bm25_build import build_bm25
 
         corpus = Corpus(work / "art" / "corpus")
         del corpus.citations, corpus.sources, corpus.parents  # the build needs only the texts

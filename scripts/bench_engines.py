@@ -305,7 +305,7 @@ def build_lexrag(work: Path) -> dict:
 
     from lexrag.config import load_config
     from lexrag.index.corpus import Corpus
-    from lexrag.index.lexical import build_bm25
+    from lexrag.index.bm25_build import build_bm25
 
     cfg = load_config(None, {}).lexical
     corpus = Corpus(work / "art" / "corpus", lookups=False)

@@ -33,7 +33,8 @@ from pathlib import Path
 from lexrag.config import LexicalConfig, load_config
 from lexrag.eval.metrics import evaluate
 from lexrag.index.corpus import Corpus
-from lexrag.index.lexical import BM25Index, build_bm25
+from lexrag.index.bm25_build import build_bm25
+from lexrag.index.lexical import BM25Index
 from lexrag.queries import load_gold, load_queries
 from lexrag.stages.statutes import detector_for
 

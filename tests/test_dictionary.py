@@ -54,7 +54,7 @@ def test_a_words_senses_share_its_weight_and_bm25_reads_it(dictionary, tmp_path)
     # two senses: each weighted 1/2 in BM25's boost syntax; one sense: no weight written
     assert dictionary.translate("pavement").split() == ["Trottoir^0.5", "Gehsteig^0.5", "pavement"]
     assert dictionary.translate("the contract").split() == ["Vertrag", "contract"]
-    from lexrag.index.lexical import build_bm25
+    from lexrag.index.bm25_build import build_bm25
 
     docs = ["Das Trottoir ist breit.", "Der Vertrag ist gültig.", "Gehsteig und Vertrag."]
     idx = build_bm25([docs], tmp_path / "bm25")

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 from lexrag.artifacts import ArtifactError
 from lexrag.config import LexicalConfig
-from lexrag.index.lexical import GERMAN_STOPWORDS, Analyzer, BM25Index, build_bm25
+from lexrag.index.analyzer import GERMAN_STOPWORDS, Analyzer
+from lexrag.index.bm25_build import build_bm25
+from lexrag.index.lexical import BM25Index
 
 # Nine German legal-like sentences, bm25s-style inline corpus.
 DOCS = [

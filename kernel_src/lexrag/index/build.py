@@ -18,7 +18,7 @@ from lexrag.errors import CsvInputError
 from lexrag.csvio import check_input_file
 from lexrag.index.corpus import Corpus, build_corpus
 from lexrag.index.graph import build_graph
-from lexrag.index.lexical import build_bm25
+from lexrag.index.bm25_build import build_bm25
 from lexrag.index.prior import build_prior
 
 __all__ = ["build_artifacts", "build_index", "corpus_id"]

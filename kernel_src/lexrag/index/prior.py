@@ -93,7 +93,7 @@ class TrainingPrior:
         import math
 
         from lexrag.citations import law_codes
-        from lexrag.index.lexical import Analyzer
+        from lexrag.index.analyzer import Analyzer
 
         if self._model is None:
             an = Analyzer()
