@@ -133,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"warning: not built in {args.out}, so not checked: {', '.join(absent)} "
                           f"(--only {','.join(absent)} checks them)", file=sys.stderr)
         else:
-            from lexrag.artifacts import check_plain_output
+            from lexrag.outputs import check_plain_output
 
             check_plain_output(args.manifest, "--manifest")  # it is rewritten: a link would become a copy, its target stale
-            from lexrag.artifacts import check_outside_artifacts
+            from lexrag.outputs import check_outside_artifacts
 
             check_outside_artifacts(args.out, "--out", "give a folder of its own for the datasets", ConfigError)
             cfg = load_config(args.config, parse_overrides(args.set))

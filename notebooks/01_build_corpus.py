@@ -70,7 +70,7 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
         if dictionary is not None and not Path(dictionary).is_file():
             dictionary = None
     out = Path(out_dir) if out_dir else paths.output_dir
-    from lexrag.artifacts import check_outside_artifacts
+    from lexrag.outputs import check_outside_artifacts
 
     check_outside_artifacts(out, "parameter out_dir", "give the artifacts folder that holds (or will hold) corpus/")
     courts = courts_beside(laws, courts, say=False)  # said once, here

@@ -410,7 +410,7 @@ def _tantivy_ids(work: Path, tops: dict) -> dict:
 
 def _check_args(args, work: Path) -> str | None:
     """What is wrong with the arguments, before hours of building; None when nothing."""
-    from lexrag.artifacts import check_plain_output
+    from lexrag.outputs import check_plain_output
     from lexrag.errors import LexragError
 
     if args.threads < 1 or args.synthetic < 0:

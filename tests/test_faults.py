@@ -747,7 +747,8 @@ def test_evaluate_warns_of_prediction_rows_it_does_not_score(tmp_path, capsys):
 
 
 def test_a_build_replaces_artifacts_and_unfinished_embeddings_but_not_other_folders(tmp_path):
-    from lexrag.artifacts import ArtifactError, check_replaceable
+    from lexrag.artifacts import ArtifactError
+    from lexrag.outputs import check_replaceable
 
     for name, files in (("empty", []), ("artifact", ["params.json", "x.npy"]), ("embeddings under way", ["progress.json", "shard_00000.npy"]),
                         ("only hidden", [".DS_Store"])):
@@ -1202,7 +1203,7 @@ def test_a_write_that_fails_keeps_the_file_that_was_there(tmp_path, monkeypatch)
     write raises) the old file stays whole and no temporary file is left beside it."""
     import os
 
-    from lexrag.artifacts import replace_text
+    from lexrag.outputs import replace_text
 
     out = tmp_path / "tuned.yaml"
     out.write_text("count:\n  k: 5\n", encoding="utf-8")
@@ -1524,7 +1525,7 @@ def test_a_missing_model_library_names_the_extra_to_install(tmp_path, monkeypatc
 
 
 def test_an_output_that_is_a_link_or_fifo_is_refused_not_replaced_or_blocked_on(tmp_path, demo_artifacts, demo_queries):
-    from lexrag.artifacts import replace_text
+    from lexrag.outputs import replace_text
     from lexrag.config import load_config
     from lexrag.errors import OutputError
     from lexrag.eval.validation import validate_run
@@ -1998,7 +1999,8 @@ def test_validation_refuses_a_folder_among_its_outputs_and_says_what_gold_the_co
 
 def test_hidden_user_files_in_an_artifact_a_too_long_listed_name_and_outputs_inside_artifacts_are_refused(tmp_path, arts,
                                                                                                           capsys):
-    from lexrag.artifacts import check_replaceable, read_params
+    from lexrag.artifacts import read_params
+    from lexrag.outputs import check_replaceable
     from lexrag.errors import ArtifactError
 
     notes = write(arts / "corpus" / ".notes.md", "mine")  # once deleted without a word by the next rebuild

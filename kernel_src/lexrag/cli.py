@@ -31,7 +31,7 @@ def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protec
     """Refuse an output path that would overwrite an input or write into an artifacts folder."""
     from lexrag.errors import ConfigError
 
-    from lexrag.artifacts import check_makeable, check_plain_output
+    from lexrag.outputs import check_makeable, check_plain_output
 
     if str(out).endswith(("/", os.sep)):
         raise ConfigError(f"{what} {out} names a folder; give a file name such as {Path(out) / example}")
@@ -80,7 +80,7 @@ def _artifacts_dir(args: argparse.Namespace, cfg) -> tuple[str, Path]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from lexrag.artifacts import check_makeable
+    from lexrag.outputs import check_makeable
     from lexrag.errors import ConfigError
     from lexrag.index.build import build_artifacts, courts_beside
 
@@ -136,7 +136,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         from lexrag.kaggle.paths import resolve_paths
 
         out = resolve_paths(cfg.paths).output_dir / "calibration"
-    from lexrag.artifacts import check_makeable, read_params
+    from lexrag.artifacts import read_params
+    from lexrag.outputs import check_makeable
 
     check_makeable(out, "--out")
 
@@ -148,7 +149,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             other = e
     if out.resolve() == _artifacts_dir(args, cfg)[1].resolve() or other is not None:
         raise ConfigError(f"--out {out} holds another artifact; the calibration needs its own folder")
-    from lexrag.artifacts import check_outside_artifacts
+    from lexrag.outputs import check_outside_artifacts
 
     if out.parent != out:  # out itself may be the calibration being replaced
         check_outside_artifacts(out.parent, f"--out {out}: its folder", "the calibration needs a folder of its own "

@@ -8,7 +8,7 @@ import json
 import logging
 from pathlib import Path
 
-from lexrag.artifacts import replace_text
+from lexrag.outputs import replace_text
 from lexrag.config import load_config
 from lexrag.eval.experiment import (
     CEILINGS,
@@ -134,7 +134,7 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
         load_config(args.config)  # a preset name is allowed; anything else is named by the loader
     variants = variants_from_args(args)
     if args.json:
-        from lexrag.artifacts import check_makeable, check_plain_output
+        from lexrag.outputs import check_makeable, check_plain_output
 
         if Path(args.json).is_dir():
             raise ConfigError(f"--json {args.json} is a folder; give a file name such as {Path(args.json) / 'quality.json'}")
@@ -163,7 +163,7 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
 def _check_json_apart(args: argparse.Namespace) -> None:
     """``--json`` is written after the run: it must be none of the inputs (a data file, the
     expectations, the config, the artifacts) and lie in none of their folders."""
-    from lexrag.artifacts import check_outside_artifacts
+    from lexrag.outputs import check_outside_artifacts
     from lexrag.errors import ConfigError
 
     out = Path(args.json).resolve()

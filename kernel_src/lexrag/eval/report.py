@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from lexrag import citations as cit
-from lexrag.artifacts import replace_text
+from lexrag.outputs import replace_text
 from lexrag.eval.metrics import prf
 
 __all__ = ["signal_analysis", "write_report", "plot_ablation", "RETRIEVAL_FAMILIES"]

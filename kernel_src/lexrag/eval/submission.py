@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Collection, Mapping, Sequence
 
-from lexrag.artifacts import replace_text
+from lexrag.outputs import replace_text
 from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
 
 __all__ = ["MAX_CITATIONS", "MAX_CHARS", "write_submission", "validate_submission", "read_submission"]

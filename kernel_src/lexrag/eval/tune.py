@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import yaml
 
-from lexrag.artifacts import replace_text
+from lexrag.outputs import replace_text
 from lexrag.config import Config, with_overrides
 from lexrag.eval.cv import fold_groups, read_groups
 from lexrag.eval.experiment import fold_scores, nested_picks

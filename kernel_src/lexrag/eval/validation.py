@@ -9,7 +9,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from lexrag.artifacts import check_outside_artifacts, check_plain_output, replace_text
+from lexrag.outputs import check_outside_artifacts, check_plain_output, replace_text
 from lexrag.csvio import csv_text
 from lexrag.errors import CsvInputError
 from lexrag.config import Config
@@ -130,7 +130,7 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     signal's ranking per query: the run file). No output may be ``queries_path`` or one of the
     other ``inputs`` (pairs of what and path, such as the config file)."""
     out = Path(out_dir)
-    from lexrag.artifacts import check_makeable
+    from lexrag.outputs import check_makeable
     from lexrag.errors import ConfigError
 
     check_makeable(out, "out_dir")

@@ -19,7 +19,8 @@ from typing import Iterable, Sequence
 import bm25s
 import numpy as np
 
-from lexrag.artifacts import ArtifactError, publishes, read_params, write_params
+from lexrag.artifacts import ArtifactError, read_params, write_params
+from lexrag.outputs import publishes
 from lexrag.config import LexicalConfig
 from lexrag.index.analyzer import Analyzer
 from lexrag.index.decompound import FILE as DECOMPOUND_FILE

@@ -12,7 +12,8 @@ import logging
 import time
 from pathlib import Path
 
-from lexrag.artifacts import ArtifactError, check_replaceable, read_params, staged_set
+from lexrag.artifacts import ArtifactError, read_params
+from lexrag.outputs import check_replaceable, staged_set
 from lexrag.config import Config
 from lexrag.errors import CsvInputError
 from lexrag.csvio import check_input_file
@@ -151,7 +152,7 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
     """Raise :class:`CsvInputError` naming the first input that cannot be used for a build into ``out``."""
     import csv
 
-    from lexrag.artifacts import check_outside_artifacts
+    from lexrag.outputs import check_outside_artifacts
 
     check_outside_artifacts(out, "--out", "build the artifacts into a folder of their own (nothing was built)")
     replaced = [out / name for name in ("corpus", "bm25", "embeddings", "graph", "prior")]

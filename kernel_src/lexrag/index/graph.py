@@ -39,7 +39,8 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lexrag import citations as cit
-from lexrag.artifacts import ArtifactError, check_params, publishes, reading, rebuild_hint, write_params
+from lexrag.artifacts import ArtifactError, check_params, reading, rebuild_hint, write_params
+from lexrag.outputs import publishes
 
 __all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS"]
 

@@ -24,7 +24,8 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lexrag.artifacts import publishes, read_params, reading, sha256_file, write_params
+from lexrag.artifacts import read_params, reading, sha256_file, write_params
+from lexrag.outputs import publishes
 from lexrag.citations import scoring_form as norm
 
 __all__ = ["TrainingPrior", "build_prior"]

@@ -21,7 +21,8 @@ from typing import Sequence
 import yaml
 
 from lexrag import __version__
-from lexrag.artifacts import file_table, read_params, replace_text, staged_set
+from lexrag.artifacts import file_table, read_params
+from lexrag.outputs import replace_text, staged_set
 from lexrag.config import Config
 from lexrag.errors import LexragError
 
@@ -237,7 +238,7 @@ def rebuild(
                             "give --owner YOUR_KAGGLE_USER")
     names = selected(doc, only)
     out = Path(out_dir)
-    from lexrag.artifacts import check_makeable, check_replaceable
+    from lexrag.outputs import check_makeable, check_replaceable
 
     check_makeable(out, "--out")
     for name in ARTIFACT_ORDER:  # the folders this selection replaces

@@ -43,7 +43,7 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     paths = resolve_paths(cfg.paths)
     queries_file = Path(queries) if queries else paths.input_file("test.csv")
     out_path = Path(out) if out else paths.working_dir / "submission.csv"
-    from lexrag.artifacts import check_makeable, check_outside_artifacts, check_plain_output
+    from lexrag.outputs import check_makeable, check_outside_artifacts, check_plain_output
 
     check_makeable(out_path.parent, "the folder of submission.csv (the Kaggle working folder: LEXRAG_KAGGLE_WORKING "
                    "where emulated)")  # before any work: the answers must have somewhere to go

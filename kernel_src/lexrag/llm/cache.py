@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from lexrag.artifacts import check_makeable, read_params, write_params
+from lexrag.artifacts import read_params, write_params
+from lexrag.outputs import check_makeable
 from lexrag.errors import ArtifactError
 
 __all__ = ["LLMCache", "cache_key", "export_cache", "ARTIFACT", "CACHE_FILE"]
@@ -129,7 +130,7 @@ def cache_key(model: str, template_id: str, messages: list[dict], settings: Mapp
 def _inside_artifact(folder: Path) -> None:
     """Refuse a cache folder inside another artifact's folder: rebuilding that artifact replaces
     its folder, and the cache in it would go with it, unannounced."""
-    from lexrag.artifacts import check_outside_artifacts
+    from lexrag.outputs import check_outside_artifacts
 
     check_outside_artifacts(folder.resolve().parent, f"llm.cache_dir {folder}: its folder", "the cache would go with "
                             "it; set llm.cache_dir (or paths.working_dir) to a folder outside the artifacts")
