@@ -18,7 +18,7 @@ from lexrag.config import load_config  # noqa: E402
 from lexrag.errors import ArtifactError, ConfigError  # noqa: E402
 from lexrag.queries import load_gold, load_queries  # noqa: E402
 from lexrag.stages.count import expected_f1_count  # noqa: E402
-from lexrag.stages.ranker import feature_names  # noqa: E402
+from lexrag.stages.ranker_features import feature_names  # noqa: E402
 
 CANDIDATES = {"runtime.progress": False, "statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True}
 

@@ -16,7 +16,8 @@ from lexrag.citations import scoring_form
 from lexrag.config import Config, with_overrides
 from lexrag.errors import ArtifactError
 from lexrag.queries import load_gold, load_queries
-from lexrag.stages.ranker import LearnedRanker, TrainingRows, article_candidates, candidate_features
+from lexrag.stages.ranker import LearnedRanker, TrainingRows
+from lexrag.stages.ranker_features import article_candidates, candidate_features
 
 __all__ = ["CANDIDATE_OFF", "candidate_config", "training_rows", "build_ranker_step"]
 
