@@ -43,7 +43,8 @@ import numpy as np
 from lexrag.citations import scoring_form, try_parse
 from lexrag.config import load_config
 from lexrag.eval.cv import grouped_folds, read_groups
-from lexrag.eval.experiment import GPU_STAGES_OFF, held_out_runs
+from lexrag.eval.experiment import held_out_runs
+from lexrag.eval.variants import GPU_STAGES_OFF
 from lexrag.eval.experiment_cli import experiment_args
 from lexrag.eval.metrics import evaluate
 from lexrag.index.corpus import Corpus

@@ -20,7 +20,8 @@ import lexrag.stages.statutes as statutes
 from lexrag.citations import law_codes
 from lexrag.config import load_config
 from lexrag.eval.cv import grouped_folds, read_groups
-from lexrag.eval.experiment import GPU_STAGES_OFF, held_out_runs
+from lexrag.eval.experiment import held_out_runs
+from lexrag.eval.variants import GPU_STAGES_OFF
 from lexrag.eval.experiment_cli import experiment_args
 from lexrag.eval.metrics import evaluate
 from lexrag.pipeline import Artifacts

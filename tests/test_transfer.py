@@ -172,7 +172,7 @@ def test_whole_articles_follow_their_nth_paragraph_and_take_a_slot_of_the_count(
 
 def test_the_harness_measures_the_retrieval_the_kaggle_preset_runs():
     # the harness's "kaggle (CPU stages)" variant is the preset itself with only the GPU and LLM stages off
-    from lexrag.eval.experiment import GPU_STAGES_OFF, PRESET_VARIANTS
+    from lexrag.eval.variants import GPU_STAGES_OFF, PRESET_VARIANTS
     from lexrag.eval.validation import stage_switches
 
     v = next(v for v in PRESET_VARIANTS if v.name == "kaggle (CPU stages)")

@@ -200,7 +200,7 @@ def test_the_incremental_ablation_has_one_row_per_stage_of_the_preset(preset):
 
 
 def test_variants_parse_as_presets_plus_overrides():
-    from lexrag.eval.experiment import GPU_STAGES_OFF, parse_variant
+    from lexrag.eval.variants import GPU_STAGES_OFF, parse_variant
 
     v = parse_variant("no learned=exam;statutes.learned=false;fusion.head=0")
     assert (v.name, v.preset, dict(v.overrides)) == ("no learned", "exam", {"statutes.learned": False, "fusion.head": 0})
@@ -384,7 +384,8 @@ def test_final_without_a_locked_split_or_with_a_malformed_one_is_refused(tmp_pat
     a course written as a string instead of a list would lock nothing."""
     from lexrag.errors import ConfigError
     from lexrag.eval.cv import read_locked_split
-    from lexrag.eval.experiment import parse_variant, run_experiment
+    from lexrag.eval.experiment import run_experiment
+    from lexrag.eval.variants import parse_variant
 
     bad = tmp_path / "locked.yaml"
     bad.write_text("areas:\n  - courses: Steuerrecht\n", encoding="utf-8")

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
-import yaml
 
 from lexrag.config import Config, load_config
 from lexrag.errors import ConfigError
@@ -50,87 +49,18 @@ from lexrag.eval.cv import (
     refits_prior,
 )
 from lexrag.eval.metrics import prf, recall_at_k
+from lexrag.eval.variants import RANK, Variant
 from lexrag.eval.stats import bootstrap_ci
 from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
-from lexrag.yamlio import UniqueKeyLoader
 
-__all__ = ["Variant", "PRESET_VARIANTS", "RANKER_VARIANTS", "GPU_STAGES_OFF", "parse_variant", "held_out_runs", "held_out_rankings",
+__all__ = ["held_out_runs", "held_out_rankings",
            "harness_ranker", "f1_at_ks", "ranking_f1", "own_count_f1", "FoldScores", "fold_scores", "nested_picks", "ceilings", "run_experiment",
-           "KS", "RANK_DEPTH"]
+           "KS"]
 
 log = logging.getLogger(__name__)
 
 KS = tuple(range(1, 31))  # the counts a nested choice picks from
-RANK_DEPTH = 300  # every variant ranks this deep (Recall@100, whole articles); the count cuts it
-RANK = {"runtime.progress": False, "count.method": "fixed", "count.k": RANK_DEPTH}
-# the kaggle preset without the stages that need a GPU or an LLM: what this harness can run on a CPU
-GPU_STAGES_OFF = {"semantic.enabled": False, "rerank.enabled": False, "llm.enabled": False, "verify.enabled": False,
-                  "agent.enabled": False}
-
-
-@dataclass(frozen=True)
-class Variant:
-    """A configuration to measure: a preset (None: the defaults) plus dotted-key overrides."""
-
-    name: str
-    preset: str | None = None
-    overrides: Mapping[str, Any] = field(default_factory=dict)
-
-    def config(self, base: str | Path | None = None) -> Config:
-        """The variant's config ranking :data:`RANK_DEPTH` deep (the count is chosen by the harness);
-        ``base`` replaces the defaults under a variant without a preset."""
-        return load_config(self.preset or base, {**RANK, **self.overrides})
-
-
-PRESET_VARIANTS = (
-    Variant("lexical", "lexical"),
-    Variant("default"),
-    Variant("exam", "exam"),
-    Variant("kaggle (CPU stages)", "kaggle", GPU_STAGES_OFF),
-)
-
-
-# The learned ranker's steps (``--ablation ranker``): on candidates that fit nothing on gold
-# (statutes by the codes a question names and by the BM25 vote, articles, feedback), so the
-# ranker, its count and its article form are the only things fitted, per fold; then on the exam
-# preset's.  Variants with their own count are scored as they emit (no k chosen for them).
-_CANDIDATES = {"statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True}
-_LEARNED = {**_CANDIDATES, "ranker.enabled": True, "count.method": "expected_f1"}
-RANKER_VARIANTS = (
-    Variant("lexical", "lexical"),
-    Variant("ranker candidates (fused)", "lexical", _CANDIDATES),
-    Variant("fused order, learned count", "lexical", {**_LEARNED, "ranker.blend": 0.0}),
-    Variant("blend 0.3, learned count", "lexical", {**_LEARNED, "ranker.blend": 0.3}),
-    Variant("blend 0.5, learned count", "lexical", {**_LEARNED, "ranker.blend": 0.5}),
-    Variant("learned order, learned count", "lexical", _LEARNED),
-    Variant("blend 0.3, learned count, article form", "lexical", {**_LEARNED, "ranker.blend": 0.3, "ranker.article_form": True}),
-    Variant("blend 0.3, learned count, whole-article rule", "lexical",
-            {**_LEARNED, "ranker.blend": 0.3, "count.whole_articles": 1, "count.whole_articles_from": 5}),
-    Variant("exam", "exam"),
-    Variant("exam, blend 0.3, learned count", "exam", {"ranker.enabled": True, "count.method": "expected_f1", "ranker.blend": 0.3}),
-)
-
-
-def parse_variant(spec: str) -> Variant:
-    """``PRESET``, ``PRESET;section.field=value;...`` or ``NAME=PRESET;...`` (``default``: no preset;
-    values are YAML)."""
-    name, _, rest = spec.partition("=") if "=" in spec.split(";", 1)[0] else ("", "", spec)
-    head, *over = [p for p in rest.split(";")]
-    preset = head.strip() or "default"
-    overrides = {}
-    for o in over:
-        if not o.strip():
-            continue
-        if "=" not in o:
-            raise ConfigError(f"variant {spec!r}: {o!r} is not section.field=value")
-        k, v = o.split("=", 1)
-        overrides[k.strip()] = yaml.load(v, Loader=UniqueKeyLoader)
-    for pv in PRESET_VARIANTS:  # a preset variant's name stands for it (with its overrides)
-        if preset == pv.name:
-            return Variant(name.strip() or spec, pv.preset, {**pv.overrides, **overrides})
-    return Variant(name.strip() or spec, None if preset == "default" else preset, overrides)
-
 
 # --- held-out rankings: the one place a fold is ranked without its own gold ---------------------
 

@@ -10,15 +10,8 @@ from pathlib import Path
 
 from lexrag.outputs import replace_text
 from lexrag.config import load_config
-from lexrag.eval.experiment import (
-    CEILINGS,
-    GPU_STAGES_OFF,
-    PRESET_VARIANTS,
-    RANKER_VARIANTS,
-    Variant,
-    parse_variant,
-    run_experiment,
-)
+from lexrag.eval.experiment import CEILINGS, run_experiment
+from lexrag.eval.variants import GPU_STAGES_OFF, PRESET_VARIANTS, RANKER_VARIANTS, Variant, parse_variant
 
 __all__ = ["format_report", "arg_parser", "variants_from_args", "check_args", "run_from_args", "experiment_args"]
 
