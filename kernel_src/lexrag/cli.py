@@ -122,10 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from lexrag.errors import LexragError
-    from lexrag.eval.calibrate import calibrate
-
-    from lexrag.errors import ConfigError
+    from lexrag.eval.calibrate import calibrate, check_calibration_out
 
     cfg = _config(args)
     if args.out:
@@ -136,24 +133,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         from lexrag.kaggle.paths import resolve_paths
 
         out = resolve_paths(cfg.paths).output_dir / "calibration"
-    from lexrag.artifacts import read_params
-    from lexrag.outputs import check_makeable
-
-    check_makeable(out, "--out")
-
-    other = None
-    if (out / "params.json").is_file():
-        try:
-            read_params(out, "calibration", verify=False)
-        except LexragError as e:
-            other = e
-    if out.resolve() == _artifacts_dir(args, cfg)[1].resolve() or other is not None:
-        raise ConfigError(f"--out {out} holds another artifact; the calibration needs its own folder")
-    from lexrag.outputs import check_outside_artifacts
-
-    if out.parent != out:  # out itself may be the calibration being replaced
-        check_outside_artifacts(out.parent, f"--out {out}: its folder", "the calibration needs a folder of its own "
-                                "(beside the other artifacts: --out ARTIFACTS/calibration)", ConfigError)
+    check_calibration_out(out, _artifacts_dir(args, cfg)[1])
     load_cfg = copy.deepcopy(cfg)
     load_cfg.count.method, load_cfg.count.calibration = "fixed", ""  # an old or broken calibration never blocks a new one
     art, paths = _artifacts(args, load_cfg)

@@ -26,16 +26,8 @@ from typing import Any, Callable
 
 from lexrag.errors import ModelLoadError
 
-__all__ = [
-    "resolve_device",
-    "model_id",
-    "load_encoder",
-    "load_cross_encoder",
-    "load_causal_lm",
-    "CausalLM",
-    "ModelPool",
-    "release_memory",
-]
+__all__ = ["resolve_device", "usable_gpus", "model_id", "load_encoder", "load_cross_encoder", "load_causal_lm", "CausalLM",
+           "ModelPool", "release_memory"]
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
 from lexrag.stages.count import curve_cut, unique_citations
 
-__all__ = ["calibrate", "fit_threshold", "GRID", "MIN_QUERIES"]
+__all__ = ["calibrate", "check_calibration_out", "fit_threshold", "GRID", "MIN_QUERIES"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,28 @@ def fit_threshold(curves: list[tuple[list[str], list[float], list[str]]], max_k:
     F1; ties go to the lower threshold (more citations)."""
     best = max(GRID, key=lambda t: (_f1_at(t, curves, max_k), -t))
     return float(best), _f1_at(best, curves, max_k)
+
+
+def check_calibration_out(out: Path, artifacts_dir: Path) -> None:
+    """Refuse, before any work, an ``--out`` that cannot take the calibration: one that cannot be
+    made or written, the artifacts folder, another artifact, or a folder inside one (a calibration
+    already there is replaced)."""
+    from lexrag.artifacts import read_params
+    from lexrag.errors import ConfigError, LexragError
+    from lexrag.outputs import check_makeable, check_outside_artifacts
+
+    check_makeable(out, "--out")
+    other = None
+    if (out / "params.json").is_file():
+        try:
+            read_params(out, "calibration", verify=False)
+        except LexragError as e:
+            other = e
+    if out.resolve() == Path(artifacts_dir).resolve() or other is not None:
+        raise ConfigError(f"--out {out} holds another artifact; the calibration needs its own folder")
+    if out.parent != out:  # out itself may be the calibration being replaced
+        check_outside_artifacts(out.parent, f"--out {out}: its folder", "the calibration needs a folder of its own "
+                                "(beside the other artifacts: --out ARTIFACTS/calibration)", ConfigError)
 
 
 def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: str | Path, paths=None) -> dict:
