@@ -43,7 +43,7 @@ from lexrag.errors import LexragError, disk_error
 from lexrag.index.build import courts_beside
 from lexrag.index.corpus import build_corpus
 from lexrag.index.dictionary import build_dictionary
-from lexrag.kaggle.paths import InputNotFound, resolve_paths
+from lexrag.paths import InputNotFound, resolve_paths
 from lexrag.notebook_params import notebook_path
 
 try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops

@@ -38,7 +38,7 @@ from pathlib import Path
 from lexrag.config import load_config
 from lexrag.errors import LexragError, disk_error
 from lexrag.index.build import build_index
-from lexrag.kaggle.paths import resolve_paths
+from lexrag.paths import resolve_paths
 from lexrag.notebook_params import notebook_path
 
 try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops

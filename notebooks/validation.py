@@ -42,7 +42,7 @@ from lexrag.errors import LexragError, disk_error
 from lexrag.eval.status import run_status
 from lexrag.eval.report import plot_ablation
 from lexrag.eval.validation import ablation_table, format_metrics, incremental_ablation, validate_run
-from lexrag.kaggle.paths import resolve_paths
+from lexrag.paths import paths_for
 from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path
 from lexrag.pipeline import Artifacts
 
@@ -62,8 +62,8 @@ try:
     if llm_cache and not cfg.llm.enabled:  # else the replay asked for silently would not happen
         raise LexragError(f"parameter llm_cache {llm_cache}: the config switches the LLM off (llm.enabled false), so "
                           "the cache would not be read; use a config with the LLM on, or leave llm_cache out")
-    paths = resolve_paths(cfg.paths)
-    art = Artifacts.load(artifacts_dir, cfg) if artifacts_dir else Artifacts.load(None, cfg, paths=paths)
+    paths = paths_for(artifacts_dir, cfg.paths)
+    art = Artifacts.load(None, cfg, paths=paths)
     metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths, inputs=[("config_path", config_path)])
 except LexragError as e:  # a user error: one line that names the file, line or field, and the run stops
     raise SystemExit(f"error: {e}") from None

@@ -40,7 +40,7 @@ def phase(name: str, work: Path, n: int) -> dict:
         dt = time.perf_counter() - t0
         return {"corpus_build_s": dt, "corpus_docs_per_s": n / dt, "corpus_peak_rss_mb": benchkit.peak_rss_mb()}
     if name == "bm25":
-        from lexrag.index.build import corpus_id
+        from lexrag.artifacts import corpus_id
         from lexrag.index.corpus import Corpus
         from lexrag.index.bm25_build import build_bm25
 

@@ -48,7 +48,7 @@ def phase(name: str, work: Path, n: int) -> dict:
                 "edges": int(g.adj.nnz), "references": g.params["n_references"], "communities": g.params["communities"],
                 "graph_build_parts_s": g.build_seconds}
     if name == "signals":
-        from lexrag.index.build import corpus_id
+        from lexrag.artifacts import corpus_id
         from lexrag.index.corpus import Corpus
         from lexrag.index.graph import CitationGraph
         from lexrag.pipeline import Artifacts

@@ -77,7 +77,7 @@ def phase(name: str, work: Path, n: int) -> dict:
         from lexrag.testing import make_tiny_encoder
 
         from lexrag.artifacts import write_params
-        from lexrag.index.build import corpus_id
+        from lexrag.artifacts import corpus_id
         from lexrag.index.corpus import Corpus
         from lexrag.models import model_id
 

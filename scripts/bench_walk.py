@@ -27,7 +27,7 @@ def one(artifacts: Path, n: int, order: str) -> dict:
     import benchkit
 
     from lexrag.config import load_config
-    from lexrag.index.build import corpus_id
+    from lexrag.artifacts import corpus_id
     from lexrag.index.corpus import Corpus
     from lexrag.index.graph import CitationGraph
     from lexrag.index.lexical import BM25Index

@@ -117,7 +117,7 @@ def test_law_keys_without_text_join_the_corpus(tmp_path, tiny_inputs):
 
 
 def test_abbreviations_let_questions_cite_codes_in_other_languages(tmp_path, tiny_inputs):
-    from lexrag.index.build import corpus_id
+    from lexrag.artifacts import corpus_id
 
     laws, courts = tiny_inputs
     abbrev = tmp_path / "abbrev-translations.json"

@@ -1738,7 +1738,7 @@ def test_gold_citations_listed_with_commas_are_warned_about(tmp_path):
 def test_a_test_csv_that_is_a_folder_a_vocabulary_that_repeats_ids_and_unknown_stages_are_named(tmp_path, arts, monkeypatch):
     from lexrag.config import load_config
     from lexrag.errors import ArtifactError, ConfigError, LexragError
-    from lexrag.kaggle.paths import resolve_paths
+    from lexrag.paths import resolve_paths
     from lexrag.config import notebook_stages
 
     (tmp_path / "inputs" / "competitions" / "legal-ir" / "test.csv").mkdir(parents=True)

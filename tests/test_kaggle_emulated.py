@@ -291,7 +291,7 @@ def test_the_cli_finds_the_attached_datasets_without_artifacts(kaggle_tree, tmp_
     assert (working / "calibration" / "params.json").is_file()
     assert not any(p.name == "calibration" for p in (tmp_path / "input").rglob("*"))  # inputs are read-only on Kaggle
     from lexrag.config import load_config
-    from lexrag.kaggle.paths import resolve_paths
+    from lexrag.paths import resolve_paths
     from lexrag.pipeline import Artifacts
 
     adaptive = load_config(cfg, {"count.method": "adaptive"})

@@ -345,7 +345,7 @@ def test_encoder_reranker_and_llm_take_turns_one_resident_at_a_time(tmp_path, ti
 def test_on_kaggle_an_attached_llm_cache_is_found_by_its_params_and_replayed(tmp_path, tiny_llm, demo_artifacts, monkeypatch):
     import shutil
 
-    from lexrag.kaggle.paths import resolve_paths
+    from lexrag.paths import resolve_paths
 
     cfg = llm_cfg(tiny_llm, tmp_path / "cache")
     live = run_pipeline([Query("a", Q_EN)], Artifacts.load(demo_artifacts, cfg), cfg)

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 from lexrag.config import ConfigError, load_config, parse_overrides
 from lexrag.csvio import CsvInputError
-from lexrag.kaggle.paths import resolve_paths
+from lexrag.paths import resolve_paths
 from lexrag.queries import load_gold, load_queries
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -247,7 +247,7 @@ def test_notebook_parameters_from_papermill_strings():
 @pytest.mark.parametrize("kaggle", [False, True])
 def test_an_empty_model_name_is_named_not_read_as_the_current_folder(tmp_path, monkeypatch, kaggle):
     from lexrag.errors import LexragError
-    from lexrag.kaggle.paths import resolve_paths
+    from lexrag.paths import resolve_paths
 
     if kaggle:
         monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
@@ -339,3 +339,19 @@ def test_a_version_folder_named_with_a_superscript_digit_is_not_a_version(tmp_pa
 
     subs = [tmp_path / n for n in ("1", "²", "10", "notes")]
     assert [p.name for p in _newest_first(subs)] == ["10", "1", "notes", "²"]  # "²".isdigit() is true; int("²") fails
+
+
+def test_a_run_given_an_artifacts_folder_loads_through_the_local_resolver(tmp_path, demo_artifacts):
+    from lexrag.config import load_config
+    from lexrag.paths import Paths, paths_for
+    from lexrag.pipeline import Artifacts
+    from lexrag.pipeline.artifacts import llm_cache_dir
+
+    cfg = load_config(None, {"runtime.progress": False, "paths.working_dir": str(tmp_path / "work")})
+    local = paths_for(demo_artifacts, cfg.paths)
+    assert local == Paths.local(demo_artifacts, cfg.paths) and not local.kaggle
+    assert local.artifact("bm25") == demo_artifacts / "bm25" and local.built("calibration") == demo_artifacts / "calibration"
+    art = Artifacts.load(demo_artifacts, cfg)  # a folder is the local resolver: one way to load
+    assert art.paths == local and art.corpus_dir == demo_artifacts / "corpus"
+    # the run's own LLM cache follows paths.working_dir with --artifacts too (it once stayed in ./llm_cache)
+    assert llm_cache_dir(cfg, art.paths) == tmp_path / "work" / "llm_cache"

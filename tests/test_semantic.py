@@ -310,7 +310,7 @@ def test_reranker_orders_by_model_score_and_applies_tau(tiny_reranker):
 
 
 def test_pipeline_with_semantic_and_rerank(tmp_path, tiny_encoder, tiny_reranker, corpus):
-    from lexrag.index.build import corpus_id
+    from lexrag.artifacts import corpus_id
     from lexrag.index.bm25_build import build_bm25
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.queries import Query
@@ -365,7 +365,7 @@ def test_multi_process_pool_encodes_the_same_vectors(tmp_path, tiny_encoder, cor
 
 
 def test_a_reranker_that_drops_every_candidate_leaves_the_fused_order(tmp_path, tiny_reranker, corpus):
-    from lexrag.index.build import corpus_id
+    from lexrag.artifacts import corpus_id
     from lexrag.index.bm25_build import build_bm25
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.queries import Query

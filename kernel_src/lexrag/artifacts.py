@@ -23,7 +23,7 @@ from lexrag.errors import ArtifactError, short
 from lexrag.outputs import PARAMS, PARAMS_ONLY, UNLISTED, enclosing_artifact, replace_text
 
 __all__ = ["ArtifactError", "PARAMS", "write_params", "read_params", "check_params", "sha256_file", "file_table", "reading",
-           "rebuild_hint", "verify_files"]
+           "rebuild_hint", "verify_files", "corpus_id"]
 log = logging.getLogger(__name__)
 
 
@@ -279,3 +279,13 @@ def file_table(folder: str | Path) -> list[dict]:
         if p.is_file() and p.name != "dataset-metadata.json":
             rows.append({"path": p.relative_to(folder).as_posix(), "size": p.stat().st_size, "sha256": sha256_file(p)})
     return rows
+
+
+def corpus_id(corpus_dir: str | Path) -> str:
+    """Identity of a corpus artifact: a hash of its recorded sources, doc count and the contents of
+    its table (so a shuffled build of the same sources is another corpus)."""
+    p = read_params(corpus_dir, "corpus", verify=False)  # the files are checked where the corpus is loaded
+    table = (p.get("files") or {}).get("corpus.parquet", {}).get("sha256")
+    blob = json.dumps({"sources": p.get("sources"), "n_docs": p.get("n_docs"), **({"table": table} if table else {})},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

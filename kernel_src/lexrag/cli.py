@@ -50,21 +50,19 @@ def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protec
 
 
 def _artifacts(args: argparse.Namespace, cfg):
-    """(artifacts, paths) of a run: the ``--artifacts`` folder (paths None), or without it the
-    resolver's, as the notebooks find them (on Kaggle every attached dataset in either input
+    """(artifacts, paths) of a run: the ``--artifacts`` folder, or without it the resolver's, as
+    the notebooks find them (on Kaggle every attached dataset in either input
     layout, model names such as ``bge-m3`` looked up among the inputs, the LLM cache in the working
     folder; locally ``paths.artifacts_dir`` or ./artifacts)."""
     from lexrag.errors import ArtifactError
-    from lexrag.kaggle.paths import on_kaggle, resolve_paths
+    from lexrag.paths import on_kaggle, paths_for
     from lexrag.pipeline import Artifacts
 
-    if args.artifacts:
-        return Artifacts.load(args.artifacts, cfg), None
-    paths = resolve_paths(cfg.paths)
+    paths = paths_for(args.artifacts, cfg.paths)
     try:
         return Artifacts.load(None, cfg, paths=paths), paths
     except ArtifactError as e:
-        if on_kaggle():
+        if on_kaggle() or args.artifacts:
             raise
         raise ArtifactError(f"{e}; no --artifacts was given, so {paths.artifacts_dir} was searched: give --artifacts "
                             "ARTIFACTS or set paths.artifacts_dir") from None
@@ -74,7 +72,7 @@ def _artifacts_dir(args: argparse.Namespace, cfg) -> tuple[str, Path]:
     """(name, folder) of the artifacts outputs must stay out of: ``--artifacts``, or the resolver's folder."""
     if args.artifacts:
         return "--artifacts", Path(args.artifacts)
-    from lexrag.kaggle.paths import resolve_paths
+    from lexrag.paths import resolve_paths
 
     return "artifacts (found without --artifacts)", resolve_paths(cfg.paths).artifacts_dir
 
@@ -130,7 +128,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     elif args.artifacts:
         out = Path(args.artifacts) / "calibration"
     else:  # beside the resolver's artifacts; on Kaggle the working folder (the inputs are read-only)
-        from lexrag.kaggle.paths import resolve_paths
+        from lexrag.paths import resolve_paths
 
         out = resolve_paths(cfg.paths).output_dir / "calibration"
     check_calibration_out(out, _artifacts_dir(args, cfg)[1])

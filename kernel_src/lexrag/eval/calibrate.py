@@ -23,7 +23,7 @@ from lexrag.artifacts import write_params
 from lexrag.config import Config
 from lexrag.eval.cv import grouped_folds, read_groups
 from lexrag.eval.metrics import prf
-from lexrag.index.build import corpus_id
+from lexrag.artifacts import corpus_id
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
 from lexrag.stages.count import curve_cut, unique_citations

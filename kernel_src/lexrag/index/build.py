@@ -6,13 +6,11 @@ build``), ``build_datasets.py``, the build notebooks and the benchmarks.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from pathlib import Path
 
-from lexrag.artifacts import ArtifactError, read_params
+from lexrag.artifacts import ArtifactError, corpus_id
 from lexrag.outputs import check_replaceable, staged_set
 from lexrag.config import Config
 from lexrag.errors import CsvInputError
@@ -22,19 +20,9 @@ from lexrag.index.graph import build_graph
 from lexrag.index.bm25_build import build_bm25
 from lexrag.index.prior import build_prior
 
-__all__ = ["build_artifacts", "build_index", "corpus_id"]
+__all__ = ["build_artifacts", "build_index"]
 
 log = logging.getLogger(__name__)
-
-
-def corpus_id(corpus_dir: str | Path) -> str:
-    """Identity of a corpus artifact: a hash of its recorded sources, doc count and the contents of
-    its table (so a shuffled build of the same sources is another corpus)."""
-    p = read_params(corpus_dir, "corpus", verify=False)  # the files are checked where the corpus is loaded
-    table = (p.get("files") or {}).get("corpus.parquet", {}).get("sha256")
-    blob = json.dumps({"sources": p.get("sources"), "n_docs": p.get("n_docs"), **({"table": table} if table else {})},
-                      sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path, corpus: Corpus | None = None, **kw):

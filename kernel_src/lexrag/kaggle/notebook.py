@@ -20,7 +20,7 @@ from lexrag.config import load_config
 from lexrag.errors import ArtifactError
 from lexrag.eval.status import measured, measured_table, run_status
 from lexrag.eval.submission import validate_submission, write_submission
-from lexrag.kaggle.paths import resolve_paths
+from lexrag.paths import paths_for, resolve_paths
 from lexrag.pipeline import Artifacts, Budget, run_pipeline
 from lexrag.queries import load_queries
 
@@ -53,8 +53,7 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     qs = load_queries(queries_file, cfg.query.max_chars)
     budget = Budget.since(cfg.runtime.time_budget_s, started_at, cfg.runtime.reserve_s)
     t0 = time.perf_counter()
-    art = (Artifacts.load(artifacts_dir, cfg, degrade=True) if artifacts_dir
-           else Artifacts.load(None, cfg, paths=paths, degrade=True))
+    art = Artifacts.load(None, cfg, paths=paths_for(artifacts_dir, cfg.paths), degrade=True)
     load_s = time.perf_counter() - t0
     res = run_pipeline(qs, art, cfg, paths=paths, budget=budget)
     import tempfile

@@ -13,12 +13,13 @@ from typing import Any, Callable
 from lexrag import stages as _stages  # noqa: F401  (registers the built-in stages)
 from lexrag.config import Config
 from lexrag.errors import ArtifactError, LexragError
-from lexrag.index.build import corpus_id, has_court_edges
+from lexrag.artifacts import corpus_id
+from lexrag.paths import Paths
+from lexrag.index.build import has_court_edges
 from lexrag.index.corpus import Corpus
 from lexrag.index.graph import CitationGraph
 from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
-from lexrag.modelpaths import find_model
 from lexrag.models import load_encoder, usable_gpus
 from lexrag.procmem import process_memory
 from lexrag.registry import ARTIFACTS
@@ -52,6 +53,7 @@ class Artifacts:
     corpus_dir: Path | None = None  # where the corpus was loaded from (the indexes check they were built over it)
     loads: dict[str, dict[str, float]] = field(default_factory=dict)  # part -> seconds, GB it added (anonymous, file pages)
     notes: list[str] = field(default_factory=list)  # what the run status should say besides its rows (a cache set aside)
+    paths: Paths | None = None  # the resolver it was loaded through (where the run's own LLM cache goes)
 
     def has_model(self, name: str) -> bool:
         return name in self.loaders
@@ -62,31 +64,29 @@ class Artifacts:
         return self.loaders[name]
 
     @classmethod
-    def load(cls, folder: str | Path | None, cfg: Config, paths=None, degrade: bool = False) -> "Artifacts":
-        """Load from ``folder`` (holding ``corpus/``, ``bm25/``, ...) or, when ``paths`` (a
-        :class:`lexrag.kaggle.paths.Paths`) is given, from wherever the resolver finds each
-        artifact and model.  Only what the config switches on is loaded; a missing artifact or
+    def load(cls, folder: str | Path | None, cfg: Config, paths: Paths | None = None, degrade: bool = False) -> "Artifacts":
+        """Load through ``paths`` (a :class:`lexrag.paths.Paths`), from wherever it finds each
+        artifact and model; without it, from ``folder`` (holding ``corpus/``, ``bm25/``, ...:
+        :meth:`Paths.local`).  Only what the config switches on is loaded; a missing artifact or
         model folder is an error now, before any query runs (in LLM replay mode the LLM folder
         is not needed).  With ``degrade=True`` (the Kaggle notebook) only the corpus is required:
         any other part that is missing or broken is logged, listed in ``missing``, and its stages
         stay off; a missing LLM folder falls back to replaying an attached cache."""
         check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)  # before any slow load
         wanted = [a for a in ARTIFACTS if a.name == "corpus" or (a.in_build and a.wanted(cfg))]
-        if paths is not None:  # several copies of an artifact among the inputs: the set built over one corpus
-            set_notes: list[str] = []
-            chosen = paths.artifact_set([a.name for a in wanted], set_notes)
-            locate = lambda name: chosen.get(name) or paths.artifact(name)  # noqa: E731
-        else:
-            locate = lambda name: Path(folder) / name  # noqa: E731
-        model_path = ((lambda value, setting: paths.model(value, setting)) if paths is not None
-                      else (lambda value, setting: find_model(value, [], setting, search=False)))
+        paths = paths if paths is not None else Paths.local(folder, cfg.paths)
+        set_notes: list[str] = []  # several copies of an artifact among the inputs: the set built over one corpus
+        chosen = paths.artifact_set([a.name for a in wanted], set_notes)
+
+        def locate(name: str) -> Path:
+            return chosen.get(name) or paths.artifact(name)
+
         corpus_dir = locate("corpus")
         with _measure(loads := {}, "corpus"):
             corpus = Corpus(corpus_dir)
         cid = corpus_id(corpus_dir)
-        art = cls(corpus=corpus, bm25=None, corpus_dir=Path(corpus_dir), loads=loads)
-        if paths is not None:
-            art.notes.extend(set_notes)
+        art = cls(corpus=corpus, bm25=None, corpus_dir=Path(corpus_dir), loads=loads, paths=paths)
+        art.notes.extend(set_notes)
 
         failures: list[tuple[str, Exception]] = []  # without degrade: every part that failed, said at once
 
@@ -117,22 +117,22 @@ class Artifacts:
                 art.fixes["graph"] = "rebuild the corpus with court_considerations.csv, then the graph"
                 log.warning("graph: left off (%s); %s", art.missing["graph"], art.fixes["graph"])
         if cfg.semantic.enabled:
-            part("semantic", lambda: art._load_dense(cfg, locate, model_path, cid))
+            part("semantic", lambda: art._load_dense(cfg, locate, paths.model, cid))
         if cfg.rerank.enabled:
-            part("reranker", lambda: art._load_reranker(cfg, model_path))
-        # through the resolver: the calibration this session wrote (`lexrag calibrate` without --artifacts), else an attached one
-        art._load_calibration(cfg, (lambda name: paths.built(name)) if paths is not None else locate, cid, part)
+            part("reranker", lambda: art._load_reranker(cfg, paths.model))
+        # the calibration this session wrote (`lexrag calibrate` without --artifacts), else an attached one
+        art._load_calibration(cfg, paths.built, cid, part)
         if cfg.llm.enabled:
             lc = cfg.llm
-            if paths is not None and not lc.replay_dirs:
+            if not lc.replay_dirs:
                 own = Path(llm_cache_dir(cfg, paths)).resolve()
                 art.cache_dirs = [f for f in paths.find_artifacts("llm_cache") if Path(f).resolve() != own]
             if lc.mode == "replay":
                 art.llm_replay = True
                 with contextlib.suppress(LexragError, OSError):
-                    art.model_paths["llm"] = model_path(lc.model, "llm.model")
+                    art.model_paths["llm"] = paths.model(lc.model, "llm.model")
             else:
-                part("llm", lambda: art._load_llm(cfg, model_path, degrade))
+                part("llm", lambda: art._load_llm(cfg, paths.model, degrade))
                 if "llm" in art.missing and (art.cache_dirs or lc.replay_dirs):
                     log.warning("no LLM folder: answering the LLM calls from the attached cache only (replay)")
                     art.llm_replay = True

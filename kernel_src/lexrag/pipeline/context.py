@@ -46,7 +46,7 @@ def _llm_client(cfg: Config, art: Artifacts, paths, ctx: Context):
             raise ArtifactError(f"llm.replay_dirs: {d} is not an LLM cache folder (a folder with params.json and "
                                 "cache.sqlite, as a live run's llm.cache_dir or the lexrag-llm-cache dataset holds)")
     readonly = [Path(p).expanduser() for p in cfg.llm.replay_dirs] or list(art.cache_dirs)
-    own = llm_cache_dir(cfg, paths)
+    own = llm_cache_dir(cfg, paths if paths is not None else art.paths)
     replay = cfg.llm.mode == "replay" or art.llm_replay
     if replay:
         if (own / "params.json").is_file() and own not in readonly:

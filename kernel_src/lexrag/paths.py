@@ -7,7 +7,9 @@ under the input root and outputs go to the working folder.  Kaggle mounts inputs
 <variation>/<version>/``; the resolver finds artifacts by their ``params.json``, models by their
 ``config.json`` (or ``modules.json``) and name, files by name, at any depth up to :data:`MAX_DEPTH`,
 in either layout, and names what it searched when something is missing.  Locally the folders come
-from the config (``paths.*``), else ``./data``, ``./artifacts`` and the current folder.
+from the config (``paths.*``), else ``./data``, ``./artifacts`` and the current folder; a run given
+one artifacts folder loads through :meth:`Paths.local` (every artifact at ``<folder>/<name>``), so
+a run loads through one resolver whichever way it was started (:func:`paths_for`).
 
 ``LEXRAG_KAGGLE_INPUT`` and ``LEXRAG_KAGGLE_WORKING`` move the two Kaggle roots (an emulated
 Kaggle run in the tests).  No other module names a Kaggle path.
@@ -21,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from lexrag.artifacts import corpus_id
 from lexrag.config import PathsConfig
 from lexrag.errors import ArtifactError, LexragError
 from lexrag.inputfiles import read_json_file
 from lexrag.modelpaths import find_model
 
-__all__ = ["on_kaggle", "Paths", "resolve_paths", "kaggle_input", "kaggle_working", "MAX_DEPTH", "walk_dirs"]
+__all__ = ["on_kaggle", "Paths", "resolve_paths", "paths_for", "kaggle_input", "kaggle_working", "MAX_DEPTH", "walk_dirs"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,15 @@ class Paths:
     artifacts_dir: Path
     working_dir: Path
     kaggle: bool
+
+    @classmethod
+    def local(cls, folder: str | Path, cfg: PathsConfig | None = None) -> "Paths":
+        """The resolver over one local artifacts folder (``--artifacts``, a notebook's
+        ``artifacts_dir``): each artifact at ``folder/<name>``, models where their setting names
+        them, the working folder from the config (else the current one)."""
+        cfg = cfg or PathsConfig()
+        return cls(input_dir=Path(cfg.input_dir or "data"), artifacts_dir=Path(folder),
+                   working_dir=Path(cfg.working_dir or "."), kaggle=False)
 
     @property
     def output_dir(self) -> Path:
@@ -168,8 +180,6 @@ class Paths:
         ``notes`` (for the run status).  Names no input holds are left out of the result
         (:meth:`artifact` then names them)."""
         notes = notes if notes is not None else []
-        from lexrag.index.build import corpus_id
-
         found = self._artifact_folders(names) if self.kaggle else {n: [] for n in names}
         if not self.kaggle or all(len(v) <= 1 for v in found.values()):
             return {n: v[0] for n, v in found.items() if v}
@@ -293,3 +303,9 @@ def resolve_paths(cfg: PathsConfig | None = None) -> Paths:
         artifacts = Path(cfg.artifacts_dir or "artifacts")
         working = Path(cfg.working_dir or ".")
     return Paths(input_dir=input_dir, artifacts_dir=artifacts, working_dir=working, kaggle=kaggle)
+
+
+def paths_for(artifacts_dir: str | Path | None, cfg: PathsConfig | None = None) -> Paths:
+    """The resolver a run loads through: the given artifacts folder, else the config's (on Kaggle
+    every attached input)."""
+    return Paths.local(artifacts_dir, cfg) if artifacts_dir else resolve_paths(cfg)
