@@ -23,7 +23,7 @@ from pathlib import Path
 
 import benchkit
 import numpy as np
-from synthetic import TextSampler, write_court_csv
+from lexrag.synthetic import TextSampler, write_court_csv
 
 
 def phase(name: str, work: Path, n: int) -> dict:

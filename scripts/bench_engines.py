@@ -98,8 +98,7 @@ def prepare(args) -> None:
     work = Path(args.work)
     art = work / "art"
     if not (art / "bm25" / "params.json").is_file():
-        sys.path.insert(0, str(HERE))
-        from synthetic import write_court_csv
+        from lexrag.synthetic import write_court_csv
 
         work.mkdir(parents=True, exist_ok=True)
         courts = work / "courts.csv"

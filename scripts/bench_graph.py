@@ -27,7 +27,7 @@ def phase(name: str, work: Path, n: int) -> dict:
 
     cfg = load_config(None, {"runtime.progress": False, **benchkit.overrides()})
     if name == "generate":
-        from synthetic import write_court_csv, write_laws_csv
+        from lexrag.synthetic import write_court_csv, write_laws_csv
 
         t0 = time.perf_counter()
         laws = write_laws_csv(work / "laws.csv", n_articles=max(n // 50, 500))

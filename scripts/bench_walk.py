@@ -34,7 +34,7 @@ def one(artifacts: Path, n: int, order: str) -> dict:
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.pipeline import run as walk_module
     from lexrag.queries import Query
-    from synthetic import TextSampler
+    from lexrag.synthetic import TextSampler
 
     cfg = load_config(None, {"runtime.progress": False, "statutes.enabled": True, "articles.enabled": True,
                              "feedback.enabled": True, "graph.enabled": True, "count.method": "elbow"})

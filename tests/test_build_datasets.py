@@ -261,14 +261,13 @@ def test_a_build_of_the_demo_slice_matches_its_recorded_manifest(tmp_path):
 def test_a_dictionary_dataset_carries_its_sources_licence(tmp_path, manifest):
     """The dictionary dataset's metadata names the licence of the file it was built from (Ding's
     "other" for the demo's own file, which says MIT; FreeDict's GPL-3.0 for a dictd pair), not a fixed one."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_dictionary import _dictd
+    from lexrag.testing import write_dictd
 
     out = tmp_path / "ds"
     r = run("--manifest", manifest, "--out", out, "--only", "dictionary", "--dictionary", ROOT / "demo" / "dictionary_demo.txt")
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "dictionary" / "dataset-metadata.json").read_text())["licenses"] == [{"name": "other"}]
-    src = _dictd(tmp_path, [("street", "street /ipa/\nStrasse <fem>\n")])
+    src = write_dictd(tmp_path, [("street", "street /ipa/\nStrasse <fem>\n")])
     r = run("--manifest", manifest, "--out", tmp_path / "fd", "--only", "dictionary", "--dictionary", src)
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "fd" / "dictionary" / "dataset-metadata.json").read_text())["licenses"] == [{"name": "GPL-3.0"}]

@@ -10,6 +10,7 @@ import pytest
 
 from lexrag.errors import ArtifactError
 from lexrag.index.dictionary import Dictionary, build_dictionary, is_english
+from lexrag.testing import write_dictd
 
 DING = """# Version :: test 2026-12-02
 # a comment line
@@ -174,30 +175,8 @@ def test_the_glossary_wins_over_the_dictionary_and_names_the_act(dictionary):
     assert "Beschwerde" in out
 
 
-def _dictd(tmp_path, entries: list[tuple[str, str]]):
-    """A dictd dictionary (FreeDict's format) written here: ``name.index`` and ``name.dict.dz``."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
-    def b64(n: int) -> str:
-        out = ""
-        while True:
-            out, n = digits[n % 64] + out, n // 64
-            if n == 0:
-                return out
-
-    data, index = b"", []
-    for head, body in [("00-database-info", "00-database-info\nEdition: test-1\n"), *entries]:
-        text = body.encode("utf-8")  # an entry starts with its headword line
-        index.append(f"{head}\t{b64(len(data))}\t{b64(len(text))}")
-        data += text
-    (tmp_path / "en-de.index").write_text("\n".join(index) + "\n", encoding="utf-8")
-    (tmp_path / "en-de.dict.dz").write_bytes(gzip.compress(data))
-    return tmp_path / "en-de.index"
-
-
 def test_a_freedict_dictd_dictionary_builds_the_same_kind_of_artifact(tmp_path):
-    src = _dictd(tmp_path, [
+    src = write_dictd(tmp_path, [
         ("pre-trial detention", "pre-trial detention /ipa/\nUntersuchungshaft <fem> [jur.]\n see: {remand}\n"),
         ("objection", "objection /ipa/\nBeanstandung <fem>, Missfallen <neut>\n"),
         ("objection", "objection /ipa/\nEinwand <masc>, Einspruch <masc>, Einsprache <fem> [Schw.] [jur.]\n   Note: gegen etw., Anfechtung <fem>\n"),
@@ -220,8 +199,8 @@ def test_misaligned_lines_and_an_index_of_other_data_are_counted_and_refused(tmp
     src.write_text(DING, encoding="utf-8")
     d = build_dictionary(src, tmp_path / "d")
     assert d.doc["skipped"] == {"misaligned lines": 1}  # "A | B :: misaligned" is counted, not silently dropped
-    good = _dictd(tmp_path / "a", [("street", "street /ipa/\nStrasse <fem>\n"), ("contract", "contract /ipa/\nVertrag <masc>\n")])
-    other = _dictd(tmp_path / "b", [("damages", "damages /ipa/\nSchadenersatz <masc>\n"), ("debtor", "debtor /ipa/\nSchuldner <masc>\n")])
+    good = write_dictd(tmp_path / "a", [("street", "street /ipa/\nStrasse <fem>\n"), ("contract", "contract /ipa/\nVertrag <masc>\n")])
+    other = write_dictd(tmp_path / "b", [("damages", "damages /ipa/\nSchadenersatz <masc>\n"), ("debtor", "debtor /ipa/\nSchuldner <masc>\n")])
     (tmp_path / "b" / "en-de.index").write_bytes((tmp_path / "a" / "en-de.index").read_bytes())  # the index of other data
     with pytest.raises(ArtifactError, match="index lines point outside their entries"):
         build_dictionary(other, tmp_path / "x")

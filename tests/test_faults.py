@@ -447,8 +447,7 @@ def test_evaluate_piped_into_head_ends_quietly(tmp_path):
 
 
 def _synthetic_courts(path: Path, n: int) -> Path:
-    sys.path.insert(0, str(ROOT / "scripts"))  # the benchmarks' generator of court considerations
-    from synthetic import write_court_csv
+    from lexrag.synthetic import write_court_csv
 
     return write_court_csv(path, n, seed=3)
 
@@ -1860,9 +1859,13 @@ def test_quality_checks_every_option_before_it_builds(tmp_path):
 def test_build_datasets_on_a_full_disk_is_one_line_naming_the_folder(tmp_path, monkeypatch, capsys):
     import errno
 
-    sys.path.insert(0, str(ROOT))
-    import build_datasets
+    import importlib.util
+
     import lexrag.kaggle.datasets as datasets
+
+    spec = importlib.util.spec_from_file_location("build_datasets", ROOT / "build_datasets.py")  # the script under test
+    build_datasets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_datasets)
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")

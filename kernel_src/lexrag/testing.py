@@ -3,13 +3,15 @@ saved as ordinary model folders so lexrag's real loaders read them (``make_tiny_
 ``make_tiny_reranker``, ``make_tiny_llm``).  The test suite, the benchmarks and
 ``python -m lexrag.gpu_check`` build them; they need ``tokenizers``, ``transformers`` and
 (for the encoder) ``sentence-transformers``.  Random weights generate nonsense: they check that
-a path runs, never quality.  Nothing here is ever committed as weights."""
+a path runs, never quality.  Nothing here is ever committed as weights.  Also a tiny FreeDict
+dictionary (``write_dictd``); synthetic court considerations are in :mod:`lexrag.synthetic`."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
-__all__ = ["SENTENCES", "CHAT_TEMPLATE", "make_tiny_encoder", "make_tiny_reranker", "make_tiny_llm"]
+__all__ = ["SENTENCES", "CHAT_TEMPLATE", "make_tiny_encoder", "make_tiny_reranker", "make_tiny_llm", "write_dictd"]
 
 SENTENCES = [
     "Der Vermieter muss die Mietsache in gebrauchstauglichem Zustand übergeben.",
@@ -133,3 +135,27 @@ def make_tiny_llm(folder: str | Path, arch: str = "qwen2", seed: int = 0, hidden
         raise ValueError(arch)
     model.save_pretrained(folder)
     return folder
+
+
+def write_dictd(folder, entries: list[tuple[str, str]]) -> Path:
+    """A dictd dictionary (FreeDict's format) of ``entries`` (headword, entry text) written into
+    ``folder``: ``en-de.index`` and ``en-de.dict.dz``; returns the index file."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+    def b64(n: int) -> str:
+        out = ""
+        while True:
+            out, n = digits[n % 64] + out, n // 64
+            if n == 0:
+                return out
+
+    data, index = b"", []
+    for head, body in [("00-database-info", "00-database-info\nEdition: test-1\n"), *entries]:
+        text = body.encode("utf-8")  # an entry starts with its headword line
+        index.append(f"{head}\t{b64(len(data))}\t{b64(len(text))}")
+        data += text
+    (folder / "en-de.index").write_text("\n".join(index) + "\n", encoding="utf-8")
+    (folder / "en-de.dict.dz").write_bytes(gzip.compress(data))
+    return folder / "en-de.index"
