@@ -12,6 +12,7 @@ then: it is not parsed against today's code."""
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import runpy
 import shlex
@@ -137,3 +138,17 @@ def test_a_wrong_option_or_a_missing_argument_is_caught(monkeypatch):
     assert _parse("scripts/bench_inference.py", [], True, monkeypatch) is None  # "..." stands for what is left out
     assert _argv("python -m lexrag build --laws L [--courts C | --no-courts] ... --out A  # comment") == \
         ("lexrag", ["build", "--laws", "L", "--courts", "C", "--out", "A"], True)
+
+
+def test_the_readme_python_example_runs(demo_artifacts, capsys):
+    """The README's Python example, run as written over the demo artifacts."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 1, "the README has one Python example"
+    code = blocks[0].replace('"out/demo/artifacts"', repr(str(demo_artifacts)))
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.strip()
+    from lexrag.index.corpus import Corpus
+
+    cited = ast.literal_eval(printed)
+    assert len(cited) == 3 and not Corpus(demo_artifacts / "corpus").lacks(cited)
