@@ -227,3 +227,30 @@ def test_no_import_circle():
 
     circles = sorted(m for m in graph if m in reach(m))
     assert not circles, circles
+
+
+@pytest.mark.parametrize("name", sorted(s.name for s in registered_stages()))
+def test_every_registered_stage_keeps_the_contract(name, demo_artifacts):
+    """What every stage promises, checked on each built-in one: its declarations (phase, signals
+    registered, the loaded parts it needs, each with a fix the run status can give), an answer of
+    its phase's shape for a batch of no queries (without loading a model), and one enabled() verdict."""
+    from lexrag.eval.status import FIXES
+    from lexrag.pipeline.context import make_context
+    from lexrag.pipeline.run import _merge
+    from lexrag.signals import known_signals
+    from lexrag.stages.base import PARTS, BatchState
+
+    stage = next(s for s in registered_stages() if s.name == name)
+    assert isinstance(stage.phase, Phase) and isinstance(stage.essential, bool)
+    assert isinstance(stage.signals, tuple) and set(stage.signals) <= set(known_signals())
+    assert isinstance(stage.needs, tuple) and set(stage.needs) <= set(PARTS) and set(stage.needs) <= set(FIXES)
+    cfg = load_config("exam", {"runtime.progress": False})
+    art = Artifacts.load(demo_artifacts, cfg, degrade=True)  # what the demo lacks (the prior) is left out
+    on = stage.enabled(cfg, art)
+    assert on in (True, False)
+    if not on:  # run is only called on an enabled stage (the LLM stages, the ranker: their parts are not in the demo)
+        return
+    batch = BatchState([])
+    out = stage.run(batch, make_context(cfg, art))
+    _merge(batch, stage, out, len(art.corpus))  # the shape its phase takes, or a StageError naming the stage
+    assert not any(r.hits for r in batch.signals.values()) and not batch.final

@@ -53,10 +53,15 @@ __all__ = [
     "STAGE_ORDER",
     "check_degrade_order",
     "RETRIEVAL_PHASES",
+    "PARTS",
     "OptionalBM25Stage",
 ]
 
 log = logging.getLogger(__name__)
+
+
+# the loaded parts a stage may need (``Stage.needs``): what Artifacts.load can leave missing
+PARTS = ("bm25", "semantic", "graph", "prior", "ranker", "dictionary", "reranker", "llm", "calibration")
 
 
 class Phase(IntEnum):
@@ -79,9 +84,7 @@ class Stage(Protocol):
     phase: Phase
     essential: bool
     signals: tuple[str, ...]  # signal names it may emit (registered for config validation)
-    # optional: the loaded parts it needs (``bm25``, ``semantic``, ``graph``, ``prior``, ``reranker``,
-    # ``llm``), so a run can say which stages a missing part turned off
-    # needs: tuple[str, ...]
+    needs: tuple[str, ...]  # the loaded parts it reads (of PARTS), so a run says which stages a missing part turned off
 
     def enabled(self, cfg: "Config", art: Any) -> bool: ...
 
@@ -229,6 +232,9 @@ def register_stage(stage: Stage, replace: bool = False) -> Stage:
             raise StageError(f"stage {stage!r} has no {attr!r}; see lexrag.stages.base.Stage")
     if not isinstance(stage.phase, Phase):
         raise StageError(f"stage {stage.name!r}: phase must be a lexrag.stages.base.Phase, got {stage.phase!r}")
+    needs = getattr(stage, "needs", ())
+    if not isinstance(needs, tuple) or not set(needs) <= set(PARTS):
+        raise StageError(f"stage {stage.name!r}: needs must be a tuple of loaded parts ({', '.join(PARTS)}), got {needs!r}")
     if stage.name in _STAGES and not replace:
         raise StageError(f"a stage named {stage.name!r} is already registered (pass replace=True)")
     for s in stage.signals:

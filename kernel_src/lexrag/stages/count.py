@@ -211,6 +211,7 @@ class Count:
     phase = Phase.COUNT
     essential = True
     signals = ()
+    needs: tuple[str, ...] = ()
     uses = ("calibration",)  # read by count.method=adaptive (its n_cal term); the artifacts record it missing then
 
     def enabled(self, cfg, art) -> bool:

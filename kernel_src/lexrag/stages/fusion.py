@@ -101,6 +101,7 @@ class SeedFusion:
     phase = Phase.SEED_FUSION
     essential = True
     signals = ()
+    needs: tuple[str, ...] = ()
 
     def enabled(self, cfg, art) -> bool:
         return art.graph is not None or art.prior is not None
@@ -118,6 +119,7 @@ class Fusion:
     phase = Phase.FUSION
     essential = True
     signals = ()
+    needs: tuple[str, ...] = ()
 
     def enabled(self, cfg, art) -> bool:
         return True

@@ -40,6 +40,7 @@ class CitationSeeds:
     phase = Phase.CONTENT
     essential = True
     signals = ("citation_seeds",)
+    needs: tuple[str, ...] = ()
 
     def enabled(self, cfg, art) -> bool:
         return cfg.seeds.enabled
