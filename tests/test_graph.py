@@ -264,3 +264,16 @@ def test_graph_without_links_has_singleton_communities(tmp_path):
     assert g.adj.nnz == 0 and len(set(g.communities[0])) == g.n == 3
     nodes, w = seed_vector(g, [(0, 1.0)])
     assert community_members(g, nodes, w, level=0) == []
+
+
+def test_a_graph_build_without_its_extra_names_the_pip_extra(tmp_path, monkeypatch, demo_artifacts):
+    import lexrag.errors
+    from lexrag.errors import ArtifactError
+    from lexrag.index.corpus import Corpus
+    from lexrag.index.graph import build_graph
+
+    real = lexrag.errors.installed
+    monkeypatch.setattr(lexrag.errors, "installed", lambda m: m != "leidenalg" and real(m))
+    with pytest.raises(ArtifactError, match=r"needs leidenalg, which is not installed: pip install 'lexrag\[graph\]'"):
+        build_graph(Corpus(demo_artifacts / "corpus"), tmp_path / "graph")
+    assert not (tmp_path / "graph").exists()

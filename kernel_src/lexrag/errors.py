@@ -19,6 +19,8 @@ __all__ = [
     "LLMOutputError",
     "ReplayMissError",
     "StageError",
+    "installed",
+    "require",
 ]
 
 
@@ -63,6 +65,24 @@ class OutputError(LexragError, OSError):
 
 class StageError(LexragError, RuntimeError):
     """A stage that breaks the protocol (unknown phase, duplicate name, bad output)."""
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (looked up, not imported: torch-sized libraries stay unloaded)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module set to None in sys.modules
+        return False
+
+
+def require(what: str, extra: str, *modules: str, error: type[LexragError] = ModelLoadError) -> None:
+    """Raise ``error`` naming the pip extra to install when a library ``what`` needs is missing."""
+    missing = [m for m in modules if not installed(m)]
+    if missing:
+        raise error(f"the {what} needs {', '.join(missing)}, which is not installed: pip install 'lexrag[{extra}]' "
+                    "(on Kaggle: attach the lexrag-wheels dataset, whose install cell adds it)")
 
 
 def short(value: "object", width: int = 80) -> str:

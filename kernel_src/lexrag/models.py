@@ -24,7 +24,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
-from lexrag.errors import ModelLoadError
+from lexrag.errors import ModelLoadError, require
 
 __all__ = ["resolve_device", "usable_gpus", "model_id", "load_encoder", "load_cross_encoder", "load_causal_lm", "CausalLM",
            "ModelPool", "release_memory"]
@@ -111,21 +111,11 @@ def _clip_to_positions(name: str, setting: str, wanted: int, config: dict) -> in
     return wanted
 
 
-def _require(what: str, extra: str, *modules: str) -> None:
-    """A :class:`ModelLoadError` naming the pip extra to install when a library ``what`` needs is missing."""
-    import importlib.util
-
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if missing:
-        raise ModelLoadError(f"the {what} needs {', '.join(missing)}, which is not installed: pip install 'lexrag[{extra}]' "
-                             "(on Kaggle: attach the lexrag-wheels dataset, whose install cell adds it)")
-
-
 def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True, max_seq: int = 256):
     """A SentenceTransformer from a local folder, fp16 on GPU; ``max_seq`` clipped to the model's
     positions (with a warning)."""
     path = _folder(model_path, "encoder", "semantic.model")
-    _require("encoder (semantic.model)", "semantic", "torch", "sentence_transformers")
+    require("encoder (semantic.model)", "semantic", "torch", "sentence_transformers")
     from sentence_transformers import SentenceTransformer
 
     device = resolve_device(device)
@@ -144,7 +134,7 @@ def load_cross_encoder(model_path: str | Path, device: str = "auto", max_length:
     """A sentence-transformers CrossEncoder from a local folder, fp16 on GPU; ``max_length`` clipped
     to the model's positions (with a warning), read from the folder's config.json."""
     path = _folder(model_path, "reranker", "rerank.model")
-    _require("reranker (rerank.model)", "semantic", "torch", "sentence_transformers")
+    require("reranker (rerank.model)", "semantic", "torch", "sentence_transformers")
     from sentence_transformers import CrossEncoder
 
     device = resolve_device(device)
@@ -261,7 +251,7 @@ def load_causal_lm(model_path: str | Path, quantization: str = "nf4", device: st
     7B model fits one T4, leaving the other GPU to the encoder, the reranker and the index);
     ``cuda`` or ``auto`` spread it over all usable GPUs."""
     path = _folder(model_path, "LLM", "llm.model")
-    _require("LLM (llm.model)", "llm", "torch", "transformers")
+    require("LLM (llm.model)", "llm", "torch", "transformers")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

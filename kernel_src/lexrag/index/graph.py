@@ -282,8 +282,10 @@ def build_graph(
     ``workers``: processes that read and search the court texts (0: one per core, at most 8); the
     graph is the same for any number.  ``leiden``: who finds the finest communities
     (:func:`leiden_levels`)."""
+    from lexrag.errors import ArtifactError, require
     from lexrag.index.corpus import CORPUS_FILE
 
+    require("graph build (Leiden communities)", "graph", "igraph", "leidenalg", error=ArtifactError)  # before any work
     t0 = time.perf_counter()
     node_id: dict[str, int] = {}
     kinds: list[int] = []
