@@ -4,7 +4,7 @@ It runs before lexrag is importable, so it is shipped twice: in the package and,
 ``lexrag_install.py``, at the top of the lexrag-wheels dataset, where a notebook's first cells find
 it with one recursive glob.  Steps, each from the wheels folder with ``pip --no-index``:
 
-1. ``lexrag`` itself with its core dependencies (BM25, graph): required;
+1. ``lexrag`` itself with its core dependencies (BM25) and its ``graph`` extra: required;
 2. FAISS: ``faiss-gpu-cu12`` when a GPU of compute capability >= 7.0 is present (Kaggle's cu128
    torch has no kernels for a P100's sm_60), else ``faiss-cpu``; a failed GPU build falls back
    to the CPU one;
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if wheels is None:
         print(f"lexrag-install: no lexrag wheel under {args.input}: attach the lexrag-wheels dataset")
         return 1
-    ok, msg = _pip(wheels, "lexrag")
+    ok, msg = _pip(wheels, "lexrag[graph]")  # the graph build's igraph and leidenalg are in the wheels dataset
     print(f"lexrag-install: lexrag from {wheels}: {'ok' if ok else 'FAILED'}")
     if not ok:
         print(msg)
