@@ -396,3 +396,36 @@ def test_final_without_a_locked_split_or_with_a_malformed_one_is_refused(tmp_pat
     (data / "dev.csv").write_text("query_id,query,gold_citations,course\nq1,Frage,Art. 1 OR,A\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="--final needs the locked split"):
         run_experiment([parse_variant("lexical")], data, tmp_path / "art", tune_on="dev.csv", others=(), final=True, locked={})
+
+
+def test_a_saved_run_is_read_back_and_re_fused_to_the_same_order(tmp_path, demo_artifacts, demo_queries):
+    import subprocess
+    import sys
+
+    from lexrag.config import load_config
+    from lexrag.eval.validation import read_run_file, validate_run
+    from lexrag.pipeline import Artifacts
+
+    cfg = load_config(None, {"runtime.progress": False, "graph.enabled": True})
+    _, result = validate_run(cfg, Artifacts.load(demo_artifacts, cfg), demo_queries, tmp_path / "v")
+    run = read_run_file(tmp_path / "v" / "signals.parquet")
+    assert run.predictions == result.predictions
+    assert {r.signal for r in run.signals} == {r.signal for r in result.signals}
+    assert run.current.signal == result.current.signal and run.current.hits == result.current.hits
+    # another process re-fuses the saved signals with the run's config: the order the run fused
+    code = ("import json, sys\nfrom lexrag.config import load_config\nfrom lexrag.eval.validation import read_run_file\n"
+            "from lexrag.stages.fusion import fuse\n"
+            "cfg = load_config(None, {'graph.enabled': True})\nrun = read_run_file(sys.argv[1])\n"
+            "qids = sorted(run.fused.hits)\n"
+            "f = fuse(run.signals, cfg, qids, cfg.fusion.boost)\n"
+            "print(json.dumps({q: [d for d, _ in f.hits[q]] for q in qids}))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "v" / "signals.parquet")], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    refused = json.loads(out.strip().splitlines()[-1])
+    assert refused == {q: [d for d, _ in h] for q, h in result.fused.hits.items()}
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"not parquet")
+    from lexrag.errors import CsvInputError
+
+    with pytest.raises(CsvInputError, match="bad.parquet: not a run file"):
+        read_run_file(bad)
