@@ -19,12 +19,12 @@ from pathlib import Path
 import lexrag.stages.statutes as statutes
 from lexrag.citations import law_codes
 from lexrag.config import load_config
-from lexrag.eval.cv import grouped_folds, read_groups
+from lexrag.eval.cv import grouped_folds, held_out_artifacts, read_groups, refits_prior
 from lexrag.eval.experiment import held_out_runs
 from lexrag.eval.variants import GPU_STAGES_OFF
 from lexrag.eval.experiment_cli import experiment_args
 from lexrag.eval.metrics import evaluate
-from lexrag.pipeline import Artifacts
+from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
 
 
@@ -38,13 +38,18 @@ def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) 
     qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
     groups = read_groups(tune_file)
     ranked: dict = {}
-    real = statutes.statute_codes
-    try:
-        def oracle_for(q):  # the oracle knows whose gold to read: one query at a time
-            statutes.statute_codes = lambda det, text, sc, prior=None, query_id=None, _q=q: law_codes(gold[_q])[: sc.max_codes]
-
-        for fold, _, res in held_out_runs(cfg, art, qs, gold, grouped_folds(list(gold), groups), before=oracle_for if oracle else None):
+    if not oracle:
+        for fold, _, res in held_out_runs(cfg, art, qs, gold, grouped_folds(list(gold), groups)):
             ranked.update({q: res.ranked[q] for q in fold})
+        return gold, ranked
+    texts = {q: x.text for q, x in qs.items()}
+    real = statutes.statute_codes
+    try:  # the oracle knows whose gold to read: each fold's queries one at a time over its held-out artifacts
+        for fold in grouped_folds(list(gold), groups):
+            fart = held_out_artifacts(art, cfg, gold, texts, set(fold)) if refits_prior(art, cfg) else art
+            for q in fold:
+                statutes.statute_codes = lambda det, text, sc, prior=None, query_id=None, _q=q: law_codes(gold[_q])[: sc.max_codes]
+                ranked[q] = run_pipeline([qs[q]], fart, cfg).ranked[q]
     finally:
         statutes.statute_codes = real
     return gold, ranked

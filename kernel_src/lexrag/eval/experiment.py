@@ -65,31 +65,22 @@ KS = tuple(range(1, 31))  # the counts a nested choice picks from
 # --- held-out rankings: the one place a fold is ranked without its own gold ---------------------
 
 def held_out_runs(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold: Mapping[str, Sequence[str]],
-                  folds: Sequence[Sequence[str]], cache: SignalCache | None = None, also_exclude: Sequence[str] = (),
-                  before: Callable[[str], None] | None = None) -> Iterator[tuple[list[str], Artifacts, RunResult]]:
+                  folds: Sequence[Sequence[str]], cache: SignalCache | None = None,
+                  also_exclude: Sequence[str] = ()) -> Iterator[tuple[list[str], Artifacts, RunResult]]:
     """Each fold of ``folds`` ranked with the prior and learned statute model refitted on the gold
     of ``gold``'s other queries (minus ``also_exclude``): yields (fold, its artifacts, its run).
     When ``cfg`` reads no prior the artifacts are used as loaded, in one run over every fold.
-    ``queries``: query id -> QueryState; ``before(qid)``: run the queries one at a time, calling
-    it before each (an oracle that reads the query's gold)."""
+    ``queries``: query id -> QueryState."""
     texts = {q: x.text for q, x in queries.items()}
     if not refits_prior(art, cfg):
-        every = [q for f in folds for q in f]
-        if before is None:
-            res = run_pipeline([queries[q] for q in every], art, cfg, cache=cache)
-            for f in folds:
-                yield list(f), art, res
-            return
-        folds = [every]
+        res = run_pipeline([queries[q] for f in folds for q in f], art, cfg, cache=cache)
+        for f in folds:
+            yield list(f), art, res
+        return
     for fold in folds:
         fart = held_out_artifacts(art, cfg, gold, texts, set(fold) | set(also_exclude))
-        if before is None:
-            res = run_pipeline([queries[q] for q in fold], fart, cfg, cache=cache)
-            yield list(fold), fart, res
-        else:
-            for q in fold:
-                before(q)
-                yield [q], fart, run_pipeline([queries[q]], fart, cfg, cache=cache)
+        res = run_pipeline([queries[q] for q in fold], fart, cfg, cache=cache)
+        yield list(fold), fart, res
         if cache is not None and fart is not art:
             cache.store.clear()  # keyed by the refitted prior: never reused, so not kept (the BM25 texts are)
 
