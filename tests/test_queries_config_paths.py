@@ -355,3 +355,12 @@ def test_a_run_given_an_artifacts_folder_loads_through_the_local_resolver(tmp_pa
     assert art.paths == local and art.corpus_dir == demo_artifacts / "corpus"
     # the run's own LLM cache follows paths.working_dir with --artifacts too (it once stayed in ./llm_cache)
     assert llm_cache_dir(cfg, art.paths) == tmp_path / "work" / "llm_cache"
+
+
+def test_a_config_key_that_moved_section_is_named_with_its_new_place():
+    from lexrag.config import load_config
+    from lexrag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"graph.preference_variants is now query.preference_variants"):
+        load_config(None, {"graph.preference_variants": ["query"]})
+    assert load_config(None, {"query.preference_variants": ["query"]}).query.preference_variants == ["query"]

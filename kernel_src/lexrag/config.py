@@ -186,7 +186,7 @@ class Config:
                                   f"search ({', '.join(VARIANTS)}) or set {section}.enabled=false")
         check_variant_names(self.lexical.variants, "lexical.variants")
         check_variant_names(self.semantic.variants, "semantic.variants")
-        check_variant_names(self.graph.preference_variants, "graph.preference_variants")
+        check_variant_names(self.query.preference_variants, "query.preference_variants")
         check_task_names(self.llm.tasks, "llm.tasks")
         self._check_runtime_stages()
         if self.llm.enabled and not self.llm.model:
@@ -242,12 +242,19 @@ def _check_type(path: str, value: Any, tp: Any) -> Any:
     return value
 
 
+# keys that moved to another section: a config written for the old place is told the new one
+MOVED = {"graph.preference_variants": "query.preference_variants"}
+
+
 def _merge(obj: Any, data: Mapping[str, Any], prefix: str) -> None:
     hints = typing.get_type_hints(type(obj))
     names = {f.name for f in dataclasses.fields(obj)}
     for key, value in data.items():
         path = f"{prefix}{key}"
         if key not in names:
+            moved = MOVED.get(path)
+            if moved:
+                raise ConfigError(f"config key {path} is now {moved}: rename it in the config (or --set {moved}=...)")
             raise ConfigError(f"unknown config key {short(path)}; known: {', '.join(sorted(names))}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):

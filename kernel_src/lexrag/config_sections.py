@@ -186,10 +186,6 @@ class GraphConfig:
         "graph signals switched on (popular -- the question's BM25 hits weighted by how often the court cites them -- is off: "
         "110 court considerations cannot measure it here)",
     )
-    preference_variants: list = _f(
-        ["de", "dict_de", "query"],
-        "which consideration or paragraph of a graph node is emitted: the one BM25 scores best for the first of these variants the query has",
-    )
 
 
 @dataclass
@@ -265,6 +261,10 @@ class LLMConfig:
 @dataclass
 class QueryConfig:
     max_chars: int = _f(20_000, "longer queries are truncated (with a warning naming the query)", range=(1, None))
+    preference_variants: list = _f(
+        ["de", "dict_de", "query"],
+        "the text the BM25 re-searches read (statutes, articles, feedback, a graph node's best consideration or paragraph): the first of these variants the query has",
+    )
 
 
 @dataclass

@@ -70,7 +70,7 @@ class QueryState:
         return v.text if v else None
 
     def preferred_text(self, variants) -> str:
-        """The first of ``variants`` this query has, else its own text (``graph.preference_variants``:
+        """The first of ``variants`` this query has, else its own text (``query.preference_variants``:
         the German translation before the English question, since German text is found by German words)."""
         for name in variants:
             t = self.variant(name)

@@ -41,14 +41,14 @@ def expansion_terms(index, texts: list[str], question_tokens: set[str], n_terms:
 
 class Feedback(OptionalBM25Stage):
     name = "feedback"
-    reads = ("feedback", "lexical", "graph")  # config sections its output depends on (the signal cache keys on them; graph: preference_variants)
+    reads = ("feedback", "lexical", "query")  # config sections its output depends on (the signal cache keys on them; query: preference_variants)
     signals = ("bm25_prf",)
 
     def run(self, batch, ctx):
         fc, lc, art = ctx.cfg.feedback, ctx.cfg.lexical, ctx.art
         out = Ranking("bm25_prf", "lexical")
         for q in batch.queries:
-            text = q.preferred_text(ctx.cfg.graph.preference_variants)
+            text = q.preferred_text(ctx.cfg.query.preference_variants)
             ids, _ = art.bm25.query_search(text, lc, fc.docs)
             if len(ids) == 0:
                 continue

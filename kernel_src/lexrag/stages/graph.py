@@ -17,7 +17,7 @@ class GraphSignals:
     """PPR, HITS, bibliographic coupling, co-citation, community members and siblings."""
 
     name = "graph"
-    reads = ("graph", "lexical")  # config sections its output depends on (the signal cache keys on them)
+    reads = ("graph", "lexical", "query")  # config sections its output depends on (the signal cache keys on them)
     family = "graph"
     phase = Phase.GRAPH
     essential = False
@@ -43,7 +43,7 @@ class GraphSignals:
             return
         on = {s for s in GRAPH_SIGNALS if gc.signals.get(s, True)}
         nodes, w = gs.seed_vector(g, seeds, gc.seed_k)
-        pref = (art.bm25.query_scores(q.preferred_text(gc.preference_variants), cfg.lexical)
+        pref = (art.bm25.query_scores(q.preferred_text(cfg.query.preference_variants), cfg.lexical)
                 if art.bm25 is not None and cfg.lexical.enabled else None)  # lexical off: nothing of BM25 leaks in
 
         def docs(node_hits):

@@ -287,7 +287,7 @@ def detector_for(corpus) -> StatuteDetector:
 
 class Statutes(OptionalBM25Stage):
     name = "statutes"
-    reads = ("statutes", "lexical", "prior", "graph")  # config sections its output depends on (the signal cache keys on them; graph: preference_variants)
+    reads = ("statutes", "lexical", "prior", "query")  # config sections its output depends on (the signal cache keys on them; query: preference_variants)
     signals = ("bm25_statute", "bm25_statute_agreed")
 
     def run(self, batch, ctx):
@@ -301,7 +301,7 @@ class Statutes(OptionalBM25Stage):
             codes = statute_codes(det, text, sc, predicted=predicted)
             if not codes and not (sc.agree > 0 and sc.learned and art.prior is not None):
                 continue  # nothing named, nothing to agree on: no BM25 pass
-            scores = art.bm25.query_scores(q.preferred_text(ctx.cfg.graph.preference_variants), lc)
+            scores = art.bm25.query_scores(q.preferred_text(ctx.cfg.query.preference_variants), lc)
             if scores is None:
                 continue
             for ranking, these, k in ((out, codes, sc.top_k),
@@ -352,7 +352,7 @@ class Articles(OptionalBM25Stage):
     a strong article brings its key-only paragraphs too."""
 
     name = "articles"
-    reads = ("articles", "lexical", "graph")  # graph: preference_variants
+    reads = ("articles", "lexical", "query")  # query: preference_variants
     signals = ("bm25_article",)
 
     def run(self, batch, ctx):
@@ -360,7 +360,7 @@ class Articles(OptionalBM25Stage):
         index = _ARTICLES.get(art.corpus) or _ARTICLES.setdefault(art.corpus, _ArticleIndex(art.corpus))
         out = Ranking("bm25_article", "lexical")
         for q in batch.queries:
-            scores = art.bm25.query_scores(q.preferred_text(ctx.cfg.graph.preference_variants), lc)
+            scores = art.bm25.query_scores(q.preferred_text(ctx.cfg.query.preference_variants), lc)
             if scores is None:
                 continue
             a = article_scores(index, scores, ac.sum_weight)
