@@ -184,7 +184,7 @@ class GraphConfig:
     signals: dict = _f(
         {name: name != "popular" for name in GRAPH_SIGNALS},
         "graph signals switched on (popular -- the question's BM25 hits weighted by how often the court cites them -- is off: "
-        "110 court considerations cannot measure it here)",
+        "unmeasured, see docs/results.md)",
     )
 
 
