@@ -50,7 +50,7 @@ from lexrag.eval.metrics import evaluate
 from lexrag.index.corpus import Corpus
 from lexrag.pipeline import Artifacts
 from lexrag.queries import load_gold, load_queries
-from lexrag.stages.statutes import detector_for, predicted_codes
+from lexrag.index.statutes import detector_for, predicted_codes
 from scipy.optimize import minimize
 from scipy.stats import spearmanr
 

@@ -36,7 +36,7 @@ from lexrag.index.corpus import Corpus
 from lexrag.index.bm25_build import build_bm25
 from lexrag.index.lexical import BM25Index
 from lexrag.queries import load_gold, load_queries
-from lexrag.stages.statutes import detector_for
+from lexrag.index.statutes import detector_for
 
 DEPTH = 300
 

@@ -48,7 +48,7 @@ def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) 
         for fold in grouped_folds(list(gold), groups):
             fart = held_out_artifacts(art, cfg, gold, texts, set(fold)) if refits_prior(art, cfg) else art
             for q in fold:
-                statutes.statute_codes = lambda det, text, sc, prior=None, query_id=None, _q=q: law_codes(gold[_q])[: sc.max_codes]
+                statutes.statute_codes = lambda det, text, sc, *a, _q=q, **k: law_codes(gold[_q])[: sc.max_codes]
                 ranked[q] = run_pipeline([qs[q]], fart, cfg).ranked[q]
     finally:
         statutes.statute_codes = real

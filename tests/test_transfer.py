@@ -8,7 +8,7 @@ import pytest
 from lexrag.config import ConfigError, load_config
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import QueryState, load_queries
-from lexrag.stages.statutes import StatuteDetector
+from lexrag.index.statutes import StatuteDetector
 
 from conftest import DEMO
 
@@ -108,7 +108,7 @@ def test_the_vote_reports_the_code_the_best_law_hits_agree_on():
 
 def test_statute_codes_puts_named_codes_before_the_learned_ones_and_caps_them():
     from lexrag.index.prior import TrainingPrior
-    from lexrag.stages.statutes import statute_codes
+    from lexrag.index.statutes import statute_codes
 
     det = StatuteDetector(["OR", "ZGB", "StGB"], frozenset({"OR", "ZGB", "StGB"}), {"strafgesetzbuch": "StGB"})
     prior = TrainingPrior({"t1": ["Art. 271 OR"], "t2": ["Art. 114 ZGB"]},
@@ -220,7 +220,7 @@ def test_the_ceilings_show_where_f1_at_three_is_lost():
 
 def test_agreed_codes_are_the_named_ones_and_those_the_vote_and_the_learned_model_both_rank_high():
     from lexrag.index.prior import TrainingPrior
-    from lexrag.stages.statutes import agreed_codes
+    from lexrag.index.statutes import agreed_codes
 
     #                  0     1      2      3       4
     det = StatuteDetector(["OR", "OR", "ZGB", "StGB", ""], frozenset({"OR", "ZGB", "StGB"}), {"strafgesetzbuch": "StGB"})

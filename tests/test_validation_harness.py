@@ -230,7 +230,7 @@ def test_the_score_checker_passes_the_demo_and_fails_a_regression(tmp_path):
 
 def test_statute_detection_reads_abbreviations_and_names_from_the_corpus(demo_artifacts, demo_queries):
     from lexrag.index.corpus import Corpus
-    from lexrag.stages.statutes import detector_for
+    from lexrag.index.statutes import detector_for
 
     corpus = Corpus(demo_artifacts / "corpus")
     det = detector_for(corpus)
@@ -280,7 +280,7 @@ def test_article_ranking_scores_articles_from_their_paragraphs(demo_artifacts, d
     import numpy as np
 
     from lexrag.index.corpus import Corpus
-    from lexrag.stages.statutes import _ArticleIndex, article_scores
+    from lexrag.stages.articles import _ArticleIndex, article_scores
 
     corpus = Corpus(demo_artifacts / "corpus")
     index = _ArticleIndex(corpus)

@@ -8,6 +8,7 @@ seed fusion -> graph and prior -> fusion -> learned ranker -> rerank -> verify -
 
 from lexrag.stages import (  # noqa: F401
     agent,
+    articles,
     count,
     dictionary,
     feedback,

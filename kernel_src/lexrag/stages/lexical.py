@@ -5,7 +5,7 @@ from __future__ import annotations
 from lexrag.ranking import Ranking
 from lexrag.signals import VARIANTS
 from lexrag.stages.base import Phase, register_stage
-from lexrag.stages.statutes import detector_for
+from lexrag.index.statutes import detector_for
 
 __all__ = ["BM25Variants"]
 
