@@ -19,6 +19,7 @@ from lexrag.eval.status import run_status
 from lexrag.eval.submission import write_submission
 from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
+from lexrag.registry import ARTIFACTS
 from lexrag.ranking import Ranking
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,8 @@ STAGE_LABELS = {"bm25": "BM25", "citation_seeds": "citation seeds", "llm_seeds":
                 "rerank": "reranker", "rewrite": "LLM rewrite", "verify": "verification", "agent": "agentic loop",
                 "articles": "article ranking", "feedback": "feedback (PRF)", "ranker": "learned ranker"}
 # Artifacts field of each part a stage ``needs``
-_PARTS = {"bm25": "bm25", "graph": "graph", "prior": "prior", "semantic": "dense", "ranker": "ranker"}
+# loaded part -> the Artifacts attribute holding it: the registry's, and the dense index (semantic) it does not list
+_PARTS = {**{a.name: a.attr for a in ARTIFACTS if a.attr and a.name != "corpus"}, "semantic": "dense"}
 
 
 def _switch_sections(cfg: Config) -> list[str]:

@@ -143,7 +143,9 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
     from lexrag.outputs import check_outside_artifacts
 
     check_outside_artifacts(out, "--out", "build the artifacts into a folder of their own (nothing was built)")
-    replaced = [out / name for name in ("corpus", "bm25", "embeddings", "graph", "prior")]
+    from lexrag.registry import ARTIFACTS
+
+    replaced = [out / a.name for a in ARTIFACTS if a.in_build]  # the folders `lexrag build` may replace
     for path, what, required in ((laws, "--laws", ("citation", "text")), (courts, "--courts", ("citation", "text")),
                                  (law_keys, "--law-keys", ()), (train, "--train", ("query_id", "gold_citations")),
                                  (abbreviations, "--abbreviations", ())):
