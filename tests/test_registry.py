@@ -53,10 +53,12 @@ def toy_registered():
 
     register_artifact(ArtifactSpec("toy", "test_registry:build_toy", "test_registry:load_toy", ("corpus",),
                                    dataset="lexrag-toy", attr="toy"))
-    register_stage(ToyStage())
-    yield
-    unregister_stage("toy")
-    unregister_artifact("toy")
+    try:
+        register_stage(ToyStage())
+        yield
+    finally:  # a failed registration must not leave the toy artifact behind for every later test
+        unregister_stage("toy")
+        unregister_artifact("toy")
 
 
 def test_a_stage_with_its_own_artifact_is_one_module_plus_one_registry_entry(tmp_path, tiny_inputs, toy_registered):

@@ -64,6 +64,13 @@ log = logging.getLogger(__name__)
 PARTS = ("bm25", "semantic", "graph", "prior", "ranker", "dictionary", "reranker", "llm", "calibration")
 
 
+def known_parts() -> tuple[str, ...]:
+    """:data:`PARTS` and every artifact registered beside them (a stage may need its own)."""
+    from lexrag.registry import names
+
+    return PARTS + tuple(n for n in names() if n != "corpus" and n not in PARTS)
+
+
 class Phase(IntEnum):
     REWRITE = 0
     CONTENT = 1
@@ -232,9 +239,9 @@ def register_stage(stage: Stage, replace: bool = False) -> Stage:
             raise StageError(f"stage {stage!r} has no {attr!r}; see lexrag.stages.base.Stage")
     if not isinstance(stage.phase, Phase):
         raise StageError(f"stage {stage.name!r}: phase must be a lexrag.stages.base.Phase, got {stage.phase!r}")
-    needs = getattr(stage, "needs", ())
-    if not isinstance(needs, tuple) or not set(needs) <= set(PARTS):
-        raise StageError(f"stage {stage.name!r}: needs must be a tuple of loaded parts ({', '.join(PARTS)}), got {needs!r}")
+    needs, known = getattr(stage, "needs", ()), known_parts()
+    if not isinstance(needs, tuple) or not set(needs) <= set(known):
+        raise StageError(f"stage {stage.name!r}: needs must be a tuple of loaded parts ({', '.join(known)}), got {needs!r}")
     if stage.name in _STAGES and not replace:
         raise StageError(f"a stage named {stage.name!r} is already registered (pass replace=True)")
     for s in stage.signals:
