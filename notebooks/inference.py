@@ -76,9 +76,14 @@ elif test_csv is not None and test_csv.is_file():
         header = [h.strip() for h in next(reader, [])]
         col = header.index("query_id") if "query_id" in header else 0
         query_ids = [row[col].strip() for row in reader if len(row) > col and row[col].strip()]
-    submission.parent.mkdir(parents=True, exist_ok=True)
-    with open(submission, "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows([["query_id", "predicted_citations"], *[[q, ""] for q in query_ids]])
+    try:
+        submission.parent.mkdir(parents=True, exist_ok=True)
+        with open(submission, "w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows([["query_id", "predicted_citations"], *[[q, ""] for q in query_ids]])
+    except OSError as e:  # a read-only or full folder: one line, before any work
+        raise SystemExit(f"error: {submission}: cannot be written ({e.strerror or e})"
+                         + ("" if out_path else " (the working folder: LEXRAG_KAGGLE_WORKING where emulated)")
+                         + "; choose a writable folder for out_path") from None
     print(f"fallback {submission}: {len(query_ids)} queries from {test_csv}")
 elif test_csv is not None:
     print(f"{test_csv} is not a regular file (a folder, FIFO or device): no fallback written")

@@ -409,8 +409,8 @@ def _tantivy_ids(work: Path, tops: dict) -> dict:
 
 def _check_args(args, work: Path) -> str | None:
     """What is wrong with the arguments, before hours of building; None when nothing."""
-    from lexrag.outputs import check_plain_output
     from lexrag.errors import LexragError
+    from lexrag.outputs import check_output_file
 
     if args.threads < 1 or args.synthetic < 0:
         return "--threads must be 1 or more and --synthetic 0 or more"
@@ -421,12 +421,12 @@ def _check_args(args, work: Path) -> str | None:
             if not Path(path).is_file():
                 return f"{flag} {path}: not a file"
     if args.json:
-        if Path(args.json).is_dir():
-            return f"--json {args.json} is a folder; give a file name"
         try:
-            check_plain_output(args.json, "--json")
+            check_output_file(args.json, "--json", {"--laws": args.laws, "--queries": args.queries}, {"--work": work},
+                              "engines.jsonl")
         except LexragError as e:
             return str(e)
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     return None
 
 

@@ -25,7 +25,6 @@ notebook's own process over them).
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 

@@ -50,10 +50,17 @@ def _check(ap: argparse.ArgumentParser, args: argparse.Namespace, inputs: Sequen
         ap.error(f"--sizes {' '.join(map(str, args.sizes))}: give document counts of 1 or more")
     if Path(args.work).exists() and not Path(args.work).is_dir():
         ap.error(f"--work {args.work}: not a folder (the generated files go there)")
-    if args.json and os.path.lexists(args.json) and not Path(args.json).is_file():
-        ap.error(f"--json {args.json}: not a plain file (a folder, link target missing, FIFO or device); give a file to append to")
     from lexrag.config import load_config
-    from lexrag.errors import ConfigError
+    from lexrag.errors import ConfigError, LexragError
+
+    if args.json:
+        from lexrag.outputs import check_output_file
+
+        try:
+            check_output_file(args.json, "--json", {what: path for what, path in inputs}, {"--work": args.work},
+                              "bench.jsonl")
+        except LexragError as e:
+            ap.error(str(e))
 
     try:
         load_config(None, dict(_override(o) for o in args.set))
@@ -77,10 +84,18 @@ def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase:  # a subprocess of the run below: its overrides come through the environment
-        print(json.dumps(phase(args.phase, Path(args.work), args.n)))
+        from lexrag.errors import LexragError
+
+        try:
+            print(json.dumps(phase(args.phase, Path(args.work), args.n)))
+        except LexragError as e:  # one line for the run below to pass on
+            print(f"error: phase {args.phase}: {e}", file=sys.stderr)
+            return 2
         return 0
     _check(ap, args, inputs)
     os.environ[_SET] = json.dumps(dict(_override(o) for o in args.set))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in args.sizes:
         folder = Path(args.work) / str(n)
@@ -89,6 +104,11 @@ def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
         for ph in args.phases:
             out = subprocess.run([sys.executable, script, "--phase", ph, "--work", str(folder), "--n", str(n)],
                                  capture_output=True, text=True, env={**os.environ, "CI": "true"})
+            if out.returncode == 2:  # a project error: its line, and what a phase reads
+                print(out.stderr.strip().splitlines()[-1], file=sys.stderr)
+                print(f"(each phase reads what the phases before it made ({', '.join(phases)}): give them in one "
+                      f"--phases, or keep them with --keep and the same --work; {folder} is kept)", file=sys.stderr)
+                return 2
             if out.returncode != 0:
                 print(out.stderr, file=sys.stderr)
                 return 1
@@ -100,7 +120,10 @@ def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
                 f.write(json.dumps(row) + "\n")
         if not args.keep:
             shutil.rmtree(folder)
-    table(rows)
+    if set(args.phases) == set(phases):
+        table(rows)
+    else:  # the summary compares every phase's numbers; the JSON rows above are this run's result
+        print(f"(no summary table: it needs every phase ({', '.join(phases)}); the rows above hold the phases that ran)")
     return 0
 
 
@@ -108,8 +131,8 @@ def require(ap: argparse.ArgumentParser, args: argparse.Namespace, positive: Seq
             files: Sequence[str] = (), within: Sequence[tuple[str, str]] = (), outputs: Sequence[str] = ()) -> None:
     """One ``ap.error`` line (exit 2) before any work for an option that cannot be: a count in
     ``positive`` below 1, a file in ``files`` that is not one, a folder in ``within`` (option,
-    what it must hold) without that entry, an output file in ``outputs`` that is a folder, a link,
-    a FIFO or a device."""
+    what it must hold) without that entry, an output file in ``outputs`` that cannot be written or
+    would land on an input (:func:`lexrag.outputs.check_output_file`)."""
     def opt(name: str) -> str:
         return "--" + name.replace("_", "-")
 
@@ -125,10 +148,19 @@ def require(ap: argparse.ArgumentParser, args: argparse.Namespace, positive: Seq
         value = getattr(args, name)
         if value is not None and not (Path(value) / entry).exists():
             ap.error(f"{opt(name)} {value}: no {entry} there")
+    from lexrag.errors import LexragError
+    from lexrag.outputs import check_output_file
+
+    reads = {opt(name): getattr(args, name) for name in files}
+    folders = {opt(name): getattr(args, name) for name, _ in within}
     for name in outputs:
         value = getattr(args, name)
-        if value is not None and (os.path.islink(value) or (os.path.lexists(value) and not Path(value).is_file())):
-            ap.error(f"{opt(name)} {value}: not a plain file (a folder, link, FIFO or device); give a file name")
+        if value is not None:
+            try:  # a file name, in a folder that can be made, none of the inputs, in no folder the run reads
+                check_output_file(value, opt(name), reads, folders, "bench.json")
+            except LexragError as e:
+                ap.error(str(e))
+            Path(value).parent.mkdir(parents=True, exist_ok=True)
 
 
 def guarded(main: Callable[[], int]) -> int:

@@ -1158,6 +1158,17 @@ def test_calibrating_on_gold_that_the_corpus_lacks_is_refused_and_keeps_the_cali
     assert (tmp_path / "cal" / "params.json").read_bytes() == before
     rc, _, err = cli(capsys, "tune", "--queries", gold, "--artifacts", arts, "--grid", "count.k=3,5", "--out", tmp_path / "t.yaml")
     assert rc == 2 and "none of its gold citations is a citation of the corpus" in err and not (tmp_path / "t.yaml").exists()
+    one = write(tmp_path / "one.csv", "\n".join(good.read_text(encoding="utf-8").splitlines()[:2]) + "\n")
+    rc, _, err = cli(capsys, "tune", "--queries", one, "--artifacts", arts, "--grid", "count.k=3,5", "--out", tmp_path / "t.yaml")
+    assert rc == 2 and "1 question with gold citations; tune holds questions out" in err and not (tmp_path / "t.yaml").exists()
+
+
+def test_a_benchmark_run_of_some_phases_reports_them_and_makes_the_json_folder(tmp_path):
+    out = tmp_path / "new" / "b.jsonl"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_bm25.py"), "--sizes", "60", "--work", str(tmp_path / "w"),
+                        "--phases", "corpus", "bm25", "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "no summary table: it needs every phase" in r.stdout, r.stderr[-800:]
+    assert json.loads(out.read_text(encoding="utf-8"))["bm25_build_s"] > 0 and "query_ms_median" not in out.read_text()
 
 
 def test_an_alias_bomb_in_expected_scores_or_a_grid_value_is_refused_at_once(tmp_path, arts, capsys):
@@ -1834,8 +1845,12 @@ def test_quality_checks_every_option_before_it_builds(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     write(data / "laws_de.csv", (DEMO / "laws_demo.csv").read_text(encoding="utf-8"))
-    for name in ("lexam_dev.csv", "train_dev.csv"):
-        write(data / name, (DEMO / "queries_demo.csv").read_text(encoding="utf-8"))
+    lines = (DEMO / "queries_demo.csv").read_text(encoding="utf-8").splitlines()
+    with_courses = "\n".join([lines[0] + ",course", *(f"{x},Kurs {i % 3}" for i, x in enumerate(lines[1:]))]) + "\n"
+    write(data / "lexam_dev.csv", with_courses)
+    write(data / "train_dev.csv", with_courses)
+    write(data / "no_courses.csv", "\n".join(lines) + "\n")
+    outside = write(tmp_path / "tune.csv", with_courses)
     base = [sys.executable, str(ROOT / "scripts" / "quality.py"), "--data", str(data), "--queries", "train_dev.csv",
             "--variants", "lexical;dictionary.enabled=false"]
     cases = [(["--courts", str(tmp_path / "missing.csv")], "--courts"),
@@ -1845,11 +1860,16 @@ def test_quality_checks_every_option_before_it_builds(tmp_path):
              (["--variants", "--ablation", "nosuchpreset"], "nosuchpreset"),
              (["--config", str(tmp_path / "none.yaml")], "none.yaml"),
              (["--json", str(tmp_path)], "is a folder"),
-             (["--json", str(data / "train_dev.csv")], "lies inside --data"),  # once replaced by the metrics
+             (["--json", str(data / "train_dev.csv")], "is the --queries train_dev.csv file"),  # once replaced by the metrics
+             (["--json", str(data / "other.json")], "lies inside the --data folder"),
+             (["--tune-on", str(outside), "--json", str(outside)], "is the --tune-on file"),  # given outside --data
+             (["--queries", str(outside), "--json", str(outside)], f"is the --queries {outside} file"),
+             (["--json", str(tmp_path / "newdir") + "/"], "names a folder; give a file name such as"),
+             (["--tune-on", "no_courses.csv"], "no course column, so the questions cannot be grouped by legal area"),
              (["--by"], "--by is given without values"),
              (["--ablation", "exam"], "--ablation and --variants both name the variants"),
              (["--config", str(write(tmp_path / "c.yaml", "count:\n  k: 4\n")), "--json", str(tmp_path / "c.yaml")],
-              "is the --config file: writing it would overwrite an input")]
+              "is the --config file: writing it would overwrite the input")]
     for extra, message in cases:
         r = subprocess.run(base + extra, capture_output=True, text=True, cwd=tmp_path, timeout=300)
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr[-600:])
@@ -1879,7 +1899,10 @@ def test_build_datasets_on_a_full_disk_is_one_line_naming_the_folder(tmp_path, m
 @pytest.mark.parametrize("script,args,message", [
     ("bench_bm25.py", ["--sizes", "-5"], "--sizes -5: give document counts of 1 or more"),
     ("bench_bm25.py", ["--work", "{file}"], "not a folder"),
-    ("bench_bm25.py", ["--json", "{fifo}"], "not a plain file"),
+    ("bench_bm25.py", ["--json", "{fifo}"], "is a link, a device or a FIFO"),
+    ("bench_bm25.py", ["--json", "{art}/bm25/b.jsonl"], "lies inside the artifact folder {art}/bm25"),
+    ("bench_bm25.py", ["--sizes", "50", "--work", "{tmp}/w", "--phases", "query"],
+     "each phase reads what the phases before it made"),
     ("bench_graph.py", ["--sizes", "0"], "--sizes 0: give document counts"),
     ("bench_graph.py", ["--set", "graph.nope=1"], "--set: unknown config key 'graph.nope'"),
     ("bench_dictionary.py", ["--dictionary", "{tmp}/none"], "--dictionary {tmp}/none: not a file"),
@@ -1892,15 +1915,16 @@ def test_build_datasets_on_a_full_disk_is_one_line_naming_the_folder(tmp_path, m
     ("bench_llm.py", ["--hidden", "0"], "--hidden 0: give 1 or more"),
     ("bench_llm.py", ["--queries", "{tmp}/none.csv"], "--queries {tmp}/none.csv: not a file"),
     ("bench_ranker.py", ["--artifacts", "{tmp}", "--questions", "5"], "--artifacts {tmp}: no corpus there"),
-    ("bench_ranker.py", ["--artifacts", "{art}", "--data", "{art}", "--json", "{tmp}"], "--json {tmp}: not a plain file"),
+    ("bench_ranker.py", ["--artifacts", "{art}", "--data", "{art}", "--json", "{tmp}"], "--json {tmp} is a folder"),
     ("bench_ranker.py", ["--artifacts", "{art}", "--data", "{art}", "--json", "{art}/lexam_dev.csv"],
-     "lies inside --data or --artifacts"),
+     "--json {art}/lexam_dev.csv lies inside the --artifacts folder {art}, whose files this run reads"),
 ])
 def test_a_benchmark_checks_its_options_before_any_phase(tmp_path, script, args, message):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     art = tmp_path / "art"
     (art / "corpus").mkdir(parents=True)
+    write(art / "bm25" / "params.json", "{}")
     write(art / "lexam_dev.csv", "query_id,query,gold_citations\n")
     fill = {"tmp": tmp_path, "file": write(tmp_path / "f.txt", "x"), "fifo": fifo, "art": art}
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *(a.format(**fill) for a in args)],

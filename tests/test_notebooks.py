@@ -229,6 +229,30 @@ def test_inference_refuses_to_write_over_its_queries_file(tmp_path, demo_artifac
 
 
 @pytest.mark.slow
+def test_the_inference_fallback_in_a_folder_that_cannot_be_written_is_one_line(tmp_path, demo_queries):
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        os.chmod(folder, 0o555)  # without chattr (or its rights): a read-only folder, which root may still write
+    try:
+        probe = folder / ".probe"
+        try:
+            probe.write_text("x")
+            probe.unlink()
+            pytest.skip("this user can write into a read-only folder and chattr is not available")
+        except OSError:
+            pass
+        args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "inference.ipynb"),
+                str(tmp_path / "o.ipynb"), "-p", "queries", str(demo_queries), "-p", "out_path", str(folder / "s.csv")]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        assert r.returncode != 0 and f"error: {folder / 's.csv'}: cannot be written (" in r.stderr, r.stderr[-2000:]
+        assert "choose a writable folder for out_path" in r.stderr
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+        os.chmod(folder, 0o755)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["out_path a link", "out_path the config", "out_path a FIFO", "queries a FIFO",
                                   "out_path below a file"])
 def test_the_inference_fallback_never_writes_through_a_link_over_an_input_or_into_a_fifo(tmp_path, demo_queries, case):

@@ -30,23 +30,9 @@ def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protec
                example: str = "submission.csv") -> Path:
     """Refuse an output path that would overwrite an input or write into an artifacts folder."""
     from lexrag.errors import ConfigError
+    from lexrag.outputs import check_output_file
 
-    from lexrag.outputs import check_makeable, check_plain_output
-
-    if str(out).endswith(("/", os.sep)):
-        raise ConfigError(f"{what} {out} names a folder; give a file name such as {Path(out) / example}")
-    check_plain_output(out, what)
-    p = Path(out).resolve()
-    if p.is_dir():
-        raise ConfigError(f"{what} {out} is a folder; give a file name such as {Path(out) / example}")
-    check_makeable(Path(out).parent, f"{what} {out}: the folder")
-    for name, path in (inputs or {}).items():
-        if path and Path(path).resolve() == p:
-            raise ConfigError(f"{what} {out} is the {name} file: writing it would overwrite the input; choose another path")
-    for name, folder in (protected or {}).items():
-        if folder and Path(folder).resolve() in p.parents:
-            raise ConfigError(f"{what} {out} lies inside the {name} folder {folder}; write the output elsewhere")
-    return p
+    return check_output_file(out, what, inputs, protected, example, ConfigError)
 
 
 def _artifacts(args: argparse.Namespace, cfg):

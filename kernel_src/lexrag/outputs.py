@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 
 from lexrag.errors import ArtifactError, OutputError
 
-__all__ = ["PARAMS", "check_outside_artifacts", "check_plain_output", "check_makeable", "check_replaceable",
+__all__ = ["PARAMS", "check_outside_artifacts", "check_plain_output", "check_output_file", "check_makeable", "check_replaceable",
            "enclosing_artifact", "publishes", "replace_text", "staged", "staged_set"]
 
 PARAMS = "params.json"
@@ -272,6 +272,35 @@ def check_plain_output(path: str | Path, what: str = "") -> None:
     if path.is_symlink() or (os.path.lexists(path) and not path.is_file() and not path.is_dir()):
         raise OutputError(f"{what + ' ' if what else ''}{path} is a link, a device or a FIFO, which writing would replace "
                           "with a plain file; give the path of a plain file")
+
+
+def check_output_file(out: str | Path, what: str, inputs: dict | None = None, protected: dict | None = None,
+                      example: str = "out.json", error: type[Exception] = OutputError) -> Path:
+    """The one check of a file a command writes when its work is done, made before the work: a
+    file name (not a folder, nor a name ending in ``/``), not a link, device or FIFO, in a folder
+    that can be made and written, none of the ``inputs`` (option -> path) and inside none of the
+    ``protected`` folders (option -> folder: what the run reads) nor any artifact folder.  Returns
+    the resolved path."""
+    if str(out).endswith(("/", os.sep)):
+        raise error(f"{what} {out} names a folder; give a file name such as {Path(out) / example}")
+    try:
+        check_plain_output(out, what)
+        p = Path(out).resolve()
+        if p.is_dir():
+            raise error(f"{what} {out} is a folder; give a file name such as {Path(out) / example}")
+        check_makeable(Path(out).parent, f"{what} {out}: the folder")
+    except (OutputError, ArtifactError) as e:
+        if isinstance(e, error):
+            raise
+        raise error(str(e)) from None
+    for name, path in (inputs or {}).items():
+        if path and os.path.lexists(path) and Path(path).resolve() == p:
+            raise error(f"{what} {out} is the {name} file: writing it would overwrite the input; choose another path")
+    for name, folder in (protected or {}).items():
+        if folder and Path(folder).is_dir() and Path(folder).resolve() in p.parents:
+            raise error(f"{what} {out} lies inside the {name} folder {folder}, whose files this run reads; write it elsewhere")
+    check_outside_artifacts(p.parent, f"{what} {out}: its folder", "write it elsewhere", error)
+    return p
 
 
 def replace_text(path: str | Path, text: str) -> Path:

@@ -224,6 +224,21 @@ def ceilings(gold: Mapping[str, Sequence[str]], ranked: Mapping[str, Sequence[st
 
 # --- an experiment --------------------------------------------------------------------------------
 
+def read_tuning_file(path: str | Path) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The questions with gold (query id -> gold) and the courses (query id -> course) of a tuning
+    file; a file without gold or without a course column (the folds are grouped by the legal areas
+    the courses make) is refused naming it."""
+    gold = {q: g for q, g in load_gold(path).items() if g}
+    if not gold:
+        raise ConfigError(f"--tune-on {path}: no question with gold citations; tune on a file with a "
+                          "gold_citations column (lexam_dev.csv)")
+    courses = read_groups(path)
+    if not courses:
+        raise ConfigError(f"--tune-on {path}: no course column, so the questions cannot be grouped by legal area; "
+                          "tune on a file with query_id, course and gold_citations columns (lexam_dev.csv)")
+    return gold, courses
+
+
 def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str | Path, tune_on: str = "lexam_dev.csv",
                    others: Sequence[str] = ("train_dev.csv", "val.csv"), by: Sequence[str] = ("course", "area"),
                    final: bool = False, locked: dict | None = None, dev_areas: int | None = None, nested: bool = True,
@@ -235,8 +250,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
     t_start = time.perf_counter()
     data = Path(data)
     tune_file = data / tune_on
-    all_gold = {q: g for q, g in load_gold(tune_file).items() if g}
-    courses = read_groups(tune_file)
+    all_gold, courses = read_tuning_file(tune_file)
     areas = legal_areas(all_gold, courses)
     q_area = area_groups(courses, areas)
     source = str(LOCKED_SPLIT) if locked is None else "the locked split given"

@@ -127,12 +127,6 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
         load_config(args.config)  # a preset name is allowed; anything else is named by the loader
     variants = variants_from_args(args)
     if args.json:
-        from lexrag.outputs import check_makeable, check_plain_output
-
-        if Path(args.json).is_dir():
-            raise ConfigError(f"--json {args.json} is a folder; give a file name such as {Path(args.json) / 'quality.json'}")
-        check_plain_output(args.json, "--json")
-        check_makeable(Path(args.json).parent, f"--json {args.json}: the folder")
         _check_json_apart(args)
     if args.expected:
         from lexrag.eval.expect import check_expected
@@ -145,6 +139,9 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
         for name in names:
             if not (data / name).is_file():
                 raise ConfigError(f"{opt} {name}: {data / name} is not a file (names are read inside --data {args.data})")
+    from lexrag.eval.experiment import read_tuning_file
+
+    read_tuning_file(data / args.tune_on)
     if build and not (data / "laws_de.csv").is_file():
         raise ConfigError(f"--data {args.data}: no laws_de.csv to build the artifacts from (or give --artifacts)")
     if build and getattr(args, "courts", None) and not Path(args.courts).is_file():
@@ -154,21 +151,18 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
 
 
 def _check_json_apart(args: argparse.Namespace) -> None:
-    """``--json`` is written after the run: it must be none of the inputs (a data file, the
-    expectations, the config, the artifacts) and lie in none of their folders."""
-    from lexrag.outputs import check_outside_artifacts
+    """``--json`` is written after the run: a file name that is none of the inputs (the questions
+    read inside ``--data``, the expectations, the config, the courts, the dictionary) and lies in
+    neither ``--data`` nor ``--artifacts`` nor any artifact folder."""
     from lexrag.errors import ConfigError
+    from lexrag.outputs import check_output_file
 
-    out = Path(args.json).resolve()
-    inputs = [(opt, getattr(args, name, None)) for opt, name in
-              (("--expected", "expected"), ("--config", "config"), ("--courts", "courts"), ("--dictionary", "dictionary"))]
-    for opt, value in inputs:
-        if value and Path(value).is_file() and Path(value).resolve() == out:
-            raise ConfigError(f"--json {args.json} is the {opt} file: writing it would overwrite an input")
-    for opt, folder in (("--data", args.data), ("--artifacts", args.artifacts)):
-        if folder and Path(folder).is_dir() and Path(folder).resolve() in out.parents:
-            raise ConfigError(f"--json {args.json} lies inside {opt} {folder}, whose files this run reads; write it elsewhere")
-    check_outside_artifacts(out.parent, f"--json {args.json}: its folder", "write it elsewhere", ConfigError)
+    data = Path(args.data)
+    inputs = {"--tune-on": data / args.tune_on, **{f"--queries {q}": data / q for q in args.queries or ()},
+              **{opt: getattr(args, name, None) for opt, name in (("--expected", "expected"), ("--config", "config"),
+                                                                 ("--courts", "courts"), ("--dictionary", "dictionary"))}}
+    check_output_file(args.json, "--json", inputs, {"--data": args.data, "--artifacts": args.artifacts},
+                      "quality.json", ConfigError)
 
 
 def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:

@@ -116,6 +116,9 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     gold = {q: g for q, g in load_gold(queries_path).items() if g}
     if not gold:
         raise CsvInputError(f"{queries_path}: no query has gold citations; tune needs a file with gold")
+    if len(gold) < 2:  # each point is scored on questions held out from the ones it is picked on
+        raise CsvInputError(f"{queries_path}: {len(gold)} question with gold citations; tune holds questions out "
+                            "to score each point, so it needs 2 or more (better: many, from several courses)")
     cited = [c for cs in gold.values() for c in cs]
     if len(art.corpus.lacks(cited)) == len(cited):  # every point would score 0: the pick would be noise
         raise CsvInputError(f"{queries_path}: none of its gold citations is a citation of the corpus at {art.corpus.folder}, "
