@@ -1377,6 +1377,19 @@ def test_a_bm25_index_over_another_corpus_is_refused_even_with_its_corpus_id_edi
         Artifacts.load(art, cfg)
 
 
+def test_an_index_over_other_fields_than_the_text_loads_and_is_spot_checked_over_them(tmp_path):
+    from lexrag.config import load_config
+    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline import Artifacts
+
+    cfg = load_config(None, {"runtime.progress": False, "lexical.fields": ["title"]})
+    build_artifacts(cfg, DEMO / "laws_demo.csv", tmp_path / "a")  # once refused at load: "built over other texts"
+    art = Artifacts.load(tmp_path / "a", cfg)
+    assert art.bm25.n_docs == len(art.corpus)
+    titles = art.corpus.field_texts([0, len(art.corpus) - 1], ["title"])
+    assert titles == [t for batch in art.corpus.iter_texts(fields=["title"]) for t in batch][:: len(art.corpus) - 1][:2]
+
+
 def test_a_causal_lm_given_as_the_reranker_is_refused(tiny_llm):
     """It would load with a random score head and the status would say OK."""
     from lexrag.errors import ModelLoadError

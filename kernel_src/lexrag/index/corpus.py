@@ -157,6 +157,22 @@ class Corpus:
             out.append(bytes(self._blob[a:b]).decode("utf-8", "surrogatepass"))
         return out
 
+    def field_texts(self, doc_ids: Sequence[int], fields: Sequence[str] = ("text",)) -> list[str]:
+        """What :meth:`iter_texts` yields for the given documents (``fields`` joined with a space),
+        read from only the row groups that hold them."""
+        if list(fields) == ["text"]:
+            return self.texts(doc_ids)
+        pf = pq.ParquetFile(self.folder / CORPUS_FILE)
+        starts = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
+        out = {}
+        for g in sorted({int(np.searchsorted(starts, d, side="right")) - 1 for d in doc_ids}):
+            table = pf.read_row_group(g, columns=list(fields))
+            for d in doc_ids:
+                if starts[g] <= d < starts[g + 1]:
+                    vals = [table.column(i)[int(d - starts[g])].as_py() for i in range(len(fields))]
+                    out[d] = " ".join(v for v in vals if v)
+        return [out[d] for d in doc_ids]
+
     def iter_texts(self, batch_rows: int = 50_000, fields: Sequence[str] = ("text",)) -> Iterator[list[str]]:
         """Document texts in doc_id order, a batch at a time (bounded memory); several
         ``fields`` are joined with a space, empty ones skipped."""

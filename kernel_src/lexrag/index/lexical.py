@@ -145,8 +145,10 @@ class BM25Index:
             return
         sc = self.retriever.scores
         indices, indptr, vocab = sc["indices"], sc["indptr"], self.retriever.vocab_dict
-        for d in np.linspace(0, n - 1, num=min(samples, n), dtype=np.int64):
-            text = corpus.texts([int(d)])[0]
+        picks = [int(d) for d in np.linspace(0, n - 1, num=min(samples, n), dtype=np.int64)]
+        fields = self.params.get("params", {}).get("fields") or ["text"]
+        fields = ["text"] if "text" in fields else fields  # the text's words are indexed; read from the blob, not parquet
+        for d, text in zip(picks, corpus.field_texts(picks, fields)):  # (some of) the texts the index was built over
             terms = [vocab[t] for t in dict.fromkeys(self.analyzer(text or "")) if t in vocab][:3]
             for j in terms:
                 col = indices[int(indptr[j]):int(indptr[j + 1])]
