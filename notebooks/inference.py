@@ -75,7 +75,8 @@ elif test_csv is not None and test_csv.is_file():
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]
         col = header.index("query_id") if "query_id" in header else 0
-        query_ids = [row[col].strip() for row in reader if len(row) > col and row[col].strip()]
+        query_ids = [row[col].strip() for row in reader if len(row) > col and row[col].strip()
+                     and [c.strip().lstrip("\ufeff") for c in row] != header]  # a header repeated by joined files
     try:
         submission.parent.mkdir(parents=True, exist_ok=True)
         with open(submission, "w", newline="", encoding="utf-8") as f:

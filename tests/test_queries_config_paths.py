@@ -23,6 +23,16 @@ def test_queries_checks(tmp_path):
         assert load_queries(huge, max_chars=10)[0].text == "a" * 10
 
 
+def test_blank_lines_before_the_header_are_skipped_and_a_repeated_header_is_no_question(tmp_path):
+    p = tmp_path / "q.csv"
+    p.write_text("\n\nquery_id,query,gold_citations\nq1,Frage?,Art. 1 OR\n\ufeffquery_id, query ,gold_citations\n"
+                 "q2,Miete?,Art. 2 OR\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="line\\(s\\) 5 repeat the header \\(files joined together\\?\\); skipped"):
+        assert [q.query_id for q in load_queries(p)] == ["q1", "q2"]
+    with pytest.warns(UserWarning, match="repeat the header"):
+        assert load_gold(p) == {"q1": ["Art. 1 OR"], "q2": ["Art. 2 OR"]}
+
+
 @pytest.mark.parametrize(
     "text, message",
     [

@@ -36,6 +36,7 @@ class FileReport:
     malformed: int = 0
     encoding_repaired: int = 0
     blank: int = 0  # blank lines skipped
+    repeated_header: int = 0  # lines that repeat the header (files joined together): skipped, named in examples
     empty_text: int = 0
     examples: list[dict] = field(default_factory=list)
     max_examples: int = 20
@@ -52,6 +53,7 @@ class FileReport:
             f"{self.empty_text} with empty text (kept)" + (f", {self.lines_lost} lines inside broken records" if self.lines_lost else "")
             + (f", {self.multiline} records over several lines (kept)" if self.multiline else "")
             + (f", {self.suspect} of them hold lines that read like rows of their own (kept; see examples)" if self.suspect else "")
+            + (f", {self.repeated_header} lines repeating the header skipped (see examples)" if self.repeated_header else "")
             + (f", {self.same_key} citations given again with other text (both kept; see examples)" if self.same_key else "")
             + (f", {self.citation_repaired} citations with odd spaces, line breaks or invisible characters made plain (see "
                "examples)" if self.citation_repaired else "")
@@ -161,12 +163,15 @@ def read_csv_rows(
     with open(path, "rb") as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
         reader = csv.reader(text, strict=True)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise CsvInputError(f"{path}: empty file, expected a header with {', '.join(required)}") from None
-        except csv.Error as e:
-            raise CsvInputError(f"{path}: line 1: the header is not valid CSV ({e})") from None
+        header: list[str] = []
+        while not header or header == [""]:  # blank lines before the header are skipped, as pandas does
+            try:
+                header = next(reader)
+            except StopIteration:
+                raise CsvInputError(f"{path}: empty file, expected a header with {', '.join(required)}") from None
+            except csv.Error as e:
+                raise CsvInputError(f"{path}: line {reader.line_num}: the header is not valid CSV ({e})") from None
+        header_line = reader.line_num
         header = [h.strip() for h in header]
         shown = header if len(header) <= 20 else [*header[:20], f"... ({len(header)} columns)"]
         missing = [c for c in required if c not in header]
@@ -175,7 +180,7 @@ def read_csv_rows(
         counts = Counter(header)  # linear: a header of 200,000 columns is read in milliseconds
         twice = sorted(h for h, n in counts.items() if h and n > 1)
         if twice:  # which of the two is meant? reading either would mix up the columns silently
-            raise CsvInputError(f"{path}: line 1: column(s) {_cut(', '.join(twice))} appear more than once in the header "
+            raise CsvInputError(f"{path}: line {header_line}: column(s) {_cut(', '.join(twice))} appear more than once in the header "
                                 f"{_cut(str(shown))}")
         pos = {h: i for i, h in enumerate(header)}
         shapes: set[str] = set()
@@ -214,6 +219,10 @@ def read_csv_rows(
                     continue
                 report.malformed += 1
                 report.note("malformed", line, f"expected {len(header)} fields, got {len(fields)}")
+                continue
+            if [f.strip().lstrip("\ufeff").strip() for f in fields] == header:  # a second file's header, joined on
+                report.repeated_header += 1
+                report.note("header", line, f"line {line} repeats the header (files joined together?): skipped")
                 continue
             if last > line:
                 report.multiline += 1

@@ -91,6 +91,9 @@ def _rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[s
         bad = "; ".join(f"line {e['line']}: {e['reason']}" for e in report.examples if e["kind"] == "malformed")
         raise QueryFileError(f"{path}: {report.malformed} malformed row(s): {bad}")
     log.info("%s: %d rows from %d lines", path, len(rows), report.lines)
+    if report.repeated_header:
+        lines = ", ".join(str(e["line"]) for e in report.examples if e["kind"] == "header")
+        warnings.warn(f"{path}: line(s) {lines} repeat the header (files joined together?); skipped, not read as questions")
     if report.encoding_repaired:
         lines = ", ".join(str(e["line"]) for e in report.examples if e["kind"] == "encoding")
         warnings.warn(f"{path}: {report.encoding_repaired} row(s) not UTF-8 (lines {lines}); decoded as cp1252/latin-1")
