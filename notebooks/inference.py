@@ -24,6 +24,9 @@ from pathlib import Path
 
 STARTED_AT = time.time()
 KAGGLE = bool(os.environ.get("KAGGLE_KERNEL_RUN_TYPE"))
+for _var in ("LEXRAG_KAGGLE_INPUT", "LEXRAG_KAGGLE_WORKING"):  # an empty value would be the current folder
+    if os.environ.get(_var) is not None and not os.environ[_var].strip():
+        raise SystemExit(f"error: {_var} is set but empty; unset it (Kaggle's own folder) or give a folder")
 INPUT = Path(os.environ.get("LEXRAG_KAGGLE_INPUT", "/kaggle/input"))
 WORKING = Path(os.environ.get("LEXRAG_KAGGLE_WORKING", "/kaggle/working")) if KAGGLE else Path(".")
 

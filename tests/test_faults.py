@@ -2077,3 +2077,14 @@ def test_a_build_notebook_refuses_a_plain_file_where_its_artifact_goes_before_bu
         build_artifact("bm25", None, {"runtime.progress": False}, arts)
     assert (arts / "bm25").read_text(encoding="utf-8") == "my notes\n"
     assert not [p.name for p in arts.iterdir() if p.name.startswith(".bm25")]
+
+
+def test_an_llm_cache_in_an_artifacts_folder_itself_is_refused(tmp_path):
+    from lexrag.errors import ArtifactError
+    from lexrag.llm.cache import LLMCache
+
+    write(tmp_path / "art" / "corpus" / "params.json", "{}")
+    with pytest.raises(ArtifactError, match="holds artifact folders \\(corpus\\): it is an artifacts folder"):
+        LLMCache(tmp_path / "art")
+    assert not (tmp_path / "art" / "params.json").exists()  # once it made the root an artifact, refused by every build
+    LLMCache(tmp_path / "art" / "llm_cache").close()

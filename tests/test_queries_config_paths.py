@@ -374,3 +374,11 @@ def test_a_config_key_that_moved_section_is_named_with_its_new_place():
     with pytest.raises(ConfigError, match=r"graph.preference_variants is now query.preference_variants"):
         load_config(None, {"graph.preference_variants": ["query"]})
     assert load_config(None, {"query.preference_variants": ["query"]}).query.preference_variants == ["query"]
+
+
+@pytest.mark.parametrize("variable", ["LEXRAG_KAGGLE_INPUT", "LEXRAG_KAGGLE_WORKING"])
+def test_an_empty_kaggle_root_is_refused_not_read_as_the_current_folder(monkeypatch, variable):
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    monkeypatch.setenv(variable, " ")
+    with pytest.raises(ConfigError, match=f"{variable} is set but empty; unset it"):
+        resolve_paths(load_config(None).paths)

@@ -36,12 +36,25 @@ log = logging.getLogger(__name__)
 MAX_DEPTH = 7  # /kaggle/input/models/<owner>/<model>/<framework>/<variation>/<version>/<subfolder>
 
 
+def _root(variable: str, default: str) -> Path:
+    """A Kaggle root, moved by ``variable`` where set; set but empty it is refused (an empty path
+    would be the current folder, searched or written as if it were Kaggle's)."""
+    value = os.environ.get(variable)
+    if value is None:
+        return Path(default)
+    if not value.strip():
+        from lexrag.errors import ConfigError
+
+        raise ConfigError(f"{variable} is set but empty; unset it (Kaggle's {default}) or give a folder")
+    return Path(value)
+
+
 def kaggle_input() -> Path:
-    return Path(os.environ.get("LEXRAG_KAGGLE_INPUT", "/kaggle/input"))
+    return _root("LEXRAG_KAGGLE_INPUT", "/kaggle/input")
 
 
 def kaggle_working() -> Path:
-    return Path(os.environ.get("LEXRAG_KAGGLE_WORKING", "/kaggle/working"))
+    return _root("LEXRAG_KAGGLE_WORKING", "/kaggle/working")
 
 
 def on_kaggle() -> bool:

@@ -134,6 +134,17 @@ def _inside_artifact(folder: Path) -> None:
 
     check_outside_artifacts(folder.resolve().parent, f"llm.cache_dir {folder}: its folder", "the cache would go with "
                             "it; set llm.cache_dir (or paths.working_dir) to a folder outside the artifacts")
+    if folder.is_dir():  # an artifacts folder itself: the cache's params.json would make it an artifact, and block builds
+        import itertools
+
+        held = [d.name for d in itertools.islice(folder.iterdir(), 10_000)
+                if d.is_dir() and not d.is_symlink() and (d / "params.json").is_file()]
+        if held:
+            from lexrag.errors import ArtifactError
+
+            raise ArtifactError(f"llm.cache_dir {folder} holds artifact folders ({', '.join(sorted(held)[:5])}): it is an "
+                                "artifacts folder, which the cache's params.json would turn into an artifact; give a folder "
+                                f"of its own, such as {folder / 'llm_cache'}")
 
 
 class LLMCache:
