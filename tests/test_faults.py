@@ -192,6 +192,15 @@ def test_run_refuses_an_output_that_is_the_queries_file_or_inside_the_artifacts(
     assert rc == 2 and "inside the --artifacts folder" in err
     rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path)
     assert rc == 2 and "is a folder" in err
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path / "s.csv.gz")
+    assert rc == 2 and "written as plain CSV (what Kaggle reads), not .gz compressed" in err
+    locked = write(tmp_path / "locked.csv", "keep\n")
+    if subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode == 0:  # refused before the run
+        try:
+            rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", locked)
+            assert rc == 2 and "exists and cannot be replaced" in err and "Ranked" not in err
+        finally:
+            subprocess.run(["chattr", "-i", str(locked)], capture_output=True)
 
 
 def test_calibrate_refuses_to_write_over_another_artifact(tmp_path, arts, capsys):
@@ -2088,3 +2097,11 @@ def test_an_llm_cache_in_an_artifacts_folder_itself_is_refused(tmp_path):
         LLMCache(tmp_path / "art")
     assert not (tmp_path / "art" / "params.json").exists()  # once it made the root an artifact, refused by every build
     LLMCache(tmp_path / "art" / "llm_cache").close()
+
+
+def test_a_build_says_which_artifact_the_config_asks_for_but_lacks_the_input_of(tmp_path, capsys):
+    with pytest.warns(UserWarning, match="ranker.enabled is on, but ranker is not built: it is built from --train TRAIN.csv"):
+        rc, _, _ = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--no-courts", "--out", tmp_path / "a",
+                       "--set", "ranker.enabled=true")
+    assert rc == 0
+    assert not (tmp_path / "a" / "ranker").exists()

@@ -88,6 +88,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = _config(args)
     _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config},
                protected=dict([_artifacts_dir(args, cfg)]))
+    if Path(args.out).suffix.lower() in (".gz", ".bz2", ".xz", ".zip", ".zst"):  # pandas would read it as compressed
+        from lexrag.errors import ConfigError
+
+        raise ConfigError(f"--out {args.out}: the submission is written as plain CSV (what Kaggle reads), not "
+                          f"{Path(args.out).suffix} compressed; give a .csv name")
     art, paths = _artifacts(args, cfg)
     queries = load_queries(args.queries, cfg.query.max_chars)
     result = run_pipeline(queries, art, cfg, paths=paths)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from pathlib import Path
 
 from lexrag.artifacts import ArtifactError, corpus_id
@@ -212,6 +213,10 @@ def build_artifacts(
     # what this build makes (the graph whenever court considerations are given, so a run may switch it on
     # though the defaults leave it off)
     todo = [a for a in ARTIFACTS if a.to_build(cfg, inputs)]
+    for a in ARTIFACTS:  # asked for by the config, but its input is not given: said, not silently left out
+        if a.in_build and a.switch and a.wanted(cfg) and not a.has_input(inputs):
+            warnings.warn(f"{a.switch} is on, but {a.name} is not built: it is built from {a.input_flag}, which this "
+                          "build was not given")
     for a in todo:  # before any work: a folder of other files there is never replaced
         check_replaceable(out / a.name)
     with staged_set(out) as stage:
