@@ -1,4 +1,5 @@
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -37,6 +38,11 @@ def test_rebuild_records_and_check_names_mismatches(tmp_path, manifest, tiny_inp
     meta = json.loads((out / "bm25" / "dataset-metadata.json").read_text())
     assert meta["id"] == "lexrag/lexrag-bm25"
     assert run("--manifest", manifest, "--out", out, "--check", "--only", "corpus,bm25").returncode == 0
+    upper = tmp_path / "upper.yaml"  # the same digests in upper-case hex: the same files
+    upper.write_text(re.sub(r"\b[0-9a-f]{64}\b", lambda m: m.group(0).upper(), manifest.read_text()), encoding="utf-8")
+    assert upper.read_text() != manifest.read_text()
+    r = run("--manifest", upper, "--out", out, "--check", "--only", "corpus,bm25")
+    assert r.returncode == 0, r.stdout
 
     (out / "bm25" / "vocab.index.json").write_text("{}", encoding="utf-8")
     (out / "corpus" / "extra.txt").write_text("x", encoding="utf-8")

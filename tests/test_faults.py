@@ -1476,10 +1476,12 @@ def test_a_json_key_given_twice_and_a_size_that_is_no_number_are_named(tmp_path,
     shutil.copytree(demo_artifacts / "bm25", bm25)
     doc = json.loads((bm25 / "params.json").read_text(encoding="utf-8"))
     first = next(iter(doc["files"]))
-    doc["files"][first]["size"] = str(doc["files"][first]["size"])
-    (bm25 / "params.json").write_text(json.dumps(doc), encoding="utf-8")
-    with pytest.raises(ArtifactError, match="params.json: the entry of .* has no valid size and sha256"):
-        read_params(bm25, "bm25")
+    size = doc["files"][first]["size"]
+    for bad in (str(size), -1):  # a negative size was once blamed on a truncated file
+        doc["files"][first]["size"] = bad
+        (bm25 / "params.json").write_text(json.dumps(doc), encoding="utf-8")
+        with pytest.raises(ArtifactError, match="params.json: the entry of .* has no valid size and sha256"):
+            read_params(bm25, "bm25")
 
 
 def test_a_preset_written_as_a_path_and_a_folder_as_tune_out_get_the_right_hint(tmp_path, capsys, demo_artifacts, demo_queries):
@@ -2105,3 +2107,22 @@ def test_a_build_says_which_artifact_the_config_asks_for_but_lacks_the_input_of(
                        "--set", "ranker.enabled=true")
     assert rc == 0
     assert not (tmp_path / "a" / "ranker").exists()
+
+
+def test_the_staging_folder_of_a_killed_build_not_yet_reaped_is_swept_by_the_next_build(tmp_path):
+    import time
+
+    from lexrag.outputs import staged
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; left unreaped, a zombie answers kill(0)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{child.pid}/stat").is_file() and " Z " not in Path(f"/proc/{child.pid}/stat").read_text():
+        if time.monotonic() > deadline:
+            pytest.skip("the child did not become a zombie")
+        time.sleep(0.05)
+    left = tmp_path / f".art.building-{child.pid}-abc123"
+    write(left / "part.bin", b"x" * 10)
+    with staged(tmp_path / "art") as folder:
+        write(folder / "params.json", "{}")
+    child.wait()
+    assert not left.exists() and (tmp_path / "art" / "params.json").is_file()

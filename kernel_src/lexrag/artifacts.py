@@ -126,7 +126,7 @@ def _check_entry(folder: Path, rel: Any, meta: Any, artifact: str) -> None:
     path, a ``..``, a backslash or drive, or a link out of the folder would make loading stat, open and
     hash a file elsewhere (and its messages tell that file's size)."""
     if not isinstance(meta, dict) or not isinstance(meta.get("size"), int) or isinstance(meta.get("size"), bool) \
-            or not isinstance(meta.get("sha256"), str):
+            or meta["size"] < 0 or not isinstance(meta.get("sha256"), str):
         raise ArtifactError(f"{folder / PARAMS}: the entry of {str(rel)[:80]!r} has no valid size and sha256 (damaged or "
                             f"edited); {rebuild_hint(artifact)}")
     ok = isinstance(rel, str) and rel and "\\" not in rel and "\x00" not in rel

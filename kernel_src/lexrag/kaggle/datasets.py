@@ -337,7 +337,7 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
                 problems.append(f"{name}: {path} is missing")
             elif h["size"] != f["size"]:
                 problems.append(f"{name}: {path} has size {h['size']}, manifest says {f['size']}")
-            elif h["sha256"] != f["sha256"]:
+            elif h["sha256"] != str(f["sha256"]).lower():  # hex digits in either case are the same digest (sha256sum -c)
                 problems.append(f"{name}: {path} sha256 {h['sha256'][:12]}…, manifest says {f['sha256'][:12]}…")
         for path in sorted(set(have) - set(listed)):
             problems.append(f"{name}: {path} is not in the manifest")
