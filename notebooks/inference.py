@@ -43,6 +43,9 @@ for _name in ("config_path", "queries", "artifacts_dir", "out_path", "wheels_dir
     if _value is not None and not isinstance(_value, (str, os.PathLike)):
         raise SystemExit(f"error: parameter {_name}: expected a path (a string), got {type(_value).__name__} "
                          f"{repr(_value)[:60]} (papermill: -p {_name} PATH); nothing was written")
+    if isinstance(_value, str) and not _value.strip():  # an empty shell variable: never the default
+        raise SystemExit(f"error: parameter {_name} is empty; leave it out (None) for the default, or give a path; "
+                         "nothing was written")
 test_csv = Path(queries) if queries else next((Path(p) for p in find("test.csv")), None)
 submission = Path(out_path) if out_path else WORKING / "submission.csv"
 if queries and not test_csv.is_file():  # a path the user gave: name it, do not look elsewhere

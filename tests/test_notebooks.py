@@ -299,9 +299,14 @@ def test_the_inference_fallback_never_writes_through_a_link_over_an_input_or_int
      "error: parameter out_dir {artifacts}/corpus is or lies inside the artifact folder"),
     ("04_build_embeddings", {"artifacts_dir": "{artifacts}", "out_dir": "{artifacts}"},
      "error: parameter out_dir {artifacts} holds corpus/: it is the artifacts folder, not the embeddings folder"),
+    ("01_build_corpus", {"laws": str(ROOT / "demo" / "laws_demo.csv"), "out_dir": ""},
+     "error: parameter out_dir is empty; leave it out (None) for the default, or give a path"),
+    ("03_build_graph", {"artifacts_dir": " "}, "error: parameter artifacts_dir is empty"),
+    ("inference", {"queries": "{queries}", "out_path": ""}, "error: parameter out_path is empty"),
 ], ids=["inference: no such queries", "inference: out_path a folder", "validation: no queries", "validation: no such llm_cache",
         "validation: llm_cache with the LLM off",
-        "01: no such laws", "01: out_dir the corpus folder", "04: out_dir the artifacts folder"])
+        "01: no such laws", "01: out_dir the corpus folder", "04: out_dir the artifacts folder", "01: out_dir empty",
+        "03: artifacts_dir blank", "inference: out_path empty"])
 def test_a_notebook_stops_on_a_wrong_path_with_one_line_naming_it(tmp_path, demo_artifacts, demo_queries, nb, params, expected):
     fill = {"tmp": tmp_path, "queries": demo_queries, "artifacts": demo_artifacts}
     args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / f"{nb}.ipynb"), str(tmp_path / "o.ipynb")]

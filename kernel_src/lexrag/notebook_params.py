@@ -41,8 +41,8 @@ _EXAMPLES = {"overrides": ("count.k", "3", "3"), "stages": ("graph", "false", "f
 def notebook_path(name: str, value: Any) -> str | None:
     """A notebook parameter meant as a file or folder name (``queries``, ``out_dir``,
     ``artifacts_dir``, ``llm_cache``, ``config_path``): a string (or path) as given, ``None`` for
-    None or an empty string; a number, list or mapping (``-y 'queries: 3'``) is a
-    :class:`ConfigError` naming the parameter."""
+    None; an empty string (an unset shell variable, never the default), a number, list or mapping
+    (``-y 'queries: 3'``) is a :class:`ConfigError` naming the parameter."""
     import os
 
     if value is None:
@@ -54,7 +54,9 @@ def notebook_path(name: str, value: Any) -> str | None:
                           f"(papermill: -p {name} PATH)")
     if "\x00" in value:
         raise ConfigError(f"parameter {name}: {short(value, 60)} holds a NUL character; give a path")
-    return value or None
+    if not value.strip():  # an empty shell variable: never taken to mean the default folder
+        raise ConfigError(f"parameter {name} is empty; leave it out (None) for the default, or give a path")
+    return value
 
 
 _FLAGS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
