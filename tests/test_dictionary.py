@@ -26,6 +26,7 @@ Fluchtgefahr {f} [jur.] :: risk of flight; danger of flight
 Strasse {f}; Straße {f} :: street
 Gehsteig {m} [Dt.]; Trottoir {n} [Schw.] :: pavement
 this line has no separator
+Haus {n} :: house :: maison
 A | B :: misaligned
 """
 
@@ -198,7 +199,9 @@ def test_misaligned_lines_and_an_index_of_other_data_are_counted_and_refused(tmp
     src = tmp_path / "de-en"
     src.write_text(DING, encoding="utf-8")
     d = build_dictionary(src, tmp_path / "d")
-    assert d.doc["skipped"] == {"misaligned lines": 1}  # "A | B :: misaligned" is counted, not silently dropped
+    # counted, not silently dropped (nor "house :: maison" indexed as an English key)
+    assert d.doc["skipped"] == {"misaligned lines": 1, "lines without one ' :: ' between German and English": 2}
+    assert d.senses("house :: maison") == [] and d.senses("house") == []
     good = write_dictd(tmp_path / "a", [("street", "street /ipa/\nStrasse <fem>\n"), ("contract", "contract /ipa/\nVertrag <masc>\n")])
     other = write_dictd(tmp_path / "b", [("damages", "damages /ipa/\nSchadenersatz <masc>\n"), ("debtor", "debtor /ipa/\nSchuldner <masc>\n")])
     (tmp_path / "b" / "en-de.index").write_bytes((tmp_path / "a" / "en-de.index").read_bytes())  # the index of other data

@@ -91,14 +91,20 @@ def parse_ding(lines: Iterable[str], skipped: dict | None = None) -> Iterator[tu
     """(English key, German sense) pairs of a Ding text file: each ``|``-separated part of a line's
     English side with the synonyms of the German part it is aligned with.  A subject or region
     tag on the German synonym, or on the line's first part, applies."""
+    def skip(what: str) -> None:
+        if skipped is not None:
+            skipped[what] = skipped.get(what, 0) + 1
+
     for line in lines:
-        if not line.strip() or line.startswith("#") or " :: " not in line:
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line.count(" :: ") != 1:  # no German :: English split, or a third side: not a Ding line (counted)
+            skip("lines without one ' :: ' between German and English")
             continue
         de_side, en_side = line.rstrip("\n").split(" :: ", 1)
         de_parts, en_parts = de_side.split(" | "), en_side.split(" | ")
         if len(de_parts) != len(en_parts):  # misaligned line: its parts cannot be paired (counted)
-            if skipped is not None:
-                skipped["misaligned lines"] = skipped.get("misaligned lines", 0) + 1
+            skip("misaligned lines")
             continue
         line_flags = _flags(de_parts[0]) & LEGAL | _flags(en_parts[0]) & LEGAL
         for de, en in zip(de_parts, en_parts):
