@@ -2126,3 +2126,15 @@ def test_the_staging_folder_of_a_killed_build_not_yet_reaped_is_swept_by_the_nex
         write(folder / "params.json", "{}")
     child.wait()
     assert not left.exists() and (tmp_path / "art" / "params.json").is_file()
+
+
+def test_a_corpus_whose_document_count_is_no_number_is_named_as_such(tmp_path, demo_artifacts):
+    from lexrag.errors import ArtifactError
+    from lexrag.index.corpus import Corpus
+
+    shutil.copytree(demo_artifacts / "corpus", tmp_path / "corpus")
+    p = tmp_path / "corpus" / "params.json"
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    p.write_text(json.dumps({**doc, "n_docs": str(doc["n_docs"])}), encoding="utf-8")
+    with pytest.raises(ArtifactError, match=f"n_docs '{doc['n_docs']}' is not a whole number .*rebuild it"):
+        Corpus(tmp_path / "corpus")  # once: "params.json says 8530 docs, parquet has 8530"

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from lexrag import citations as cit
 from lexrag.artifacts import ArtifactError, check_params, reading, rebuild_hint
+from lexrag.errors import short
 from lexrag.citation_index import CitationIndex
 from lexrag.index.corpus_build import (  # noqa: F401  (the build's names are part of this module's interface)
     ALIASES_FILE,
@@ -50,8 +51,12 @@ class Corpus:
         with reading(ARTIFACT, self.folder):
             table = pq.read_table(self.folder / CORPUS_FILE, columns=["doc_id", "citation", "source", "parent"])
         n = table.num_rows
-        if n != self.params.get("n_docs"):
-            raise ArtifactError(f"{self.folder}: params.json says {self.params.get('n_docs')} docs, parquet has {n}")
+        recorded = self.params.get("n_docs")
+        if not isinstance(recorded, int) or isinstance(recorded, bool):
+            raise ArtifactError(f"{self.folder / 'params.json'}: n_docs {short(recorded)} is not a whole number (damaged "
+                                f"or edited); {rebuild_hint(ARTIFACT)}")
+        if n != recorded:
+            raise ArtifactError(f"{self.folder}: params.json says {recorded} docs, {CORPUS_FILE} has {n}; {rebuild_hint(ARTIFACT)}")
         self.citations: list[str] = table.column("citation").to_pylist()
         self.sources: list[str] = table.column("source").to_pylist()
         self.parents: list[str] = table.column("parent").to_pylist()
