@@ -2138,3 +2138,9 @@ def test_a_corpus_whose_document_count_is_no_number_is_named_as_such(tmp_path, d
     p.write_text(json.dumps({**doc, "n_docs": str(doc["n_docs"])}), encoding="utf-8")
     with pytest.raises(ArtifactError, match=f"n_docs '{doc['n_docs']}' is not a whole number .*rebuild it"):
         Corpus(tmp_path / "corpus")  # once: "params.json says 8530 docs, parquet has 8530"
+
+
+def test_a_question_nothing_matches_is_named_in_a_status_note(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", "query_id,query\nq1,\U0001F642\U0001F642\nq2,Wer haftet für einen Schaden?\n")
+    rc, out, _ = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path / "s.csv")
+    assert rc == 0 and "note: 1 of 2 queries got no citation: nothing in the artifacts matched them" in out and ": q1" in out

@@ -223,6 +223,7 @@ class Count:
         out = Ranking("final", "final")
         fallback: dict[str, str] = {}  # expected_f1 queries cut at count.k instead -> the stage that made their order
         short: list[int] = []  # lengths of final orders shorter than a fixed count.k asks for
+        none: list[str] = []  # questions that nothing matched: an empty row in the submission
         for q in batch.queries:
             docs, _, scores = unique_citations(batch.current.get(q.query_id, []), ctx.art.corpus)
             if cc.method == "adaptive":
@@ -248,6 +249,8 @@ class Count:
                 k = choose_count(np.asarray(scores), cc.method, cc.k, cc.min_k, cc.max_k)
             if (cc.method == "fixed" or q.query_id in fallback) and 0 < len(scores) < cc.k:  # none at all: nothing found
                 short.append(len(scores))
+            if not scores and q.text.strip():  # an empty question is warned about where it is read
+                none.append(q.query_id)
             out.hits[q.query_id] = list(zip(docs[:k], scores[:k]))
         if fallback:
             makers = sorted(set(fallback.values()))
@@ -263,6 +266,14 @@ class Count:
                      f"citations in their final order (at most {tally['most']}) and keep all they have; each signal keeps "
                      f"its top_k documents (lexical.top_k={ctx.cfg.lexical.top_k}) and fusion keeps "
                      f"fusion.depth={ctx.cfg.fusion.depth}: raise those for longer lists")
+        nothing = ctx.tallies.setdefault("count_none", {"queries": 0, "ids": []})
+        nothing["queries"] += len(batch.queries)
+        if none:  # an empty row is said, not left for the user to find in the submission
+            nothing["ids"] += none
+            ids = nothing["ids"]
+            ctx.note("count_none", f"{len(ids)} of {nothing['queries']} queries got no citation: nothing in the artifacts "
+                     f"matched them (words or a script the corpus does not hold?): {', '.join(ids[:5])}"
+                     + (" ..." if len(ids) > 5 else ""))
         return out
 
 
