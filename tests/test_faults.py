@@ -2144,3 +2144,15 @@ def test_a_question_nothing_matches_is_named_in_a_status_note(tmp_path, arts, ca
     q = write(tmp_path / "q.csv", "query_id,query\nq1,\U0001F642\U0001F642\nq2,Wer haftet für einen Schaden?\n")
     rc, out, _ = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path / "s.csv")
     assert rc == 0 and "note: 1 of 2 queries got no citation: nothing in the artifacts matched them" in out and ": q1" in out
+
+
+def test_tune_says_when_its_grid_changes_nothing_or_a_point_lacks_the_calibration(tmp_path, arts, capsys):
+    assert not (arts / "calibration").exists()
+    with pytest.warns(UserWarning, match="every grid point scored the same on every one of the .* graph.alpha changes nothing"):
+        rc, _, _ = cli(capsys, "tune", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--grid",
+                       "graph.alpha=0.1,0.9", "--set", "graph.enabled=false")
+    assert rc == 0
+    with pytest.warns(UserWarning, match="count.method=adaptive weighs a calibration .* but none is loaded"):
+        rc, _, _ = cli(capsys, "tune", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--grid",
+                       "count.method=fixed,adaptive")
+    assert rc == 0

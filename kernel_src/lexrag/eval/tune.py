@@ -17,6 +17,7 @@ header records the scores and the grid.
 from __future__ import annotations
 
 import itertools
+import warnings
 import logging
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -134,8 +135,18 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     areas = fold_groups(queries_path, "area", gold) if courses else {}
     by_area = bool(courses) and any(areas.get(q) != courses.get(q) for q in gold)
     groupings = {"area": areas, "course": courses} if by_area else {"course" if courses else "query": courses}
+    if getattr(art, "calibration", None) is None:
+        for p, c in zip(points, configs):
+            if c.count.method == "adaptive" and c.count.w_cal > 0:
+                warnings.warn(f"grid point {p}: count.method=adaptive weighs a calibration (count.w_cal), but none is loaded, "
+                              "so this point counts without it (run `python -m lexrag calibrate` into the artifacts first)")
+                break
     cache = SignalCache()
     in_sample = [_scores(c, art, queries, gold, cache, paths) for c in configs]  # the artifacts' own prior (if any)
+    if len(points) > 1 and all(s == in_sample[0] for s in in_sample[1:]):
+        warnings.warn(f"every grid point scored the same on every one of the {len(gold)} questions: the grid over "
+                      f"{', '.join(names)} changes nothing this config runs (a field of a stage that is off?); the first point "
+                      "is kept")
     means = [float(np.mean(list(s.values()))) for s in in_sample]
     nested: dict[str, float] = {}
     picks: list[dict] = []
