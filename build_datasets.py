@@ -136,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
             from lexrag.outputs import check_plain_output
 
             check_plain_output(args.manifest, "--manifest")  # it is rewritten: a link would become a copy, its target stale
+            if args.record or Path(args.manifest).resolve() != COMMITTED.resolve():  # recorded in place: writable now
+                from lexrag.outputs import check_output_file
+
+                check_output_file(args.manifest, "--manifest", example="artifacts_manifest.yaml", error=ConfigError)
             from lexrag.outputs import check_outside_artifacts
 
             check_outside_artifacts(args.out, "--out", "give a folder of its own for the datasets", ConfigError)

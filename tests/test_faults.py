@@ -2156,3 +2156,31 @@ def test_tune_says_when_its_grid_changes_nothing_or_a_point_lacks_the_calibratio
         rc, _, _ = cli(capsys, "tune", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--grid",
                        "count.method=fixed,adaptive")
     assert rc == 0
+
+
+def test_a_locked_manifest_is_refused_before_the_build_and_a_failed_write_names_the_file_asked_for(tmp_path, monkeypatch):
+    import errno
+
+    from lexrag.errors import disk_error
+    from lexrag.outputs import replace_text
+
+    manifest = write(tmp_path / "m.yaml", (ROOT / "artifacts_manifest.yaml").read_text(encoding="utf-8"))
+    if subprocess.run(["chattr", "+i", str(manifest)], capture_output=True).returncode == 0:
+        try:
+            r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--laws", str(DEMO / "laws_demo.csv"),
+                                "--no-courts", "--only", "corpus", "--out", str(tmp_path / "ds"), "--manifest", str(manifest),
+                                "--record"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+            assert r.returncode == 2 and f"--manifest {manifest} exists and cannot be replaced" in r.stderr
+            assert not (tmp_path / "ds").exists()  # refused before the build, not after it
+        finally:
+            subprocess.run(["chattr", "-i", str(manifest)], capture_output=True)
+
+    def refuse(src, dst):
+        raise PermissionError(errno.EPERM, "Operation not permitted", src)
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OSError) as e:
+        replace_text(tmp_path / "out.yaml", "x: 1\n")
+    line = disk_error(e.value)
+    assert line.startswith(f"{tmp_path / 'out.yaml'}: not permitted") and "make it writable or write elsewhere" in line
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.yaml")] == []

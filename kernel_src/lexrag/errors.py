@@ -108,5 +108,6 @@ def disk_error(e: OSError, where: str = "an output file") -> "str | None":
     cause = causes.get(e.errno) or ("the disk is full" if "No space left on device" in str(e) else None)
     if cause is None:
         return None
-    return (f"{e.filename or where}: {cause} ({e.strerror or str(e).splitlines()[0][:200]}); free space or write "
-            "elsewhere (the files that were there are kept)")
+    fix = "make it writable or write elsewhere" if e.errno in (errno.EACCES, errno.EPERM) else "free space or write elsewhere"
+    return (f"{e.filename or where}: {cause} ({e.strerror or str(e).splitlines()[0][:200]}); {fix} (the files that were "
+            "there are kept)")

@@ -327,6 +327,9 @@ def replace_text(path: str | Path, text: str) -> Path:
             os.fsync(f.fileno())
         os.chmod(tmp, file_mode(path))
         os.replace(tmp, path)
+    except OSError as e:  # named by the file asked for, not the hidden temporary one beside it
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(path)) from e
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
