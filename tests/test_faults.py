@@ -2184,3 +2184,25 @@ def test_a_locked_manifest_is_refused_before_the_build_and_a_failed_write_names_
     line = disk_error(e.value)
     assert line.startswith(f"{tmp_path / 'out.yaml'}: not permitted") and "make it writable or write elsewhere" in line
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.yaml")] == []
+
+
+def test_a_replaced_folder_that_cannot_be_removed_is_said(tmp_path, monkeypatch):
+    from lexrag import outputs
+
+    write(tmp_path / "art" / "params.json", "{}")  # an artifact folder a rebuild replaces
+    real_rmtree = shutil.rmtree
+
+    def stubborn(path, ignore_errors=False, **k):  # a file inside that cannot be deleted (immutable, another owner's)
+        if ".art.old-" in str(path):
+            return
+        real_rmtree(path, ignore_errors=ignore_errors, **k)
+
+    monkeypatch.setattr(outputs.shutil, "rmtree", stubborn)
+    with pytest.warns(UserWarning, match="the replaced folder .*could not be removed .*remove .* by hand"):
+        with outputs.staged(tmp_path / "art") as folder:
+            write(folder / "params.json", "{}")
+    assert (tmp_path / "art" / "params.json").is_file()
+    monkeypatch.setattr(outputs, "_pid_alive", lambda pid: False)  # the next build runs in another process
+    with pytest.warns(UserWarning, match="left by an earlier build, could not be removed"):
+        with outputs.staged(tmp_path / "art") as folder:
+            write(folder / "params.json", "{}")

@@ -16,6 +16,7 @@ import os
 import shutil
 import stat
 import tempfile
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -56,8 +57,11 @@ def _sweep(dest: Path) -> None:
         except (ValueError, IndexError):
             continue
         if not _pid_alive(pid):
-            log.info("removing %s, left by a build that was killed", leftover)
+            log.info("removing %s, left by a build that was killed or could not remove it", leftover)
             shutil.rmtree(leftover, ignore_errors=True)
+            if os.path.lexists(leftover):
+                warnings.warn(f"{leftover}, left by an earlier build, could not be removed (a file in it cannot be "
+                              "deleted): remove it by hand")
 
 
 @contextmanager
@@ -198,6 +202,9 @@ def _replace_many(pairs: list[tuple[Path, Path]]) -> None:
         raise
     for _, old in moved_aside:
         shutil.rmtree(old, ignore_errors=True)
+        if os.path.lexists(old):  # a file in it cannot be deleted (immutable, another owner's): said, not left unseen
+            warnings.warn(f"the replaced folder {old} could not be removed (a file in it cannot be deleted); the new one "
+                          f"is in place: remove {old} by hand (the next build retries)")
 
 
 @contextmanager
