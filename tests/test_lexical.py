@@ -94,7 +94,7 @@ def test_load_refuses_other_config_or_corpus(tmp_path):
         BM25Index.load(tmp_path / "bm25", LexicalConfig(k1=0.9))
     with pytest.raises(ArtifactError, match=r"stemmer: artifact has 'german', config wants ''"):
         BM25Index.load(tmp_path / "bm25", LexicalConfig(stemmer=""))
-    with pytest.raises(ArtifactError, match="built over corpus 'abc'"):
+    with pytest.raises(ArtifactError, match="built over corpus .abc., the loaded corpus is .*corpus.chunk_rows"):
         BM25Index.load(tmp_path / "bm25", corpus_id="other")
     with pytest.raises(ArtifactError, match="not found"):
         BM25Index.load(tmp_path / "missing")

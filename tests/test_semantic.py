@@ -262,7 +262,7 @@ def test_missing_or_mismatched_embeddings_are_refused(tmp_path, tiny_encoder, co
     build_embeddings(corpus, tiny_encoder, tmp_path / "emb", corpus_id="c", shard_size=5, fields=["text"], device="cpu", max_seq=64)
     with pytest.raises(ArtifactError, match="cover 16 documents, the corpus has 17"):
         Embeddings(tmp_path / "emb", 17)
-    with pytest.raises(ArtifactError, match="over corpus 'c', not 'd'"):
+    with pytest.raises(ArtifactError, match="over corpus 'c', the loaded corpus is 'd'"):
         Embeddings(tmp_path / "emb", len(corpus), "d")
     import shutil
 

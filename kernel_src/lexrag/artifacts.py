@@ -23,7 +23,7 @@ from lexrag.errors import ArtifactError, short
 from lexrag.outputs import PARAMS, PARAMS_ONLY, UNLISTED, enclosing_artifact, replace_text
 
 __all__ = ["ArtifactError", "PARAMS", "write_params", "read_params", "check_params", "sha256_file", "file_table", "reading",
-           "rebuild_hint", "verify_files", "corpus_id"]
+           "rebuild_hint", "verify_files", "corpus_id", "check_corpus_id"]
 log = logging.getLogger(__name__)
 
 
@@ -279,6 +279,16 @@ def file_table(folder: str | Path) -> list[dict]:
         if p.is_file() and p.name != "dataset-metadata.json":
             rows.append({"path": p.relative_to(folder).as_posix(), "size": p.stat().st_size, "sha256": sha256_file(p)})
     return rows
+
+
+def check_corpus_id(folder: str | Path, artifact: str, recorded: Any, loaded: str | None) -> None:
+    """Refuse an index (``artifact`` at ``folder``) recorded over another corpus than the loaded one,
+    saying what a corpus id covers and how to rebuild the index."""
+    if loaded is not None and recorded != loaded:
+        raise ArtifactError(f"{artifact} at {folder} was built over corpus {short(recorded)}, the loaded corpus is {loaded!r} "
+                            "(a corpus id covers the sources, the document count and the table as written, so a corpus "
+                            "rebuilt from other data, with another corpus.chunk_rows or by another lexrag is another "
+                            f"corpus); {rebuild_hint(artifact)}")
 
 
 def corpus_id(corpus_dir: str | Path) -> str:

@@ -25,7 +25,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from lexrag.artifacts import ArtifactError, check_params, reading, write_params
+from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, reading, write_params
 from lexrag.inputfiles import read_json_file
 from lexrag.errors import ModelLoadError
 from lexrag.models import load_encoder, model_id, same_model
@@ -192,8 +192,7 @@ class Embeddings:
         p = self.params["params"]
         if p.get("n_docs") != n_docs:
             raise ArtifactError(f"embeddings at {folder} cover {p.get('n_docs')} documents, the corpus has {n_docs}; rebuild them")
-        if corpus_id is not None and p.get("corpus_id") != corpus_id:
-            raise ArtifactError(f"embeddings at {folder} were built over corpus {p.get('corpus_id')!r}, not {corpus_id!r}; rebuild them")
+        check_corpus_id(folder, ARTIFACT, p.get("corpus_id"), corpus_id)
         if model_path is not None and not same_model(str(p.get("model")), model_id(model_path)):
             raise ArtifactError(
                 f"embeddings at {folder} were built with model {p.get('model')!r}, the configured encoder is "

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lexrag import citations as cit
-from lexrag.artifacts import ArtifactError, check_params, reading, rebuild_hint, write_params
+from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, reading, rebuild_hint, write_params
 from lexrag.outputs import publishes
 
 __all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS"]
@@ -156,10 +156,7 @@ class CitationGraph:
         folder = Path(folder)
         expected = {"resolutions": sorted(resolutions)} if resolutions is not None else {}
         params = check_params(folder, ARTIFACT, expected)
-        if corpus_id is not None and params.get("corpus_id") != corpus_id:
-            raise ArtifactError(
-                f"graph at {folder} was built over corpus {params.get('corpus_id')!r}, the loaded corpus is {corpus_id!r}; rebuild it"
-            )
+        check_corpus_id(folder, ARTIFACT, params.get("corpus_id"), corpus_id)
         if aliases is not None and params.get("aliases") != aliases:
             if "aliases" not in params:
                 log.warning("graph at %s was built before law-code aliases: French and Italian citations of the court "

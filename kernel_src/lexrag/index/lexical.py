@@ -16,7 +16,7 @@ from typing import Sequence
 import bm25s
 import numpy as np
 
-from lexrag.artifacts import ArtifactError, check_params, reading, rebuild_hint
+from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, reading, rebuild_hint
 from lexrag.config import LexicalConfig
 from lexrag.errors import short
 from lexrag.index.decompound import Decompounder
@@ -75,11 +75,7 @@ class BM25Index:
         queries touch them, so the process holds no private copy of them."""
         cfg = cfg or LexicalConfig()
         params = check_params(folder, ARTIFACT, cls.expected_params(cfg))
-        if corpus_id is not None and params.get("corpus_id") != corpus_id:
-            raise ArtifactError(
-                f"BM25 index at {folder} was built over corpus {params.get('corpus_id')!r}, "
-                f"but the loaded corpus is {corpus_id!r}; rebuild the index"
-            )
+        check_corpus_id(folder, ARTIFACT, params.get("corpus_id"), corpus_id)
         with reading(ARTIFACT, folder):
             retriever = bm25s.BM25.load(folder, mmap=mmap, show_progress=False, verbosity=0)
             sc = retriever.scores
