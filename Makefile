@@ -107,6 +107,7 @@ kaggle-sim: venv
 	$(PY) tests/kaggle_sim.py prepare --python $(KAGGLE_PY) --out .cache/kaggle-sim
 
 test: venv kaggle-sim
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q tests
 
 notebooks: venv

@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             given = [f for f, v in (("--laws", args.laws), ("--courts", args.courts), ("--train", args.train),
                                     ("--law-keys", args.law_keys), ("--abbreviations", args.abbreviations),
-                                    ("--llm-cache", args.llm_cache), ("--dictionary", args.dictionary), ("--owner", args.owner if not args.upload else None),
+                                    ("--llm-cache", args.llm_cache), ("--dictionary", args.dictionary),
+                                    ("--owner", args.owner if not args.upload else None),
                                     ("--no-courts", args.no_courts), ("--set", args.set), ("--record", args.record),
                                     ("--config", args.config)) if v]
             if given:

@@ -7,7 +7,9 @@
 # %% tags=["parameters"]
 config_path = None  # YAML config file, or None for the defaults
 overrides = {}  # {"section.field": value}
-artifacts_dir = None  # folder holding corpus/, the index goes beside it; None: the corpus built or attached, output to the working folder (Kaggle) or artifacts folder
+# folder holding corpus/, the index goes beside it; None: the corpus built or attached, output to the working
+# folder (Kaggle) or artifacts folder
+artifacts_dir = None
 
 # %%
 # Offline install on Kaggle (lexrag is not importable before it): the installer ships in the wheels dataset.

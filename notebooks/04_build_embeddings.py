@@ -9,7 +9,9 @@
 config_path = "kaggle"  # YAML config file or preset name; the kaggle preset finds an attached BGE-M3 (semantic.model)
 overrides = {}  # {"section.field": value}, e.g. {"semantic.model": "bge-m3"}
 artifacts_dir = None  # folder holding corpus/; None: the resolver's artifacts folder
-out_dir = None  # the embeddings folder itself (e.g. ARTIFACTS/embeddings); None: ARTIFACTS/embeddings beside the corpus of artifacts_dir, else embeddings/ in the working folder (Kaggle) or artifacts folder
+# the embeddings folder itself (e.g. ARTIFACTS/embeddings); None: ARTIFACTS/embeddings beside the corpus of
+# artifacts_dir, else embeddings/ in the working folder (Kaggle) or artifacts folder
+out_dir = None
 resume_from = None  # an earlier (partial) embeddings folder, e.g. an attached output of a previous session
 max_shards = None  # stop after this many new shards (None: all)
 time_budget_s = 0.0  # stop starting new shards after this many seconds (0: no limit)

@@ -80,7 +80,8 @@ if ablation:
     rows = ablation_table(cfg, art, queries, out_dir)
     plot_ablation(rows, Path(out_dir) / "ablation.png")
     for r in rows:
-        print(f"{r['run']:<18} macro_f1 {r['macro_f1']:.4f} ({r['delta_macro_f1']:+.4f})  recall@100 {r['recall@100']:.4f} ({r['delta_recall@100']:+.4f})")
+        print(f"{r['run']:<18} macro_f1 {r['macro_f1']:.4f} ({r['delta_macro_f1']:+.4f})  "
+              f"recall@100 {r['recall@100']:.4f} ({r['delta_recall@100']:+.4f})")
 
 # %%
 if incremental:

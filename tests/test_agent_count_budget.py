@@ -13,7 +13,7 @@ import pytest
 
 from lexrag.config import load_config
 from lexrag.eval.submission import write_submission
-from lexrag.pipeline import Artifacts, Budget, projected_seconds, run_pipeline
+from lexrag.pipeline import Artifacts, projected_seconds, run_pipeline
 from lexrag.queries import Query, load_queries
 from lexrag.stages.agent import AgentMemory, agent_order
 from lexrag.stages.count import adaptive_count, calibrated_count

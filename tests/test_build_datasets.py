@@ -121,7 +121,7 @@ def test_llm_cache_ships_as_a_dataset_and_checks(tmp_path, manifest):
     r = run("--manifest", manifest, "--out", tmp_path / "ds", "--only", "llm_cache", "--llm-cache", tmp_path / "live_cache")
     assert r.returncode == 0, r.stderr
     entry = next(a for a in yaml.safe_load(manifest.read_text())["artifacts"] if a["name"] == "llm_cache")
-    assert entry["doc_count"] == 3 and {f["path"] for f in entry["files"]} == {"cache.sqlite", "params.json", "dataset-metadata.json"} - {"dataset-metadata.json"}
+    assert entry["doc_count"] == 3 and {f["path"] for f in entry["files"]} == {"cache.sqlite", "params.json"}
     assert run("--manifest", manifest, "--out", tmp_path / "ds", "--check", "--only", "llm_cache").returncode == 0
     assert LLMCache(None, readonly=[tmp_path / "ds" / "llm_cache"]).get("k2")["output"] == "out 2"
 

@@ -95,7 +95,8 @@ def test_loader_reads_a_tiny_model_in_4bit_nf4_and_generates_in_batches(tmp_path
     assert layers and all(m.weight.quant_type == "nf4" for m in layers)
     assert lm.tokenizer.padding_side == "left"
     prompts = [lm.render_chat([{"role": "user", "content": "Der Vermieter muss"}]),
-               lm.render_chat([{"role": "system", "content": "kurz"}, {"role": "user", "content": "The employer may terminate the employment immediately"}])]
+               lm.render_chat([{"role": "system", "content": "kurz"},
+                               {"role": "user", "content": "The employer may terminate the employment immediately"}])]
     out = lm.generate(prompts, 6)
     assert len(out) == 2 and all(isinstance(t, str) and n_in > 0 and 0 < n_out <= 6 for t, n_in, n_out in out)
     assert out[0][1] < out[1][1]  # prompt tokens counted without the left padding
@@ -417,7 +418,8 @@ def test_verifier_probabilities_come_from_yes_no_logits_and_do_not_depend_on_the
     lm = load_causal_lm(tiny_llm, "nf4", "cpu")
     t = load_template("verify")
     prompts = [lm.render_chat(t.render({"question": q, "citation": c, "text": x})) for q, c, x in [
-        (Q_EN, "Art. 337 Abs. 1 OR", "Aus wichtigen Gründen kann der Arbeitgeber wie der Arbeitnehmer jederzeit das Arbeitsverhältnis fristlos auflösen."),
+        (Q_EN, "Art. 337 Abs. 1 OR", "Aus wichtigen Gründen kann der Arbeitgeber wie der Arbeitnehmer jederzeit das "
+                                     "Arbeitsverhältnis fristlos auflösen."),
         ("Who pays?", "Art. 1 OR", "Kurz."),
         (Q_EN + " " + Q_EN, "Art. 8 ZGB", "Beweislast."),
     ]]

@@ -274,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--config", help="YAML config file")
         sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a config field (repeatable)")
 
-    b = sub.add_parser("build", help="build the artifacts from the competition CSVs: corpus and BM25, the graph with court considerations, the prior with --train, the dictionary with --dictionary")
+    b = sub.add_parser("build", help="build the artifacts from the competition CSVs: corpus and BM25, the graph with "
+                                     "court considerations, the prior with --train, the dictionary with --dictionary")
     b.add_argument("--laws", required=True, help="laws_de.csv")
     b.add_argument("--courts", help="court_considerations.csv (default: the one beside --laws, when there is one)")
     b.add_argument("--no-courts", action="store_true", help="laws only, even with court_considerations.csv beside --laws")
@@ -289,14 +290,18 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_build)
 
     r = sub.add_parser("run", help="answer a queries CSV and write submission.csv")
-    r.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find them (on Kaggle the attached datasets, else paths.artifacts_dir or ./artifacts)")
+    r.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find "
+                                       "them (on Kaggle the attached datasets, else paths.artifacts_dir or "
+                                       "./artifacts)")
     r.add_argument("--queries", required=True)
     r.add_argument("--out", required=True)
     cfg_args(r)
     r.set_defaults(func=cmd_run)
 
     k = sub.add_parser("calibrate", help="fit the adaptive count's score thresholds on a validation file (writes an artifact)")
-    k.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find them (on Kaggle the attached datasets, else paths.artifacts_dir or ./artifacts)")
+    k.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find "
+                                       "them (on Kaggle the attached datasets, else paths.artifacts_dir or "
+                                       "./artifacts)")
     k.add_argument("--queries", required=True, help="a CSV with gold_citations (and a course column for grouped CV)")
     k.add_argument("--out", help="calibration folder to write (default: <artifacts>/calibration, which run reads; without --artifacts "
                         "the resolver's output folder: on Kaggle the working folder)")
@@ -304,7 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.set_defaults(func=cmd_calibrate)
 
     t = sub.add_parser("tune", help="grid over config fields, scored by nested cross-validation on held-out legal areas and courses")
-    t.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find them (on Kaggle the attached datasets, else paths.artifacts_dir or ./artifacts)")
+    t.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find "
+                                       "them (on Kaggle the attached datasets, else paths.artifacts_dir or "
+                                       "./artifacts)")
     t.add_argument("--queries", required=True, help="a CSV with gold_citations (and a course column for grouped CV)")
     t.add_argument("--grid", action="append", required=True, metavar="SECTION.FIELD=V1,V2,...",
                    help="values to try for one field (repeatable), e.g. fusion.weights.bm25_de=1,2,4 or count.k=3,5,10")

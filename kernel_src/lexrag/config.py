@@ -163,7 +163,8 @@ class Config:
         if not 0.0 < self.graph.alpha < 1.0:
             raise ConfigError(f"graph.alpha must be in (0, 1), got {self.graph.alpha}")
         if self.graph.community_resolution not in self.graph.resolutions:
-            raise ConfigError(f"graph.community_resolution {self.graph.community_resolution} is not one of graph.resolutions {self.graph.resolutions}")
+            raise ConfigError(f"graph.community_resolution {self.graph.community_resolution} is not one of "
+                              f"graph.resolutions {self.graph.resolutions}")
         unknown = set(self.graph.signals) - set(GRAPH_SIGNALS)
         if unknown:
             check_signal_names(sorted(unknown), "graph.signals")

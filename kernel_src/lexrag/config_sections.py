@@ -9,7 +9,12 @@ from typing import Any
 
 from lexrag.signals import GRAPH_SIGNALS, VARIANTS
 
-__all__ = ['CorpusConfig', 'LexicalConfig', 'StatutesConfig', 'ArticlesConfig', 'FeedbackConfig', 'RankerConfig', 'DictionaryConfig', 'SeedConfig', 'FusionConfig', 'SemanticConfig', 'RerankConfig', 'GraphConfig', 'PriorConfig', 'VerifyConfig', 'AgentConfig', 'CountConfig', 'LLMConfig', 'QueryConfig', 'RuntimeConfig', 'PathsConfig']
+__all__ = [
+    "CorpusConfig", "LexicalConfig", "StatutesConfig", "ArticlesConfig", "FeedbackConfig", "RankerConfig",
+    "DictionaryConfig", "SeedConfig", "FusionConfig", "SemanticConfig", "RerankConfig", "GraphConfig",
+    "PriorConfig", "VerifyConfig", "AgentConfig", "CountConfig", "LLMConfig", "QueryConfig", "RuntimeConfig",
+    "PathsConfig",
+]
 
 
 def _f(default: Any, help: str, range: tuple[float | None, float | None] | None = None,
@@ -27,7 +32,10 @@ class CorpusConfig:
     chunk_rows: int = _f(20_000, "rows written per parquet row group when streaming the input CSVs (bounds memory; at least "
                                  "1,000: smaller row groups make a build crawl)", range=(1_000, None))
     max_error_examples: int = _f(20, "bad rows quoted (row number and reason) in the build report")
-    strict_quotes: bool = _f(True, "a record the CSV parser cannot close, or one over several lines of the wrong width (an unmatched quote: it swallows the rows after it), stops the build, naming its lines; false: drop it and count its lines in the build report. Records of the right width are kept, quoted fields over several lines included")
+    strict_quotes: bool = _f(True, "a record the CSV parser cannot close, or one over several lines of the wrong "
+                                   "width (an unmatched quote: it swallows the rows after it), stops the build, "
+                                   "naming its lines; false: drop it and count its lines in the build report. Records "
+                                   "of the right width are kept, quoted fields over several lines included")
 
 
 @dataclass
@@ -38,7 +46,8 @@ class LexicalConfig:
     method: str = _f("lucene", "BM25 variant (bm25s method): lucene | robertson | atire", choices=('lucene', 'robertson', 'atire'))
     stemmer: str = _f("german", "Snowball stemmer language (PyStemmer); empty string: no stemming")
     min_token_len: int = _f(2, "tokens shorter than this are dropped (paper: drop 1-char tokens)", range=(1, None))
-    decompound: bool = _f(True, "index and search German compounds also by their parts (Mietvertrag: miet, vertrag), split by the corpus' own word counts (lexrag.index.decompound)")
+    decompound: bool = _f(True, "index and search German compounds also by their parts (Mietvertrag: miet, vertrag), "
+                                "split by the corpus' own word counts (lexrag.index.decompound)")
     decompound_min_part: int = _f(4, "letters a compound part has at least", range=(2, None))
     decompound_min_count: int = _f(5, "times a compound part occurs in the corpus at least", range=(1, None))
     top_k: int = _f(100, "documents kept per BM25 signal", range=(1, None))
@@ -47,10 +56,14 @@ class LexicalConfig:
         "corpus columns joined into each BM25 document (the citation brings the code abbreviation, the title the law's name)",
     )
     query_dedup: bool = _f(True, "count each query term once")
-    question_weight: int = _f(1, "the terms of the question's sentences that end in '?' count this many times (1: like every other term; for case stories that end in the question asked)", range=(1, None))
-    code_vote: float = _f(1.0, "statute vote: the best code_vote_depth law paragraphs vote for their law code with their scores, and every law paragraph's score is multiplied by (1 + code_vote x share) / (1 + code_vote), share being its code's vote over the best code's (0: off)")
+    question_weight: int = _f(1, "the terms of the question's sentences that end in '?' count this many times (1: "
+                                 "like every other term; for case stories that end in the question asked)", range=(1, None))
+    code_vote: float = _f(1.0, "statute vote: the best code_vote_depth law paragraphs vote for their law code with "
+                               "their scores, and every law paragraph's score is multiplied by (1 + code_vote x "
+                               "share) / (1 + code_vote), share being its code's vote over the best code's (0: off)")
     code_vote_depth: int = _f(50, "law paragraphs that vote in the statute vote", range=(1, None))
-    numbered_code_weight: float = _f(0.5, "score factor for paragraphs of laws keyed by an SR number instead of an abbreviation (no lexam_dev, train_dev or val gold cites one; 0 drops them)", range=(0, 1))
+    numbered_code_weight: float = _f(0.5, "score factor for paragraphs of laws keyed by an SR number instead of an "
+                                          "abbreviation (no lexam_dev, train_dev or val gold cites one; 0 drops them)", range=(0, 1))
     variants: list = _f(
         ["query", "de", "hyde", "sparse", "concepts", "dict_de"],
         f"query variants searched, one signal bm25_<variant> each, when the query has that variant ({', '.join(VARIANTS)})",
@@ -59,11 +72,16 @@ class LexicalConfig:
 
 @dataclass
 class StatutesConfig:
-    enabled: bool = _f(False, "statute detection: BM25 restricted to the law codes the question names (abbreviations, statute names from the law titles) as the bm25_statute signal, and to the agreed codes (see agree) as bm25_statute_agreed")
+    enabled: bool = _f(False, "statute detection: BM25 restricted to the law codes the question names (abbreviations, "
+                              "statute names from the law titles) as the bm25_statute signal, and to the agreed codes "
+                              "(see agree) as bm25_statute_agreed")
     max_codes: int = _f(3, "codes taken from a question at most, in the order it names them", range=(1, None))
-    learned: bool = _f(False, "after the codes a question names, add the codes a model of the training questions predicts (needs the prior artifact built with --train)")
+    learned: bool = _f(False, "after the codes a question names, add the codes a model of the training questions "
+                              "predicts (needs the prior artifact built with --train)")
     learned_codes: int = _f(2, "codes the learned model adds at most")
-    agree: float = _f(1.5, "a code is 'agreed' when the question names it or, with learned, its learned similarity over the best code's plus its statute vote over the best code's reaches this (2: both predictors' best); agreed codes form the bm25_statute_agreed signal (0: no such signal)", range=(0, None))
+    agree: float = _f(1.5, "a code is 'agreed' when the question names it or, with learned, its learned similarity "
+                           "over the best code's plus its statute vote over the best code's reaches this (2: both "
+                           "predictors' best); agreed codes form the bm25_statute_agreed signal (0: no such signal)", range=(0, None))
     vote_depth: int = _f(100, "law paragraphs whose BM25 scores vote for their codes in the agreement", range=(1, None))
     agreed_top_k: int = _f(300, "documents kept in the bm25_statute_agreed signal", range=(1, None))
     top_k: int = _f(100, "documents kept in the bm25_statute signal", range=(1, None))
@@ -71,7 +89,8 @@ class StatutesConfig:
 
 @dataclass
 class ArticlesConfig:
-    enabled: bool = _f(False, "article-level ranking: articles scored from their paragraphs' BM25, the paragraphs of the best articles as the bm25_article signal")
+    enabled: bool = _f(False, "article-level ranking: articles scored from their paragraphs' BM25, the paragraphs of "
+                              "the best articles as the bm25_article signal")
     sum_weight: float = _f(0.3, "an article scores its best paragraph plus this times its other paragraphs' scores")
     top_articles: int = _f(30, "articles whose paragraphs are emitted", range=(1, None))
     top_k: int = _f(100, "documents kept in the bm25_article signal", range=(1, None))
@@ -79,7 +98,8 @@ class ArticlesConfig:
 
 @dataclass
 class FeedbackConfig:
-    enabled: bool = _f(False, "pseudo-relevance feedback: the question expanded with the terms that weigh most in its top BM25 documents, as the bm25_prf signal")
+    enabled: bool = _f(False, "pseudo-relevance feedback: the question expanded with the terms that weigh most in its "
+                              "top BM25 documents, as the bm25_prf signal")
     docs: int = _f(10, "top documents the expansion terms come from", range=(1, None))
     terms: int = _f(15, "expansion terms added", range=(1, None))
     term_weight: int = _f(1, "times each expansion term is repeated in the expanded query (its weight against the question's terms)", range=(1, None))
@@ -91,7 +111,8 @@ class RankerConfig:
                               "needs the ranker artifact, built with --train and ranker.enabled)")
     depth: int = _f(300, "distinct citations of the fused list the ranker reorders (and a build trains on)", range=(1, None))
     blend: float = _f(1.0, "1: the learned order; below 1 it is mixed with the fused order by reciprocal ranks "
-                           "(blend/(61 + learned rank) + (1 - blend)/(61 + fused rank)); 0: the fused order kept, only the expected_f1 count reads the ranker",
+                           "(blend/(61 + learned rank) + (1 - blend)/(61 + fused rank)); 0: the fused order kept, "
+                           "only the expected_f1 count reads the ranker",
                       range=(0, 1))
     article_form: bool = _f(False, "write a law paragraph as its whole article ('Art. 62 ZPO') where the ranker's article model "
                                    "judges the article the likelier gold than its best paragraph")
@@ -117,7 +138,8 @@ class SeedConfig:
 class FusionConfig:
     rrf_k: int = _f(60, "RRF constant k in w / (k + rank) (Cormack et al. 2009; paper: 60)")
     weights: dict = _f(
-        {"citation_seeds": 4.0, "llm_seeds": 1.0, "bm25_de": 2.0, "bm25_dict_de": 2.0, "bm25_query": 1.0, "siblings": 0.3, "bm25_statute_agreed": 0.5},
+        {"citation_seeds": 4.0, "llm_seeds": 1.0, "bm25_de": 2.0, "bm25_dict_de": 2.0, "bm25_query": 1.0, "siblings": 0.3,
+         "bm25_statute_agreed": 0.5},
         "per-signal RRF weight; signals not listed get default_weight",
     )
     default_weight: float = _f(1.0, "weight of a signal missing from weights")
@@ -133,7 +155,8 @@ class FusionConfig:
 @dataclass
 class SemanticConfig:
     enabled: bool = _f(False, "dense retrieval (needs an encoder folder and the embeddings artifact)")
-    model: str = _f("", "sentence-transformers folder (BGE-M3 on Kaggle); candidates separated by '|', each a path, a Kaggle Model handle, a folder name or a config.json name (see lexrag.modelpaths)")
+    model: str = _f("", "sentence-transformers folder (BGE-M3 on Kaggle); candidates separated by '|', each a path, a "
+                        "Kaggle Model handle, a folder name or a config.json name (see lexrag.modelpaths)")
     device: str = _f("auto", "cuda | cpu | auto")
     devices: list = _f([], "encode the corpus on several devices at once, e.g. [cuda:0, cuda:1] (Kaggle 2xT4)")
     fp16: bool = _f(True, "half precision on GPU")
@@ -141,8 +164,10 @@ class SemanticConfig:
     max_seq: int = _f(256, "encoder max sequence length (paper: 256)", range=(8, None))
     shard_size: int = _f(100_000, "documents per embeddings shard (a resumable unit; paper: checkpoint every 100K)", range=(1, None))
     fields: list = _f(["title", "text"], "corpus columns joined into the encoded text")
-    index: str = _f("flat", "flat (exact, the fp16 vectors in memory: 2 bytes a dimension) | ivfpq (compressed, exact re-scoring of the top rescore_k) | auto (flat when it fits in memory)", choices=('flat', 'ivfpq', 'auto'))
-    faiss_gpu: str = _f("auto", "auto: the index on the last usable GPU when faiss has GPU support and it takes <= 40% of that GPU | cpu | gpu", choices=('auto', 'cpu', 'gpu'))
+    index: str = _f("flat", "flat (exact, the fp16 vectors in memory: 2 bytes a dimension) | ivfpq (compressed, exact "
+                            "re-scoring of the top rescore_k) | auto (flat when it fits in memory)", choices=('flat', 'ivfpq', 'auto'))
+    faiss_gpu: str = _f("auto", "auto: the index on the last usable GPU when faiss has GPU support and it takes <= "
+                                "40% of that GPU | cpu | gpu", choices=('auto', 'cpu', 'gpu'))
     nlist: int = _f(2048, "IVF lists (ivfpq; about sqrt(N), trained on 100K vectors)", range=(1, None))
     pq_m: int = _f(64, "PQ sub-quantizers, bytes per vector (ivfpq)", range=(1, None))
     nprobe: int = _f(64, "IVF lists searched per query (ivfpq)", range=(1, None))
@@ -193,7 +218,8 @@ class PriorConfig:
     enabled: bool = _f(False, "use the training-gold prior (needs a prior artifact: build --train FILE)")
     min_count: int = _f(2, "ignore citations seen in fewer training gold sets", range=(1, None))
     top_k: int = _f(100, "documents kept per prior signal", range=(1, None))
-    neighbours: int = _f(0, "prior_similar: the citations of the training questions most like the question (tf-idf cosine), from this many of them (0: off)", range=(0, None))
+    neighbours: int = _f(0, "prior_similar: the citations of the training questions most like the question (tf-idf "
+                            "cosine), from this many of them (0: off)", range=(0, None))
 
 
 @dataclass
@@ -212,7 +238,8 @@ class AgentConfig:
     enabled: bool = _f(False, "agentic reformulation loop: planner -> retrieve -> observer, round by round (needs llm.enabled)")
     max_rounds: int = _f(10, "planner rounds at most (round 0 observes the question's own ranking)", range=(1, None))
     queries_per_round: int = _f(3, "German keyword queries the planner may write per round", range=(1, None))
-    observe_depth: int = _f(20, "top candidates of each retrieved (fused) list the observer judges with the verifier's Yes/No logits", range=(1, None))
+    observe_depth: int = _f(20, "top candidates of each retrieved (fused) list the observer judges with the "
+                                "verifier's Yes/No logits", range=(1, None))
     threshold: float = _f(0.5, "the observer keeps a candidate with P(Yes) at or above this", range=(0, 1))
     evidence_items: int = _f(8, "kept items shown to the planner (most retained first)")
     evidence_chars: int = _f(160, "characters of each kept item's text shown to the planner")
@@ -223,7 +250,8 @@ class CountConfig:
     method: str = _f("fixed", "how many citations to emit per query: fixed | elbow | adaptive | expected_f1 (the cut that maximises "
                               "expected F1 under the learned ranker's relevance probabilities; needs ranker.enabled)",
                      choices=('fixed', 'elbow', 'adaptive', 'expected_f1'))
-    k: int = _f(3, "citations emitted per query when method=fixed (the k the held-out legal areas of lexam_dev chose for these defaults: repro/lexam_dev.yaml)", range=(1, None))
+    k: int = _f(3, "citations emitted per query when method=fixed (the k the held-out legal areas of lexam_dev chose "
+                   "for these defaults: repro/lexam_dev.yaml)", range=(1, None))
     min_k: int = _f(8, "lower clip of the elbow and adaptive counts (paper: 8)")
     max_k: int = _f(50, "upper clip of the elbow and adaptive counts (paper: 50)", range=(1, None))
     w_llm: float = _f(0.4, "adaptive: weight of n_LLM, the count the LLM estimated in concept extraction (paper: 0.4)")
@@ -231,8 +259,10 @@ class CountConfig:
     w_cal: float = _f(0.3, "adaptive: weight of n_cal, the count above the calibrated score threshold (paper: 0.3)")
     calibration: str = _f("", "adaptive: calibration folder written by `lexrag calibrate`; empty: the artifact 'calibration' among the artifacts")
     whole_articles: int = _f(0, "also emit a law article as a whole ('Art. 41 OR') right after the n-th of its paragraphs in the final order, "
-                                "taking a slot of the count (exam answers and the competition's train.csv cite whole articles that are no corpus key; val.csv's gold is all corpus keys); 0: off", range=(0, None))
-    whole_articles_from: int = _f(0, "with whole_articles: keep the first n slots as ranked (paragraphs stay on top, where they are the gold form more often) "
+                                "taking a slot of the count (exam answers and the competition's train.csv cite whole "
+                                "articles that are no corpus key; val.csv's gold is all corpus keys); 0: off", range=(0, None))
+    whole_articles_from: int = _f(0, "with whole_articles: keep the first n slots as ranked (paragraphs stay on top, "
+                                     "where they are the gold form more often) "
                                      "and insert the articles due there right after them; 0: insert from the first slot on", range=(0, None))
 
 
@@ -243,19 +273,22 @@ class LLMConfig:
     backend: str = _f("transformers", "how the LLM runs: transformers (a causal LM folder, 4-bit NF4 on a GPU) | scripted "
                       "(fixed answers from the folder's lexrag_scripted.json: the demo and tests, no weights)",
                       choices=("transformers", "scripted"))
-    model_name: str = _f("", "name that keys the LLM cache; empty: the model folder's name (give the same weights the same name everywhere, so a cache built on one machine replays on another)")
+    model_name: str = _f("", "name that keys the LLM cache; empty: the model folder's name (give the same weights the "
+                             "same name everywhere, so a cache built on one machine replays on another)")
     mode: str = _f("live", "live: generate what the cache lacks | replay: answer from the cache only, never load a model", choices=('live', 'replay'))
     cache_dir: str = _f("", "folder of the LLM cache (cache.sqlite); empty: llm_cache in the working folder")
     replay_dirs: list = _f([], "read-only caches consulted before generating (e.g. an attached lexrag-llm-cache dataset)")
     tasks: list = _f(["translate", "concepts", "hyde", "sparse", "dense"], "rewrite tasks run per query")
     quantization: str = _f("nf4", "nf4 (bitsandbytes 4-bit NF4, double quantization) | none (fp16 on GPU, fp32 on CPU)", choices=('nf4', 'none'))
-    compute_dtype: str = _f("float16", "4-bit compute dtype: float16 (T4 has no bfloat16) | bfloat16 | float32", choices=('float16', 'bfloat16', 'float32'))
+    compute_dtype: str = _f("float16", "4-bit compute dtype: float16 (T4 has no bfloat16) | bfloat16 | float32",
+                            choices=("float16", "bfloat16", "float32"))
     device: str = _f("auto", "cuda | cpu | auto (GPUs below compute capability 7.0 count as absent)")
     batch_size: int = _f(8, "prompts per generate call (left padding, longest first)", range=(1, None))
     max_new_tokens: int = _f(1024, "upper bound on generated tokens per call; each template asks for its own, at most this", range=(1, None))
     max_question_chars: int = _f(6000, "longer questions are cut for the LLM prompts, with a warning (about 4 characters a token)", range=(1, None))
     json_retries: int = _f(1, "repair attempts for output that is not the JSON asked for; then the variant is skipped")
-    max_answer_chars: int = _f(20_000, "longer LLM answers (generated or from a cache) are cut, with a warning, like queries at query.max_chars", range=(1, None))
+    max_answer_chars: int = _f(20_000, "longer LLM answers (generated or from a cache) are cut, with a warning, like "
+                                       "queries at query.max_chars", range=(1, None))
 
 
 @dataclass
@@ -263,7 +296,8 @@ class QueryConfig:
     max_chars: int = _f(20_000, "longer queries are truncated (with a warning naming the query)", range=(1, None))
     preference_variants: list = _f(
         ["de", "dict_de", "query"],
-        "the text the BM25 re-searches read (statutes, articles, feedback, a graph node's best consideration or paragraph): the first of these variants the query has",
+        "the text the BM25 re-searches read (statutes, articles, feedback, a graph node's best consideration or "
+        "paragraph): the first of these variants the query has",
     )
 
 

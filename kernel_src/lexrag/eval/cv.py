@@ -24,8 +24,11 @@ import yaml
 
 from lexrag.csvio import FileReport, read_csv_rows
 
-__all__ = ["read_locked_split", "write_locked_split", "LOCKED_SPLIT", "refits_prior", "read_groups", "grouped_folds", "held_out_artifacts", "law_code_shares", "code_overlap", "legal_areas",
-           "area_groups", "format_area_map", "locked_areas", "fold_groups", "AREA_OVERLAP"]
+__all__ = [
+    "read_locked_split", "write_locked_split", "LOCKED_SPLIT", "refits_prior", "read_groups", "grouped_folds",
+    "held_out_artifacts", "law_code_shares", "code_overlap", "legal_areas", "area_groups", "format_area_map",
+    "locked_areas", "fold_groups", "AREA_OVERLAP",
+]
 
 log = logging.getLogger(__name__)
 

@@ -198,7 +198,8 @@ def write_report(out_dir: str | Path, title: str = "lexrag validation report") -
             parts.append(_table([{"course": c, **v} for c, v in sa["courses"].items()], ["course", "queries", "macro_f1"]))
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;margin:1em 0}"
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eee}img{max-width:100%}")
-    doc = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style>"
+           f"</head><body>{''.join(parts)}</body></html>")
     path = out / "report.html"
     replace_text(path, doc)
     return path

@@ -55,7 +55,8 @@ class TrainingPrior:
     def _held_out(self, query_id: str | None) -> set[str]:
         return set(self.gold.get(query_id, ())) if query_id is not None else set()
 
-    def cocited(self, seeds: Sequence[tuple[str, float]], query_id: str | None = None, min_count: int = 2, top_k: int = 100) -> list[tuple[str, float]]:
+    def cocited(self, seeds: Sequence[tuple[str, float]], query_id: str | None = None, min_count: int = 2,
+                top_k: int = 100) -> list[tuple[str, float]]:
         """Citations co-cited in training gold with the weighted seed citations (leave-one-out)."""
         own = self._held_out(query_id)
         seed_set = {norm(s) for s, _ in seeds}

@@ -22,11 +22,11 @@ class SignalCache:
     grid points, cross-validation folds).
 
     A content or graph stage's output for one query is stored under a key made of the stage, the
-    config sections it reads (its ``reads`` attribute, else every section of its phase), the loaded artifacts it can see (an ablation that removes one gets
-    another key), the query's texts (question, variants, LLM citations) and, for the graph phase,
-    its seed candidates and the prior; a later run whose key matches takes the stored rankings
-    instead of running the stage.  ``computed`` counts (stage, query) computations, ``reused``
-    the reuses."""
+    config sections it reads (its ``reads`` attribute, else every section of its phase), the loaded
+    artifacts it can see (an ablation that removes one gets another key), the query's texts
+    (question, variants, LLM citations) and, for the graph phase, its seed candidates and the
+    prior; a later run whose key matches takes the stored rankings instead of running the stage.
+    ``computed`` counts (stage, query) computations, ``reused`` the reuses."""
 
     SECTIONS = {Phase.CONTENT: ("lexical", "semantic", "seeds", "query", "llm"),
                 Phase.GRAPH: ("lexical", "graph", "prior", "seeds")}

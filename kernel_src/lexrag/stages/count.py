@@ -26,7 +26,10 @@ from lexrag.stages.base import Phase, register_stage
 
 log = logging.getLogger(__name__)
 
-__all__ = ["elbow_count", "choose_count", "adaptive_count", "calibrated_count", "expected_f1_count", "curve_cut", "unique_citations", "with_forms", "with_whole_articles", "Count", "Calibration"]
+__all__ = [
+    "elbow_count", "choose_count", "adaptive_count", "calibrated_count", "expected_f1_count", "curve_cut",
+    "unique_citations", "with_forms", "with_whole_articles", "Count", "Calibration",
+]
 
 
 def elbow_count(scores: Sequence[float], min_k: int = 1, max_k: int | None = None) -> int:

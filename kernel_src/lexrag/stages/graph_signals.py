@@ -90,7 +90,8 @@ def personalized_pagerank(
     return x
 
 
-def hits(graph: CitationGraph, nodes: np.ndarray, max_nodes: int = 2000, iters: int = 100, tol: float = 1e-10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def hits(graph: CitationGraph, nodes: np.ndarray, max_nodes: int = 2000, iters: int = 100,
+         tol: float = 1e-10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HITS (Kleinberg 1999) on the candidate subgraph: the seeds and their citing and cited
     neighbours (the most strongly linked first when more than ``max_nodes``).
 

@@ -20,7 +20,8 @@ __all__ = ["Statutes"]
 
 class Statutes(OptionalBM25Stage):
     name = "statutes"
-    reads = ("statutes", "lexical", "prior", "query")  # config sections its output depends on (the signal cache keys on them; query: preference_variants)
+    # config sections its output depends on (the signal cache keys on them; query: preference_variants)
+    reads = ("statutes", "lexical", "prior", "query")
     signals = ("bm25_statute", "bm25_statute_agreed")
 
     def run(self, batch, ctx):
