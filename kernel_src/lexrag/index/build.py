@@ -27,28 +27,14 @@ log = logging.getLogger(__name__)
 
 
 def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path, corpus: Corpus | None = None, **kw):
-    """Build artifact ``name`` (``bm25`` | ``embeddings`` | ``graph``) over the corpus artifact at
-    ``corpus_dir`` into ``dest`` with the config's parameters; ``kw`` go to ``build_embeddings``
-    (``max_shards``, ``time_budget_s``, ``resume_from``, ``model``)."""
-    corpus = corpus or Corpus(corpus_dir, lookups=name == "graph")  # the citation lookups: the graph's alone
-    cid = corpus_id(corpus_dir)
-    progress = cfg.runtime.progress
-    if name == "bm25":
-        return build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), dest, cfg.lexical, corpus_id=cid,
-                          progress=progress, n_docs_hint=len(corpus))
-    if name == "graph":
-        graph = build_graph(corpus, dest, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=cid, progress=progress)
-        if not has_court_edges(graph):
-            log.warning("graph at %s: %s", dest, NO_COURT_EDGES)
-        return graph
-    if name == "embeddings":
-        from lexrag.index.embeddings import build_embeddings
+    """Build index artifact ``name`` (``bm25`` | ``embeddings`` | ``graph``) over the corpus artifact
+    at ``corpus_dir`` into ``dest`` with the config's parameters, through its registry build step;
+    ``kw`` go to ``build_embeddings`` (``max_shards``, ``time_budget_s``, ``resume_from``, ``model``)."""
+    from lexrag.registry import BuildInputs, spec
 
-        sc = cfg.semantic
-        return build_embeddings(corpus, kw.pop("model", sc.model), dest, corpus_id=cid, shard_size=sc.shard_size,
-                                batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields, device=sc.device,
-                                fp16=sc.fp16, devices=sc.devices or None, progress=progress, **kw)
-    raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
+    if name not in ("bm25", "embeddings", "graph"):
+        raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
+    return spec(name).build_step()(cfg, Path(dest), BuildInputs(corpus_dir=corpus_dir, corpus=corpus, extra=kw))
 
 
 # ---------------------------------------------------------------- registry steps (lexrag.registry)
@@ -60,15 +46,28 @@ def build_corpus_step(cfg: Config, dest: Path, inputs) -> dict:
 
 
 def build_bm25_step(cfg: Config, dest: Path, inputs):
-    return build_index("bm25", cfg, inputs.corpus_dir, dest, inputs.corpus)
+    corpus = inputs.corpus or Corpus(inputs.corpus_dir, lookups=False)
+    return build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), dest, cfg.lexical, corpus_id=corpus_id(inputs.corpus_dir),
+                      progress=cfg.runtime.progress, n_docs_hint=len(corpus))
 
 
 def build_graph_step(cfg: Config, dest: Path, inputs):
-    return build_index("graph", cfg, inputs.corpus_dir, dest, inputs.corpus)
+    corpus = inputs.corpus or Corpus(inputs.corpus_dir)  # with the citation lookups the graph reads
+    graph = build_graph(corpus, dest, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=corpus_id(inputs.corpus_dir),
+                        progress=cfg.runtime.progress)
+    if not has_court_edges(graph):
+        log.warning("graph at %s: %s", dest, NO_COURT_EDGES)
+    return graph
 
 
 def build_embeddings_step(cfg: Config, dest: Path, inputs):
-    return build_index("embeddings", cfg, inputs.corpus_dir, dest, inputs.corpus, **inputs.extra)
+    from lexrag.index.embeddings import build_embeddings
+
+    corpus = inputs.corpus or Corpus(inputs.corpus_dir, lookups=False)
+    kw, sc = dict(inputs.extra), cfg.semantic
+    return build_embeddings(corpus, kw.pop("model", sc.model), dest, corpus_id=corpus_id(inputs.corpus_dir),
+                            shard_size=sc.shard_size, batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields,
+                            device=sc.device, fp16=sc.fp16, devices=sc.devices or None, progress=cfg.runtime.progress, **kw)
 
 
 def build_prior_step(cfg: Config, dest: Path, inputs) -> None:
