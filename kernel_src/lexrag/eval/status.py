@@ -19,20 +19,29 @@ from lexrag.config import Config
 from lexrag.procmem import process_memory
 from lexrag.stages.base import Phase, asked_for, registered_stages
 
-__all__ = ["StageRow", "RunStatus", "run_status", "failed_status", "measured", "measured_table", "FIXES"]
+__all__ = ["StageRow", "RunStatus", "run_status", "failed_status", "measured", "measured_table", "fix_for"]
 
-# how to get a part back, by the name Artifacts.load records it under
-FIXES = {
-    "bm25": "attach the lexrag-bm25 dataset built over the attached corpus",
-    "graph": "attach the lexrag-graph dataset built over the attached corpus",
-    "prior": "attach the lexrag-prior dataset (build_datasets.py --only prior --train train.csv)",
-    "ranker": "attach the lexrag-ranker dataset (build_datasets.py --only ranker --train train.csv)",
-    "dictionary": "attach the lexrag-dictionary dataset (build_datasets.py --only dictionary --dictionary /usr/share/trans/de-en)",
+# how to get back a part that no dataset of the registry holds (models, the calibration), by the
+# name Artifacts.load records it under; every artifact's fix comes from its registry entry
+MODEL_FIXES = {
     "semantic": "attach the lexrag-embeddings dataset and the BGE-M3 model (semantic.model)",
     "reranker": "attach bge-reranker-v2-m3 (rerank.model)",
     "llm": "attach Qwen2.5-7B-Instruct (llm.model) on a GPU machine, or the lexrag-llm-cache dataset to replay",
     "calibration": "run `python -m lexrag calibrate` or set count.method: elbow",
 }
+
+
+def fix_for(part: str) -> str:
+    """How to provide missing part ``part``: attach its dataset or rebuild it (its registry entry),
+    or the model or calibration it is."""
+    from lexrag.registry import names, spec
+
+    if part in MODEL_FIXES:
+        return MODEL_FIXES[part]
+    if part in names():
+        a = spec(part)
+        return f"attach the {a.dataset} dataset built over the attached corpus, or rebuild it: {a.rebuild}"
+    return ""
 
 
 @dataclass
@@ -155,7 +164,7 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
 
 def _fix(art: Any, part: str) -> str:
     """How to provide a missing part: what the artifacts recorded for it, else the standard fix."""
-    return getattr(art, "fixes", {}).get(part) or FIXES.get(part, "")
+    return getattr(art, "fixes", {}).get(part) or fix_for(part)
 
 
 def _brief(reason: str, width: int = 160) -> str:
