@@ -8,6 +8,7 @@ write (:func:`check_replaceable`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import inspect
 import json
@@ -300,12 +301,13 @@ def check_output_file(out: str | Path, what: str, inputs: dict | None = None, pr
         if p.is_dir():
             raise error(f"{what} {out} is a folder; give a file name such as {Path(out) / example}")
         check_makeable(Path(out).parent, f"{what} {out}: the folder")
-        if p.is_file():  # an immutable or otherwise locked file would fail only when the work is done
+        if p.is_file():  # an immutable file (or one on a read-only disk) would fail only when the work is done
             try:
                 os.close(os.open(p, os.O_WRONLY | os.O_APPEND))
-            except OSError as e:
-                raise error(f"{what} {out} exists and cannot be replaced ({e.strerror or e}); remove its lock "
-                            "or choose another path") from None
+            except OSError as e:  # a mere read-only mode (EACCES) does not stop the rename that replaces it
+                if e.errno in (errno.EPERM, errno.EROFS):
+                    raise error(f"{what} {out} exists and cannot be replaced ({e.strerror or e}); remove its lock "
+                                "or choose another path") from None
     except (OutputError, ArtifactError) as e:
         if isinstance(e, error):
             raise
