@@ -510,17 +510,21 @@ def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_i
     script.write_text(PAUSE_AT + (
         "import lexrag.index.build as B\n"
         "point, marker = sys.argv[1], sys.argv[2]\n"
-        "real_corpus, real_index = B.build_corpus, B.build_index\n"
+        "real_corpus = B.build_corpus\n"
         "def corpus(folder, *a, **k):\n"
         "    if point == 'corpus':  # the staging folder made, the corpus half written\n"
         "        Path(folder).mkdir(parents=True, exist_ok=True); (Path(folder) / 'part.parquet').write_bytes(b'x')\n"
         "        pause(marker)\n"
         "    return real_corpus(folder, *a, **k)\n"
-        "def index(name, *a, **k):\n"
-        "    if name == point:  # the artifacts before it built in the staging folder\n"
-        "        pause(marker)\n"
-        "    return real_index(name, *a, **k)\n"
-        "B.build_corpus, B.build_index = corpus, index\n"
+        "def paused(name, real):  # an index's registry build step, paused once the artifacts before it are built\n"
+        "    def step(*a, **k):\n"
+        "        if name == point:\n"
+        "            pause(marker)\n"
+        "        return real(*a, **k)\n"
+        "    return step\n"
+        "B.build_corpus = corpus\n"
+        "B.build_bm25_step = paused('bm25', B.build_bm25_step)\n"
+        "B.build_graph_step = paused('graph', B.build_graph_step)\n"
         "from lexrag.cli import main\n"
         "sys.exit(main(sys.argv[3:]))\n"), encoding="utf-8")
     for point in ("corpus", "bm25", "graph"):
@@ -1014,7 +1018,7 @@ def test_a_full_disk_is_one_line_naming_the_output_and_the_old_files_stay(tmp_pa
     assert rc == 2 and f"--out {out}: the disk is full (No space left on device)" in err and len(err.strip().splitlines()) == 1
     assert out.read_text() == "old submission"
     before = tree_state(arts)
-    monkeypatch.setattr(B, "build_index", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device",
+    monkeypatch.setattr(B, "build_bm25_step", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device",
                                                                                         str(arts / "x.parquet"))))
     rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", arts, "--set", "runtime.progress=false")
     assert rc == 2 and f"{arts / 'x.parquet'}: the disk is full" in err and len(err.strip().splitlines()) == 1, err
