@@ -38,39 +38,6 @@ $(VENV)/.installed: requirements.txt kernel_src/pyproject.toml
 	$(PY) -m pip install -q --no-deps -e ./kernel_src
 	touch $@
 
-# After the metrics: which stages ran and which the config leaves off, what k caps, where the outputs are.
-define DEMO_SUMMARY
-import json, sys
-out = sys.argv[1]
-doc = json.load(open(f"{out}/metrics.json", encoding="utf-8"))
-cfg, graph = doc["config"], json.load(open(f"{out}/artifacts/graph/params.json", encoding="utf-8"))  # the run's status: show-metrics
-print(f"graph (built, used only where a config switches it on): {graph['n_nodes']} nodes, {graph['n_edges']} court edges "
-      f"over the {graph['n_docs']} documents of the demo corpus")
-c = cfg["count"]
-if c["method"] == "fixed":
-    print(f"count: k = {c['k']} citations per question; the demo questions cite 1 or 2, so precision stays low by design")
-print(f"outputs in {out}/: report.html (open it in a browser), metrics.json, per_query.csv, submission.csv,")
-print("  signals.parquet, signal_analysis.json, variants.jsonl; the executed notebook is validation.ipynb")
-endef
-export DEMO_SUMMARY
-
-# A CSV as an aligned table, numbers rounded (the incremental ablation of demo-llm).
-define SHOW_CSV
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1], newline="", encoding="utf-8")))
-def cell(v):
-    try:
-        x = float(v)
-    except ValueError:
-        return v
-    return "-" if x != x else f"{x:.4f}" if abs(x) < 0.01 and x else f"{x:.3f}"
-rows = [rows[0]] + [[cell(v) for v in r] for r in rows[1:]]
-width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-for r in rows:
-    print("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, width))).rstrip())
-endef
-export SHOW_CSV
-
 demo: venv
 	$(PY) -m lexrag build --laws demo/laws_demo.csv --courts demo/courts_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml \
 		--dictionary demo/dictionary_demo.txt
@@ -79,7 +46,6 @@ demo: venv
 		-p artifacts_dir $(DEMO_OUT)/artifacts -p out_dir $(DEMO_OUT)
 	$(PY) -m lexrag show-metrics $(DEMO_OUT)/metrics.json
 	$(PY) -m lexrag check-scores $(DEMO_OUT)/metrics.json --expected demo/expected.yaml
-	@$(PY) -c "$$DEMO_SUMMARY" $(DEMO_OUT)
 
 # the LLM stages on the demo with the scripted stand-in model (no GPU, no weights): incremental ablation
 demo-llm: venv
@@ -91,8 +57,7 @@ demo-llm: venv
 		-p config_path demo/config_llm.yaml -p queries demo/queries_demo.csv -p incremental True \
 		-p artifacts_dir $(DEMO_OUT)/artifacts -p out_dir $(DEMO_OUT)/llm \
 		-y '{"overrides": {"llm.cache_dir": "$(DEMO_OUT)/llm/cache"}}'
-	@echo "incremental ablation ($(DEMO_OUT)/llm/incremental.csv; plots and tables in $(DEMO_OUT)/llm/report.html):"
-	@$(PY) -c "$$SHOW_CSV" $(DEMO_OUT)/llm/incremental.csv
+	$(PY) -m lexrag show-metrics $(DEMO_OUT)/llm/metrics.json
 
 # re-record demo/artifacts_manifest.yaml after a change that alters the artifacts' bytes (a test compares a fresh build with it)
 demo-manifest: venv

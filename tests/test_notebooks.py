@@ -61,6 +61,13 @@ def test_validation_notebook_runs_on_demo(tmp_path, demo_artifacts, demo_queries
     r = subprocess.run([sys.executable, "-m", "lexrag", "check-scores", str(tmp_path / "val" / "metrics.json"),
                         "--expected", str(ROOT / "demo" / "expected.yaml")], capture_output=True, text=True)
     assert r.returncode == 0 and "FAIL" not in r.stdout, r.stdout
+    # show-metrics: the metrics, the status table, the count, the ablation as a table, the outputs there
+    r = subprocess.run([sys.executable, "-m", "lexrag", "show-metrics", str(tmp_path / "val" / "metrics.json")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "\nOK: every stage" in r.stdout and "\ncount: fixed, k = 5 citations per question" in r.stdout
+    table = r.stdout.split("ablation (each row drops one stage from the full run)")[1].splitlines()
+    assert table[1].split()[0] == "run" and table[2].startswith("full ") and "without BM25" in r.stdout
+    assert f"outputs in {tmp_path / 'val'}/: submission.csv, per_query.csv, metrics.json" in r.stdout and "ablation.csv" in r.stdout
     report = (tmp_path / "val" / "report.html").read_text(encoding="utf-8")
     assert report.count("<img") >= 2 and "Leave-one-stage-out" in report and "Recall by citation kind" in report
 
@@ -94,6 +101,10 @@ def test_validation_notebook_adds_the_llm_stages_one_by_one_with_the_scripted_mo
     trace = [json.loads(line) for line in open(tmp_path / "val" / "agent_trace.jsonl", encoding="utf-8")]
     assert trace and {t["round"] for t in trace} >= {0, 1} and all("queries" in t and "kept" in t for t in trace)
     assert (tmp_path / "val" / "incremental.png").stat().st_size > 1000
+    r = subprocess.run([sys.executable, "-m", "lexrag", "show-metrics", str(tmp_path / "val" / "metrics.json")],
+                       capture_output=True, text=True)
+    shown = r.stdout.split("incremental ablation (each row adds one stage to the row above)")[1].splitlines()[1:7]
+    assert r.returncode == 0 and [line.split("  ")[0] for line in shown[1:]] == list(rows), r.stdout
     report = (tmp_path / "val" / "report.html").read_text(encoding="utf-8")
     assert report.count("<img") >= 3  # ablation bars, per-query heatmap, signal contribution
     assert "Incremental ablation" in report and "data:image/png;base64," in report and "http" not in report.split("<body>")[1]

@@ -236,31 +236,10 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_show_metrics(args: argparse.Namespace) -> int:
-    from lexrag.errors import ConfigError
     from lexrag.eval.expect import read_metrics_file
-    from lexrag.eval.validation import format_metrics
+    from lexrag.eval.summary import run_summary
 
-    doc = read_metrics_file(args.metrics)
-    if not isinstance(doc.get("metrics"), dict):
-        raise ConfigError(f"{args.metrics}: not a metrics.json: no \"metrics\" object (the validation notebook writes one)")
-    if not doc["metrics"]:
-        raise ConfigError(f"{args.metrics}: its \"metrics\" object is empty: nothing to show (the validation notebook writes them)")
-    bad = [k for k, v in doc["metrics"].items() if isinstance(v, bool) or not isinstance(v, (int, float))]
-    if bad:
-        raise ConfigError(f"{args.metrics}: metric {str(bad[0])[:60]!r} is {str(doc['metrics'][bad[0]])[:40]!r}, not a number "
-                          "(a damaged metrics.json?)")
-    try:
-        text = format_metrics(doc["metrics"], title=f"{args.metrics} ({doc.get('queries', '')})")
-    except (KeyError, TypeError, ValueError) as e:
-        raise ConfigError(f"{args.metrics}: the \"metrics\" object lacks or mangles a metric ({type(e).__name__}: {e})") from None
-    print(text)
-    from lexrag.eval.status import RunStatus, recorded_state
-
-    state = recorded_state(doc)
-    if isinstance(doc.get("status"), dict) and isinstance(doc["status"].get("status"), str):  # the run's own table
-        print(RunStatus.from_dict(doc["status"]).table())
-    elif state:
-        print(f"run status: {state}")
+    print(run_summary(args.metrics, read_metrics_file(args.metrics)))
     return 0
 
 
@@ -336,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--artifacts", help="artifacts folder; checks that every citation is a corpus string")
     v.set_defaults(func=cmd_validate)
 
-    m = sub.add_parser("show-metrics", help="print the metrics table of a validation run's metrics.json")
+    m = sub.add_parser("show-metrics", help="print a validation run's metrics, status table and count, and the ablation tables "
+                                      "and outputs beside its metrics.json")
     m.add_argument("metrics")
     m.set_defaults(func=cmd_show_metrics)
 
