@@ -61,30 +61,14 @@ def test_the_lexical_stage_applies_the_vote_and_the_weight_is_range_checked(demo
         load_config(None, {"lexical.numbered_code_weight": 1.5})
 
 
-def test_the_popular_signal_weighs_question_hits_by_court_citations(tmp_path, tiny_inputs):
-    import math
-
-    from lexrag.index.build import build_artifacts
-
-    laws, courts = tiny_inputs
-    cfg = load_config(None, {"runtime.progress": False, "graph.enabled": True, "graph.seed_k": 3})
-    build_artifacts(cfg, laws, tmp_path / "art", courts=courts)
-    q = [QueryState("q", "Die Beschwerde ist innert 30 Tagen einzureichen. Gilt Treu und Glauben? Wer trägt die Beweislast?")]
-    art = Artifacts.load(tmp_path / "art", cfg)
-    assert "popular" not in {s.signal for s in run_pipeline(q, art, cfg).signals}  # off by default
-    on = load_config(None, {"runtime.progress": False, "graph.enabled": True, "graph.seed_k": 3, "graph.signals": {"popular": True}})
-    res = run_pipeline(q, Artifacts.load(tmp_path / "art", on), on)
-    got = [(art.corpus.citations[d], s) for d, s in next(r for r in res.signals if r.signal == "popular").hits["q"]]
-    # independent expectation: BM25 score x log(1 + times the court cites the article or decision)
-    bm25 = art.bm25.scores(q[0].text)
-    cited = {"Art. 100 BGG": 1, "Art. 2 ZGB": 1, "Art. 8 ZGB": 1, "BGE 145 II 32": 1}  # from TINY_COURTS
-    from lexrag.citations import parent
-    want = sorted(((c, float(bm25[i]) * math.log1p(cited[parent(c)])) for i, c in enumerate(art.corpus.citations)
-                   if bm25[i] > 0 and parent(c) in cited), key=lambda t: -t[1])
-    assert len(got) >= 3 and [c for c, _ in got] == [c for c, _ in want] and got[0][1] == pytest.approx(want[0][1], rel=1e-5)
-    assert "5A_800/2019 E. 2." not in dict(got)  # matched, but no decision cites it
-    assert not any(c.endswith(" OR") for c, _ in got)  # never cited by the court
-    assert "popular" in on.fusion.boost_exclude  # it restates BM25 hits: no cross-signal boost
+@pytest.mark.parametrize("overrides,message", [
+    ({"graph.signals": {"popular": True}}, "graph.signals.popular was removed"),
+    ({"seeds.expand_decisions": True}, "config key seeds.expand_decisions was removed"),
+])
+def test_a_removed_key_or_signal_is_named_as_removed_not_unknown(overrides, message):
+    with pytest.raises(ConfigError, match=message) as e:
+        load_config(None, overrides)
+    assert "never measured to help" in str(e.value) and "delete it from the config" in str(e.value)
 
 
 def test_the_score_curve_cut_emits_at_least_one_and_at_most_max_k():

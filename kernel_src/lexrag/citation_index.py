@@ -87,7 +87,7 @@ class CitationIndex:
     def __contains__(self, s: object) -> bool:
         return isinstance(s, str) and normalize_key(s) in self.by_key
 
-    def resolve(self, citation: Citation | str, expand_decisions: bool = False) -> list[str]:
+    def resolve(self, citation: Citation | str) -> list[str]:
         c = try_parse(citation) if isinstance(citation, str) else citation
         if c is None:
             hit = self.by_key.get(_ws(str(citation)))
@@ -101,14 +101,12 @@ class CitationIndex:
                 return list(self.children.get(key, []))
             bare = c.parent().key()
             return [self.by_key[bare]] if bare in self.by_key else []
-        if c.consideration is None and expand_decisions:
-            return list(self.children.get(key, []))
         return []
 
-    def resolve_text(self, text: str, expand_decisions: bool = False) -> list[str]:
+    def resolve_text(self, text: str) -> list[str]:
         """Corpus strings for every citation mentioned in ``text``, first mention first, deduplicated."""
         out: dict[str, None] = {}
         for e in extract(text, self.extract_codes):
-            for s in self.resolve(e.citation, expand_decisions=expand_decisions):
+            for s in self.resolve(e.citation):
                 out.setdefault(s, None)
         return list(out)

@@ -167,6 +167,10 @@ class Config:
                               f"graph.resolutions {self.graph.resolutions}")
         unknown = set(self.graph.signals) - set(GRAPH_SIGNALS)
         if unknown:
+            gone = sorted(u for u in unknown if f"graph.signals.{u}" in REMOVED)
+            if gone:
+                raise ConfigError(f"graph.signals.{gone[0]} was removed ({REMOVED['graph.signals.' + gone[0]]}; never measured "
+                                  "to help): delete it from the config")
             check_signal_names(sorted(unknown), "graph.signals")
             raise ConfigError(f"graph.signals: {sorted(unknown)} are not graph signals ({', '.join(GRAPH_SIGNALS)})")
         for name, on in self.graph.signals.items():  # "no" or "maybe" would read as switched on
@@ -245,6 +249,10 @@ def _check_type(path: str, value: Any, tp: Any) -> Any:
 
 # keys that moved to another section: a config written for the old place is told the new one
 MOVED = {"graph.preference_variants": "query.preference_variants"}
+# keys (and graph signals) that were removed because no measurement ever supported them: a config that sets one is
+# told so, not left to guess why the key is unknown
+REMOVED = {"seeds.expand_decisions": "a decision named without a consideration expanded to all its considerations",
+           "graph.signals.popular": "the question's BM25 hits weighted by how often the court cites them"}
 
 
 def _merge(obj: Any, data: Mapping[str, Any], prefix: str) -> None:
@@ -256,6 +264,9 @@ def _merge(obj: Any, data: Mapping[str, Any], prefix: str) -> None:
             moved = MOVED.get(path)
             if moved:
                 raise ConfigError(f"config key {path} is now {moved}: rename it in the config (or --set {moved}=...)")
+            if path in REMOVED:
+                raise ConfigError(f"config key {path} was removed ({REMOVED[path]}; never measured to help): "
+                                  "delete it from the config")
             raise ConfigError(f"unknown config key {short(path)}; known: {', '.join(sorted(names))}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):

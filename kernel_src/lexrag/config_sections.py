@@ -129,9 +129,6 @@ class DictionaryConfig:
 @dataclass
 class SeedConfig:
     enabled: bool = _f(True, "emit citations named in the query as the citation_seeds signal")
-    expand_decisions: bool = _f(
-        False, "a decision named without consideration expands to all its considerations"
-    )
 
 
 @dataclass
@@ -145,7 +142,7 @@ class FusionConfig:
     default_weight: float = _f(1.0, "weight of a signal missing from weights")
     depth: int = _f(300, "fused candidates kept per query", range=(1, None))
     boost: float = _f(5.0, "score factor for documents found by a content family and the graph family (paper: 5.0)")
-    boost_exclude: list = _f(["siblings", "popular"], "signals that do not count towards the cross-signal boost (both restate content hits)")
+    boost_exclude: list = _f(["siblings"], "signals that do not count towards the cross-signal boost (siblings restate content hits)")
     head: int = _f(0, "reorder the top n fused documents by a second fusion with head_boost and head_weights (the weights that put the "
                       "best citations first cost depth when used for the whole list); their scores keep their sorted values; 0: off", range=(0, None))
     head_boost: float = _f(2.0, "cross-signal boost of the head's fusion", range=(0, None))
@@ -207,9 +204,8 @@ class GraphConfig:
         "parents whose other documents the siblings signal emits: decisions; add 'law' for other paragraphs of an article",
     )
     signals: dict = _f(
-        {name: name != "popular" for name in GRAPH_SIGNALS},
-        "graph signals switched on (popular -- the question's BM25 hits weighted by how often the court cites them -- is off: "
-        "unmeasured, see docs/results.md)",
+        {name: True for name in GRAPH_SIGNALS},
+        "graph signals switched on",
     )
 
 

@@ -39,7 +39,7 @@ VARIANTS = (
     "dict_de",  # German words for an English question's, from a bilingual dictionary (no LLM)
 )
 
-GRAPH_SIGNALS = ("ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings", "popular")
+GRAPH_SIGNALS = ("ppr", "hits_authority", "hits_hub", "coupling", "cocitation", "community", "siblings")
 PRIOR_SIGNALS = ("prior_cocited", "prior_frequent", "prior_similar")
 
 _REGISTRY: dict[str, str] = {"citation_seeds": "seed", "llm_seeds": "seed"}

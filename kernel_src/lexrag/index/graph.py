@@ -129,8 +129,6 @@ class CitationGraph:
         self.adj_t = self.adj.T.tocsr()
         self.in_strength = np.asarray(self.adj.sum(axis=0)).ravel().astype(np.float32)
         self.out_strength = np.asarray(self.adj.sum(axis=1)).ravel().astype(np.float32)
-        # per document: log(1 + references to its node), the popularity the ``popular`` signal weighs by
-        self.doc_popularity = np.log1p(self.in_strength)[self.doc_node].astype(np.float32)
         order = np.argsort(self.doc_node, kind="stable")
         counts = np.bincount(self.doc_node, minlength=self.n)
         self._node_docs_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)

@@ -63,8 +63,6 @@ class GraphSignals:
             yield "cocitation", docs(gs.top_nodes(gs.co_citation(g, nodes, w), nodes, gc.top_k))
         if "community" in on:
             yield "community", docs(gs.community_members(g, nodes, w, g.level_of(gc.community_resolution), gc.top_k))
-        if "popular" in on:
-            yield "popular", gs.popular(g, pref, gc.top_k)
         if "siblings" in on:
             yield "siblings", gs.siblings(g, seeds, gc.seed_k, gc.top_k, gc.siblings_kinds)
 

@@ -18,7 +18,6 @@ import scipy.sparse as sp
 from lexrag.index.graph import CitationGraph
 
 __all__ = [
-    "popular",
     "seed_vector",
     "personalized_pagerank",
     "hits",
@@ -245,16 +244,6 @@ def nodes_to_docs(
             break
     out.sort(key=lambda t: -t[1])
     return out
-
-
-def popular(graph: CitationGraph, pref: np.ndarray | None, k: int) -> list[tuple[int, float]]:
-    """Documents the question matches, weighted by how often the court cites them: BM25 score x
-    log(1 + references to the document's node: its article or decision) -- a popularity prior that
-    needs no training gold.  Nothing the question does not match, and nothing never cited, comes in."""
-    if pref is None:
-        return []
-    s = np.asarray(pref, dtype=np.float32) * graph.doc_popularity
-    return top_nodes(s, np.empty(0, dtype=np.int64), k)
 
 
 def top_nodes(scores: np.ndarray, exclude: np.ndarray, k: int) -> list[tuple[int, float]]:

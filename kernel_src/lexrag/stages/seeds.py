@@ -9,17 +9,16 @@ from lexrag.stages.base import Phase, register_stage
 __all__ = ["CitationSeeds", "LLMSeeds", "resolve_docs"]
 
 
-def resolve_docs(corpus, texts: list[str], strings: list[str] = (), expand_decisions: bool = False,
-                 exclude: set[int] = frozenset()) -> list[int]:
+def resolve_docs(corpus, texts: list[str], strings: list[str] = (), exclude: set[int] = frozenset()) -> list[int]:
     """Corpus documents of the citations mentioned in ``texts`` and of the loose citation
     ``strings``, in order of mention, each once."""
     index = corpus.index
     cits: dict[str, None] = {}
     for t in texts:
-        for c in index.resolve_text(t, expand_decisions=expand_decisions):
+        for c in index.resolve_text(t):
             cits.setdefault(c, None)
     for s in strings:
-        for c in index.resolve(s, expand_decisions=expand_decisions):
+        for c in index.resolve(s):
             cits.setdefault(c, None)
     docs: dict[int, None] = {}
     for c in cits:
@@ -48,7 +47,7 @@ class CitationSeeds:
     def run(self, batch, ctx):
         out = Ranking("citation_seeds", "seed")
         for q in batch.queries:
-            docs = resolve_docs(ctx.art.corpus, [q.text], expand_decisions=ctx.cfg.seeds.expand_decisions)
+            docs = resolve_docs(ctx.art.corpus, [q.text])
             out.hits[q.query_id] = _scored(docs)
         return [out]
 
@@ -72,12 +71,12 @@ class LLMSeeds:
 
     def run(self, batch, ctx):
         out = Ranking("llm_seeds", "seed")
-        corpus, expand = ctx.art.corpus, ctx.cfg.seeds.expand_decisions
+        corpus = ctx.art.corpus
         question = batch.signals.get("citation_seeds")  # ran before, in this phase
         for q in batch.queries:
             own = set(question.doc_ids(q.query_id)) if question is not None else set()
             texts = [t for t in (q.variant("de"),) if t]
-            docs = resolve_docs(corpus, texts, q.llm_citations, expand_decisions=expand, exclude=own)
+            docs = resolve_docs(corpus, texts, q.llm_citations, exclude=own)
             if docs:
                 out.hits[q.query_id] = _scored(docs)
         return [out]
