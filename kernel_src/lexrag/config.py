@@ -19,6 +19,8 @@ from typing import Any, Mapping
 import yaml
 
 from lexrag.config_sections import (  # noqa: F401  (the sections are part of this module's interface)
+    MOVED,
+    REMOVED,
     AgentConfig,
     ArticlesConfig,
     CorpusConfig,
@@ -245,14 +247,6 @@ def _check_type(path: str, value: Any, tp: Any) -> Any:
         if type(value) is not tp:
             raise ConfigError(f"{path}: expected {tp.__name__}, got {type(value).__name__} {short(value)}")
     return value
-
-
-# keys that moved to another section: a config written for the old place is told the new one
-MOVED = {"graph.preference_variants": "query.preference_variants"}
-# keys (and graph signals) that were removed because no measurement ever supported them: a config that sets one is
-# told so, not left to guess why the key is unknown
-REMOVED = {"seeds.expand_decisions": "a decision named without a consideration expanded to all its considerations",
-           "graph.signals.popular": "the question's BM25 hits weighted by how often the court cites them"}
 
 
 def _merge(obj: Any, data: Mapping[str, Any], prefix: str) -> None:

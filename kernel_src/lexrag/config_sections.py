@@ -10,6 +10,7 @@ from typing import Any
 from lexrag.signals import GRAPH_SIGNALS, VARIANTS
 
 __all__ = [
+    "MOVED", "REMOVED",
     "CorpusConfig", "LexicalConfig", "StatutesConfig", "ArticlesConfig", "FeedbackConfig", "RankerConfig",
     "DictionaryConfig", "SeedConfig", "FusionConfig", "SemanticConfig", "RerankConfig", "GraphConfig",
     "PriorConfig", "VerifyConfig", "AgentConfig", "CountConfig", "LLMConfig", "QueryConfig", "RuntimeConfig",
@@ -327,3 +328,11 @@ class PathsConfig:
     artifacts_dir: str = _f("", "local folder with artifact subfolders; empty: ./artifacts")
     working_dir: str = _f("", "where outputs go; empty: the current folder (Kaggle: the working folder)")
     competition: str = _f("", "Kaggle competition folder name under the input root")
+
+
+# keys that moved to another section: a config written for the old place is told the new one
+MOVED = {"graph.preference_variants": "query.preference_variants"}
+# keys (and graph signals) that were removed because no measurement ever supported them: a config that sets one is
+# told so, not left to guess why the key is unknown
+REMOVED = {"seeds.expand_decisions": "a decision named without a consideration expanded to all its considerations",
+           "graph.signals.popular": "the question's BM25 hits weighted by how often the court cites them"}
