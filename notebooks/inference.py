@@ -27,6 +27,10 @@ KAGGLE = bool(os.environ.get("KAGGLE_KERNEL_RUN_TYPE"))
 for _var in ("LEXRAG_KAGGLE_INPUT", "LEXRAG_KAGGLE_WORKING"):  # an empty value would be the current folder
     if os.environ.get(_var) is not None and not os.environ[_var].strip():
         raise SystemExit(f"error: {_var} is set but empty; unset it (Kaggle's own folder) or give a folder")
+if not KAGGLE and (os.environ.get("LEXRAG_KAGGLE_INPUT") or os.environ.get("LEXRAG_KAGGLE_WORKING")):
+    raise SystemExit("error: LEXRAG_KAGGLE_INPUT and LEXRAG_KAGGLE_WORKING move Kaggle's folders, which are used only on "
+                     "Kaggle (KAGGLE_KERNEL_RUN_TYPE set): to emulate a Kaggle run set KAGGLE_KERNEL_RUN_TYPE=Batch too, "
+                     "or unset them for a local run; nothing was written")
 INPUT = Path(os.environ.get("LEXRAG_KAGGLE_INPUT", "/kaggle/input"))
 WORKING = Path(os.environ.get("LEXRAG_KAGGLE_WORKING", "/kaggle/working")) if KAGGLE else Path(".")
 
@@ -81,10 +85,13 @@ elif test_csv is not None and test_csv.is_file():
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]
         col = header.index("query_id") if "query_id" in header else 0
-        query_ids = [row[col].strip() for row in reader if len(row) > col and row[col].strip()
+        query_ids = [row[col] for row in reader if len(row) > col and row[col].strip()  # as written: lexrag matches ids exactly
                      and [c.strip().lstrip("\ufeff") for c in row] != header]  # a header repeated by joined files
     try:
         submission.parent.mkdir(parents=True, exist_ok=True)
+        if submission.is_file() and submission.stat().st_size:  # an earlier answer: kept, not replaced by the fallback
+            os.replace(submission, f"{submission}.prev")
+            print(f"the earlier {submission} is kept as {submission}.prev")
         with open(submission, "w", newline="", encoding="utf-8") as f:
             csv.writer(f).writerows([["query_id", "predicted_citations"], *[[q, ""] for q in query_ids]])
     except OSError as e:  # a read-only or full folder: one line, before any work

@@ -25,13 +25,21 @@ def peak_rss_mb() -> float:
 _SET = "LEXRAG_BENCH_SET"
 
 
+def _refuse(line: str) -> None:
+    print(f"error: {line}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def _override(item: str) -> tuple[str, object]:
     import yaml
 
     key, sep, value = item.partition("=")
     if not sep or not key:
-        raise SystemExit(f"--set {item!r}: expected KEY=VALUE, e.g. lexical.decompound=false")
-    return key, yaml.safe_load(value)
+        _refuse(f"--set {item!r}: expected KEY=VALUE, e.g. lexical.decompound=false")
+    try:
+        return key, yaml.safe_load(value)
+    except yaml.YAMLError as e:
+        _refuse(f"--set {item[:80]!r}: the value is not YAML ({str(e).splitlines()[0]})")
 
 
 def overrides() -> dict:
@@ -71,6 +79,14 @@ def _check(ap: argparse.ArgumentParser, args: argparse.Namespace, inputs: Sequen
 def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases: Sequence[str],
          sizes: Sequence[int], work: str, table: Callable[[list[dict]], None],
          prepare: Callable[[Path, int], dict] | None = None, inputs: Sequence[tuple[str, Path]] = ()) -> int:
+    """A benchmark run: the options checked, each size's phases run as subprocesses, the table; a
+    project error or a disk error is one line, exit 2."""
+    return guarded(lambda: _run(script, doc, phase, phases, sizes, work, table, prepare, inputs))
+
+
+def _run(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases: Sequence[str],
+         sizes: Sequence[int], work: str, table: Callable[[list[dict]], None],
+         prepare: Callable[[Path, int], dict] | None, inputs: Sequence[tuple[str, Path]]) -> int:
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="*", type=int, default=list(sizes))
     ap.add_argument("--work", default=work)
@@ -90,6 +106,14 @@ def main(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
             print(json.dumps(phase(args.phase, Path(args.work), args.n)))
         except LexragError as e:  # one line for the run below to pass on
             print(f"error: phase {args.phase}: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:  # a full disk, a path too long: one line naming the file, not a traceback
+            from lexrag.errors import disk_error
+
+            line = disk_error(e, str(args.work))
+            if line is None:
+                raise
+            print(f"error: phase {args.phase}: {line}", file=sys.stderr)
             return 2
         return 0
     _check(ap, args, inputs)
@@ -167,8 +191,16 @@ def guarded(main: Callable[[], int]) -> int:
     """``main()``, with a project error (a bad input the project names) as one ``error:`` line, exit 2."""
     from lexrag.errors import LexragError
 
+    from lexrag.errors import disk_error
+
     try:
         return main()
     except LexragError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a full disk, a path too long
+        line = disk_error(e)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2

@@ -1968,7 +1968,7 @@ def test_a_damaged_hash_cache_costs_a_rehash_never_a_traceback_a_hang_or_a_refus
     monkeypatch.setenv("LEXRAG_CACHE_DIR", str(cache))
     read_params(arts / "corpus", "corpus")  # fills the cache
     good = json.loads((cache / "sha256.json").read_text(encoding="utf-8"))
-    wrong = {k: [v[0], v[1], "0" * 64] for k, v in good.items()}  # digests that disagree with the files
+    wrong = {k: [v[0], v[1], "0" * 64, v[3]] for k, v in good.items()}  # digests that disagree with the files
     for damaged in ("[1, 2]", json.dumps({k: 7 for k in good}), json.dumps(wrong)):
         (cache / "sha256.json").write_text(damaged, encoding="utf-8")
         read_params(arts / "corpus", "corpus")
@@ -2186,7 +2186,7 @@ def test_a_locked_manifest_is_refused_before_the_build_and_a_failed_write_names_
     with pytest.raises(OSError) as e:
         replace_text(tmp_path / "out.yaml", "x: 1\n")
     line = disk_error(e.value)
-    assert line.startswith(f"{tmp_path / 'out.yaml'}: not permitted") and "make it writable or write elsewhere" in line
+    assert line.startswith(f"{tmp_path / 'out.yaml'}: not permitted") and "give this user access to it" in line
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.yaml")] == []
 
 
@@ -2210,3 +2210,80 @@ def test_a_replaced_folder_that_cannot_be_removed_is_said(tmp_path, monkeypatch)
     with pytest.warns(UserWarning, match="left by an earlier build, could not be removed"):
         with outputs.staged(tmp_path / "art") as folder:
             write(folder / "params.json", "{}")
+
+
+# ---------------------------------------------------------------- sweep 10: what a rebuild may delete, caches, long names
+
+
+def test_a_rebuild_over_a_damaged_or_foreign_params_json_keeps_the_users_files(tmp_path, arts, capsys):
+    base = ["build", "--laws", DEMO / "laws_demo.csv", "--courts", DEMO / "courts_demo.csv", "--out", arts,
+            "--set", "runtime.progress=false"]
+    write(arts / "bm25" / "params.json", "[1, 2]")  # damaged: it lists no files
+    notes = write(arts / "bm25" / "NOTES.txt", "my notes")
+    rc, _, err = cli(capsys, *base)
+    assert rc == 2 and f"{arts / 'bm25'} holds 1 file(s) its build did not write (NOTES.txt)" in err, err
+    assert notes.read_text() == "my notes"
+    notes.unlink()
+    write(arts / "graph" / "params.json", '{"artifact": "wheels"}')  # an artifact that lists no files, but not this one
+    precious = write(arts / "graph" / "precious.txt", "precious")
+    rc, _, err = cli(capsys, *base)
+    assert rc == 2 and "(precious.txt)" in err and precious.read_text() == "precious"
+    precious.unlink()
+    rc, _, err = cli(capsys, *base)  # the damaged artifacts alone: their rebuild is for them
+    assert rc == 0, err
+    assert json.loads((arts / "bm25" / "params.json").read_text())["artifact"] == "bm25"
+
+
+def test_the_hash_cache_sees_an_edit_whose_mtime_was_put_back(tmp_path, arts, monkeypatch):
+    from lexrag.artifacts import read_params
+    from lexrag.errors import ArtifactError
+
+    monkeypatch.setenv("LEXRAG_CACHE_DIR", str(tmp_path / "hc"))
+    doc = read_params(arts / "bm25", "bm25")  # hashes every file and caches the digests
+    name = max(doc["files"], key=lambda n: doc["files"][n]["size"])
+    f = arts / "bm25" / name
+    st = f.stat()
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size
+    with open(f, "r+b") as out:
+        out.write(data)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # the mtime put back (touch -r)
+    with pytest.raises(ArtifactError, match="sha256 differs"):
+        read_params(arts / "bm25", "bm25")
+
+
+def test_a_live_llm_cache_whose_database_is_a_link_is_refused_and_nothing_outside_is_written(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", QUERIES)
+    outside = write(tmp_path / "outside" / "target", "")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "cache.sqlite").symlink_to(outside)
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path / "s.csv",
+                     "--config", DEMO / "config_llm.yaml", "--set", f"llm.model={DEMO / 'scripted_llm'}",
+                     "--set", f"llm.cache_dir={cache}")
+    assert rc == 2 and f"llm.cache_dir {cache}: its cache.sqlite is a link to {outside}" in err, err
+    assert outside.stat().st_size == 0 and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [
+    ("build", "--laws", DEMO / "laws_demo.csv", "--no-courts", "--out", "{long}"),
+    ("run", "--artifacts", "{arts}", "--queries", "{long}.csv", "--out", "{tmp}/s.csv"),
+    ("run", "--artifacts", "{arts}", "--queries", "{q}", "--out", "{long}.csv"),
+    ("config", "--config", "{long}.yaml"),
+    ("evaluate", "--gold", "{long}.csv", "--pred", "{q}"),
+])
+def test_a_path_with_a_name_too_long_is_one_line(tmp_path, arts, capsys, args):
+    fill = {"long": str(tmp_path / ("x" * 300)), "arts": str(arts), "tmp": str(tmp_path), "q": str(write(tmp_path / "q.csv", QUERIES))}
+    rc, _, err = cli(capsys, *(str(a).format(**fill) for a in args))
+    assert rc == 2 and "a name in this path is longer than the file system allows" in err, err
+    assert len(err.strip().splitlines()) == 1 and len(err) < 400
+
+
+def test_build_datasets_and_a_benchmark_name_a_path_too_long_or_a_bad_set_value_in_one_line(tmp_path):
+    long = tmp_path / ("x" * 300)
+    for args in ([str(ROOT / "build_datasets.py"), "--laws", str(DEMO / "laws_demo.csv"), "--only", "corpus", "--out", str(long)],
+                 [str(ROOT / "scripts" / "bench_bm25.py"), "--sizes", "50", "--phases", "corpus", "--work", str(long)],
+                 [str(ROOT / "scripts" / "bench_bm25.py"), "--sizes", "50", "--work", str(tmp_path / "w"), "--set", "count.k=[1,"]):
+        r = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr[-800:]
+        assert "longer than the file system allows" in r.stderr or "the value is not YAML" in r.stderr

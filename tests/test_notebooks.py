@@ -348,3 +348,32 @@ def test_a_path_parameter_of_the_wrong_type_is_one_line_naming_it(tmp_path, demo
     r = subprocess.run(args, capture_output=True, text=True)
     assert r.returncode != 0 and expected in r.stderr, r.stderr[-2000:]
     assert "TypeError" not in r.stderr  # named before any code could trip over it
+
+
+@pytest.mark.slow
+def test_the_inference_fallback_keeps_an_earlier_answer_and_the_ids_as_written(tmp_path, demo_queries):
+    q = tmp_path / "test.csv"
+    q.write_text("query_id,query\n q1 ,Kaufvertrag Pflichten\nq2,Mietvertrag\n", encoding="utf-8")
+    out = tmp_path / "s.csv"
+    out.write_text("query_id,predicted_citations\nq1,Art. 1 OR\n", encoding="utf-8")
+    args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "inference.ipynb"),
+            str(tmp_path / "o.ipynb"), "-p", "queries", str(q), "-p", "out_path", str(out),
+            "-p", "artifacts_dir", str(tmp_path / "none")]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert f"the earlier {out} is kept as {out}.prev" in (tmp_path / "o.ipynb").read_text(encoding="utf-8"), r.stderr[-1500:]
+    assert (tmp_path / "s.csv.prev").read_text(encoding="utf-8") == "query_id,predicted_citations\nq1,Art. 1 OR\n"
+    import csv
+
+    rows = list(csv.reader(open(out, encoding="utf-8", newline="")))
+    assert [r[0] for r in rows[1:]] == [" q1 ", "q2"]  # as test.csv writes them: a trimmed id would not match
+
+
+@pytest.mark.slow
+def test_the_kaggle_folder_variables_without_kaggle_are_refused_before_anything_is_written(tmp_path, demo_queries):
+    env = {k: v for k, v in os.environ.items() if k != "KAGGLE_KERNEL_RUN_TYPE"}
+    env.update(LEXRAG_KAGGLE_INPUT=str(tmp_path / "in"), LEXRAG_KAGGLE_WORKING=str(tmp_path / "work"))
+    args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "inference.ipynb"),
+            str(tmp_path / "o.ipynb"), "-p", "queries", str(demo_queries)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert r.returncode != 0 and "set KAGGLE_KERNEL_RUN_TYPE=Batch too, or unset them" in r.stderr, r.stderr[-1500:]
+    assert not (tmp_path / "submission.csv").exists()

@@ -66,8 +66,8 @@ def _load_hash_cache() -> dict:
         return {}
     if not isinstance(doc, dict):
         return {}
-    return {k: v for k, v in doc.items() if isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) and not
-                                                                                    isinstance(x, bool) for x in v[:2])
+    return {k: v for k, v in doc.items() if isinstance(v, list) and len(v) == 4 and all(isinstance(x, int) and not
+                                                                                    isinstance(x, bool) for x in v[:2] + v[3:])
             and isinstance(v[2], str)}
 
 
@@ -90,14 +90,15 @@ def _save_hash_cache(cache: dict) -> None:
 
 
 def file_hash(path: Path, cache: dict) -> str:
-    """sha256 of ``path``, from ``cache`` when its size and mtime are what they were when hashed."""
+    """sha256 of ``path``, from ``cache`` when its size, mtime and ctime are what they were when
+    hashed (the ctime too: an edit whose mtime was put back, ``touch -r``, still moves it)."""
     st = path.stat()
     key = f"{st.st_dev}:{st.st_ino}"  # survives the rename that publishes a build
     hit = cache.get(key)
-    if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+    if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns and hit[3] == st.st_ctime_ns:
         return hit[2]
     digest = sha256_file(path)
-    cache[key] = [st.st_size, st.st_mtime_ns, digest]
+    cache[key] = [st.st_size, st.st_mtime_ns, digest, st.st_ctime_ns]
     return digest
 
 

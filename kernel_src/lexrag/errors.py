@@ -103,11 +103,16 @@ def disk_error(e: OSError, where: str = "an output file") -> "str | None":
     beside their output and rename at the end, so the files already there are kept."""
     import errno
 
+    if e.errno == errno.ENAMETOOLONG:  # a path is no disk error, but it is the same kind of user fault
+        name = str(e.filename or where)
+        name = name if len(name) <= 160 else f"{name[:100]}...{name[-50:]} ({len(name)} characters)"
+        return f"{name}: a name in this path is longer than the file system allows (255 bytes a name); use a shorter path"
     causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
               errno.EROFS: "the disk is read-only", errno.EACCES: "permission denied", errno.EPERM: "not permitted"}
     cause = causes.get(e.errno) or ("the disk is full" if "No space left on device" in str(e) else None)
     if cause is None:
         return None
-    fix = "make it writable or write elsewhere" if e.errno in (errno.EACCES, errno.EPERM) else "free space or write elsewhere"
+    fix = ("give this user access to it (read, and write where it is an output) or use another path"
+           if e.errno in (errno.EACCES, errno.EPERM) else "free space or write elsewhere")
     return (f"{e.filename or where}: {cause} ({e.strerror or str(e).splitlines()[0][:200]}); {fix} (the files that were "
             "there are kept)")

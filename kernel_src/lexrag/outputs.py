@@ -137,10 +137,13 @@ def _own_leftover(name: str) -> bool:
     return name.startswith(OWN_LEFTOVERS)
 
 
-def check_replaceable(dest: str | Path) -> None:
+def check_replaceable(dest: str | Path, new: Path | None = None) -> None:
     """A folder a build may replace: absent, empty, or an artifact (a ``params.json``, or the
     ``progress.json`` of an embeddings build under way).  A folder of other files, hidden ones
-    included (or a file), is refused by name, so a build never deletes what it did not write."""
+    included (or a file), is refused by name, so a build never deletes what it did not write.
+    ``new``, at publish time, is the folder about to take its place: where the old ``params.json``
+    lists no files (damaged, or of an artifact that lists none but is not the one being built), the
+    files the new build wrote are the ones it may replace, and any other file is refused."""
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise ArtifactError(f"{dest} is a file; the build would replace it with a folder: move it away or choose another output folder")
@@ -155,22 +158,32 @@ def check_replaceable(dest: str | Path) -> None:
                                     "first (an LLM cache belongs outside the artifact folders: set llm.cache_dir or "
                                     "paths.working_dir elsewhere)")
     if dest.is_dir() and (dest / PARAMS).is_file():  # files the artifact's build did not write would go with it
-        try:
-            doc = json.loads((dest / PARAMS).read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            doc = None
+        doc = _read_params(dest / PARAMS)
         listed = doc.get("files") if isinstance(doc, dict) else None
-        if not isinstance(listed, dict):  # no list (a bare params.json): every other file is unknown
-            listed = {}
-        if isinstance(doc, dict) and doc.get("artifact") not in UNLISTED:  # unreadable: damaged, its rebuild is for it
-            known = set(listed) | {PARAMS, "dataset-metadata.json"}
-            extra = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")
-                           if p.is_file() and not any(_own_leftover(part) for part in p.relative_to(dest).parts)
-                           and p.relative_to(dest).as_posix() not in known)
-            if extra:
-                raise ArtifactError(f"{dest} holds {len(extra)} file(s) its build did not write ({', '.join(extra[:3])}"
-                                    f"{' ...' if len(extra) > 3 else ''}); replacing the folder would delete them: move "
-                                    "them out first")
+        known = set(listed) if isinstance(listed, dict) else set()  # no list (a bare params.json): every other file is unknown
+        kind = doc.get("artifact") if isinstance(doc, dict) else None
+        if not isinstance(kind, str) or kind in UNLISTED:
+            if new is None:  # damaged, or an artifact listing no files: what may go is known once the new build is there
+                return
+            new_doc = _read_params(Path(new) / PARAMS)
+            if isinstance(kind, str) and isinstance(new_doc, dict) and new_doc.get("artifact") == kind:
+                return  # the same unlisted artifact rebuilt (wheels, an LLM cache export): its files are its own
+            known |= {q.relative_to(new).as_posix() for q in Path(new).rglob("*") if q.is_file()}
+        known |= {PARAMS, "dataset-metadata.json"}
+        extra = sorted(q.relative_to(dest).as_posix() for q in dest.rglob("*")
+                       if q.is_file() and not any(_own_leftover(part) for part in q.relative_to(dest).parts)
+                       and q.relative_to(dest).as_posix() not in known)
+        if extra:
+            raise ArtifactError(f"{dest} holds {len(extra)} file(s) its build did not write ({', '.join(extra[:3])}"
+                                f"{' ...' if len(extra) > 3 else ''}); replacing the folder would delete them: move "
+                                "them out first")
+
+
+def _read_params(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def _replace_dir(src: Path, dest: Path) -> None:
@@ -182,8 +195,8 @@ def _replace_many(pairs: list[tuple[Path, Path]]) -> None:
     """Publish several folders as one step: every old folder is renamed aside first, then every new
     one moved in; when any rename fails, the ones done are undone and the old folders restored, so
     the destination holds either the whole old set or the whole new one."""
-    for _, dest in pairs:
-        check_replaceable(dest)
+    for src, dest in pairs:
+        check_replaceable(dest, src)
     moved_aside: list[tuple[Path, Path]] = []
     moved_in: list[tuple[Path, Path]] = []
     try:

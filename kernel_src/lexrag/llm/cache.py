@@ -201,6 +201,12 @@ class LLMCache:
             raise ArtifactError(f"llm.cache_dir {folder}: cannot be made ({e.strerror or e}); set llm.cache_dir to a "
                                 "writable folder") from None
         path = folder / CACHE_FILE
+        for name in (CACHE_FILE, f"{CACHE_FILE}-wal", f"{CACHE_FILE}-shm", f"{CACHE_FILE}-journal"):
+            f = folder / name  # SQLite writes through a link: the cache would be written wherever it leads
+            if f.is_symlink() or (os.path.lexists(f) and not f.is_file()):
+                what = f"a link to {os.readlink(f)}" if f.is_symlink() else "not a plain file"
+                raise ArtifactError(f"llm.cache_dir {folder}: its {name} is {what}; the cache is read and written only "
+                                    "inside its folder: remove it (or set llm.cache_dir to another folder)")
         if not _writable(folder):
             if path.is_file() and (folder / "params.json").is_file():
                 log.warning("LLM cache %s is read-only: its answers are replayed, answers generated in this run are not "
