@@ -109,6 +109,15 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --owner is empty; name the Kaggle user or organisation, or leave the flag out for the manifest's owner",
               file=sys.stderr)
         return 2
+    if args.owner is not None:  # checked before any build: it becomes every dataset's id
+        from lexrag.errors import LexragError
+        from lexrag.kaggle.datasets import check_owner
+
+        try:
+            check_owner(args.owner)
+        except LexragError as e:
+            print(f"error: --owner: {e}", file=sys.stderr)
+            return 2
     only = [s.strip() for s in args.only.split(",")] if args.only else None
     try:
         checked = only

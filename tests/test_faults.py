@@ -2287,3 +2287,41 @@ def test_build_datasets_and_a_benchmark_name_a_path_too_long_or_a_bad_set_value_
         r = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr[-800:]
         assert "longer than the file system allows" in r.stderr or "the value is not YAML" in r.stderr
+
+
+def test_a_file_of_blank_questions_fails_and_a_long_repeated_id_is_cut(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", "query_id,query\nq1,\nq2,  \n")
+    rc, out, _ = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path / "s.csv")
+    assert rc == 1 and "FAILED: every one of the 2 queries is blank: nothing was asked" in out
+    assert (tmp_path / "s.csv").read_text(encoding="utf-8").splitlines()[1:] == ["q1,", "q2,"]  # still a valid file
+    long = "y" * 20_000
+    q = write(tmp_path / "d.csv", f"query_id,query\n{long},a\n{long},b\n")
+    rc, _, err = cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", tmp_path / "s.csv")
+    assert rc == 2 and "repeats line 2" in err and len(err) < 300
+
+
+def test_a_grid_value_listed_twice_a_manifest_size_not_a_number_and_a_bad_owner_are_named(tmp_path, arts, capsys):
+    from lexrag.errors import ConfigError
+    from lexrag.eval.tune import parse_grid
+
+    with pytest.raises(ConfigError, match="lists 3 more than once; list each value once"):
+        parse_grid(["count.k=3,5,3"])
+    r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--laws", str(DEMO / "laws_demo.csv"), "--only", "corpus",
+                        "--owner", "evil/../x y", "--out", str(tmp_path / "ds")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "is not a Kaggle user or organisation name" in r.stderr and not (tmp_path / "ds").exists()
+    import yaml
+
+    from lexrag.kaggle.datasets import check
+
+    manifest = yaml.safe_load((DEMO / "artifacts_manifest.yaml").read_text(encoding="utf-8"))
+    entry = next(a for a in manifest["artifacts"] if a["name"] == "corpus")
+    entry["files"][0]["size"] = str(entry["files"][0]["size"])  # "822", as a hand edit may leave it
+    m = write(tmp_path / "m.yaml", yaml.safe_dump(manifest))
+    problems = check(m, arts, only=["corpus"])
+    assert any("the manifest's size is '" in p and "not a whole number" in p for p in problems), problems
+
+
+def test_an_artifact_folder_given_for_the_artifacts_folder_names_its_parent(tmp_path, arts, capsys):
+    rc, _, err = cli(capsys, "run", "--queries", write(tmp_path / "q.csv", QUERIES), "--artifacts", arts / "corpus",
+                     "--out", tmp_path / "s.csv")
+    assert rc == 2 and f"{arts / 'corpus'} is itself an artifact folder" in err and f"the artifacts, {arts}" in err, err

@@ -232,6 +232,9 @@ def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:
     folder = Path(folder)
     path = folder / PARAMS
     if not folder.is_dir():
+        if (folder.parent / PARAMS).is_file():  # --artifacts ARTS/corpus: an artifact folder given for the folder holding them
+            raise ArtifactError(f"artifact {artifact!r} not found: {folder.parent} is itself an artifact folder (it has a "
+                                f"{PARAMS}); give the folder that holds the artifacts, {folder.parent.parent}")
         raise ArtifactError(f"artifact {artifact!r} not found: {folder} is not a folder (make it: {rebuild_command(artifact)}; "
                             "or attach its Kaggle dataset)")
     if not path.is_file():

@@ -109,7 +109,8 @@ def _rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[s
             raise QueryFileError(f"{path}: line {line}: query_id {qid!r} holds a control character; it would be copied "
                                  "into the submission")
         if qid in seen:
-            raise QueryFileError(f"{path}: line {line}: query_id {qid!r} repeats line {seen[qid]}")
+            raise QueryFileError(f"{path}: line {line}: query_id {qid[:60]!r}{'...' if len(qid) > 60 else ''} repeats line "
+                                     f"{seen[qid]}")
         seen[qid] = line
     return rows
 

@@ -153,6 +153,10 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
     status = "OK" if all(r.state == "ran" for r in rows) else "DEGRADED"
     notes = list(getattr(art, "notes", []))
     predictions = getattr(res, "predictions", None)
+    n_all = len(getattr(res, "query_ids", None) or [])
+    if not live and n_all:  # a file of blank questions: nothing was asked, so nothing ran
+        return RunStatus("FAILED", rows, off, reason=f"every one of the {n_all} queries is blank: nothing was asked (is the "
+                         "question column empty, or the wrong column?)", notes=notes)
     if live and predictions is not None and not any(predictions.values()):  # nothing answered
         if not finders:  # nothing that finds candidates ran: the run could not answer
             return RunStatus("FAILED", rows, off, reason=f"none of the {live} queries got a citation: no stage that finds "

@@ -70,6 +70,9 @@ def parse_grid(items: Sequence[str]) -> dict[str, list]:
             raise ConfigError(f"--grid {item!r}: a value is not valid YAML ({str(e).splitlines()[0]})") from None
         if not values:
             raise ConfigError(f"--grid {item!r} lists no values")
+        again = [str(v) for i, v in enumerate(values) if v in values[:i]]
+        if again:  # a point run twice only costs time, and its tie hides what the grid was meant to compare
+            raise ConfigError(f"--grid {item[:80]!r} lists {again[0][:40]} more than once; list each value once")
         field = path.strip()
         if field in grid:  # two flags for one field: keeping only the last would drop values silently
             raise ConfigError(f"--grid {field} is given twice ({first[field]!r} and {item!r}); list every value in one "

@@ -211,6 +211,15 @@ def _manylinux_ok(have: str, allowed: str) -> bool:
     return hv is not None and av is not None and harch == aarch and hv <= av
 
 
+def check_owner(owner) -> None:
+    """A Kaggle user or organisation name, which becomes every dataset's id (``OWNER/lexrag-...``)."""
+    import re
+
+    if not isinstance(owner, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,49}", owner):
+        raise ManifestError(f"owner {str(owner)[:60]!r} is not a Kaggle user or organisation name (letters, digits, - and _); "
+                            "give --owner YOUR_KAGGLE_USER")
+
+
 def rebuild(
     manifest_path: str | Path,
     out_dir: str | Path,
@@ -231,11 +240,7 @@ def rebuild(
 
     doc = load_manifest(manifest_path)
     owner = owner or doc.get("owner", "lexrag")
-    import re
-
-    if not isinstance(owner, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,49}", owner):
-        raise ManifestError(f"owner {str(owner)[:60]!r} is not a Kaggle user or organisation name (letters, digits, - and _); "
-                            "give --owner YOUR_KAGGLE_USER")
+    check_owner(owner)
     names = selected(doc, only)
     out = Path(out_dir)
     from lexrag.outputs import check_makeable, check_replaceable
@@ -335,6 +340,9 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
             h = have.get(path)
             if h is None:
                 problems.append(f"{name}: {path} is missing")
+            elif not isinstance(f.get("size"), int) or isinstance(f.get("size"), bool):
+                problems.append(f"{name}: {path}: the manifest's size is {str(f.get('size'))[:30]!r}, not a whole number "
+                                "(a hand-edited manifest? re-record it: build_datasets.py --record)")
             elif h["size"] != f["size"]:
                 problems.append(f"{name}: {path} has size {h['size']}, manifest says {f['size']}")
             elif h["sha256"] != str(f["sha256"]).lower():  # hex digits in either case are the same digest (sha256sum -c)
