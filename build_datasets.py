@@ -167,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         for line in problems:
             print(f"MISMATCH {line}")
         if problems:
+            own = Path(args.out) / "artifacts_manifest.yaml"  # where a build of other data records its manifest
+            hint = (f"; {own} is there (a build of other data records its own): --check --manifest {own}"
+                    if args.check and own.is_file() and own.resolve() != Path(args.manifest).resolve() else "")
+            print(f"compared with {args.manifest}{hint}", file=sys.stderr)
             return 1
         what = "" if checked is None else f" ({', '.join(checked) or 'nothing'} checked)"
         print(f"OK: {args.out} matches {args.manifest}{what}")

@@ -32,6 +32,9 @@ if not KAGGLE and (os.environ.get("LEXRAG_KAGGLE_INPUT") or os.environ.get("LEXR
                      "Kaggle (KAGGLE_KERNEL_RUN_TYPE set): to emulate a Kaggle run set KAGGLE_KERNEL_RUN_TYPE=Batch too, "
                      "or unset them for a local run; nothing was written")
 INPUT = Path(os.environ.get("LEXRAG_KAGGLE_INPUT", "/kaggle/input"))
+for _var in ("LEXRAG_KAGGLE_INPUT", "LEXRAG_KAGGLE_WORKING"):
+    if os.path.exists(os.environ.get(_var, "")) and not os.path.isdir(os.environ[_var]):
+        raise SystemExit(f"error: {_var} {os.environ[_var]} is a file, not a folder; give the folder it stands for")
 WORKING = Path(os.environ.get("LEXRAG_KAGGLE_WORKING", "/kaggle/working")) if KAGGLE else Path(".")
 
 

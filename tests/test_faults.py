@@ -2325,3 +2325,38 @@ def test_an_artifact_folder_given_for_the_artifacts_folder_names_its_parent(tmp_
     rc, _, err = cli(capsys, "run", "--queries", write(tmp_path / "q.csv", QUERIES), "--artifacts", arts / "corpus",
                      "--out", tmp_path / "s.csv")
     assert rc == 2 and f"{arts / 'corpus'} is itself an artifact folder" in err and f"the artifacts, {arts}" in err, err
+
+
+def test_an_empty_law_keys_file_a_preset_shadowed_by_a_file_and_a_kaggle_root_that_is_a_file_are_said(tmp_path, capsys,
+                                                                                                       monkeypatch):
+    keys = write(tmp_path / "keys.txt", "")
+    r = subprocess.run([sys.executable, "-m", "lexrag", "-q", "build", "--laws", str(DEMO / "laws_demo.csv"), "--no-courts",
+                        "--law-keys", str(keys), "--out", str(tmp_path / "art"), "--set", "runtime.progress=false"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and f"{keys}: the --law-keys file holds no rows" in r.stderr, r.stderr[-800:]
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "lexical", "count:\n  k: 7\n")
+    from lexrag.config import load_config
+
+    with pytest.warns(UserWarning, match="is read, not the preset 'lexical'"):
+        assert load_config("lexical").count.k == 7
+    from lexrag.errors import ConfigError
+    from lexrag.paths import kaggle_input
+
+    monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(keys))
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        kaggle_input()
+
+
+def test_a_check_that_mismatches_names_the_manifest_it_compared_with(tmp_path):
+    out = tmp_path / "ds"
+    shutil.copyfile(DEMO / "artifacts_manifest.yaml", tmp_path / "m.yaml")
+    r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--manifest", str(tmp_path / "m.yaml"), "--record",
+                        "--laws", str(DEMO / "laws_demo.csv"), "--no-courts", "--only", "corpus", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-800:]
+    shutil.copyfile(tmp_path / "m.yaml", out / "artifacts_manifest.yaml")
+    r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--check", "--only", "corpus", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "MISMATCH" in r.stdout, r.stdout + r.stderr
+    assert f"--check --manifest {out / 'artifacts_manifest.yaml'}" in r.stderr and "compared with " in r.stderr

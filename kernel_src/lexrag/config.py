@@ -19,28 +19,9 @@ from typing import Any, Mapping
 import yaml
 
 from lexrag.config_sections import (  # noqa: F401  (the sections are part of this module's interface)
-    MOVED,
-    REMOVED,
-    AgentConfig,
-    ArticlesConfig,
-    CorpusConfig,
-    CountConfig,
-    DictionaryConfig,
-    FeedbackConfig,
-    FusionConfig,
-    GraphConfig,
-    LexicalConfig,
-    LLMConfig,
-    PathsConfig,
-    PriorConfig,
-    QueryConfig,
-    RankerConfig,
-    RerankConfig,
-    RuntimeConfig,
-    SeedConfig,
-    SemanticConfig,
-    StatutesConfig,
-    VerifyConfig,
+    MOVED, REMOVED, AgentConfig, ArticlesConfig, CorpusConfig, CountConfig, DictionaryConfig, FeedbackConfig,
+    FusionConfig, GraphConfig, LexicalConfig, LLMConfig, PathsConfig, PriorConfig, QueryConfig, RankerConfig,
+    RerankConfig, RuntimeConfig, SeedConfig, SemanticConfig, StatutesConfig, VerifyConfig,
 )
 from lexrag.errors import ConfigError, short
 from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path
@@ -322,6 +303,8 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         p = Path(path)
         if not p.is_file() and str(path) in presets():
             p = PRESETS / f"{path}.yaml"
+        elif p.is_file() and str(path) in presets():  # a bare name: the file in the current folder wins, and says so
+            warnings.warn(f"--config {path}: the file {p.resolve()} is read, not the preset {path!r}; rename the file")
         if p.is_dir():
             raise ConfigError(f"config {p} is a folder; give a YAML file (or a preset: {', '.join(presets())})")
         if os.path.exists(p) and not p.is_file():

@@ -46,6 +46,10 @@ def _root(variable: str, default: str) -> Path:
         from lexrag.errors import ConfigError
 
         raise ConfigError(f"{variable} is set but empty; unset it (Kaggle's {default}) or give a folder")
+    if os.path.exists(value) and not os.path.isdir(value):
+        from lexrag.errors import ConfigError
+
+        raise ConfigError(f"{variable} {value} is a file, not a folder; give the folder it stands for (Kaggle's {default})")
     return Path(value)
 
 

@@ -333,3 +333,6 @@ def _refuse_unusable(reports: list[FileReport], inputs: list[tuple[str, Path]]) 
                               "columns citation,text,title with law citations such as 'Art. 1 Abs. 1 OR'")
         if kind != "laws" and r.rows_read and r.malformed == r.rows_read:
             raise CorpusError(f"{path}: none of its {r.rows_read} rows is {expected[kind]} ({_examples(r)})")
+        if kind != "laws" and not r.rows_read:  # given but empty: the build goes on without what it was given for
+            log.warning("%s: the --%s file holds no rows: the corpus is built without it (an empty or truncated file?)",
+                        path, "law-keys" if kind == "keys" else "courts")
