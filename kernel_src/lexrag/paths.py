@@ -46,7 +46,7 @@ def _root(variable: str, default: str) -> Path:
         from lexrag.errors import ConfigError
 
         raise ConfigError(f"{variable} is set but empty; unset it (Kaggle's {default}) or give a folder")
-    if os.path.exists(value) and not os.path.isdir(value):
+    if variable == "LEXRAG_KAGGLE_INPUT" and os.path.exists(value) and not os.path.isdir(value):  # the working one: at write
         from lexrag.errors import ConfigError
 
         raise ConfigError(f"{variable} {value} is a file, not a folder; give the folder it stands for (Kaggle's {default})")

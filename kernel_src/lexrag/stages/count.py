@@ -265,7 +265,7 @@ class Count:
         if short:  # said, not silent: a count.k beyond the candidate lists is cut by them (one note a run)
             tally["short"] += len(short)
             tally["most"] = max(tally["most"], *short)
-            ctx.note("count_short", f"count.k={cc.k}: {tally['short']} of {tally['queries']} queries have fewer distinct "
+            ctx.note("count_short", f"count.k={cc.k}: {tally['short']} queries have fewer distinct "
                      f"citations in their final order (at most {tally['most']}) and keep all they have; each signal keeps "
                      f"its top_k documents (lexical.top_k={ctx.cfg.lexical.top_k}) and fusion keeps "
                      f"fusion.depth={ctx.cfg.fusion.depth}: raise those for longer lists")
@@ -274,7 +274,7 @@ class Count:
         if none:  # an empty row is said, not left for the user to find in the submission
             nothing["ids"] += none
             ids = nothing["ids"]
-            ctx.note("count_none", f"{len(ids)} of {nothing['queries']} queries got no citation: nothing in the artifacts "
+            ctx.note("count_none", f"{len(ids)} {'query' if len(ids) == 1 else 'queries'} got no citation: nothing in the artifacts "
                      f"matched them (words or a script the corpus does not hold?): {', '.join(ids[:5])}"
                      + (" ..." if len(ids) > 5 else ""))
         return out
