@@ -92,7 +92,11 @@ elif test_csv is not None and test_csv.is_file():
                      and [c.strip().lstrip("\ufeff") for c in row] != header]  # a header repeated by joined files
     try:
         submission.parent.mkdir(parents=True, exist_ok=True)
-        if submission.is_file() and submission.stat().st_size:  # an earlier answer: kept, not replaced by the fallback
+        answered = False  # an earlier answer (a row with citations) is kept; an earlier fallback is replaced
+        if submission.is_file():
+            with open(submission, newline="", encoding="utf-8", errors="replace") as f:
+                answered = any(len(r) > 1 and r[1].strip() for r in list(csv.reader(f))[1:])
+        if answered:  # so a second failed run cannot push the answer out of .prev with its own fallback
             os.replace(submission, f"{submission}.prev")
             print(f"the earlier {submission} is kept as {submission}.prev")
         with open(submission, "w", newline="", encoding="utf-8") as f:

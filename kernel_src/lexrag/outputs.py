@@ -11,7 +11,6 @@ import contextlib
 import errno
 import functools
 import inspect
-import json
 import logging
 import os
 import shutil
@@ -180,9 +179,14 @@ def check_replaceable(dest: str | Path, new: Path | None = None) -> None:
 
 
 def _read_params(path: Path):
+    """The JSON of a ``params.json`` through the one bounded reader (a FIFO or device is refused, not
+    blocked on); None when it is missing or damaged."""
+    from lexrag.errors import LexragError
+    from lexrag.inputfiles import read_json_file
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        return read_json_file(path)
+    except (LexragError, OSError):
         return None
 
 

@@ -25,7 +25,7 @@ from typing import Iterator
 
 from lexrag.artifacts import corpus_id
 from lexrag.config import PathsConfig
-from lexrag.errors import ArtifactError, LexragError
+from lexrag.errors import ArtifactError, ConfigError, LexragError
 from lexrag.inputfiles import read_json_file
 from lexrag.modelpaths import find_model
 
@@ -46,15 +46,15 @@ def _root(variable: str, default: str) -> Path:
         from lexrag.errors import ConfigError
 
         raise ConfigError(f"{variable} is set but empty; unset it (Kaggle's {default}) or give a folder")
-    if variable == "LEXRAG_KAGGLE_INPUT" and os.path.exists(value) and not os.path.isdir(value):  # the working one: at write
-        from lexrag.errors import ConfigError
-
-        raise ConfigError(f"{variable} {value} is a file, not a folder; give the folder it stands for (Kaggle's {default})")
     return Path(value)
 
 
 def kaggle_input() -> Path:
-    return _root("LEXRAG_KAGGLE_INPUT", "/kaggle/input")
+    root = _root("LEXRAG_KAGGLE_INPUT", "/kaggle/input")
+    if root.exists() and not root.is_dir():  # searched, never written: the working folder is checked where it is written
+        raise ConfigError(f"LEXRAG_KAGGLE_INPUT {root} is a file, not a folder; give the folder it stands for (Kaggle's "
+                          "/kaggle/input)")
+    return root
 
 
 def kaggle_working() -> Path:

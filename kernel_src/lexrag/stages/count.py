@@ -260,8 +260,7 @@ class Count:
             log.warning("count.method=expected_f1 reads the learned ranker's probabilities, but for %d queries (%s) the order "
                         "came from %s: those are cut at count.k=%d", len(fallback), ", ".join(list(fallback)[:5]),
                         ", ".join(makers), cc.k)
-        tally = ctx.tallies.setdefault("count_short", {"queries": 0, "short": 0, "most": 0})
-        tally["queries"] += len(batch.queries)
+        tally = ctx.tallies.setdefault("count_short", {"short": 0, "most": 0})
         if short:  # said, not silent: a count.k beyond the candidate lists is cut by them (one note a run)
             tally["short"] += len(short)
             tally["most"] = max(tally["most"], *short)
@@ -269,8 +268,7 @@ class Count:
                      f"citations in their final order (at most {tally['most']}) and keep all they have; each signal keeps "
                      f"its top_k documents (lexical.top_k={ctx.cfg.lexical.top_k}) and fusion keeps "
                      f"fusion.depth={ctx.cfg.fusion.depth}: raise those for longer lists")
-        nothing = ctx.tallies.setdefault("count_none", {"queries": 0, "ids": []})
-        nothing["queries"] += len(batch.queries)
+        nothing = ctx.tallies.setdefault("count_none", {"ids": []})
         if none:  # an empty row is said, not left for the user to find in the submission
             nothing["ids"] += none
             ids = nothing["ids"]
