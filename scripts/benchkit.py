@@ -100,22 +100,11 @@ def _run(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase:  # a subprocess of the run below: its overrides come through the environment
-        from lexrag.errors import LexragError
-
-        try:
+        def one() -> int:
             print(json.dumps(phase(args.phase, Path(args.work), args.n)))
-        except LexragError as e:  # one line for the run below to pass on
-            print(f"error: phase {args.phase}: {e}", file=sys.stderr)
-            return 2
-        except OSError as e:  # a full disk, a path too long: one line naming the file, not a traceback
-            from lexrag.errors import disk_error
+            return 0
 
-            line = disk_error(e, str(args.work))
-            if line is None:
-                raise
-            print(f"error: phase {args.phase}: {line}", file=sys.stderr)
-            return 2
-        return 0
+        return guarded(one, f"phase {args.phase}: ", str(args.work))  # its one line is passed on by the run below
     _check(ap, args, inputs)
     os.environ[_SET] = json.dumps(dict(_override(o) for o in args.set))
     if args.json:
@@ -123,31 +112,43 @@ def _run(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     rows = []
     for n in args.sizes:
         folder = Path(args.work) / str(n)
-        folder.mkdir(parents=True, exist_ok=True)
-        row: dict = {"n": n, **({"set": overrides()} if args.set else {}), **(prepare(folder, n) if prepare else {})}
-        for ph in args.phases:
-            out = subprocess.run([sys.executable, script, "--phase", ph, "--work", str(folder), "--n", str(n)],
-                                 capture_output=True, text=True, env={**os.environ, "CI": "true"})
-            if out.returncode == 2:  # a project error: its line, and what a phase reads
-                print(out.stderr.strip().splitlines()[-1], file=sys.stderr)
-                print(f"(each phase reads what the phases before it made ({', '.join(phases)}): give them in one "
-                      f"--phases, or keep them with --keep and the same --work; {folder} is kept)", file=sys.stderr)
-                return 2
-            if out.returncode != 0:
-                print(out.stderr, file=sys.stderr)
-                return 1
-            row.update(json.loads(out.stdout.strip().splitlines()[-1]))
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        if args.json:
-            with open(args.json, "a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
-        if not args.keep:
-            shutil.rmtree(folder)
+        try:
+            rc = _size(script, phases, args, folder, n, prepare, rows)
+        finally:  # what this size generated goes, also when a phase failed (a full disk), unless --keep
+            if not args.keep:
+                shutil.rmtree(folder, ignore_errors=True)
+        if rc:
+            return rc
     if set(args.phases) == set(phases):
         table(rows)
     else:  # the summary compares every phase's numbers; the JSON rows above are this run's result
         print(f"(no summary table: it needs every phase ({', '.join(phases)}); the rows above hold the phases that ran)")
+    return 0
+
+
+def _size(script: str, phases: Sequence[str], args: argparse.Namespace, folder: Path, n: int,
+          prepare: Callable[[Path, int], dict] | None, rows: list[dict]) -> int:
+    """One size's phases, each in a subprocess; its row appended to ``rows``; the exit code."""
+    folder.mkdir(parents=True, exist_ok=True)
+    row: dict = {"n": n, **({"set": overrides()} if args.set else {}), **(prepare(folder, n) if prepare else {})}
+    for ph in args.phases:
+        out = subprocess.run([sys.executable, script, "--phase", ph, "--work", str(folder), "--n", str(n)],
+                             capture_output=True, text=True, env={**os.environ, "CI": "true"})
+        if out.returncode == 2:  # a project error: its line, and what a phase reads
+            print(out.stderr.strip().splitlines()[-1], file=sys.stderr)
+            print(f"(each phase reads what the phases before it made ({', '.join(phases)}): give them in one --phases, "
+                  f"or keep them with --keep and the same --work{f'; {folder} is kept' if args.keep else ''})",
+                  file=sys.stderr)
+            return 2
+        if out.returncode != 0:
+            print(out.stderr, file=sys.stderr)
+            return 1
+        row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+    if args.json:
+        with open(args.json, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
     return 0
 
 
@@ -187,20 +188,19 @@ def require(ap: argparse.ArgumentParser, args: argparse.Namespace, positive: Seq
             Path(value).parent.mkdir(parents=True, exist_ok=True)
 
 
-def guarded(main: Callable[[], int]) -> int:
-    """``main()``, with a project error (a bad input the project names) as one ``error:`` line, exit 2."""
-    from lexrag.errors import LexragError
-
-    from lexrag.errors import disk_error
+def guarded(main: Callable[[], int], prefix: str = "", where: str = "an output file") -> int:
+    """``main()``, with a project error (a bad input the project names) or a disk error (a full disk,
+    a path too long; ``where`` when the system names no file) as one ``error:`` line, exit 2."""
+    from lexrag.errors import LexragError, disk_error
 
     try:
         return main()
     except LexragError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {prefix}{e}", file=sys.stderr)
         return 2
-    except OSError as e:  # a full disk, a path too long
-        line = disk_error(e)
+    except OSError as e:
+        line = disk_error(e, where)
         if line is None:
             raise
-        print(f"error: {line}", file=sys.stderr)
+        print(f"error: {prefix}{line}", file=sys.stderr)
         return 2

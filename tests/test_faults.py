@@ -760,7 +760,7 @@ def test_evaluate_warns_of_prediction_rows_it_does_not_score(tmp_path, capsys):
 
 def test_a_build_replaces_artifacts_and_unfinished_embeddings_but_not_other_folders(tmp_path):
     from lexrag.artifacts import ArtifactError
-    from lexrag.outputs import check_replaceable
+    from lexrag.publish import check_replaceable
 
     for name, files in (("empty", []), ("artifact", ["params.json", "x.npy"]), ("embeddings under way", ["progress.json", "shard_00000.npy"]),
                         ("only hidden", [".DS_Store"])):
@@ -2055,7 +2055,7 @@ def test_validation_refuses_a_folder_among_its_outputs_and_says_what_gold_the_co
 def test_hidden_user_files_in_an_artifact_a_too_long_listed_name_and_outputs_inside_artifacts_are_refused(tmp_path, arts,
                                                                                                           capsys):
     from lexrag.artifacts import read_params
-    from lexrag.outputs import check_replaceable
+    from lexrag.publish import check_replaceable
     from lexrag.errors import ArtifactError
 
     notes = write(arts / "corpus" / ".notes.md", "mine")  # once deleted without a word by the next rebuild
@@ -2116,7 +2116,7 @@ def test_a_build_says_which_artifact_the_config_asks_for_but_lacks_the_input_of(
 def test_the_staging_folder_of_a_killed_build_not_yet_reaped_is_swept_by_the_next_build(tmp_path):
     import time
 
-    from lexrag.outputs import staged
+    from lexrag.publish import staged
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; left unreaped, a zombie answers kill(0)
     deadline = time.monotonic() + 30
@@ -2191,7 +2191,7 @@ def test_a_locked_manifest_is_refused_before_the_build_and_a_failed_write_names_
 
 
 def test_a_replaced_folder_that_cannot_be_removed_is_said(tmp_path, monkeypatch):
-    from lexrag import outputs
+    from lexrag import publish
 
     write(tmp_path / "art" / "params.json", "{}")  # an artifact folder a rebuild replaces
     real_rmtree = shutil.rmtree
@@ -2201,14 +2201,14 @@ def test_a_replaced_folder_that_cannot_be_removed_is_said(tmp_path, monkeypatch)
             return
         real_rmtree(path, ignore_errors=ignore_errors, **k)
 
-    monkeypatch.setattr(outputs.shutil, "rmtree", stubborn)
+    monkeypatch.setattr(publish.shutil, "rmtree", stubborn)
     with pytest.warns(UserWarning, match="the replaced folder .*could not be removed .*remove .* by hand"):
-        with outputs.staged(tmp_path / "art") as folder:
+        with publish.staged(tmp_path / "art") as folder:
             write(folder / "params.json", "{}")
     assert (tmp_path / "art" / "params.json").is_file()
-    monkeypatch.setattr(outputs, "_pid_alive", lambda pid: False)  # the next build runs in another process
+    monkeypatch.setattr(publish, "pid_alive", lambda pid: False)  # the next build runs in another process
     with pytest.warns(UserWarning, match="left by an earlier build, could not be removed"):
-        with outputs.staged(tmp_path / "art") as folder:
+        with publish.staged(tmp_path / "art") as folder:
             write(folder / "params.json", "{}")
 
 
@@ -2360,3 +2360,55 @@ def test_a_check_that_mismatches_names_the_manifest_it_compared_with(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "MISMATCH" in r.stdout, r.stdout + r.stderr
     assert f"--check --manifest {out / 'artifacts_manifest.yaml'}" in r.stderr and "compared with " in r.stderr
+
+
+# ---------------------------------------------------------------- sweep 10, the rest: leftovers, stale indexes, foreign gold
+def test_a_killed_writer_s_temporary_file_is_swept_by_the_next_write(tmp_path):
+    from lexrag.outputs import replace_text
+
+    dead = write(tmp_path / ".submission.csv.999999999-abcd1234.tmp", "half")  # its writer was killed
+    live = write(tmp_path / f".submission.csv.{os.getpid()}-abcd1234.tmp", "being written")
+    other = write(tmp_path / ".notes.csv.999999999-abcd1234.tmp", "another file's")
+    replace_text(tmp_path / "submission.csv", "query_id,predicted_citations\n")
+    assert not dead.exists() and live.exists() and other.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name, "submission.csv"])
+
+
+def test_a_laws_only_rebuild_names_the_graph_it_leaves_over_the_old_corpus(tmp_path, arts, caplog):
+    assert (arts / "graph" / "params.json").is_file()
+    with caplog.at_level("WARNING"):
+        rc = main(["build", "--laws", str(DEMO / "laws_demo.csv"), "--no-courts", "--out", str(arts)])
+    assert rc == 0
+    said = caplog.text
+    assert "its graph will have no court edges" not in said and "no graph is built unless graph.enabled is on" in said
+    assert re.search(r"graph: this build replaces the corpus but not \S+graph \(graph.enabled is off and --courts is not "
+                     r"given\), so it stays over the old corpus and runs refuse it: rebuild it \(python -m lexrag build", said)
+
+
+def test_a_benchmark_that_fails_removes_what_it_generated_unless_kept(tmp_path):
+    args = [sys.executable, str(ROOT / "scripts" / "bench_bm25.py"), "--sizes", "40", "--phases", "query"]
+    r = subprocess.run([*args, "--work", str(tmp_path / "w")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 2 and "each phase reads" in r.stderr and "is kept" not in r.stderr
+    assert not (tmp_path / "w" / "40").exists()  # the generated courts.csv went with it
+    r = subprocess.run([*args, "--work", str(tmp_path / "k"), "--keep"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 2 and f"{tmp_path / 'k' / '40'} is kept" in r.stderr
+    assert (tmp_path / "k" / "40" / "courts.csv").is_file()
+
+
+def test_quality_says_when_the_gold_lies_outside_the_artifacts_corpus(tmp_path, arts):
+    from lexrag.index.prior import build_prior
+
+    build_prior(DEMO / "queries_demo.csv", arts / "prior")  # the demo's prior, from other questions than --data's
+    data = tmp_path / "data"
+    gold = ";".join(f"Art. {i} StPO" for i in range(1, 9))  # a code the demo corpus does not hold
+    rows = "".join(f"d{i},Frage {i} zur Haft?,{gold},Strafprozessrecht\n" for i in range(12))
+    write(data / "lexam_dev.csv", "query_id,query,gold_citations,course\n" + rows)
+    for f in ("train_dev.csv", "val.csv"):
+        write(data / f, "query_id,query,gold_citations\nv1,Wer haftet?,Art. 41 Abs. 1 OR\n")
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--data", str(data), "--artifacts",
+                        str(arts), "--variants", "x=lexical", "--by", "query"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr[-800:]
+    assert (f"note: 96 of 96 gold citations of lexam_dev.csv are not in the corpus of {arts}: they count as "
+            "misses; most are missing: are these artifacts built from the laws of --data?") in r.stdout
+    assert "gold citations of val.csv" not in r.stdout  # all of its gold is there

@@ -3,7 +3,7 @@ source hashes, and the size and sha256 of every file).  Loading checks the recor
 the config and refuses a mismatch with a message naming every differing field, and refuses a file
 that is missing, truncated or replaced, naming it and the command that rebuilds it.  Builders
 write into a staging folder that replaces the artifact only when complete
-(:func:`lexrag.outputs.staged`).  No pickle anywhere.
+(:func:`lexrag.publish.staged`).  No pickle anywhere.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any, Iterator, Mapping
 
 from lexrag import __version__
 from lexrag.errors import ArtifactError, short
-from lexrag.outputs import PARAMS, PARAMS_ONLY, UNLISTED, enclosing_artifact, replace_text
+from lexrag.outputs import PARAMS, enclosing_artifact, replace_text
+from lexrag.publish import PARAMS_ONLY, UNLISTED
 
 __all__ = ["ArtifactError", "PARAMS", "write_params", "read_params", "check_params", "sha256_file", "file_table", "reading",
            "rebuild_hint", "verify_files", "corpus_id", "check_corpus_id"]

@@ -279,6 +279,10 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
     rows: dict[str, dict] = {}
     scores: dict[str, dict[str, FoldScores]] = {g: {} for g in by}
     other_gold = {f: {q: g for q, g in load_gold(data / f).items() if g} for f in others}
+    outside = {}  # gold no run can find (the laws lack its text, or the artifacts are of another corpus)
+    for f, gold in ((tune_on, all_gold), *other_gold.items()):
+        cited = [c for cs in gold.values() for c in cs]
+        outside[f] = [len(base_art.corpus.lacks(cited)), len(cited)]
     timings: dict[str, float] = {}
     for v in variants:
         t0 = time.perf_counter()
@@ -372,5 +376,5 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             "tune_on": tune_on, "questions": len(dev), "locked_questions": len(locked_q), "final": final,
             "areas": sorted(set(q_area[q] for q in dev)), "locked_areas": [a.get("area") for a in locked.get("areas", [])],
             "area_map": format_area_map(all_gold, courses, areas), "by": list(by), "rows": rows, "selection": selection,
-            "metrics": metrics, "seconds_per_variant": timings,
+            "metrics": metrics, "seconds_per_variant": timings, "gold_outside_corpus": outside,
             "signals_computed": sum(cache.computed.values()) + sum(cache.text_computed.values()), "reused": cache.reused}

@@ -174,6 +174,11 @@ def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
     text = (f"legal areas of {doc['tune_on']}:\n{doc['area_map']}\n\n" + format_report(doc)
             + f"\n\n{doc['date']}, {doc['seconds']:.0f} s ({doc['seconds'] / 60:.1f} min); {doc['questions']} questions in the "
             f"folds" + (f", {doc['locked_questions']} locked (scored)" if doc["final"] else ", the locked areas not read"))
+    for f, (n, total) in doc["gold_outside_corpus"].items():  # misses whatever a variant does, said beside the numbers
+        if n:
+            text += (f"\nnote: {n} of {total} gold citations of {f} are not in the corpus of {args.artifacts}: they count as "
+                     "misses" + ("; most are missing: are these artifacts built from the laws of --data?"
+                                 if n > total / 2 else ""))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         replace_text(args.json, json.dumps(doc, indent=2, ensure_ascii=False))

@@ -20,7 +20,7 @@ import bm25s
 import numpy as np
 
 from lexrag.artifacts import ArtifactError, read_params, write_params
-from lexrag.outputs import publishes
+from lexrag.publish import publishes
 from lexrag.config import LexicalConfig
 from lexrag.index.analyzer import Analyzer
 from lexrag.index.decompound import FILE as DECOMPOUND_FILE

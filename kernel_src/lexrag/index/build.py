@@ -12,7 +12,6 @@ import warnings
 from pathlib import Path
 
 from lexrag.artifacts import ArtifactError, corpus_id
-from lexrag.outputs import check_replaceable, staged_set
 from lexrag.config import Config
 from lexrag.errors import CsvInputError
 from lexrag.csvio import check_input_file
@@ -20,6 +19,8 @@ from lexrag.index.corpus import Corpus, build_corpus
 from lexrag.index.graph import build_graph
 from lexrag.index.bm25_build import build_bm25
 from lexrag.index.prior import build_prior
+from lexrag.outputs import PARAMS
+from lexrag.publish import check_replaceable, staged_set
 
 __all__ = ["build_artifacts", "build_index"]
 
@@ -113,7 +114,8 @@ def courts_beside(laws: str | Path | None, courts: str | Path | bool | None, say
     if isinstance(courts, str) and courts.strip().lower() in ("", "false", "none", "no"):
         courts = False
     if courts is False:
-        warn("courts: off by request: the corpus holds laws only and its graph will have no court edges")
+        warn("courts: off by request: the corpus holds laws only (no graph is built unless graph.enabled is on, and "
+             "then without court edges)")
         return None
     if courts is not None and courts is not True:
         return Path(courts)
@@ -121,8 +123,8 @@ def courts_beside(laws: str | Path | None, courts: str | Path | bool | None, say
     if beside is not None and beside.is_file():
         info("courts: %s (beside the laws file; pass courts=False / --no-courts for laws only)", beside)
         return beside
-    warn("courts: none given and no %s beside %s: the corpus holds laws only and its graph will have no "
-                "court edges", COURTS_FILE, laws)
+    warn("courts: none given and no %s beside %s: the corpus holds laws only (no graph is built unless "
+         "graph.enabled is on, and then without court edges)", COURTS_FILE, laws)
     return None
 
 
@@ -216,6 +218,13 @@ def build_artifacts(
         if a.in_build and a.switch and a.wanted(cfg) and not a.has_input(inputs):
             warnings.warn(f"{a.switch} is on, but {a.name} is not built: it is built from {a.input_flag}, which this "
                           "build was not given")
+    if any(a.name == "corpus" for a in todo):  # an index this build leaves would lie over the replaced corpus
+        for a in ARTIFACTS:
+            if "corpus" in a.depends_on and a not in todo and (out / a.name / PARAMS).is_file():
+                why = (f"it is built from {a.input_flag}, not given" if not a.has_input(inputs) else
+                       f"{a.switch} is off" + (f" and --{a.build_with} is not given" if a.build_with else ""))
+                log.warning("%s: this build replaces the corpus but not %s (%s), so it stays over the old corpus and "
+                            "runs refuse it: rebuild it (%s) or remove the folder", a.name, out / a.name, why, a.rebuild)
     for a in todo:  # before any work: a folder of other files there is never replaced
         check_replaceable(out / a.name)
     with staged_set(out) as stage:

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from lexrag import citations as cit
 from lexrag.artifacts import sha256_file, write_params
-from lexrag.outputs import publishes
+from lexrag.publish import publishes
 from lexrag.config import CorpusConfig
 from lexrag.csvio import CsvInputError as CorpusError
 from lexrag.csvio import FileReport, check_input_file, read_csv_rows, repair_text

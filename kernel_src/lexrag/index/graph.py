@@ -40,7 +40,7 @@ import scipy.sparse as sp
 
 from lexrag import citations as cit
 from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, reading, rebuild_hint, write_params
-from lexrag.outputs import publishes
+from lexrag.publish import publishes
 
 __all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS"]
 

@@ -22,7 +22,8 @@ import yaml
 
 from lexrag import __version__
 from lexrag.artifacts import file_table, read_params
-from lexrag.outputs import replace_text, staged_set
+from lexrag.outputs import replace_text
+from lexrag.publish import staged_set
 from lexrag.config import Config
 from lexrag.errors import LexragError
 
@@ -243,7 +244,8 @@ def rebuild(
     check_owner(owner)
     names = selected(doc, only)
     out = Path(out_dir)
-    from lexrag.outputs import check_makeable, check_replaceable
+    from lexrag.outputs import check_makeable
+    from lexrag.publish import check_replaceable
 
     check_makeable(out, "--out")
     for name in ARTIFACT_ORDER:  # the folders this selection replaces

@@ -1,0 +1,280 @@
+"""Publishing artifact folders without losing data: a folder is built out of sight and put in
+place by renames (:func:`staged`, or :func:`staged_set` for several together), and never deletes
+what a build did not write (:func:`check_replaceable`).  A publish writes a journal first, so a
+build killed in the middle of one is rolled back by the next build: the old set comes back whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from lexrag.errors import ArtifactError
+from lexrag.outputs import PARAMS, check_makeable, pid_alive
+
+__all__ = ["OWN_LEFTOVERS", "PARAMS_ONLY", "UNLISTED", "check_replaceable", "publishes", "staged", "staged_set"]
+
+log = logging.getLogger(__name__)
+JOURNAL = ".lexrag-publish-"  # the journal of a publish under way, beside the folders it replaces
+
+
+UNLISTED = frozenset({"llm_cache", "wheels"})  # artifacts whose params.json lists no files (see write_params' files)
+
+
+PARAMS_ONLY = frozenset({"calibration"})  # artifacts whose params.json is all they hold (an empty file list)
+
+
+def _dead_pid(leftover: Path) -> bool:
+    """Whether the process named in a leftover's name (``...-<pid>-<random>[.json]``) is gone."""
+    try:
+        pid = int(leftover.name.removesuffix(".json").rsplit("-", 2)[-2])
+    except (ValueError, IndexError):
+        return False
+    return not pid_alive(pid)
+
+
+def _remove(leftover: Path) -> None:
+    log.info("removing %s, left by a build that was killed or could not remove it", leftover)
+    shutil.rmtree(leftover, ignore_errors=True)
+    if os.path.lexists(leftover):
+        warnings.warn(f"{leftover}, left by an earlier build, could not be removed (a file in it cannot be "
+                      "deleted): remove it by hand")
+
+
+def _recover(folder: Path) -> None:
+    """Finish or undo the publishes in ``folder`` that a killed build left half done, from their
+    journals: one killed while moving folders is rolled back (each old folder put back where it
+    was, the new one that took its place removed), so the folder holds the whole old set again;
+    one killed while removing the old folders finishes removing them."""
+    for journal in sorted(folder.glob(f"{JOURNAL}*.json")):
+        if not _dead_pid(journal):
+            continue
+        try:
+            pairs = [(folder / old, folder / dest) for old, dest in json.loads(journal.read_text(encoding="utf-8"))["moved"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            warnings.warn(f"{journal}, the journal of a killed build's publish, cannot be read: look at the hidden "
+                          f"'.NAME.old-*' folders in {folder} (the earlier artifacts), then remove it")
+            continue
+        done = journal.name.startswith(f"{JOURNAL}done-")
+        for old, dest in pairs:
+            if not old.exists():
+                continue
+            if not done:
+                if dest.exists():
+                    if not (dest / PARAMS).is_file():  # not a folder this publish moved in: left to the user
+                        warnings.warn(f"{old}, the earlier {dest.name} set aside by a killed build, is kept: {dest} "
+                                      "holds no params.json; move one of them away")
+                        continue
+                    _remove(dest)
+                os.replace(old, dest)
+                warnings.warn(f"a build was killed while publishing: the earlier {dest} is put back")
+            else:
+                _remove(old)
+        journal.unlink(missing_ok=True)
+    for old in folder.glob(".*.old-*"):  # set aside by a killed build of a version that kept no journal
+        dest = folder / old.name[1:].split(".old-")[0]
+        if old.is_dir() and _dead_pid(old):
+            if os.path.lexists(dest):
+                _remove(old)
+            else:
+                os.replace(old, dest)
+                warnings.warn(f"a build was killed while publishing: the earlier {dest} is put back")
+
+
+def _sweep(dest: Path) -> None:
+    """Remove staging and set-aside folders of ``dest`` left by builds that were killed (their
+    process is gone), after putting back what a publish killed half way set aside (:func:`_recover`)."""
+    _recover(dest.parent)
+    for leftover in dest.parent.glob(f".{dest.name}.building-*"):
+        if _dead_pid(leftover):
+            _remove(leftover)
+
+
+@contextmanager
+def staged(dest: str | Path) -> Iterator[Path]:
+    """Build an artifact folder out of sight, then publish it.
+
+    Yields a fresh folder beside ``dest`` (``.<name>.building-<pid>-<random>``); when the block
+    ends without an exception it replaces ``dest`` (the old folder is moved aside first and removed
+    after), otherwise it is removed and ``dest`` stays as it was.  So a failed or killed build never
+    destroys the artifact already there, and a run never reads a half-written one (a killed build
+    leaves only its staging folder, which the next build of the same artifact removes).
+    """
+    dest = Path(dest)
+    check_makeable(dest.parent)
+    check_replaceable(dest)  # before the work: what the publish would refuse is refused now, not after an hour
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _sweep(dest)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.building-{os.getpid()}-", dir=dest.parent))
+    os.chmod(tmp, 0o755)
+    try:
+        yield tmp
+        _replace_dir(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# hidden names a killed build of ours can leave in an artifact folder, and the Finder's folder settings
+OWN_LEFTOVERS = (".tokens-", ".lexrag-", ".DS_Store")
+
+
+def _own_leftover(name: str) -> bool:
+    """A name a lexrag build writes and may leave behind when killed (or macOS's ``.DS_Store``):
+    only these go with a replaced folder unasked; any other name, hidden ones (``.git``,
+    ``.notes.md``) too, is the user's."""
+    return name.startswith(OWN_LEFTOVERS)
+
+
+def check_replaceable(dest: str | Path, new: Path | None = None) -> None:
+    """A folder a build may replace: absent, empty, or an artifact (a ``params.json``, or the
+    ``progress.json`` of an embeddings build under way).  A folder of other files, hidden ones
+    included (or a file), is refused by name, so a build never deletes what it did not write.
+    ``new``, at publish time, is the folder about to take its place: where the old ``params.json``
+    lists no files (damaged, or of an artifact that lists none but is not the one being built), the
+    files the new build wrote are the ones it may replace, and any other file is refused."""
+    dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise ArtifactError(f"{dest} is a file; the build would replace it with a folder: move it away or choose another output folder")
+    ours = any((dest / f).is_file() for f in ("params.json", "progress.json"))
+    if dest.is_dir() and not ours and any(not _own_leftover(e.name) for e in dest.iterdir()):
+        raise ArtifactError(f"{dest} holds files but no params.json, so it is no lexrag artifact and the build does not "
+                            "replace it: move it away or choose another output folder")
+    if dest.is_dir():  # another artifact inside this one (an LLM cache of a working folder set there) would go with it
+        for entry in dest.iterdir():
+            if entry.is_dir() and not entry.name.startswith(".") and next(entry.rglob(PARAMS), None) is not None:
+                raise ArtifactError(f"{dest} holds another artifact, {entry}; replacing {dest} would delete it: move it out "
+                                    "first (an LLM cache belongs outside the artifact folders: set llm.cache_dir or "
+                                    "paths.working_dir elsewhere)")
+    if dest.is_dir() and (dest / PARAMS).is_file():  # files the artifact's build did not write would go with it
+        doc = _read_params(dest / PARAMS)
+        listed = doc.get("files") if isinstance(doc, dict) else None
+        known = set(listed) if isinstance(listed, dict) else set()  # no list (a bare params.json): every other file is unknown
+        kind = doc.get("artifact") if isinstance(doc, dict) else None
+        if not isinstance(kind, str) or kind in UNLISTED:
+            if new is None:  # damaged, or an artifact listing no files: what may go is known once the new build is there
+                return
+            new_doc = _read_params(Path(new) / PARAMS)
+            if isinstance(kind, str) and isinstance(new_doc, dict) and new_doc.get("artifact") == kind:
+                return  # the same unlisted artifact rebuilt (wheels, an LLM cache export): its files are its own
+            known |= {q.relative_to(new).as_posix() for q in Path(new).rglob("*") if q.is_file()}
+        known |= {PARAMS, "dataset-metadata.json"}
+        extra = sorted(q.relative_to(dest).as_posix() for q in dest.rglob("*")
+                       if q.is_file() and not any(_own_leftover(part) for part in q.relative_to(dest).parts)
+                       and q.relative_to(dest).as_posix() not in known)
+        if extra:
+            raise ArtifactError(f"{dest} holds {len(extra)} file(s) its build did not write ({', '.join(extra[:3])}"
+                                f"{' ...' if len(extra) > 3 else ''}); replacing the folder would delete them: move "
+                                "them out first")
+
+
+def _read_params(path: Path):
+    """The JSON of a ``params.json`` through the one bounded reader (a FIFO or device is refused, not
+    blocked on); None when it is missing or damaged."""
+    from lexrag.errors import LexragError
+    from lexrag.inputfiles import read_json_file
+
+    try:
+        return read_json_file(path)
+    except (LexragError, OSError):
+        return None
+
+
+def _replace_dir(src: Path, dest: Path) -> None:
+    """Put folder ``src`` where ``dest`` is (the old ``dest`` renamed aside, then removed)."""
+    _replace_many([(src, dest)])
+
+
+def _replace_many(pairs: list[tuple[Path, Path]]) -> None:
+    """Publish several folders (all in one parent folder) as one step: a journal naming every old
+    folder's hidden name is written first, every old folder is renamed aside, then every new one
+    moved in, and the journal marked done before the old folders are removed.  When a rename fails
+    the ones done are undone at once; when the process is killed, the next build reads the journal
+    and does the same (:func:`_recover`).  So the destination holds the whole old set or the whole
+    new one."""
+    for src, dest in pairs:
+        check_replaceable(dest, src)
+    if not pairs:
+        return
+    folder = pairs[0][1].parent
+    tag = f"{os.getpid()}-{os.urandom(4).hex()}"
+    moves = [(dest, dest.with_name(f".{dest.name}.old-{tag}")) for _, dest in pairs if os.path.lexists(dest)]
+    journal = folder / f"{JOURNAL}{tag}.json"
+    if moves:
+        journal.write_text(json.dumps({"moved": [[old.name, dest.name] for dest, old in moves]}), encoding="utf-8")
+    moved_aside: list[tuple[Path, Path]] = []
+    moved_in: list[tuple[Path, Path]] = []
+    try:
+        for dest, old in moves:
+            os.replace(dest, old)
+            moved_aside.append((dest, old))
+        for src, dest in pairs:
+            os.replace(src, dest)
+            moved_in.append((src, dest))
+        if moves:
+            journal = journal.rename(folder / f"{JOURNAL}done-{tag}.json")
+    except BaseException:
+        for src, dest in reversed(moved_in):
+            with contextlib.suppress(OSError):
+                os.replace(dest, src)
+        for dest, old in reversed(moved_aside):
+            with contextlib.suppress(OSError):
+                os.replace(old, dest)
+        journal.unlink(missing_ok=True)
+        raise
+    for _, old in moved_aside:
+        shutil.rmtree(old, ignore_errors=True)
+        if os.path.lexists(old):  # a file in it cannot be deleted (immutable, another owner's): said, not left unseen
+            warnings.warn(f"the replaced folder {old} could not be removed (a file in it cannot be deleted); the new one "
+                          f"is in place: remove {old} by hand (the next build retries)")
+    journal.unlink(missing_ok=True)
+
+
+@contextmanager
+def staged_set(out: str | Path) -> Iterator[Path]:
+    """Build several artifacts together: yields a staging folder; when the block succeeds, every
+    folder built in it replaces its namesake in ``out`` as one step (the others in ``out`` stay);
+    when it fails, ``out`` is untouched.  So the artifacts of one build are published together, and a
+    corpus and the indexes built over it are published together."""
+    out = Path(out)
+    created = not out.exists()
+    check_makeable(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _sweep(out / ".artifacts")
+    tmp = Path(tempfile.mkdtemp(prefix=f"..artifacts.building-{os.getpid()}-", dir=out))
+    try:
+        yield tmp
+        built = sorted(p for p in tmp.iterdir() if p.is_dir() and not p.name.startswith("."))
+        _replace_many([(b, out / b.name) for b in built])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if created and not any(out.iterdir()):  # a failed first build leaves no empty folder that looks like output
+            out.rmdir()
+
+
+def publishes(arg: str) -> Callable:
+    """Decorator: the builder's folder argument ``arg`` is built through :func:`staged`."""
+
+    def wrap(fn: Callable) -> Callable:
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs)
+            with staged(bound.arguments[arg]) as tmp:
+                bound.arguments[arg] = tmp
+                return fn(*bound.args, **bound.kwargs)
+
+        return inner
+
+    return wrap

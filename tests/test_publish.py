@@ -1,0 +1,109 @@
+"""Publishing artifact folders: a build killed in the middle of a publish is rolled back (or
+finished) by the next build, never leaving a half set or hidden old folders behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lexrag.publish import staged, staged_set
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _artifact(folder: Path, tag: str) -> None:
+    folder.mkdir(parents=True)
+    (folder / "params.json").write_text('{"files": {}}', encoding="utf-8")
+    (folder / "data.txt").write_text(tag, encoding="utf-8")
+
+
+def _killed_publish(out: Path, kill_at: int, names=("bm25", "corpus")) -> None:
+    """Publish a new set of ``names`` into ``out`` in a child process that dies (``os._exit``, no
+    cleanup, as under SIGKILL) at its ``kill_at``-th rename or journal step."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        from pathlib import Path
+        from lexrag import publish
+        calls = [0]
+        real_replace, real_rmtree = os.replace, publish.shutil.rmtree
+        def step(fn):
+            def inner(*a, **k):
+                calls[0] += 1
+                if calls[0] == {kill_at}:
+                    os._exit(9)
+                return fn(*a, **k)
+            return inner
+        publish.os.replace = step(real_replace)
+        publish.shutil.rmtree = step(real_rmtree)
+        with publish.staged_set({str(out)!r}) as tmp:
+            for name in {list(names)!r}:
+                d = tmp / name
+                d.mkdir()
+                (d / "params.json").write_text('{{"files": {{}}}}')
+                (d / "data.txt").write_text("new")
+    """)
+    rc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={"PYTHONPATH": str(ROOT / "kernel_src"),
+                                                                       "PATH": "/usr/bin:/bin"}).returncode
+    assert rc == 9
+
+
+def _state(out: Path) -> dict:
+    return {p.name: (p / "data.txt").read_text() for p in sorted(out.iterdir()) if p.is_dir() and not p.name.startswith(".")}
+
+
+@pytest.mark.parametrize("kill_at", [2, 3, 4])
+def test_a_build_killed_while_moving_folders_is_rolled_back_by_the_next_build(tmp_path, kill_at):
+    """Killed after one or both old folders were set aside, or after the first new one moved in:
+    the next build puts the whole old set back before it builds (and says so)."""
+    out = tmp_path / "arts"
+    _artifact(out / "bm25", "old")
+    _artifact(out / "corpus", "old")
+    _killed_publish(out, kill_at)
+    assert _state(out) != {"bm25": "old", "corpus": "old"}  # a half set: a run over it would fail
+    with pytest.warns(UserWarning, match="killed while publishing: the earlier .* is put back"):
+        with staged_set(out):
+            assert _state(out) == {"bm25": "old", "corpus": "old"}  # put back before the new build runs
+    assert _state(out) == {"bm25": "old", "corpus": "old"}
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_build_killed_while_removing_the_old_folders_finishes_the_removal(tmp_path):
+    out = tmp_path / "arts"
+    _artifact(out / "bm25", "old")
+    _artifact(out / "corpus", "old")
+    _killed_publish(out, kill_at=5)  # 2 set aside, 2 moved in, the journal marked done; killed at the first removal
+    assert _state(out) == {"bm25": "new", "corpus": "new"}
+    with staged_set(out):
+        pass
+    assert _state(out) == {"bm25": "new", "corpus": "new"}
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
+def test_an_old_folder_set_aside_without_a_journal_is_put_back_or_removed(tmp_path):
+    """Left by a build of an earlier version (no journal): put back where its artifact is missing,
+    removed where a newer one is in place."""
+    out = tmp_path / "arts"
+    _artifact(out / ".corpus.old-999999999-abcd", "old")
+    _artifact(out / "bm25", "new")
+    _artifact(out / ".bm25.old-999999999-abcd", "old")
+    with pytest.warns(UserWarning, match="the earlier .*corpus is put back"):
+        with staged(out / "graph") as folder:
+            (folder / "params.json").write_text("{}")
+    assert (out / "corpus" / "data.txt").read_text() == "old"
+    assert (out / "bm25" / "data.txt").read_text() == "new"
+    assert sorted(p.name for p in out.iterdir()) == ["bm25", "corpus", "graph"]
+
+
+def test_a_live_build_s_journal_and_folders_are_left_alone(tmp_path):
+    out = tmp_path / "arts"
+    _artifact(out / f".corpus.old-{os.getpid()}-abcd", "old")
+    (out / f".lexrag-publish-{os.getpid()}-abcd.json").write_text('{"moved": [[".corpus.old-x", "corpus"]]}')
+    with staged_set(out):
+        pass
+    assert (out / f".corpus.old-{os.getpid()}-abcd").is_dir()
+    assert (out / f".lexrag-publish-{os.getpid()}-abcd.json").is_file()
