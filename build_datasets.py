@@ -156,9 +156,14 @@ def main(argv: list[str] | None = None) -> int:
             cfg = load_config(args.config, parse_overrides(args.set))
             committed, (args.manifest, staged) = args.manifest, _stage_manifest(args.manifest, args.record)
             courts = courts_beside(args.laws, False if args.no_courts else args.courts) if args.laws else args.courts
-            doc = rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=courts, only=only, owner=args.owner,
-                          law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache, abbreviations=args.abbreviations,
-                          dictionary=args.dictionary)
+            try:
+                doc = rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=courts, only=only, owner=args.owner,
+                              law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache,
+                              abbreviations=args.abbreviations, dictionary=args.dictionary)
+            except BaseException:  # the copy recorded into goes with the failed build
+                if staged is not None:
+                    staged.unlink(missing_ok=True)
+                raise
             checked = doc["built"]
             args.manifest = _settle_manifest(committed, staged, args.out, checked)
         if args.message and not args.upload:

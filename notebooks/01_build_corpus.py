@@ -28,7 +28,8 @@ import sys
 if importlib.util.find_spec("lexrag") is None:
     root = os.environ.get("LEXRAG_KAGGLE_INPUT") or "/kaggle/input"
     found = sorted(glob.glob(os.path.join(root, "**", "lexrag_install.py"), recursive=True))
-    assert found, "lexrag is not installed and no lexrag_install.py is among the inputs: attach lexrag-wheels (locally: pip install ./kernel_src)"
+    assert found, ("lexrag is not installed and no lexrag_install.py is among the inputs: attach lexrag-wheels "
+                   "(locally: pip install ./kernel_src)")
     r = subprocess.run([sys.executable, found[0], "--input", root, '--no-llm'], capture_output=True, text=True)
     print(r.stdout + r.stderr)
     assert r.returncode == 0, "the offline install of lexrag failed (see above)"

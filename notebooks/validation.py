@@ -13,7 +13,8 @@ artifacts_dir = None  # folder with corpus/ and bm25/; None: the resolver's arti
 out_dir = "validation_out"  # where metrics.json and per_query.csv go
 stages = {}  # stage switches, e.g. {"lexical": False, "seeds": True}
 ablation = False  # also run with each active stage switched off: ablation.csv and ablation.png
-incremental = False  # also add the stages one by one (BM25 alone, then one row per stage the config asks for): incremental.csv, incremental.png
+# also add the stages one by one (BM25 alone, then one row per stage the config asks for): incremental.csv, incremental.png
+incremental = False
 llm_cache = None  # an LLM cache folder (e.g. the lexrag-llm-cache dataset): replay it, load no model
 
 # %%
@@ -27,7 +28,8 @@ import sys
 if importlib.util.find_spec("lexrag") is None:
     root = os.environ.get("LEXRAG_KAGGLE_INPUT") or "/kaggle/input"
     found = sorted(glob.glob(os.path.join(root, "**", "lexrag_install.py"), recursive=True))
-    assert found, "lexrag is not installed and no lexrag_install.py is among the inputs: attach lexrag-wheels (locally: pip install ./kernel_src)"
+    assert found, ("lexrag is not installed and no lexrag_install.py is among the inputs: attach lexrag-wheels "
+                   "(locally: pip install ./kernel_src)")
     r = subprocess.run([sys.executable, found[0], "--input", root], capture_output=True, text=True)
     print(r.stdout + r.stderr)
     assert r.returncode == 0, "the offline install of lexrag failed (see above)"

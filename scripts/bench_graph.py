@@ -83,7 +83,8 @@ def table(rows: list[dict]) -> None:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         parts = r["graph_build_parts_s"]
-        print(f"| {r['n']:,} | {r['nodes']:,} | {r['edges']:,} | {r['graph_build_s']:.0f} ({parts['references']:.0f} + {parts['leiden']:.0f}) | "
+        print(f"| {r['n']:,} | {r['nodes']:,} | {r['edges']:,} | "
+              f"{r['graph_build_s']:.0f} ({parts['references']:.0f} + {parts['leiden']:.0f}) | "
               f"{r['graph_peak_rss_mb'] / 1024:.2f} GB | {r['signals_ms_median']:.1f} | {r['signals_ms_p95']:.1f} |")
 
 

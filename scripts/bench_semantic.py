@@ -179,7 +179,8 @@ def main() -> int:
         rows = batch_paths(folder, args.n)
         print(json.dumps({"n": args.n, "dims": args.dims, "rows": rows}))
         print(f"{args.n:,} x {args.dims}, {os.cpu_count()} cores, top 100")
-        print("| queries at once | faiss scan of the fp16 codes s | decoded blocks x queries s | search (chosen path + exact re-scoring) s |")
+        print("| queries at once | faiss scan of the fp16 codes s | decoded blocks x queries s "
+              "| search (chosen path + exact re-scoring) s |")
         print("| --- | --- | --- | --- |")
         for r in rows:
             print(f"| {r['queries']} | {r['faiss_scan_s']:.2f} | {r['blocks_s']:.2f} | {r['search_s']:.2f} |")

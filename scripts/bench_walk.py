@@ -88,7 +88,8 @@ def main() -> int:
     print("| questions | walk | s/question | BM25 scorings | score cache (vectors) | peak RSS GB |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['questions']} | {r['order']} | {r['s_per_question']} | {r['bm25_scorings']} | {r['cache_vectors']} | {r['peak_rss_gb']} |")
+        print(f"| {r['questions']} | {r['order']} | {r['s_per_question']} | {r['bm25_scorings']} | {r['cache_vectors']} "
+              f"| {r['peak_rss_gb']} |")
     if len(rows) > 1:
         print(f"ratio s/question {rows[-1]['questions']} vs {rows[0]['questions']}: "
               f"{rows[-1]['s_per_question'] / rows[0]['s_per_question']:.2f}")

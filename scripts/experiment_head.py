@@ -107,7 +107,8 @@ def held_out(art_dir: Path, tune_file: Path) -> tuple[dict, Counter]:
             scores = art.bm25.query_scores(texts[q], cfg.lexical)
             vote = det.vote_shares(scores, cfg.statutes.vote_depth) if scores is not None else {}
             rows[q] = dict(gold={scoring_form(x) for x in gold[q]}, course=groups.get(q, ""), length=len(texts[q]),
-                           ranked=list(dict.fromkeys(map(scoring_form, res.ranked[q]))), ranks=ranks, named=named, learned=learned, vote=vote)
+                           ranked=list(dict.fromkeys(map(scoring_form, res.ranked[q]))), ranks=ranks, named=named,
+                           learned=learned, vote=vote)
     return rows, Counter(c for c in map(code_of, cits) if c)
 
 
@@ -274,7 +275,8 @@ def part_head(rows: dict) -> None:
                 if v["course"] == held:
                     s = score(feats[q]) if len(feats[q]) else np.zeros(0)
                     out[q] = reorder(v, lambda i, s=s: (-s[i], i))
-        print(f"| learned reorder, logistic C = {c} (fitted on the other courses) | {mean_f1(rows, out, 3):.4f} | {mean_f1(rows, out, 5):.4f} |")
+        print(f"| learned reorder, logistic C = {c} (fitted on the other courses) | {mean_f1(rows, out, 3):.4f} "
+              f"| {mean_f1(rows, out, 5):.4f} |")
     for b in (0.25, 1.0):
         out = {}
         for q, v in rows.items():

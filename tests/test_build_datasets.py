@@ -74,7 +74,8 @@ def test_upload_calls_kaggle_cli(tmp_path, manifest, tiny_inputs):
     fake = bindir / "kaggle"
     # a stand-in kaggle CLI: the dataset does not exist yet (the API answers 404), so create must be called
     fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n[ \"$2\" = status ] && "
-                    "{ echo '404 Client Error: Not Found for url: https://www.kaggle.com/api/v1/datasets/status/x' >&2; exit 1; }\nexit 0\n")
+                    "{ echo '404 Client Error: Not Found for url: https://www.kaggle.com/api/v1/datasets/status/x' >&2; "
+                    "exit 1; }\nexit 0\n")
     fake.chmod(0o755)
     r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus", "--upload",
             env={"PATH": f"{bindir}:{os.environ['PATH']}"})
@@ -334,3 +335,19 @@ def test_build_datasets_refuses_a_bad_owner_a_doubled_entry_and_a_folder_that_is
     manifest.write_text(yaml.safe_dump(doc))
     r = run("--manifest", manifest, "--out", tmp_path / "ds", "--check")
     assert r.returncode != 0 and "is listed twice" in r.stdout + r.stderr
+
+
+def test_a_failed_build_leaves_no_copy_of_the_committed_manifest_behind(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    from lexrag.kaggle import datasets
+
+    bd = _build_datasets_module()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "t"))
+    (tmp_path / "t").mkdir()
+    laws = tmp_path / "laws.csv"
+    laws.write_text("citation,text\n" + "".join(f"Art. {i} OR,Text {i}\n" for i in range(1, 5)), encoding="utf-8")
+    monkeypatch.setattr(datasets, "rebuild", lambda *a, **k: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    assert bd.main(["--laws", str(laws), "--no-courts", "--only", "corpus", "--out", str(tmp_path / "ds")]) == 2
+    assert "the disk is full" in capsys.readouterr().err
+    assert list((tmp_path / "t").iterdir()) == []  # the copy the build recorded into is gone with it

@@ -127,7 +127,8 @@ def test_index_resolves_only_to_corpus_strings():
 def test_aliases_name_corpus_codes_in_other_languages():
     from lexrag.citations import ENGLISH_ABBREVIATIONS, code_aliases
 
-    pairs = [("CO", "OR"), ("LAI", "IVG"), ("LP", "SchKG"), ("OVA", "VX"), ("OVA", "VY"), ("0.101", "EMRK"), ("ZGB", "OR"), ("LEF", "SchKG")]
+    pairs = [("CO", "OR"), ("LAI", "IVG"), ("LP", "SchKG"), ("OVA", "VX"), ("OVA", "VY"), ("0.101", "EMRK"), ("ZGB", "OR"),
+             ("LEF", "SchKG")]
     aliases = code_aliases(pairs, {"OR", "IVG", "VX", "VY", "ZGB"})
     # SchKG is not a corpus code, OVA names two ordinances, an SR number is no alias, a corpus code means itself
     assert aliases == {"CO": "OR", "LAI": "IVG"}

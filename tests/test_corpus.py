@@ -134,7 +134,8 @@ def test_abbreviations_let_questions_cite_codes_in_other_languages(tmp_path, tin
     assert json.loads((tmp_path / "c" / "code_aliases.json").read_text()) == {"CO": "OR", "LTF": "BGG"}
     assert corpus_id(tmp_path / "c") == corpus_id(tmp_path / "plain")  # no document changed: the indexes stay valid
     c = Corpus(tmp_path / "c")
-    assert c.index.resolve_text("Must the appeal (Art. 100 al. 1 LTF) follow Art. 1 Abs. 2 CO?") == ["Art. 100 Abs. 1 BGG", "Art. 1 Abs. 2 OR"]
+    assert c.index.resolve_text("Must the appeal (Art. 100 al. 1 LTF) follow Art. 1 Abs. 2 CO?") == ["Art. 100 Abs. 1 BGG",
+                                                                                               "Art. 1 Abs. 2 OR"]
     assert Corpus(tmp_path / "plain").index.resolve_text("Art. 100 al. 1 LTF, Art. 8 CC") == ["Art. 8 ZGB"]  # English ones are built in
     # rebuilt without the file: no stale aliases
     build_corpus(tmp_path / "c", laws, courts)

@@ -762,8 +762,8 @@ def test_a_build_replaces_artifacts_and_unfinished_embeddings_but_not_other_fold
     from lexrag.artifacts import ArtifactError
     from lexrag.publish import check_replaceable
 
-    for name, files in (("empty", []), ("artifact", ["params.json", "x.npy"]), ("embeddings under way", ["progress.json", "shard_00000.npy"]),
-                        ("only hidden", [".DS_Store"])):
+    for name, files in (("empty", []), ("artifact", ["params.json", "x.npy"]),
+                        ("embeddings under way", ["progress.json", "shard_00000.npy"]), ("only hidden", [".DS_Store"])):
         d = tmp_path / name
         d.mkdir()
         for f in files:
@@ -1342,7 +1342,8 @@ def test_check_scores_never_passes_on_infinities(tmp_path, capsys, metrics, expe
     assert rc == 2 and message in err
 
 
-@pytest.mark.parametrize("metrics,message", [('{"metrics": {}}', "is empty"), ('{"metrics": {"macro_f1": "high"}}', "'macro_f1' is 'high'")])
+@pytest.mark.parametrize("metrics,message", [('{"metrics": {}}', "is empty"),
+                                             ('{"metrics": {"macro_f1": "high"}}', "'macro_f1' is 'high'")])
 def test_show_metrics_refuses_empty_or_non_numeric_metrics(tmp_path, capsys, metrics, message):
     rc, _, err = cli(capsys, "show-metrics", write(tmp_path / "m.json", metrics))
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1

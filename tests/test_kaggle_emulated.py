@@ -117,7 +117,8 @@ def test_save_and_run_all_installs_offline_and_writes_a_scored_file(sim, tmp_pat
     ids = [q.query_id for q in load_queries(demo_queries)]
     assert validate_submission(sub, ids, Corpus(demo_artifacts / "corpus").citations) == []
     assert _listing(root) == before  # nothing written under the (read-only on Kaggle) input folder
-    py = subprocess.run([str(sim["python"]), "-c", "import sys, numpy, pandas; print(sys.version_info[:2], numpy.__version__, pandas.__version__)"],
+    py = subprocess.run([str(sim["python"]), "-c",
+                         "import sys, numpy, pandas; print(sys.version_info[:2], numpy.__version__, pandas.__version__)"],
                         capture_output=True, text=True).stdout
     assert sim["version"].replace(".", ", ") in py and "2.0.2" in py and "2.2.2" in py
 
@@ -214,7 +215,8 @@ def test_when_the_budget_runs_out_the_essential_stages_still_answer(kaggle_tree,
         summary = run_submission("kaggle", {"runtime.time_budget_s": 600.0, "runtime.reserve_s": 60.0},
                                  started_at=time.time() - 3600)
     # every optional stage the preset enables is skipped (here: dictionary, statutes, feedback, articles and graph); BM25 and seeds answer
-    assert summary["skipped"] == {"dictionary": 22, "graph": 22, "statutes": 22, "feedback": 22, "articles": 22} and summary["empty_rows"] == 0
+    assert summary["skipped"] == {"dictionary": 22, "graph": 22, "statutes": 22, "feedback": 22, "articles": 22}
+    assert summary["empty_rows"] == 0
     assert summary["status"] == "DEGRADED" and summary["stages"]["statutes"]["state"] == "dropped"
     assert all(_valid(kaggle_tree, demo_queries, demo_artifacts))
 

@@ -125,7 +125,8 @@ def test_decompounder_splits_by_corpus_counts(tmp_path):
     assert d.split("mietvertrag") == ("miet", "vertrag")  # modifier without its final -e
     assert d.split("arbeitsvertrag") == ("arbeit", "vertrag")  # linking s
     assert d.split("kündigungsfrist") == ("kündigung", "frist")
-    assert d.split("haftpflichtversicherungsvertrag") == ("haftpflicht", "versicherung", "vertrag")  # the head (a word of the corpus) split again
+    # the head (a word of the corpus) split again
+    assert d.split("haftpflichtversicherungsvertrag") == ("haftpflicht", "versicherung", "vertrag")
     assert d.split("kaufvertrag") == ()  # used more often whole than its parts
     assert d.split("vertrag") == () and d.split("2019abcd2020") == ()  # too short; not a word
     assert Decompounder(counts, min_count=100).split("mietvertrag") == ()  # parts too rare

@@ -226,7 +226,8 @@ def test_resolver_finds_everything_in_either_kaggle_layout(tmp_path, monkeypatch
     assert p.model("7b-instruct") == tmp_path / model  # descends into the version folder
     from lexrag.errors import ArtifactError, LexragError
 
-    with pytest.raises(ArtifactError, match=r"artifact 'graph' not found: searched .* found corpus, llm_cache; attach the lexrag-graph dataset"):
+    with pytest.raises(ArtifactError,
+                       match=r"artifact 'graph' not found: searched .* found corpus, llm_cache; attach the lexrag-graph dataset"):
         p.artifact("graph")
     with pytest.raises(LexragError, match="model: no model folder matches bge-reranker-v2-m3 .searched"):
         p.model("bge-reranker-v2-m3")

@@ -139,7 +139,8 @@ def test_the_package_reports_through_logging_not_print():
     import re
 
     offenders = [str(p.relative_to(PKG)) for p in PKG.rglob("*.py")  # the command-line tools print their report
-                 if p.name not in ("cli.py", "install.py", "gpu_check.py") and re.search(r"(?<![\w.])print\(", p.read_text(encoding="utf-8"))]
+                 if p.name not in ("cli.py", "install.py", "gpu_check.py")
+                 and re.search(r"(?<![\w.])print\(", p.read_text(encoding="utf-8"))]
     assert not offenders, offenders
 
 

@@ -376,7 +376,8 @@ def test_the_report_without_matplotlib_keeps_its_tables_and_says_the_plots_are_l
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed: importing it raises ImportError
     doc = write_report(tmp_path).read_text(encoding="utf-8")
     assert "- graph" in doc and "0.2500" in doc and "data:image/png" not in doc and NO_PLOTS in doc
-    assert plot_ablation([{"run": "full", "macro_f1": 0.25, "recall@100": 0.5}], tmp_path / "a.png") is None and not (tmp_path / "a.png").exists()
+    assert plot_ablation([{"run": "full", "macro_f1": 0.25, "recall@100": 0.5}], tmp_path / "a.png") is None
+    assert not (tmp_path / "a.png").exists()
 
 
 def test_final_without_a_locked_split_or_with_a_malformed_one_is_refused(tmp_path):

@@ -103,13 +103,14 @@ class FeedbackConfig:
                               "top BM25 documents, as the bm25_prf signal")
     docs: int = _f(10, "top documents the expansion terms come from", range=(1, None))
     terms: int = _f(15, "expansion terms added", range=(1, None))
-    term_weight: int = _f(1, "times each expansion term is repeated in the expanded query (its weight against the question's terms)", range=(1, None))
+    term_weight: int = _f(1, "times each expansion term is repeated in the expanded query (its weight against the question's "
+                             "terms)", range=(1, None))
 
 
 @dataclass
 class RankerConfig:
-    enabled: bool = _f(False, "reorder the top of the fused list by the learned ranker (LambdaRank over features that name no code or area; "
-                              "needs the ranker artifact, built with --train and ranker.enabled)")
+    enabled: bool = _f(False, "reorder the top of the fused list by the learned ranker (LambdaRank over features that name "
+                              "no code or area; needs the ranker artifact, built with --train and ranker.enabled)")
     depth: int = _f(300, "distinct citations of the fused list the ranker reorders (and a build trains on)", range=(1, None))
     blend: float = _f(1.0, "1: the learned order; below 1 it is mixed with the fused order by reciprocal ranks "
                            "(blend/(61 + learned rank) + (1 - blend)/(61 + fused rank)); 0: the fused order kept, "
@@ -145,7 +146,8 @@ class FusionConfig:
     boost: float = _f(5.0, "score factor for documents found by a content family and the graph family (paper: 5.0)")
     boost_exclude: list = _f(["siblings"], "signals that do not count towards the cross-signal boost (siblings restate content hits)")
     head: int = _f(0, "reorder the top n fused documents by a second fusion with head_boost and head_weights (the weights that put the "
-                      "best citations first cost depth when used for the whole list); their scores keep their sorted values; 0: off", range=(0, None))
+                      "best citations first cost depth when used for the whole list); their scores keep their sorted values; "
+                      "0: off", range=(0, None))
     head_boost: float = _f(2.0, "cross-signal boost of the head's fusion", range=(0, None))
     head_weights: dict = _f({"prior_frequent": 2.0}, "per-signal RRF weights of the head's fusion that differ from weights")
 
@@ -227,7 +229,8 @@ class VerifyConfig:
     max_text_chars: int = _f(1200, "candidate text shown to the verifier, cut at this many characters", range=(1, None))
     expand: bool = _f(True, "verified items pull in their graph neighbours (siblings and co-cited authorities; needs the graph)")
     expand_k: int = _f(3, "graph neighbours pulled in per verified item")
-    expand_weight: float = _f(0.5, "a neighbour scores this fraction of the P(Yes) of the item that brought it (below it)", range=(0, 0.999))
+    expand_weight: float = _f(0.5, "a neighbour scores this fraction of the P(Yes) of the item that brought it (below it)",
+                              range=(0, 0.999))
 
 
 @dataclass
@@ -254,13 +257,15 @@ class CountConfig:
     w_llm: float = _f(0.4, "adaptive: weight of n_LLM, the count the LLM estimated in concept extraction (paper: 0.4)")
     w_elbow: float = _f(0.3, "adaptive: weight of n_elbow, the elbow of the final score curve (paper: 0.3)")
     w_cal: float = _f(0.3, "adaptive: weight of n_cal, the count above the calibrated score threshold (paper: 0.3)")
-    calibration: str = _f("", "adaptive: calibration folder written by `lexrag calibrate`; empty: the artifact 'calibration' among the artifacts")
-    whole_articles: int = _f(0, "also emit a law article as a whole ('Art. 41 OR') right after the n-th of its paragraphs in the final order, "
-                                "taking a slot of the count (exam answers and the competition's train.csv cite whole "
-                                "articles that are no corpus key; val.csv's gold is all corpus keys); 0: off", range=(0, None))
+    calibration: str = _f("", "adaptive: calibration folder written by `lexrag calibrate`; empty: the artifact 'calibration' "
+                              "among the artifacts")
+    whole_articles: int = _f(0, "also emit a law article as a whole ('Art. 41 OR') right after the n-th of its paragraphs in "
+                                "the final order, taking a slot of the count (exam answers and the competition's train.csv "
+                                "cite whole articles that are no corpus key; val.csv's gold is all corpus keys); 0: off",
+                             range=(0, None))
     whole_articles_from: int = _f(0, "with whole_articles: keep the first n slots as ranked (paragraphs stay on top, "
-                                     "where they are the gold form more often) "
-                                     "and insert the articles due there right after them; 0: insert from the first slot on", range=(0, None))
+                                     "where they are the gold form more often) and insert the articles due there right "
+                                     "after them; 0: insert from the first slot on", range=(0, None))
 
 
 @dataclass
@@ -272,17 +277,21 @@ class LLMConfig:
                       choices=("transformers", "scripted"))
     model_name: str = _f("", "name that keys the LLM cache; empty: the model folder's name (give the same weights the "
                              "same name everywhere, so a cache built on one machine replays on another)")
-    mode: str = _f("live", "live: generate what the cache lacks | replay: answer from the cache only, never load a model", choices=('live', 'replay'))
+    mode: str = _f("live", "live: generate what the cache lacks | replay: answer from the cache only, never load a model",
+                   choices=('live', 'replay'))
     cache_dir: str = _f("", "folder of the LLM cache (cache.sqlite); empty: llm_cache in the working folder")
     replay_dirs: list = _f([], "read-only caches consulted before generating (e.g. an attached lexrag-llm-cache dataset)")
     tasks: list = _f(["translate", "concepts", "hyde", "sparse", "dense"], "rewrite tasks run per query")
-    quantization: str = _f("nf4", "nf4 (bitsandbytes 4-bit NF4, double quantization) | none (fp16 on GPU, fp32 on CPU)", choices=('nf4', 'none'))
+    quantization: str = _f("nf4", "nf4 (bitsandbytes 4-bit NF4, double quantization) | none (fp16 on GPU, fp32 on CPU)",
+                           choices=('nf4', 'none'))
     compute_dtype: str = _f("float16", "4-bit compute dtype: float16 (T4 has no bfloat16) | bfloat16 | float32",
                             choices=("float16", "bfloat16", "float32"))
     device: str = _f("auto", "cuda | cpu | auto (GPUs below compute capability 7.0 count as absent)")
     batch_size: int = _f(8, "prompts per generate call (left padding, longest first)", range=(1, None))
-    max_new_tokens: int = _f(1024, "upper bound on generated tokens per call; each template asks for its own, at most this", range=(1, None))
-    max_question_chars: int = _f(6000, "longer questions are cut for the LLM prompts, with a warning (about 4 characters a token)", range=(1, None))
+    max_new_tokens: int = _f(1024, "upper bound on generated tokens per call; each template asks for its own, at most this",
+                             range=(1, None))
+    max_question_chars: int = _f(6000, "longer questions are cut for the LLM prompts, with a warning (about 4 characters a token)",
+                                 range=(1, None))
     json_retries: int = _f(1, "repair attempts for output that is not the JSON asked for; then the variant is skipped")
     max_answer_chars: int = _f(20_000, "longer LLM answers (generated or from a cache) are cut, with a warning, like "
                                        "queries at query.max_chars", range=(1, None))
@@ -311,7 +320,8 @@ class RuntimeConfig:
     , choices=('raise', 'skip'))
     resident_models: int = _f(1, "models kept loaded at once (encoder, reranker, LLM take turns on one GPU when 1)", range=(1, None))
     degrade_order: list = _f(
-        [["agent"], ["verify"], ["rerank"], ["dense", "graph", "prior"], ["rewrite"], ["statutes", "feedback", "articles", "ranker", "dictionary"]],
+        [["agent"], ["verify"], ["rerank"], ["dense", "graph", "prior"], ["rewrite"],
+         ["statutes", "feedback", "articles", "ranker", "dictionary"]],
         "groups of optional stages dropped, first group first, when the projected time of the rest of the run exceeds the budget left "
         "(the extra BM25 passes last: one BM25 query each, the cheapest to keep)",
     )

@@ -166,7 +166,8 @@ def write_court_csv(path: str | Path, n: int, laws: Sequence[str] | None = None,
     return path
 
 
-def write_laws_csv(path: str | Path, n_articles: int = 2000, seed: int = 0, codes: Sequence[str] = ("OR", "ZGB", "StGB", "ZPO", "BGG")) -> list[str]:
+def write_laws_csv(path: str | Path, n_articles: int = 2000, seed: int = 0,
+                   codes: Sequence[str] = ("OR", "ZGB", "StGB", "ZPO", "BGG")) -> list[str]:
     """A laws CSV of ``n_articles`` articles with 1-3 paragraphs each; returns the citations."""
     sampler = TextSampler(seed)
     rng = np.random.default_rng(seed + 4)

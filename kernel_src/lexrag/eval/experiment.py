@@ -54,9 +54,8 @@ from lexrag.eval.stats import bootstrap_ci
 from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
 
-__all__ = ["held_out_runs", "held_out_rankings",
-           "harness_ranker", "f1_at_ks", "ranking_f1", "own_count_f1", "FoldScores", "fold_scores", "nested_picks", "ceilings", "run_experiment",
-           "KS"]
+__all__ = ["held_out_runs", "held_out_rankings", "harness_ranker", "f1_at_ks", "ranking_f1", "own_count_f1", "FoldScores",
+           "fold_scores", "nested_picks", "ceilings", "run_experiment", "KS"]
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 OUTPUTS = ("submission.csv", "per_query.csv", "metrics.json", "agent_trace.jsonl", "variants.jsonl", "signals.parquet",
            "signal_analysis.json", "report.html")
 
-__all__ = ["validate_run", "write_run_file", "read_run_file", "RunFile", "format_metrics", "ablation_table", "incremental_ablation", "stage_switches",
-           "incremental_steps", "STAGE_LABELS"]
+__all__ = ["validate_run", "write_run_file", "read_run_file", "RunFile", "format_metrics", "ablation_table",
+           "incremental_ablation", "stage_switches", "incremental_steps", "STAGE_LABELS"]
 
 # how a stage is named in an ablation row (other stages by their name)
 STAGE_LABELS = {"bm25": "BM25", "citation_seeds": "citation seeds", "llm_seeds": "LLM seeds", "dense": "semantic",

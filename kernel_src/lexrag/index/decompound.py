@@ -113,6 +113,7 @@ class Decompounder:
             doc = json.loads(path.read_text(encoding="utf-8"))
             return cls(doc["counts"], int(doc["min_part"]), int(doc["min_count"]))
         except FileNotFoundError as e:
-            raise ArtifactError(f"{path}: missing; the BM25 index was built with decompounding and needs it (rebuild the bm25 artifact)") from e
+            raise ArtifactError(f"{path}: missing; the BM25 index was built with decompounding and needs it "
+                                "(rebuild the bm25 artifact)") from e
         except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError, RecursionError) as e:
             raise ArtifactError(f"{path}: not a decompounding lexicon ({type(e).__name__}: {e}); rebuild the bm25 artifact") from e

@@ -36,8 +36,8 @@ from typing import Iterable, Iterator
 
 from lexrag.artifacts import ArtifactError, read_params, write_params
 
-__all__ = ["MAX_PHRASE", "Sense", "parse_ding", "parse_dictd", "build_dictionary", "glossary", "Dictionary", "is_english", "load_dictionary_step",
-           "build_dictionary_step"]
+__all__ = ["MAX_PHRASE", "Sense", "parse_ding", "parse_dictd", "build_dictionary", "glossary", "Dictionary", "is_english",
+           "load_dictionary_step", "build_dictionary_step"]
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,8 @@ def parse_dictd(index: Iterable[str], data: bytes, skipped: dict | None = None) 
         if not key or len(key.split()) > MAX_PHRASE:
             continue
         entry = data[start:start + length].decode("utf-8", "replace").split("\n")
-        if _letters(fields[0]) not in _letters(entry[0]):  # an entry names its headword first (or an abbreviation of it): else another index
+        # an entry names its headword first (or an abbreviation of it): else another index
+        if _letters(fields[0]) not in _letters(entry[0]):
             if skipped is not None:
                 skipped["index lines that do not match their entry"] = skipped.get("index lines that do not match their entry", 0) + 1
             continue

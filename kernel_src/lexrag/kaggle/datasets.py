@@ -27,7 +27,8 @@ from lexrag.publish import staged_set
 from lexrag.config import Config
 from lexrag.errors import LexragError
 
-__all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError", "ARTIFACT_ORDER", "missing_wheels", "build_lexrag_wheel"]
+__all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError", "ARTIFACT_ORDER", "missing_wheels",
+           "build_lexrag_wheel"]
 
 from lexrag.registry import ARTIFACTS, BuildInputs, names
 
@@ -76,8 +77,8 @@ def selected(doc: dict, only: Sequence[str] | None) -> list[str]:
     names = [n for n in (x.strip() for x in only) if n]
     unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise ManifestError(f"--only {','.join(only)!r}: {'unknown artifact(s) ' + ', '.join(unknown) if unknown else 'names no artifact'}; "
-                            f"known: {', '.join(known)}")
+        what = "unknown artifact(s) " + ", ".join(unknown) if unknown else "names no artifact"
+        raise ManifestError(f"--only {','.join(only)!r}: {what}; known: {', '.join(known)}")
     return [n for n in known if n in names]
 
 

@@ -41,7 +41,8 @@ def expansion_terms(index, texts: list[str], question_tokens: set[str], n_terms:
 
 class Feedback(OptionalBM25Stage):
     name = "feedback"
-    reads = ("feedback", "lexical", "query")  # config sections its output depends on (the signal cache keys on them; query: preference_variants)
+    # config sections its output depends on (the signal cache keys on them; query: preference_variants)
+    reads = ("feedback", "lexical", "query")
     signals = ("bm25_prf",)
 
     def run(self, batch, ctx):

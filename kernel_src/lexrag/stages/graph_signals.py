@@ -145,7 +145,8 @@ def co_citation(graph: CitationGraph, nodes: np.ndarray, weights: np.ndarray) ->
     return _two_hop(graph.adj_t, graph.adj, graph.out_strength, nodes, weights)
 
 
-def community_members(graph: CitationGraph, nodes: np.ndarray, weights: np.ndarray, level: int, top_k: int = 100) -> list[tuple[int, float]]:
+def community_members(graph: CitationGraph, nodes: np.ndarray, weights: np.ndarray, level: int,
+                      top_k: int = 100) -> list[tuple[int, float]]:
     """Members of the seeds' communities at ``level``: communities by summed seed weight, members
     inside a community by in-strength (the community's most cited authorities first; members
     nobody cites are not emitted)."""

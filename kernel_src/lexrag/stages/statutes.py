@@ -38,8 +38,8 @@ class Statutes(OptionalBM25Stage):
             scores = art.bm25.query_scores(q.preferred_text(ctx.cfg.query.preference_variants), lc)
             if scores is None:
                 continue
-            for ranking, these, k in ((out, codes, sc.top_k),
-                                      (agreed, agreed_codes(det, text, sc, art.prior, scores=scores, predicted=predicted), sc.agreed_top_k)):
+            both = agreed_codes(det, text, sc, art.prior, scores=scores, predicted=predicted)
+            for ranking, these, k in ((out, codes, sc.top_k), (agreed, both, sc.agreed_top_k)):
                 keep = np.flatnonzero(det.mask(these) & (scores > 0)) if these else np.empty(0, dtype=np.int64)
                 if len(keep):
                     top = keep[np.lexsort((keep, -scores[keep]))][:k]
