@@ -15,8 +15,9 @@ DICTIONARY ?= /usr/share/trans/de-en
 # and matplotlib's font cache. `make clean` removes them with the rest of out/.
 CACHE_DIR ?= $(CURDIR)/out/cache
 export MPLCONFIGDIR ?= $(CACHE_DIR)/matplotlib
-# Keep Jupyter/IPython state out of the home folder.
-JUPYTER_TMP := $(shell mktemp -d -t lexrag-jupyter-XXXXXX)
+# Keep Jupyter/IPython state out of the home folder: scratch under out/, which `make clean` removes
+# (a fresh temporary folder per make call would be left behind by every call).
+JUPYTER_TMP ?= $(CURDIR)/out/jupyter
 export JUPYTER_DATA_DIR := $(JUPYTER_TMP)/data
 export JUPYTER_CONFIG_DIR := $(JUPYTER_TMP)/config
 export JUPYTER_RUNTIME_DIR := $(JUPYTER_TMP)/runtime

@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,7 +89,10 @@ def run_notebook(repo: Path, parts: dict[str, Path], index: str, out: Path) -> d
            "-p", "artifacts_dir", str(parts["art"]), "-p", "out_path", str(out / "submission.csv"),
            "-y", json.dumps({"overrides": overrides})]
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=out)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=out)
+    finally:  # Jupyter's state for this run only
+        shutil.rmtree(jupyter, ignore_errors=True)
     wall = time.perf_counter() - t0
     (out / "papermill.log").write_text(p.stdout + p.stderr, encoding="utf-8")
     if p.returncode != 0:

@@ -2413,3 +2413,11 @@ def test_quality_says_when_the_gold_lies_outside_the_artifacts_corpus(tmp_path, 
     assert (f"note: 96 of 96 gold citations of lexam_dev.csv are not in the corpus of {arts}: they count as "
             "misses; most are missing: are these artifacts built from the laws of --data?") in r.stdout
     assert "gold citations of val.csv" not in r.stdout  # all of its gold is there
+
+
+def test_a_make_call_leaves_nothing_in_the_temporary_folder(tmp_path):
+    """Jupyter's state lives under out/ (``make clean`` removes it), not in a fresh temporary folder per call."""
+    r = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert list(tmp_path.iterdir()) == []
