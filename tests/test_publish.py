@@ -107,3 +107,19 @@ def test_a_live_build_s_journal_and_folders_are_left_alone(tmp_path):
         pass
     assert (out / f".corpus.old-{os.getpid()}-abcd").is_dir()
     assert (out / f".lexrag-publish-{os.getpid()}-abcd.json").is_file()
+
+
+def test_a_hostile_or_unreadable_journal_moves_nothing_outside_the_folder(tmp_path):
+    out = tmp_path / "arts"
+    victim = tmp_path / "victim"
+    _artifact(victim, "mine")
+    _artifact(out / "corpus", "new")
+    _artifact(out / ".corpus.old-999999999-abcd", "old")
+    (out / ".lexrag-publish-999999999-abcd.json").write_text('{"moved": ["../victim", "corpus"]}')
+    os.mkfifo(out / ".lexrag-publish-999999998-abcd.json")  # a FIFO: refused, not blocked on
+    with pytest.warns(UserWarning, match="the journal of a killed build's publish, cannot be read"):
+        with staged_set(out):
+            pass
+    assert (victim / "data.txt").read_text() == "mine"
+    assert (out / "corpus" / "data.txt").read_text() == "new"  # the journal named no plain folder: nothing rolled back
+    assert (out / ".corpus.old-999999999-abcd" / "data.txt").read_text() == "old"  # left for the user, as the warning says

@@ -56,34 +56,44 @@ def _recover(folder: Path) -> None:
     journals: one killed while moving folders is rolled back (each old folder put back where it
     was, the new one that took its place removed), so the folder holds the whole old set again;
     one killed while removing the old folders finishes removing them."""
+    from lexrag.errors import LexragError
+    from lexrag.inputfiles import read_json_file
+
+    unread = set()  # the tags of journals that cannot be read: their folders are left for the user
     for journal in sorted(folder.glob(f"{JOURNAL}*.json")):
+        tag = "-".join(journal.name.removesuffix(".json").rsplit("-", 2)[-2:])
         if not _dead_pid(journal):
+            unread.add(tag)  # a live build's publish: its folders are its own
             continue
-        try:
-            pairs = [(folder / old, folder / dest) for old, dest in json.loads(journal.read_text(encoding="utf-8"))["moved"]]
-        except (OSError, ValueError, KeyError, TypeError):
+        try:  # through the bounded reader: a FIFO or a damaged file is refused, not blocked on
+            moved = read_json_file(journal)["moved"]
+            if not all(isinstance(n, str) and n and "/" not in n and n not in (".", "..") for n in moved):
+                raise ValueError("a name that is no plain folder name")
+        except (LexragError, OSError, ValueError, KeyError, TypeError):
             warnings.warn(f"{journal}, the journal of a killed build's publish, cannot be read: look at the hidden "
-                          f"'.NAME.old-*' folders in {folder} (the earlier artifacts), then remove it")
+                          f"'.NAME.old-{tag}' folders in {folder} (the earlier artifacts), then remove it")
+            unread.add(tag)
             continue
         done = journal.name.startswith(f"{JOURNAL}done-")
-        for old, dest in pairs:
-            if not old.exists():
+        for name in moved:  # each old folder's hidden name follows from its artifact's name and the journal's tag
+            old, dest = folder / f".{name}.old-{tag}", folder / name
+            if not old.is_dir() or old.is_symlink():
                 continue
-            if not done:
-                if dest.exists():
-                    if not (dest / PARAMS).is_file():  # not a folder this publish moved in: left to the user
-                        warnings.warn(f"{old}, the earlier {dest.name} set aside by a killed build, is kept: {dest} "
-                                      "holds no params.json; move one of them away")
-                        continue
-                    _remove(dest)
-                os.replace(old, dest)
-                warnings.warn(f"a build was killed while publishing: the earlier {dest} is put back")
-            else:
+            if done:
                 _remove(old)
+                continue
+            if os.path.lexists(dest):
+                if dest.is_symlink() or not (dest / PARAMS).is_file():  # not a folder this publish moved in
+                    warnings.warn(f"{old}, the earlier {name} set aside by a killed build, is kept: {dest} is not the "
+                                  "artifact that build moved in; move one of them away")
+                    continue
+                _remove(dest)
+            os.replace(old, dest)
+            warnings.warn(f"a build was killed while publishing: the earlier {dest} is put back")
         journal.unlink(missing_ok=True)
     for old in folder.glob(".*.old-*"):  # set aside by a killed build of a version that kept no journal
         dest = folder / old.name[1:].split(".old-")[0]
-        if old.is_dir() and _dead_pid(old):
+        if old.is_dir() and not old.is_symlink() and _dead_pid(old) and old.name.split(".old-")[-1] not in unread:
             if os.path.lexists(dest):
                 _remove(old)
             else:
@@ -211,7 +221,7 @@ def _replace_many(pairs: list[tuple[Path, Path]]) -> None:
     moves = [(dest, dest.with_name(f".{dest.name}.old-{tag}")) for _, dest in pairs if os.path.lexists(dest)]
     journal = folder / f"{JOURNAL}{tag}.json"
     if moves:
-        journal.write_text(json.dumps({"moved": [[old.name, dest.name] for dest, old in moves]}), encoding="utf-8")
+        journal.write_text(json.dumps({"moved": [dest.name for dest, _ in moves]}), encoding="utf-8")
     moved_aside: list[tuple[Path, Path]] = []
     moved_in: list[tuple[Path, Path]] = []
     try:
