@@ -128,7 +128,7 @@ ARTIFACTS: list[ArtifactSpec] = [
                  input_flag="--llm-cache DIR (the llm.cache_dir of a live run)", dataset="lexrag-llm-cache", in_build=False,
                  rebuild="a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "
                          "(or attach the lexrag-llm-cache dataset)"),
-    ArtifactSpec("wheels", "lexrag.kaggle.datasets:build_wheels_step", None, dataset="lexrag-wheels", in_build=False,
+    ArtifactSpec("wheels", "lexrag.kaggle.wheels:build_wheels_step", None, dataset="lexrag-wheels", in_build=False,
                  rebuild="python build_datasets.py --only wheels --out DATASETS"),
 ]
 
