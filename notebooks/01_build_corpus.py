@@ -40,14 +40,15 @@ import json
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.errors import LexragError, disk_error
+from lexrag.errors import one_line_errors
 from lexrag.index.build import courts_beside
 from lexrag.index.corpus import build_corpus
 from lexrag.index.dictionary import build_dictionary
 from lexrag.paths import InputNotFound, resolve_paths
 from lexrag.notebook_params import notebook_path
 
-try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
+# a user error (a missing input, a bad parameter) or a full disk: one line that names it, and the run stops
+with one_line_errors(f"a file under {out_dir or 'the output folder'}"):
     laws = notebook_path("laws", laws)
     courts = False if courts is False else notebook_path("courts", courts)  # False: laws only
     abbreviations = notebook_path("abbreviations", abbreviations)
@@ -84,9 +85,3 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
         print(f"dictionary: {len(d.entries)} English keys from {dictionary} ({d.doc['licence'].split(' (')[0]})")
     else:
         print("dictionary: none given, so English questions are searched as written where the LLM does not translate")
-except LexragError as e:
-    raise SystemExit(f"error: {e}") from None
-except OSError as e:  # a full or read-only disk: one line naming the file
-    if disk_error(e) is None:
-        raise
-    raise SystemExit("error: " + disk_error(e, f"a file under {out_dir or 'the output folder'}")) from None

@@ -30,15 +30,10 @@ if importlib.util.find_spec("lexrag") is None:
     importlib.invalidate_caches()
 
 # %%
-from lexrag.errors import LexragError, disk_error
+from lexrag.errors import one_line_errors
 from lexrag.kaggle.notebook import build_artifact
 from lexrag.notebook_params import notebook_path
 
-try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
+# a user error (a missing input, a bad parameter) or a full disk: one line that names it, and the run stops
+with one_line_errors(f"a file under {artifacts_dir or 'the output folder'}"):
     print(build_artifact("graph", config_path, overrides, notebook_path("artifacts_dir", artifacts_dir)))
-except LexragError as e:
-    raise SystemExit(f"error: {e}") from None
-except OSError as e:  # a full or read-only disk: one line naming the file
-    if disk_error(e) is None:
-        raise
-    raise SystemExit("error: " + disk_error(e, f"a file under {artifacts_dir or 'the output folder'}")) from None

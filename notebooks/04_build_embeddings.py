@@ -39,12 +39,13 @@ import time
 from pathlib import Path
 
 from lexrag.config import load_config
-from lexrag.errors import LexragError, disk_error
+from lexrag.errors import LexragError, one_line_errors
 from lexrag.index.build import build_index
 from lexrag.paths import resolve_paths
 from lexrag.notebook_params import notebook_path
 
-try:  # a user error (a missing input, a bad parameter): one line that names it, and the run stops
+# a user error (a missing input, a bad parameter) or a full disk: one line that names it, and the run stops
+with one_line_errors(f"a file under {out_dir or artifacts_dir or 'the output folder'}"):
     artifacts_dir = notebook_path("artifacts_dir", artifacts_dir)
     out_dir = notebook_path("out_dir", out_dir)
     resume_from = notebook_path("resume_from", resume_from)
@@ -60,9 +61,3 @@ try:  # a user error (a missing input, a bad parameter): one line that names it,
     done = build_index("embeddings", cfg, corpus_dir, out, model=paths.model(cfg.semantic.model, "semantic.model"),
                        max_shards=max_shards, time_budget_s=time_budget_s, resume_from=resume_from)
     print(f"embeddings {'complete' if done else 'incomplete: run again to resume'} in {time.perf_counter() - t0:.1f}s -> {out}")
-except LexragError as e:
-    raise SystemExit(f"error: {e}") from None
-except OSError as e:  # a full or read-only disk: one line naming the file
-    if disk_error(e) is None:
-        raise
-    raise SystemExit("error: " + disk_error(e, f"a file under {out_dir or artifacts_dir or 'the output folder'}")) from None

@@ -40,7 +40,7 @@ import json
 from pathlib import Path
 
 from lexrag.config import load_config, notebook_stages
-from lexrag.errors import LexragError, disk_error
+from lexrag.errors import LexragError, one_line_errors
 from lexrag.eval.status import run_status
 from lexrag.eval.report import plot_ablation
 from lexrag.eval.validation import ablation_table, format_metrics, incremental_ablation, validate_run
@@ -48,7 +48,8 @@ from lexrag.paths import paths_for
 from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path
 from lexrag.pipeline import Artifacts
 
-try:
+# a user error (a missing input, a bad parameter) or a full disk: one line that names it, and the run stops
+with one_line_errors(f"a file under {out_dir}"):
     queries, artifacts_dir, out_dir, llm_cache = (notebook_path(n, v) for n, v in (
         ("queries", queries), ("artifacts_dir", artifacts_dir), ("out_dir", out_dir), ("llm_cache", llm_cache)))
     if not out_dir:
@@ -67,12 +68,6 @@ try:
     paths = paths_for(artifacts_dir, cfg.paths)
     art = Artifacts.load(None, cfg, paths=paths)
     metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths, inputs=[("config_path", config_path)])
-except LexragError as e:  # a user error: one line that names the file, line or field, and the run stops
-    raise SystemExit(f"error: {e}") from None
-except OSError as e:  # a full or read-only disk: one line naming the file
-    if disk_error(e) is None:
-        raise
-    raise SystemExit("error: " + disk_error(e, f"a file under {out_dir}")) from None
 print(run_status(cfg, art, result).table())
 print(format_metrics(metrics, title=f"validation on {queries}"))
 print(json.dumps({"timings_s": result.timings, "cost": result.cost_totals(), "model_loads": result.model_loads}, indent=1))

@@ -2421,3 +2421,19 @@ def test_a_make_call_leaves_nothing_in_the_temporary_folder(tmp_path):
                        env={**os.environ, "TMPDIR": str(tmp_path)})
     assert r.returncode == 0, r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_notebook_cell_guard_turns_user_and_disk_errors_into_one_line():
+    import errno
+
+    from lexrag.errors import ConfigError, one_line_errors
+
+    with pytest.raises(SystemExit, match="^error: parameter x: bad$"):
+        with one_line_errors():
+            raise ConfigError("parameter x: bad")
+    with pytest.raises(SystemExit, match="^error: a file under OUT: the disk is full"):
+        with one_line_errors("a file under OUT"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    with pytest.raises(ConnectionResetError):  # not the user's to fix: passes unchanged, with its traceback
+        with one_line_errors():
+            raise ConnectionResetError(errno.ECONNRESET, "reset")

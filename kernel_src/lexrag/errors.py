@@ -7,9 +7,13 @@ the builtin it used to be, so ``except ValueError`` keeps working.
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 __all__ = [
     "short",
     "disk_error",
+    "one_line_errors",
     "LexragError",
     "ConfigError",
     "ArtifactError",
@@ -116,3 +120,19 @@ def disk_error(e: OSError, where: str = "an output file") -> "str | None":
            if e.errno in (errno.EACCES, errno.EPERM) else "free space or write elsewhere")
     return (f"{e.filename or where}: {cause} ({e.strerror or str(e).splitlines()[0][:200]}); {fix} (the files that were "
             "there are kept)")
+
+
+@contextlib.contextmanager
+def one_line_errors(where: str = "an output file") -> "Iterator[None]":
+    """A notebook cell's guard: a user error (:class:`LexragError`) or a disk that refuses a write
+    (``where`` names the output when the system names no file) ends the run with one ``error:``
+    line and no traceback; any other exception passes unchanged."""
+    try:
+        yield
+    except LexragError as e:
+        raise SystemExit(f"error: {e}") from None
+    except OSError as e:
+        line = disk_error(e, where)
+        if line is None:
+            raise
+        raise SystemExit(f"error: {line}") from None
