@@ -36,52 +36,9 @@ if importlib.util.find_spec("lexrag") is None:
     importlib.invalidate_caches()
 
 # %%
-import json
-from pathlib import Path
-
-from lexrag.config import load_config
 from lexrag.errors import one_line_errors
-from lexrag.index.build import courts_beside
-from lexrag.index.corpus import build_corpus
-from lexrag.index.dictionary import build_dictionary
-from lexrag.paths import InputNotFound, resolve_paths
-from lexrag.notebook_params import notebook_path
+from lexrag.kaggle.notebook import build_corpus_cell
 
 # a user error (a missing input, a bad parameter) or a full disk: one line that names it, and the run stops
 with one_line_errors(f"a file under {out_dir or 'the output folder'}"):
-    laws = notebook_path("laws", laws)
-    courts = False if courts is False else notebook_path("courts", courts)  # False: laws only
-    abbreviations = notebook_path("abbreviations", abbreviations)
-    dictionary = False if dictionary is False else notebook_path("dictionary", dictionary)
-    out_dir = notebook_path("out_dir", out_dir)
-    cfg = load_config(config_path, overrides)
-    paths = resolve_paths(cfg.paths)
-    laws = laws or paths.input_file("laws_de.csv")
-    if abbreviations is None:
-        try:
-            abbreviations = paths.input_file("abbrev-translations.json")
-        except InputNotFound:
-            abbreviations = None  # then questions citing "Art. 17 LAI" find nothing for it (README "Design notes")
-        if abbreviations is not None and not Path(abbreviations).is_file():
-            abbreviations = None
-    if dictionary is None:
-        try:
-            dictionary = paths.input_file("de-en")
-        except InputNotFound:
-            dictionary = None
-        if dictionary is not None and not Path(dictionary).is_file():
-            dictionary = None
-    out = Path(out_dir) if out_dir else paths.output_dir
-    from lexrag.outputs import check_outside_artifacts
-
-    check_outside_artifacts(out, "parameter out_dir", "give the artifacts folder that holds (or will hold) corpus/")
-    courts = courts_beside(laws, courts, say=False)  # said once, here
-    print(f"courts: {courts or 'none: laws only, so the graph will have no court edges'}")
-    print(f"abbreviations: {abbreviations or 'none: questions citing a French or Italian abbreviation (Art. 17 LAI) find nothing for it'}")
-    report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, abbreviations=abbreviations)
-    print(json.dumps({"n_docs": report["n_docs"], "code_aliases": report.get("code_aliases", 0)}))
-    if dictionary:
-        d = build_dictionary(dictionary, out / "dictionary")
-        print(f"dictionary: {len(d.entries)} English keys from {dictionary} ({d.doc['licence'].split(' (')[0]})")
-    else:
-        print("dictionary: none given, so English questions are searched as written where the LLM does not translate")
+    print(build_corpus_cell(config_path, overrides, laws, courts, abbreviations, dictionary, out_dir))

@@ -35,29 +35,9 @@ if importlib.util.find_spec("lexrag") is None:
     importlib.invalidate_caches()
 
 # %%
-import time
-from pathlib import Path
-
-from lexrag.config import load_config
-from lexrag.errors import LexragError, one_line_errors
-from lexrag.index.build import build_index
-from lexrag.paths import resolve_paths
-from lexrag.notebook_params import notebook_path
+from lexrag.errors import one_line_errors
+from lexrag.kaggle.notebook import build_embeddings_cell
 
 # a user error (a missing input, a bad parameter) or a full disk: one line that names it, and the run stops
 with one_line_errors(f"a file under {out_dir or artifacts_dir or 'the output folder'}"):
-    artifacts_dir = notebook_path("artifacts_dir", artifacts_dir)
-    out_dir = notebook_path("out_dir", out_dir)
-    resume_from = notebook_path("resume_from", resume_from)
-    # the kaggle preset places the encoder on cuda:1 for inference; a build encodes on every GPU there is
-    cfg = load_config(config_path, {"semantic.device": "auto", **overrides} if config_path == "kaggle" else overrides)
-    paths = resolve_paths(cfg.paths)
-    corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
-    out = Path(out_dir) if out_dir else (Path(artifacts_dir) / "embeddings" if artifacts_dir else paths.output_dir / "embeddings")
-    if (out / "corpus").is_dir():  # the artifacts root: the shards would lie loose beside corpus/, where no run looks
-        raise LexragError(f"parameter out_dir {out} holds corpus/: it is the artifacts folder, not the embeddings folder; "
-                          f"give {out / 'embeddings'}")
-    t0 = time.perf_counter()
-    done = build_index("embeddings", cfg, corpus_dir, out, model=paths.model(cfg.semantic.model, "semantic.model"),
-                       max_shards=max_shards, time_budget_s=time_budget_s, resume_from=resume_from)
-    print(f"embeddings {'complete' if done else 'incomplete: run again to resume'} in {time.perf_counter() - t0:.1f}s -> {out}")
+    print(build_embeddings_cell(config_path, overrides, artifacts_dir, out_dir, resume_from, max_shards, time_budget_s))

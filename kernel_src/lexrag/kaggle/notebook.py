@@ -24,7 +24,7 @@ from lexrag.paths import paths_for, resolve_paths
 from lexrag.pipeline import Artifacts, Budget, run_pipeline
 from lexrag.queries import load_queries
 
-__all__ = ["run_submission"]
+__all__ = ["run_submission", "build_artifact", "build_corpus_cell", "build_embeddings_cell"]
 
 log = logging.getLogger(__name__)
 
@@ -113,3 +113,81 @@ def build_artifact(name: str, config: str | None = None, overrides: Mapping[str,
 
         line += f"\nwarning: {NO_COURT_EDGES}"
     return line
+
+
+def build_corpus_cell(config: str | None = None, overrides: Mapping[str, Any] | None = None, laws=None, courts=None,
+                      abbreviations=None, dictionary=None, out_dir=None) -> str:
+    """Notebook 01's one call: the corpus (and the dictionary, when a dictionary file is given or
+    attached) built from its parameters; ``courts`` or ``dictionary`` False: left out; None: the
+    input's, when there is one.  Returns the lines the notebook prints."""
+    import json
+
+    from lexrag.index.build import courts_beside
+    from lexrag.index.corpus import build_corpus
+    from lexrag.index.dictionary import build_dictionary
+    from lexrag.notebook_params import notebook_path
+    from lexrag.outputs import check_outside_artifacts
+
+    laws, abbreviations, out_dir = (notebook_path(n, v) for n, v in
+                                    (("laws", laws), ("abbreviations", abbreviations), ("out_dir", out_dir)))
+    courts = False if courts is False else notebook_path("courts", courts)  # False: laws only
+    dictionary = False if dictionary is False else notebook_path("dictionary", dictionary)
+    cfg = load_config(config, overrides)
+    paths = resolve_paths(cfg.paths)
+    laws = laws or paths.input_file("laws_de.csv")
+    if abbreviations is None:  # without it, questions citing "Art. 17 LAI" find nothing for it
+        abbreviations = _input_file(paths, "abbrev-translations.json")
+    if dictionary is None:
+        dictionary = _input_file(paths, "de-en")
+    out = Path(out_dir) if out_dir else paths.output_dir
+    check_outside_artifacts(out, "parameter out_dir", "give the artifacts folder that holds (or will hold) corpus/")
+    courts = courts_beside(laws, courts, say=False)  # said once, here
+    lines = [f"courts: {courts or 'none: laws only, so a graph over this corpus has no court edges'}",
+             f"abbreviations: {abbreviations or NO_ABBREVIATIONS}"]
+    report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, abbreviations=abbreviations)
+    lines.append(json.dumps({"n_docs": report["n_docs"], "code_aliases": report.get("code_aliases", 0)}))
+    if dictionary:
+        d = build_dictionary(dictionary, out / "dictionary")
+        lines.append(f"dictionary: {len(d.entries)} English keys from {dictionary} ({d.doc['licence'].split(' (')[0]})")
+    else:
+        lines.append("dictionary: none given, so English questions are searched as written where the LLM does not translate")
+    return "\n".join(lines)
+
+
+NO_ABBREVIATIONS = "none: questions citing a French or Italian abbreviation (Art. 17 LAI) find nothing for it"
+
+
+def _input_file(paths, name: str) -> Path | None:
+    """An input file the build reads when it is there (None when no input holds it as a file)."""
+    from lexrag.paths import InputNotFound
+
+    try:
+        found = paths.input_file(name)
+    except InputNotFound:
+        return None
+    return found if Path(found).is_file() else None
+
+
+def build_embeddings_cell(config: str | None = "kaggle", overrides: Mapping[str, Any] | None = None, artifacts_dir=None,
+                          out_dir=None, resume_from=None, max_shards: int | None = None, time_budget_s: float = 0.0) -> str:
+    """Notebook 04's one call: the embeddings of the corpus in ``artifacts_dir`` (or the one built
+    or attached), resumed from ``resume_from``; returns the line the notebook prints."""
+    from lexrag.errors import LexragError
+    from lexrag.index.build import build_index
+    from lexrag.notebook_params import notebook_path
+
+    artifacts_dir, out_dir, resume_from = (notebook_path(n, v) for n, v in
+                                           (("artifacts_dir", artifacts_dir), ("out_dir", out_dir), ("resume_from", resume_from)))
+    overrides = dict(overrides or {})
+    # the kaggle preset places the encoder on cuda:1 for inference; a build encodes on every GPU there is
+    cfg = load_config(config, {"semantic.device": "auto", **overrides} if config == "kaggle" else overrides)
+    paths = resolve_paths(cfg.paths)
+    corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
+    out = Path(out_dir) if out_dir else (Path(artifacts_dir) / "embeddings" if artifacts_dir else paths.output_dir / "embeddings")
+    if (out / "corpus").is_dir():  # the artifacts root: the shards would lie loose beside corpus/, where no run looks
+        raise LexragError(f"parameter out_dir {out} holds corpus/: it is the artifacts folder, not the embeddings folder; "
+                          f"give {out / 'embeddings'}")
+    t0 = time.perf_counter()
+    done = build_index("embeddings", cfg, corpus_dir, out, model=paths.model(cfg.semantic.model, "semantic.model"),
+                       max_shards=max_shards, time_budget_s=time_budget_s, resume_from=resume_from)
+    return f"embeddings {'complete' if done else 'incomplete: run again to resume'} in {time.perf_counter() - t0:.1f}s -> {out}"
