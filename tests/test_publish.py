@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -88,9 +89,9 @@ def test_an_old_folder_set_aside_without_a_journal_is_put_back_or_removed(tmp_pa
     """Left by a build of an earlier version (no journal): put back where its artifact is missing,
     removed where a newer one is in place."""
     out = tmp_path / "arts"
-    _artifact(out / ".corpus.old-999999999-abcd", "old")
+    _artifact(out / ".corpus.old-999999999-abcd1234", "old")
     _artifact(out / "bm25", "new")
-    _artifact(out / ".bm25.old-999999999-abcd", "old")
+    _artifact(out / ".bm25.old-999999999-abcd1234", "old")
     with pytest.warns(UserWarning, match="the earlier .*corpus is put back"):
         with staged(out / "graph") as folder:
             (folder / "params.json").write_text("{}")
@@ -99,14 +100,62 @@ def test_an_old_folder_set_aside_without_a_journal_is_put_back_or_removed(tmp_pa
     assert sorted(p.name for p in out.iterdir()) == ["bm25", "corpus", "graph"]
 
 
-def test_a_live_build_s_journal_and_folders_are_left_alone(tmp_path):
+def test_a_publish_waits_for_one_under_way_in_the_same_folder(tmp_path):
+    """Two builds into one folder publish one after the other: the second waits for the lock the
+    first holds (a flock on the folder, released also when a process is killed)."""
     out = tmp_path / "arts"
-    _artifact(out / f".corpus.old-{os.getpid()}-abcd", "old")
-    (out / f".lexrag-publish-{os.getpid()}-abcd.json").write_text('{"moved": [[".corpus.old-x", "corpus"]]}')
+    _artifact(out / "corpus", "old")
+    script = textwrap.dedent(f"""
+        import fcntl, os, time
+        from pathlib import Path
+        out = Path({str(out)!r})
+        fd = os.open(out, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        (out / "holding").write_text("")
+        time.sleep(2)
+        (out / "released").write_text("")
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        for _ in range(600):  # until the child holds the lock
+            if (out / "holding").exists():
+                break
+            child.poll()
+            assert child.returncode is None
+            time.sleep(0.05)
+        with staged(out / "bm25") as folder:
+            (folder / "params.json").write_text("{}")
+        assert (out / "released").exists()  # it published only once the other let go
+    finally:
+        child.wait(timeout=60)
+
+
+def test_killed_publish_then_another_build_keeps_the_later_build_s_set(tmp_path):
+    """A build killed mid-publish, then a build of a new set: the new set stands, and a third
+    build rolls nothing back over it."""
+    out = tmp_path / "arts"
+    _artifact(out / "bm25", "old")
+    _artifact(out / "corpus", "old")
+    _killed_publish(out, kill_at=3)
+    with pytest.warns(UserWarning, match="put back"):
+        with staged_set(out) as tmp:
+            for name in ("bm25", "corpus"):
+                _artifact(tmp / name, "later")
+    assert _state(out) == {"bm25": "later", "corpus": "later"}
     with staged_set(out):
         pass
-    assert (out / f".corpus.old-{os.getpid()}-abcd").is_dir()
-    assert (out / f".lexrag-publish-{os.getpid()}-abcd.json").is_file()
+    assert _state(out) == {"bm25": "later", "corpus": "later"}
+
+
+def test_a_torn_journal_goes_and_hidden_folders_of_other_names_are_the_user_s(tmp_path):
+    out = tmp_path / "arts"
+    _artifact(out / "notes", "mine")
+    _artifact(out / ".notes.old-2021-03", "draft")  # the user's, not named as a publish names its folders
+    _artifact(out / ".thesis.old-4242-final", "chapter")
+    (out / ".lexrag-publish-999999999-abcd1234.json").write_text("")  # killed while writing it: nothing was moved
+    with staged_set(out):
+        pass
+    assert sorted(p.name for p in out.iterdir()) == [".notes.old-2021-03", ".thesis.old-4242-final", "notes"]
 
 
 def test_a_hostile_or_unreadable_journal_moves_nothing_outside_the_folder(tmp_path):
@@ -114,12 +163,25 @@ def test_a_hostile_or_unreadable_journal_moves_nothing_outside_the_folder(tmp_pa
     victim = tmp_path / "victim"
     _artifact(victim, "mine")
     _artifact(out / "corpus", "new")
-    _artifact(out / ".corpus.old-999999999-abcd", "old")
-    (out / ".lexrag-publish-999999999-abcd.json").write_text('{"moved": ["../victim", "corpus"]}')
-    os.mkfifo(out / ".lexrag-publish-999999998-abcd.json")  # a FIFO: refused, not blocked on
+    _artifact(out / ".corpus.old-999999999-abcd1234", "old")
+    (out / ".lexrag-publish-999999999-abcd1234.json").write_text('{"moved": ["../victim", "corpus"]}')
+    os.mkfifo(out / ".lexrag-publish-999999998-abcd1234.json")  # a FIFO: refused, not blocked on
     with pytest.warns(UserWarning, match="the journal of a killed build's publish, cannot be read"):
         with staged_set(out):
             pass
     assert (victim / "data.txt").read_text() == "mine"
     assert (out / "corpus" / "data.txt").read_text() == "new"  # the journal named no plain folder: nothing rolled back
-    assert (out / ".corpus.old-999999999-abcd" / "data.txt").read_text() == "old"  # left for the user, as the warning says
+    assert (out / ".corpus.old-999999999-abcd1234" / "data.txt").read_text() == "old"  # left for the user, as the warning says
+
+
+def test_a_run_over_a_half_published_set_says_where_the_earlier_one_is(tmp_path):
+    from lexrag.artifacts import read_params
+    from lexrag.errors import ArtifactError
+
+    out = tmp_path / "arts"
+    _artifact(out / "bm25", "old")
+    _artifact(out / "corpus", "old")
+    _killed_publish(out, kill_at=3)  # both set aside, neither new one moved in
+    with pytest.raises(ArtifactError, match=r"corpus is missing, and \.corpus\.old-\d+-[0-9a-f]{8} beside it holds the "
+                                            r"earlier one, set aside by a build killed while publishing: the next build"):
+        read_params(out / "corpus", "corpus")

@@ -236,6 +236,11 @@ def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:
         if (folder.parent / PARAMS).is_file():  # --artifacts ARTS/corpus: an artifact folder given for the folder holding them
             raise ArtifactError(f"artifact {artifact!r} not found: {folder.parent} is itself an artifact folder (it has a "
                                 f"{PARAMS}); give the folder that holds the artifacts, {folder.parent.parent}")
+        aside = sorted(folder.parent.glob(f".{folder.name}.old-*")) if folder.parent.is_dir() else []
+        if aside:  # a build killed while publishing: the earlier set is there, hidden
+            raise ArtifactError(f"artifact {artifact!r} not found: {folder} is missing, and {aside[0].name} beside it holds "
+                                "the earlier one, set aside by a build killed while publishing: the next build into "
+                                f"{folder.parent} puts the earlier set back first (or rename it back by hand)")
         raise ArtifactError(f"artifact {artifact!r} not found: {folder} is not a folder (make it: {rebuild_command(artifact)}; "
                             "or attach its Kaggle dataset)")
     if not path.is_file():

@@ -12,6 +12,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -51,34 +52,62 @@ def _remove(leftover: Path) -> None:
                       "deleted): remove it by hand")
 
 
+# the names a publish gives: each old folder set aside, and its journal (the tag: pid and 8 random hex digits)
+SET_ASIDE = re.compile(r"^\.(?P<name>.+)\.old-(?P<tag>\d+-[0-9a-f]{8})$")
+JOURNAL_NAME = re.compile(r"^\.lexrag-publish-(?P<done>done-)?(?P<tag>\d+-[0-9a-f]{8})\.json$")
+
+
+@contextmanager
+def _publish_lock(folder: Path) -> Iterator[None]:
+    """Hold the publish lock of ``folder`` (an exclusive ``flock`` on the folder itself, released
+    when the process ends, also when it is killed): one publish at a time, so every journal found
+    while holding it is one a killed build left."""
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as e:  # a file system without locks: publishes are not serialised there
+            warnings.warn(f"{folder}: the file system refuses a lock ({e.strerror or e}); do not build into it from two "
+                          "processes at once")
+        yield
+    finally:
+        os.close(fd)
+
+
 def _recover(folder: Path) -> None:
-    """Finish or undo the publishes in ``folder`` that a killed build left half done, from their
-    journals: one killed while moving folders is rolled back (each old folder put back where it
-    was, the new one that took its place removed), so the folder holds the whole old set again;
-    one killed while removing the old folders finishes removing them."""
+    """Under the publish lock: finish or undo the publishes in ``folder`` that a killed build left
+    half done, from their journals.  One killed while moving folders is rolled back (each old folder
+    put back where it was, the new one that took its place removed), so the folder holds the whole
+    old set again; one killed while removing the old folders finishes removing them; a journal torn
+    before any folder was moved is removed.  A set-aside folder without a journal (a removal that
+    failed, or a build of an earlier version) goes where its artifact is in place, else is put back."""
     from lexrag.errors import LexragError
     from lexrag.inputfiles import read_json_file
 
-    unread = set()  # the tags of journals that cannot be read: their folders are left for the user
-    for journal in sorted(folder.glob(f"{JOURNAL}*.json")):
-        tag = "-".join(journal.name.removesuffix(".json").rsplit("-", 2)[-2:])
-        if not _dead_pid(journal):
-            unread.add(tag)  # a live build's publish: its folders are its own
-            continue
+    entries = list(folder.iterdir())
+    aside = {(m["tag"], m["name"]) for e in entries if (m := SET_ASIDE.match(e.name)) and e.is_dir() and not e.is_symlink()}
+    kept = set()  # the tags of journals that cannot be read: their folders are left for the user
+    for journal in sorted(e for e in entries if JOURNAL_NAME.match(e.name)):
+        m = JOURNAL_NAME.match(journal.name)
+        tag, done = m["tag"], bool(m["done"])
         try:  # through the bounded reader: a FIFO or a damaged file is refused, not blocked on
             moved = read_json_file(journal)["moved"]
             if not all(isinstance(n, str) and n and "/" not in n and n not in (".", "..") for n in moved):
                 raise ValueError("a name that is no plain folder name")
         except (LexragError, OSError, ValueError, KeyError, TypeError):
-            warnings.warn(f"{journal}, the journal of a killed build's publish, cannot be read: look at the hidden "
-                          f"'.NAME.old-{tag}' folders in {folder} (the earlier artifacts), then remove it")
-            unread.add(tag)
-            continue
-        done = journal.name.startswith(f"{JOURNAL}done-")
+            if any(t == tag for t, _ in aside):
+                warnings.warn(f"{journal}, the journal of a killed build's publish, cannot be read: look at the hidden "
+                              f"'.NAME.old-{tag}' folders in {folder} (the earlier artifacts), then remove it")
+                kept.add(tag)
+                continue
+            moved = []  # torn before any folder was set aside: nothing to undo
         for name in moved:  # each old folder's hidden name follows from its artifact's name and the journal's tag
             old, dest = folder / f".{name}.old-{tag}", folder / name
-            if not old.is_dir() or old.is_symlink():
+            if (tag, name) not in aside:
                 continue
+            aside.discard((tag, name))
             if done:
                 _remove(old)
                 continue
@@ -91,20 +120,22 @@ def _recover(folder: Path) -> None:
             os.replace(old, dest)
             warnings.warn(f"a build was killed while publishing: the earlier {dest} is put back")
         journal.unlink(missing_ok=True)
-    for old in folder.glob(".*.old-*"):  # set aside by a killed build of a version that kept no journal
-        dest = folder / old.name[1:].split(".old-")[0]
-        if old.is_dir() and not old.is_symlink() and _dead_pid(old) and old.name.split(".old-")[-1] not in unread:
-            if os.path.lexists(dest):
-                _remove(old)
-            else:
-                os.replace(old, dest)
-                warnings.warn(f"a build was killed while publishing: the earlier {dest} is put back")
+    for tag, name in sorted(aside):
+        old, dest = folder / f".{name}.old-{tag}", folder / name
+        if tag in kept or not (old / PARAMS).is_file():
+            continue
+        if os.path.lexists(dest):
+            _remove(old)
+        else:
+            os.replace(old, dest)
+            warnings.warn(f"a build was killed while publishing: the earlier {dest} is put back")
 
 
 def _sweep(dest: Path) -> None:
     """Remove staging and set-aside folders of ``dest`` left by builds that were killed (their
     process is gone), after putting back what a publish killed half way set aside (:func:`_recover`)."""
-    _recover(dest.parent)
+    with _publish_lock(dest.parent):
+        _recover(dest.parent)
     for leftover in dest.parent.glob(f".{dest.name}.building-*"):
         if _dead_pid(leftover):
             _remove(leftover)
@@ -212,42 +243,44 @@ def _replace_many(pairs: list[tuple[Path, Path]]) -> None:
     the ones done are undone at once; when the process is killed, the next build reads the journal
     and does the same (:func:`_recover`).  So the destination holds the whole old set or the whole
     new one."""
-    for src, dest in pairs:
-        check_replaceable(dest, src)
     if not pairs:
         return
     folder = pairs[0][1].parent
-    tag = f"{os.getpid()}-{os.urandom(4).hex()}"
-    moves = [(dest, dest.with_name(f".{dest.name}.old-{tag}")) for _, dest in pairs if os.path.lexists(dest)]
-    journal = folder / f"{JOURNAL}{tag}.json"
-    if moves:
-        journal.write_text(json.dumps({"moved": [dest.name for dest, _ in moves]}), encoding="utf-8")
-    moved_aside: list[tuple[Path, Path]] = []
-    moved_in: list[tuple[Path, Path]] = []
-    try:
-        for dest, old in moves:
-            os.replace(dest, old)
-            moved_aside.append((dest, old))
+    with _publish_lock(folder):
+        _recover(folder)  # a publish killed before this one is undone first
         for src, dest in pairs:
-            os.replace(src, dest)
-            moved_in.append((src, dest))
+            check_replaceable(dest, src)
+        tag = f"{os.getpid()}-{os.urandom(4).hex()}"
+        moves = [(dest, dest.with_name(f".{dest.name}.old-{tag}")) for _, dest in pairs if os.path.lexists(dest)]
+        journal = folder / f"{JOURNAL}{tag}.json"
         if moves:
-            journal = journal.rename(folder / f"{JOURNAL}done-{tag}.json")
-    except BaseException:
-        for src, dest in reversed(moved_in):
-            with contextlib.suppress(OSError):
-                os.replace(dest, src)
-        for dest, old in reversed(moved_aside):
-            with contextlib.suppress(OSError):
-                os.replace(old, dest)
+            journal.write_text(json.dumps({"moved": [dest.name for dest, _ in moves]}), encoding="utf-8")
+        moved_aside: list[tuple[Path, Path]] = []
+        moved_in: list[tuple[Path, Path]] = []
+        try:
+            for dest, old in moves:
+                os.replace(dest, old)
+                moved_aside.append((dest, old))
+            for src, dest in pairs:
+                os.replace(src, dest)
+                moved_in.append((src, dest))
+            if moves:
+                journal = journal.rename(folder / f"{JOURNAL}done-{tag}.json")
+        except BaseException:
+            for src, dest in reversed(moved_in):
+                with contextlib.suppress(OSError):
+                    os.replace(dest, src)
+            for dest, old in reversed(moved_aside):
+                with contextlib.suppress(OSError):
+                    os.replace(old, dest)
+            journal.unlink(missing_ok=True)
+            raise
+        for _, old in moved_aside:
+            shutil.rmtree(old, ignore_errors=True)
+            if os.path.lexists(old):  # a file in it cannot be deleted (immutable, another owner's): said, not left unseen
+                warnings.warn(f"the replaced folder {old} could not be removed (a file in it cannot be deleted); the new "
+                              f"one is in place: remove {old} by hand (the next build retries)")
         journal.unlink(missing_ok=True)
-        raise
-    for _, old in moved_aside:
-        shutil.rmtree(old, ignore_errors=True)
-        if os.path.lexists(old):  # a file in it cannot be deleted (immutable, another owner's): said, not left unseen
-            warnings.warn(f"the replaced folder {old} could not be removed (a file in it cannot be deleted); the new one "
-                          f"is in place: remove {old} by hand (the next build retries)")
-    journal.unlink(missing_ok=True)
 
 
 @contextmanager
