@@ -2437,3 +2437,20 @@ def test_a_notebook_cell_guard_turns_user_and_disk_errors_into_one_line():
     with pytest.raises(ConnectionResetError):  # not the user's to fix: passes unchanged, with its traceback
         with one_line_errors():
             raise ConnectionResetError(errno.ECONNRESET, "reset")
+
+
+def test_a_leftover_named_by_no_possible_process_and_a_submission_listed_with_commas(tmp_path, capsys, caplog):
+    from lexrag.eval.submission import read_submission, validate_submission
+    from lexrag.outputs import pid_alive, replace_text
+
+    for name in (".s.csv.99999999999999999999-ab.tmp", ".s.csv.0-ab.tmp", ".s.csv.-1-ab.tmp"):
+        write(tmp_path / name, "left")
+    replace_text(tmp_path / "s.csv", "x\n")  # no OverflowError from a pid past any range; the leftovers go
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".s.csv.-1-ab.tmp", "s.csv"]  # "-1-ab": no pid in our form
+    assert not pid_alive(0) and not pid_alive(-1) and not pid_alive(2**40) and pid_alive(os.getpid())
+    sub = write(tmp_path / "sub.csv", 'query_id,predicted_citations\nq1,"Art. 41 Abs. 1 OR, Art. 8 ZGB"\nq2,Art. 8 ZGB\n')
+    with caplog.at_level("WARNING"):
+        assert read_submission(sub)["q1"] == ["Art. 41 Abs. 1 OR, Art. 8 ZGB"]
+    assert "1 row(s) look like citations listed with commas (lines 2); citations are separated by ';'" in caplog.text
+    problems = validate_submission(sub, ["q1", "q2"])
+    assert len(problems) == 1 and "citations listed with commas" in problems[0] and "line 2" in problems[0]

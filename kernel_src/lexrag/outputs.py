@@ -120,7 +120,10 @@ def check_output_file(out: str | Path, what: str, inputs: dict | None = None, pr
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie does not): a leftover named by a live process is its own."""
+    """Whether process ``pid`` runs (a zombie does not): a leftover named by a live process is its own.
+    A number no process can have (0, negative, past the system's range) names none."""
+    if not 0 < pid < 2**31:  # kill(0) and kill(-n) would ask about process groups
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -137,6 +137,12 @@ def load_queries(path: str | Path, max_chars: int = 20_000) -> list[Query]:
 _LISTED_WITH_COMMA = re.compile(r",\s*(?:Art\.|BGE\s|\d[A-Z]_\d)")
 
 
+def listed_with_commas(citations: list[str]) -> bool:
+    """Whether one of ``citations`` is several listed with commas ("Art. 1 OR, Art. 2 OR"): read as
+    one citation, which nothing matches (citations are separated by ``;``)."""
+    return any(_LISTED_WITH_COMMA.search(c) for c in citations)
+
+
 def load_gold(path: str | Path) -> dict[str, list[str]]:
     """``query_id -> gold citations`` (``;``-separated in the file, blanks dropped).  A row whose
     gold cell is empty has no gold: it is left out (with a warning naming its lines), so every
@@ -144,7 +150,7 @@ def load_gold(path: str | Path) -> dict[str, list[str]]:
     out, blank, commas = {}, [], []
     for line, row in _rows(path, ("query_id", "gold_citations")):
         cits = [c.strip() for c in row["gold_citations"].split(";") if c.strip()]
-        if any(_LISTED_WITH_COMMA.search(c) for c in cits):
+        if listed_with_commas(cits):
             commas.append(line)
         if cits:
             out[row["query_id"].strip()] = cits

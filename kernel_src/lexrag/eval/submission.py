@@ -10,6 +10,7 @@ from typing import Collection, Mapping, Sequence
 
 from lexrag.outputs import replace_text
 from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
+from lexrag.queries import listed_with_commas
 
 __all__ = ["MAX_CITATIONS", "MAX_CHARS", "write_submission", "validate_submission", "read_submission"]
 
@@ -66,6 +67,7 @@ def read_submission(path: str | Path) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     first: dict[str, int] = {}
     problems: list[str] = []
+    commas: list[int] = []
     for line, row in read_csv_rows(path, tuple(HEADER), report):
         raw = row["query_id"]
         qid = raw.strip()
@@ -76,9 +78,14 @@ def read_submission(path: str | Path) -> dict[str, list[str]]:
             continue
         first[qid] = line
         out[qid] = [c.strip() for c in row["predicted_citations"].split(";") if c.strip()]
+        if listed_with_commas(out[qid]):
+            commas.append(line)
     problems = [f"line {e['line']}: {e['reason']}" for e in report.examples if e["kind"] == "malformed"] + problems
     if problems:
         raise CsvInputError(f"{path}: {len(problems)} problem(s): " + "; ".join(problems[:10]))
+    if commas:  # scored as read: one citation that nothing matches
+        log.warning("%s: %d row(s) look like citations listed with commas (lines %s); citations are separated by ';': "
+                    "those rows score 0 as written", path, len(commas), ", ".join(map(str, commas[:10])))
     if report.encoding_repaired:  # scored as read, but Kaggle reads UTF-8 and would see other characters
         lines = [e["line"] for e in report.examples if e["kind"] == "encoding"][:5]
         log.warning("%s: %d row(s) are not UTF-8 and were read as cp1252/latin-1 (lines %s); Kaggle reads UTF-8, so "
@@ -140,6 +147,9 @@ def validate_submission(
         if odd:  # Kaggle compares exact strings: "Art.\xa041 OR" is not "Art. 41 OR"
             problems.append(f"{path}: line {line}: query {qid!r}: citation {odd[0][:60]!r} holds a no-break space, a tab or a "
                             "line break; the competition's citations hold plain spaces only")
+        if listed_with_commas(cits):
+            problems.append(f"{path}: line {line}: query {qid!r}: citations listed with commas ({cell[:60]!r}); separate "
+                            "them with ';' (Kaggle reads the cell as one citation)")
         if len(cits) > MAX_CITATIONS:
             problems.append(f"{path}: line {line}: query {qid!r} has {len(cits)} citations (max {MAX_CITATIONS})")
         if len(cell) > MAX_CHARS:
