@@ -185,3 +185,18 @@ def test_a_run_over_a_half_published_set_says_where_the_earlier_one_is(tmp_path)
     with pytest.raises(ArtifactError, match=r"corpus is missing, and \.corpus\.old-\d+-[0-9a-f]{8} beside it holds the "
                                             r"earlier one, set aside by a build killed while publishing: the next build"):
         read_params(out / "corpus", "corpus")
+
+
+def test_an_old_folder_whose_place_holds_something_else_is_kept_on_every_build(tmp_path):
+    out = tmp_path / "arts"
+    _artifact(out / "bm25", "old")
+    _artifact(out / "corpus", "old")
+    _killed_publish(out, kill_at=3)  # both set aside
+    (out / "corpus").mkdir()
+    (out / "corpus" / "mine.txt").write_text("the user's")  # not an artifact: not the folder the build moved in
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="the earlier corpus set aside by a killed build, is kept"):
+            with staged_set(out):
+                pass
+        assert [p.name for p in out.iterdir() if p.name.startswith(".corpus.old-")]  # never removed
+    assert (out / "corpus" / "mine.txt").read_text() == "the user's"

@@ -27,6 +27,9 @@ __all__ = ["OWN_LEFTOVERS", "PARAMS_ONLY", "UNLISTED", "check_replaceable", "pub
 
 log = logging.getLogger(__name__)
 JOURNAL = ".lexrag-publish-"  # the journal of a publish under way, beside the folders it replaces
+# the names a publish gives: each old folder set aside, and its journal (the tag: pid and 8 random hex digits)
+SET_ASIDE = re.compile(r"^\.(?P<name>.+)\.old-(?P<tag>\d+-[0-9a-f]{8})$")
+JOURNAL_NAME = re.compile(r"^\.lexrag-publish-(?P<done>done-)?(?P<tag>\d+-[0-9a-f]{8})\.json$")
 
 
 UNLISTED = frozenset({"llm_cache", "wheels"})  # artifacts whose params.json lists no files (see write_params' files)
@@ -50,11 +53,6 @@ def _remove(leftover: Path) -> None:
     if os.path.lexists(leftover):
         warnings.warn(f"{leftover}, left by an earlier build, could not be removed (a file in it cannot be "
                       "deleted): remove it by hand")
-
-
-# the names a publish gives: each old folder set aside, and its journal (the tag: pid and 8 random hex digits)
-SET_ASIDE = re.compile(r"^\.(?P<name>.+)\.old-(?P<tag>\d+-[0-9a-f]{8})$")
-JOURNAL_NAME = re.compile(r"^\.lexrag-publish-(?P<done>done-)?(?P<tag>\d+-[0-9a-f]{8})\.json$")
 
 
 @contextmanager
@@ -115,11 +113,13 @@ def _recover(folder: Path) -> None:
                 if dest.is_symlink() or not (dest / PARAMS).is_file():  # not a folder this publish moved in
                     warnings.warn(f"{old}, the earlier {name} set aside by a killed build, is kept: {dest} is not the "
                                   "artifact that build moved in; move one of them away")
+                    kept.add(tag)  # the journal stays, and the folder with it, until the user decides
                     continue
                 _remove(dest)
             os.replace(old, dest)
             warnings.warn(f"a build was killed while publishing: the earlier {dest} is put back")
-        journal.unlink(missing_ok=True)
+        if tag not in kept:
+            journal.unlink(missing_ok=True)
     for tag, name in sorted(aside):
         old, dest = folder / f".{name}.old-{tag}", folder / name
         if tag in kept or not (old / PARAMS).is_file():
