@@ -26,7 +26,8 @@ import sys
 
 if importlib.util.find_spec("lexrag") is None:
     root = os.environ.get("LEXRAG_KAGGLE_INPUT") or "/kaggle/input"
-    found = sorted(glob.glob(os.path.join(root, "**", "lexrag_install.py"), recursive=True))
+    # a bounded depth, not "**": links among the inputs (a -> ..) would send a recursive search round for ever
+    found = sorted(p for d in range(6) for p in glob.glob(os.path.join(glob.escape(root), *["*"] * d, "lexrag_install.py")))
     assert found, ("lexrag is not installed and no lexrag_install.py is among the inputs: attach lexrag-wheels "
                    "(locally: pip install ./kernel_src)")
     r = subprocess.run([sys.executable, found[0], "--input", root, '--no-llm'], capture_output=True, text=True)

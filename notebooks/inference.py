@@ -38,10 +38,11 @@ for _var in ("LEXRAG_KAGGLE_INPUT", "LEXRAG_KAGGLE_WORKING"):
 WORKING = Path(os.environ.get("LEXRAG_KAGGLE_WORKING", "/kaggle/working")) if KAGGLE else Path(".")
 
 
-def find(name):  # either input layout: /kaggle/input/<slug>/ or /kaggle/input/competitions/<slug>/
+def find(name, under=None):  # either input layout: /kaggle/input/<slug>/ or /kaggle/input/competitions/<slug>/
     root = os.path.realpath(INPUT)  # a link out of the inputs is not followed
-    hits = [p for p in glob.glob(str(INPUT / "**" / name), recursive=True)
-            if os.path.realpath(p).startswith(root + os.sep)]
+    # a bounded depth, not "**": links among the inputs (a -> ..) would send a recursive search round for ever
+    found = [p for d in range(7) for p in glob.glob(os.path.join(glob.escape(str(under or INPUT)), *["*"] * d, name))]
+    hits = [p for p in found if os.path.realpath(p).startswith(root + os.sep) or under is not None]
     return sorted(hits, key=lambda p: (competition not in p, "competitions" not in p, p.count(os.sep), p))
 
 
@@ -120,7 +121,7 @@ import sys
 INSTALLED = importlib.util.find_spec("lexrag") is not None
 FAILED = None  # why the run could not answer; the last cell says so first
 if not INSTALLED:
-    installer = sorted(glob.glob(str(Path(wheels_dir or INPUT) / "**" / "lexrag_install.py"), recursive=True))
+    installer = find("lexrag_install.py", wheels_dir)
     if installer:
         args = [sys.executable, installer[0], "--input", str(INPUT)] + (["--wheels", str(wheels_dir)] if wheels_dir else [])
         r = subprocess.run(args, capture_output=True, text=True)

@@ -91,7 +91,8 @@ def _run(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     ap.add_argument("--sizes", nargs="*", type=int, default=list(sizes))
     ap.add_argument("--work", default=work)
     ap.add_argument("--json", help="append results to this JSON-lines file")
-    ap.add_argument("--keep", action="store_true", help="keep the generated files")
+    ap.add_argument("--keep", action="store_true", help="keep the generated files (a size folder that was there before "
+                    "the run is always kept)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="config overrides for every phase, e.g. lexical.decompound=false (YAML values)")
     ap.add_argument("--phases", nargs="*", choices=list(phases), default=list(phases),
@@ -112,10 +113,11 @@ def _run(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     rows = []
     for n in args.sizes:
         folder = Path(args.work) / str(n)
+        made = not os.path.lexists(folder)  # a folder that was there (kept by --keep, or the user's) is never removed
         try:
             rc = _size(script, phases, args, folder, n, prepare, rows)
         finally:  # what this size generated goes, also when a phase failed (a full disk), unless --keep
-            if not args.keep:
+            if made and not args.keep:
                 shutil.rmtree(folder, ignore_errors=True)
         if rc:
             return rc

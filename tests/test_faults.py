@@ -2394,6 +2394,9 @@ def test_a_benchmark_that_fails_removes_what_it_generated_unless_kept(tmp_path):
     r = subprocess.run([*args, "--work", str(tmp_path / "k"), "--keep"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 2 and f"{tmp_path / 'k' / '40'} is kept" in r.stderr
     assert (tmp_path / "k" / "40" / "courts.csv").is_file()
+    write(tmp_path / "u" / "40" / "thesis.txt", "the user's")  # a size folder that was there: never removed
+    r = subprocess.run([*args, "--work", str(tmp_path / "u")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 2 and (tmp_path / "u" / "40" / "thesis.txt").read_text() == "the user's"
 
 
 def test_quality_says_when_the_gold_lies_outside_the_artifacts_corpus(tmp_path, arts):
@@ -2454,3 +2457,10 @@ def test_a_leftover_named_by_no_possible_process_and_a_submission_listed_with_co
     assert "1 row(s) look like citations listed with commas (lines 2); citations are separated by ';'" in caplog.text
     problems = validate_submission(sub, ["q1", "q2"])
     assert len(problems) == 1 and "citations listed with commas" in problems[0] and "line 2" in problems[0]
+
+
+def test_numba_refusing_its_environment_is_one_warning_and_numpy_answers():
+    r = subprocess.run([sys.executable, "-c", "import lexrag.index.bm25_kernel as k; print(k.BACKEND)"], capture_output=True,
+                       text=True, env={**os.environ, "NUMBA_NUM_THREADS": "0"}, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "numpy", r.stderr[-500:]
+    assert "numba cannot start" in r.stderr and "NUMBA_* environment variables" in r.stderr and "Traceback" not in r.stderr

@@ -58,7 +58,7 @@ def sim(tmp_path_factory):
     return {"kernel": name, "wheels": wheels, "version": info["version"], "netblock": work / "netblock", "python": py}
 
 
-def _run_notebook(sim, tmp_path, root: Path, **params) -> subprocess.CompletedProcess:
+def _run_notebook(sim, tmp_path, root: Path, timeout: float | None = None, **params) -> subprocess.CompletedProcess:
     working = tmp_path / "working"
     working.mkdir(exist_ok=True)
     # every run starts from the bare image: lexrag and the dataset's wheels not installed
@@ -71,7 +71,7 @@ def _run_notebook(sim, tmp_path, root: Path, **params) -> subprocess.CompletedPr
             str(ROOT / "notebooks" / "inference.ipynb"), str(tmp_path / "out.ipynb")]
     for k, v in params.items():
         args += ["-p", k, str(v)]
-    return subprocess.run(args, capture_output=True, text=True, env=env)
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def _outputs(nb: Path) -> str:
@@ -465,3 +465,32 @@ def test_a_folder_in_the_way_of_the_candidate_file_does_not_cost_the_submission(
     (kaggle_tree.parent / "submission.csv.candidate").mkdir()  # the fixed name an earlier version wrote through
     summary = run_submission("lexical")
     assert summary["status"] == "OK" and all(_valid(kaggle_tree, demo_queries, demo_artifacts))
+
+
+@pytest.mark.slow
+def test_links_among_the_inputs_a_killed_run_s_leftovers_and_the_file_mode(sim, tmp_path, demo_artifacts, demo_queries):
+    """Two links to the input root in an attached dataset (a recursive search would go round for
+    ever); a killed run's candidate and temporary files in the working folder; the answer keeps the
+    fallback's mode (the umask's), not a temporary file's 0600."""
+    root = tmp_path / "input"
+    _layout(root, "classic", demo_artifacts, demo_queries, sim["wheels"])
+    (root / "junkds").mkdir()
+    for name in ("a", "b"):
+        (root / "junkds" / name).symlink_to("..")
+    working = tmp_path / "working"
+    working.mkdir()
+    left = [working / ".submission.csv.999999999-zz.candidate", working / ".submission.csv.999999999-abc.tmp"]
+    for f in left:
+        f.write_text("half", encoding="utf-8")
+    r = _run_notebook(sim, tmp_path, root, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    sub = working / "submission.csv"
+    assert len(sub.read_text(encoding="utf-8").splitlines()) == 23
+    assert oct(sub.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    assert not any(f.exists() for f in left)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _artifact(folder: Path, tag: str) -> None:
     folder.mkdir(parents=True)
-    (folder / "params.json").write_text('{"files": {}}', encoding="utf-8")
+    (folder / "params.json").write_text(f'{{"artifact": "{folder.name}", "files": {{"data.txt": {{}}}}}}', encoding="utf-8")
     (folder / "data.txt").write_text(tag, encoding="utf-8")
 
 
@@ -200,3 +200,44 @@ def test_an_old_folder_whose_place_holds_something_else_is_kept_on_every_build(t
                 pass
         assert [p.name for p in out.iterdir() if p.name.startswith(".corpus.old-")]  # never removed
     assert (out / "corpus" / "mine.txt").read_text() == "the user's"
+
+
+def test_a_dataset_folder_rebuilt_by_a_build_that_writes_no_metadata_keeps_its_own(tmp_path):
+    out = tmp_path / "ds"
+    _artifact(out / "bm25", "old")
+    (out / "bm25" / "params.json").write_text('{"artifact": "bm25", "files": {"data.txt": {}}}')
+    (out / "bm25" / "dataset-metadata.json").write_text('{"id": "me/lexrag-bm25"}')
+    with staged(out / "bm25") as folder:
+        (folder / "params.json").write_text("{}")
+    assert (out / "bm25" / "dataset-metadata.json").read_text() == '{"id": "me/lexrag-bm25"}'
+
+
+def test_a_linked_artifact_folder_is_replaced_by_a_folder_and_its_target_kept(tmp_path):
+    elsewhere = tmp_path / "elsewhere" / "bm25"
+    _artifact(elsewhere, "mine")
+    out = tmp_path / "arts"
+    out.mkdir()
+    (out / "bm25").symlink_to(elsewhere)
+    with staged(out / "bm25") as folder:
+        (folder / "params.json").write_text("{}")
+    assert (out / "bm25").is_dir() and not (out / "bm25").is_symlink()
+    assert (elsewhere / "data.txt").read_text() == "mine"
+    assert [p.name for p in out.iterdir()] == ["bm25"]  # no link left behind under a hidden name
+
+
+def test_a_full_disk_while_writing_the_journal_leaves_no_journal(tmp_path, monkeypatch):
+    out = tmp_path / "arts"
+    _artifact(out / "bm25", "old")
+    real = Path.write_text
+
+    def full(self, *a, **k):
+        if self.name.startswith(".lexrag-publish-"):
+            real(self, "")
+            raise OSError(28, "No space left on device")
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError):
+        with staged(out / "bm25") as folder:
+            (folder / "params.json").write_text("{}")
+    assert sorted(p.name for p in out.iterdir()) == ["bm25"] and (out / "bm25" / "data.txt").read_text() == "old"

@@ -17,7 +17,7 @@ from pathlib import Path
 from lexrag.errors import ArtifactError, OutputError
 
 __all__ = ["PARAMS", "check_makeable", "check_outside_artifacts", "check_output_file", "check_plain_output",
-           "enclosing_artifact", "file_mode", "pid_alive", "replace_text"]
+           "enclosing_artifact", "file_mode", "pid_alive", "replace_text", "sweep_leftovers"]
 
 PARAMS = "params.json"
 
@@ -137,16 +137,22 @@ def pid_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def sweep_leftovers(path: Path, suffix: str) -> None:
+    """Remove the hidden ``.NAME.<pid>-*<suffix>`` files beside ``path`` that a writer of it left
+    when it was killed (its process is gone); a live writer's are left alone."""
+    for left in path.parent.glob(f".{glob.escape(path.name)}.*-*{suffix}"):
+        with contextlib.suppress(ValueError, OSError):
+            if not pid_alive(int(left.name[len(path.name) + 2:].split("-")[0])):
+                left.unlink()
+
+
 def replace_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` whole or not at all: into a hidden temporary file beside it,
     flushed to disk, then renamed over it.  On any failure (a full disk, an interrupt) the
     temporary file is removed and the file that was there stays as it was."""
     path = Path(path)
     check_plain_output(path)
-    for left in path.parent.glob(f".{glob.escape(path.name)}.*-*.tmp"):  # left by a writer that was killed
-        with contextlib.suppress(ValueError, OSError):
-            if not pid_alive(int(left.name[len(path.name) + 2:].split("-")[0])):
-                left.unlink()
+    sweep_leftovers(path, ".tmp")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:

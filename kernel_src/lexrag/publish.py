@@ -47,9 +47,19 @@ def _dead_pid(leftover: Path) -> bool:
     return not pid_alive(pid)
 
 
+def _delete(folder: Path) -> None:
+    """Remove a replaced folder; one that was a link (an artifact folder linked from elsewhere) loses
+    the link only, never what it points to."""
+    if folder.is_symlink():
+        with contextlib.suppress(OSError):
+            folder.unlink()
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _remove(leftover: Path) -> None:
     log.info("removing %s, left by a build that was killed or could not remove it", leftover)
-    shutil.rmtree(leftover, ignore_errors=True)
+    _delete(leftover)
     if os.path.lexists(leftover):
         warnings.warn(f"{leftover}, left by an earlier build, could not be removed (a file in it cannot be "
                       "deleted): remove it by hand")
@@ -250,11 +260,18 @@ def _replace_many(pairs: list[tuple[Path, Path]]) -> None:
         _recover(folder)  # a publish killed before this one is undone first
         for src, dest in pairs:
             check_replaceable(dest, src)
+            meta = dest / "dataset-metadata.json"  # a dataset folder rebuilt by a build that writes none (a notebook)
+            if meta.is_file() and not meta.is_symlink() and not os.path.lexists(src / meta.name):
+                shutil.copyfile(meta, src / meta.name)
         tag = f"{os.getpid()}-{os.urandom(4).hex()}"
         moves = [(dest, dest.with_name(f".{dest.name}.old-{tag}")) for _, dest in pairs if os.path.lexists(dest)]
         journal = folder / f"{JOURNAL}{tag}.json"
         if moves:
-            journal.write_text(json.dumps({"moved": [dest.name for dest, _ in moves]}), encoding="utf-8")
+            try:
+                journal.write_text(json.dumps({"moved": [dest.name for dest, _ in moves]}), encoding="utf-8")
+            except BaseException:  # a full disk: nothing moved yet, and no torn journal left
+                journal.unlink(missing_ok=True)
+                raise
         moved_aside: list[tuple[Path, Path]] = []
         moved_in: list[tuple[Path, Path]] = []
         try:
@@ -276,7 +293,7 @@ def _replace_many(pairs: list[tuple[Path, Path]]) -> None:
             journal.unlink(missing_ok=True)
             raise
         for _, old in moved_aside:
-            shutil.rmtree(old, ignore_errors=True)
+            _delete(old)
             if os.path.lexists(old):  # a file in it cannot be deleted (immutable, another owner's): said, not left unseen
                 warnings.warn(f"the replaced folder {old} could not be removed (a file in it cannot be deleted); the new "
                               f"one is in place: remove {old} by hand (the next build retries)")

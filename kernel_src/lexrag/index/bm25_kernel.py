@@ -35,6 +35,10 @@ try:  # optional: the numpy path gives the same scores, slower
     import numba
 except ImportError:
     numba = None
+except ValueError as _e:  # numba refuses its environment at import (NUMBA_NUM_THREADS=0): said, then numpy
+    logging.getLogger(__name__).warning("numba cannot start (%s; check the NUMBA_* environment variables): BM25 runs on "
+                                        "numpy, with the same scores, slower", str(_e).splitlines()[0][:120])
+    numba = None
 
 BACKEND = "numba" if numba is not None else "numpy"
 # a query with more postings than documents / LONG_FACTOR is summed without listing the documents it

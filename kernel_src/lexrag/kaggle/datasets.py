@@ -9,7 +9,6 @@ CLI (a new version when the dataset exists).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import shutil
@@ -171,36 +170,40 @@ def rebuild(
     built: list[str] = []
     inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations,
                          llm_cache=llm_cache, dictionary=dictionary, corpus_dir=out / "corpus")
-    for a in ARTIFACTS:
-        name = a.name
-        if name not in names:
-            continue
-        entry = _entry(doc, name)
-        folder = out / name
-        if name == "embeddings" and not cfg.semantic.model:
-            if only and "embeddings" in only:
-                raise ManifestError("building embeddings needs --set semantic.model=FOLDER (and a GPU at 2.47M documents)")
-            log.warning("embeddings: skipped (needs --set semantic.model=FOLDER; the manifest entry stays as it was)")
-            continue
-        if not a.has_input(inputs):
-            if name == "corpus" or (only and name in only):
-                raise ManifestError(f"building the {name.replace('_', ' ')} needs {a.input_flag}")
-            log.warning("%s: skipped (needs %s; the manifest entry stays as it was)", name, a.input_flag.split(" (")[0])
-            continue
-        step = a.build_step()
-        # built in a staging folder with its dataset-metadata.json, then put in place in one step:
-        # a failed or killed build leaves the dataset folder that was there (the embeddings resume
-        # in place; the wheels folder is a download cache of its own)
-        staged = name not in ("wheels", "embeddings")
-        with staged_set(out) if staged else contextlib.nullcontext(out) as where:
-            target = Path(where) / name
+    done: list[tuple[str, dict, dict]] = []
+    # every dataset folder is built in one staging folder with its dataset-metadata.json, and the set is put in
+    # place in one step: a failed or killed build leaves the set that was there (the embeddings resume in place;
+    # the wheels folder is a download cache of its own), and a corpus never goes without the indexes built with it
+    with staged_set(out) as stage:
+        if "corpus" in names:
+            inputs.corpus_dir = stage / "corpus"
+        for a in ARTIFACTS:
+            name = a.name
+            if name not in names:
+                continue
+            entry = _entry(doc, name)
+            if name == "embeddings" and not cfg.semantic.model:
+                if only and "embeddings" in only:
+                    raise ManifestError("building embeddings needs --set semantic.model=FOLDER (and a GPU at 2.47M documents)")
+                log.warning("embeddings: skipped (needs --set semantic.model=FOLDER; the manifest entry stays as it was)")
+                continue
+            if not a.has_input(inputs):
+                if name == "corpus" or (only and name in only):
+                    raise ManifestError(f"building the {name.replace('_', ' ')} needs {a.input_flag}")
+                log.warning("%s: skipped (needs %s; the manifest entry stays as it was)", name, a.input_flag.split(" (")[0])
+                continue
+            step = a.build_step()
+            target = (out if name in ("wheels", "embeddings") else stage) / name
             result = step(cfg, target, inputs) if name != "wheels" else step(target, entry)
             if result is False:
-                raise ManifestError(f"{name} at {folder} is incomplete; run again to resume")
+                raise ManifestError(f"{name} at {out / name} is incomplete; run again to resume")
             params = read_params(target, name)
             if name != "wheels":
                 entry["params"] = params["params"]
             _dataset_metadata(target, entry, owner)
+            done.append((name, entry, params))
+    for name, entry, params in done:
+        folder = out / name
         entry.update(
             {
                 "version": __version__,

@@ -2,7 +2,7 @@
 
 It runs before lexrag is importable, so it is shipped twice: in the package and, as
 ``lexrag_install.py``, at the top of the lexrag-wheels dataset, where a notebook's first cells find
-it with one recursive glob.  Steps, each from the wheels folder with ``pip --no-index``:
+it with one bounded glob.  Steps, each from the wheels folder with ``pip --no-index``:
 
 1. ``lexrag`` itself with its core dependencies (BM25) and its ``graph`` extra: required;
 2. FAISS: ``faiss-gpu-cu12`` when a GPU of compute capability >= 7.0 is present (Kaggle's cu128
@@ -32,8 +32,11 @@ __all__ = ["main", "find_wheels", "usable_gpu"]
 
 
 def find_wheels(root: str | Path) -> Path | None:
-    """The folder holding a lexrag wheel under ``root`` (any depth), shallowest first."""
-    hits = sorted(glob.glob(os.path.join(str(root), "**", "lexrag-*.whl"), recursive=True),
+    """The folder holding a lexrag wheel under ``root`` (up to 6 folders down), shallowest first: a
+    bounded depth, not ``**``, since links among the inputs (``a -> ..``) would send a recursive
+    search round for ever."""
+    base = glob.escape(str(root))
+    hits = sorted((p for d in range(7) for p in glob.glob(os.path.join(base, *["*"] * d, "lexrag-*.whl"))),
                   key=lambda p: (p.count(os.sep), p))
     return Path(hits[0]).parent if hits else None
 

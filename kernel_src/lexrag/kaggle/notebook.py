@@ -43,7 +43,7 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     paths = resolve_paths(cfg.paths)
     queries_file = Path(queries) if queries else paths.input_file("test.csv")
     out_path = Path(out) if out else paths.working_dir / "submission.csv"
-    from lexrag.outputs import check_makeable, check_outside_artifacts, check_plain_output
+    from lexrag.outputs import check_makeable, check_outside_artifacts, check_plain_output, file_mode, sweep_leftovers
 
     check_makeable(out_path.parent, "the folder of submission.csv (the Kaggle working folder: LEXRAG_KAGGLE_WORKING "
                    "where emulated)")  # before any work: the answers must have somewhere to go
@@ -58,8 +58,11 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     res = run_pipeline(qs, art, cfg, paths=paths, budget=budget)
     import tempfile
 
+
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".candidate", dir=out_path.parent)  # a name nothing holds
+    for suffix in (".candidate", ".tmp"):  # a killed run's
+        sweep_leftovers(out_path, suffix)
+    fd, name = tempfile.mkstemp(prefix=f".{out_path.name}.{os.getpid()}-", suffix=".candidate", dir=out_path.parent)
     os.close(fd)
     tmp = Path(name)
     try:
@@ -69,6 +72,7 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
             raise RuntimeError(f"the submission failed validation, the fallback file stays: {problems[:5]}")
         if out_path.is_dir():
             raise ArtifactError(f"{out_path} is a folder, so the submission cannot be written there: remove it")
+        os.chmod(tmp, file_mode(out_path))  # the fallback's mode (the umask's), not the temporary file's 0600
         tmp.replace(out_path)
     finally:
         tmp.unlink(missing_ok=True)
