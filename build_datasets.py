@@ -52,9 +52,7 @@ def _settle_manifest(manifest: str, staged: Path | None, out: str, built: list[s
 
     old = {a.get("name"): a for a in (yaml.safe_load(Path(manifest).read_text(encoding="utf-8")) or {}).get("artifacts", [])}
     new = {a.get("name"): a for a in (yaml.safe_load(staged.read_text(encoding="utf-8")) or {}).get("artifacts", [])}
-    differ = [f"{n}: {new[n].get('doc_count')} documents, the committed manifest records {old[n].get('doc_count')}"
-              + (" from other sources" if new[n].get("doc_count") == old[n].get("doc_count") else "")
-              for n in built if n in new and n in old
+    differ = [_differs(n, new[n], old[n]) for n in built if n in new and n in old
               and (new[n].get("doc_count"), new[n].get("sources")) != (old[n].get("doc_count"), old[n].get("sources"))]
     if not differ:
         shutil.copyfile(staged, manifest)
@@ -65,6 +63,14 @@ def _settle_manifest(manifest: str, staged: Path | None, out: str, built: list[s
     print(f"warning: this build is of other data than the committed manifest records ({'; '.join(differ)}); it is "
           f"recorded in {target} and {manifest} is unchanged (--record records it there)", file=sys.stderr)
     return str(target)
+
+
+def _differs(name: str, new: dict, old: dict) -> str:
+    """How a built artifact differs from the committed manifest's entry, in words (an artifact without
+    a document count, the prior, differs by its sources)."""
+    if new.get("doc_count") == old.get("doc_count"):
+        return f"{name}: built from other sources than the committed manifest records"
+    return f"{name}: {new.get('doc_count')} documents, the committed manifest records {old.get('doc_count')}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -376,3 +376,11 @@ def test_a_failed_dataset_build_keeps_the_whole_set_that_was_there(tmp_path, man
     with pytest.raises(OSError):
         rebuild(manifest, out, cfg, laws=half, courts=courts, only=["corpus", "bm25"])
     assert {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_build_of_other_data_names_an_artifact_without_a_document_count_in_words(tmp_path, capsys):
+    bd = _build_datasets_module()
+    rc = bd.main(["--only", "prior", "--train", str(ROOT / "demo" / "queries_demo.csv"), "--out", str(tmp_path / "ds")])
+    err = capsys.readouterr().err
+    assert rc == 0 and "prior: built from other sources than the committed manifest records" in err, err[-600:]
+    assert "None" not in err

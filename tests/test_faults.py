@@ -1207,7 +1207,8 @@ def test_disk_errors_are_one_line_naming_the_file_in_the_cli_and_the_notebooks()
     assert disk_error(OSError(errno.EROFS, "Read-only file system"), "out_dir x").startswith("out_dir x: the disk is read-only")
     assert disk_error(OSError(errno.ENOENT, "No such file or directory", "x")) is None  # not a disk refusal
     notebooks = sorted((ROOT / "notebooks").glob("*.py"))
-    assert all("disk_error" in p.read_text(encoding="utf-8") for p in notebooks), notebooks
+    # each notebook through the helper, or the cell guard that calls it (errors.one_line_errors)
+    assert all(re.search(r"\b(disk_error|one_line_errors)\(", p.read_text(encoding="utf-8")) for p in notebooks), notebooks
 
 
 @pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
@@ -2464,3 +2465,31 @@ def test_numba_refusing_its_environment_is_one_warning_and_numpy_answers():
                        text=True, env={**os.environ, "NUMBA_NUM_THREADS": "0"}, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "numpy", r.stderr[-500:]
     assert "numba cannot start" in r.stderr and "NUMBA_* environment variables" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_abbreviations_file_that_gives_no_alias_is_a_warning(tmp_path):
+    write(tmp_path / "abbrev.json", "[]")
+    r = subprocess.run([sys.executable, "-m", "lexrag", "-q", "build", "--laws", str(DEMO / "laws_demo.csv"), "--no-courts",
+                        "--abbreviations", str(tmp_path / "abbrev.json"), "--out", str(tmp_path / "a"),
+                        "--set", "runtime.progress=false"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-800:]
+    assert "the --abbreviations file gives no alias of the corpus's law codes (no entries)" in r.stderr
+
+
+def test_a_blank_variant_one_course_to_tune_on_and_a_long_grid_are_said_once(tmp_path, demo_artifacts):
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--artifacts", str(demo_artifacts), "--variants",
+                        ""], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert r.returncode == 2 and "--variants: value 1 is empty" in r.stderr and "Traceback" not in r.stderr
+    lines = (DEMO / "queries_demo.csv").read_text(encoding="utf-8").splitlines()
+    one = write(tmp_path / "one.csv", "\n".join([lines[0] + ",course", *(x + ",Kurs A" for x in lines[1:])]) + "\n")
+    base = [sys.executable, "-m", "lexrag", "tune", "--artifacts", str(demo_artifacts), "--set", "runtime.progress=false"]
+    r = subprocess.run([*base, "--queries", str(one), "--grid", "count.k=3,5"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-800:]
+    assert r.stderr.count("folds by query") == 1 and "all 22 questions are in one course (Kurs A)" in r.stderr
+    assert "folds by course instead" not in r.stderr and "grouped by query (fewer than two courses)" in r.stdout
+    many = write(tmp_path / "many.csv", "\n".join([lines[0] + ",course", *(f"{x},Kurs {i % 3}" for i, x in enumerate(lines[1:]))]) + "\n")
+    ks = ",".join(str(k) for k in range(1, 41))
+    r = subprocess.run([*base, "--queries", str(many), "--grid", f"count.k={ks}"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-800:]
+    said = [x for x in r.stderr.splitlines() if "fewer distinct citations" in x]
+    assert 1 <= len(said) <= 2 and "alike but for their numbers" in said[0], said[:3]

@@ -23,6 +23,7 @@ from typing import Sequence
 import yaml
 
 from lexrag.csvio import FileReport, read_csv_rows
+from lexrag.errors import short
 
 __all__ = [
     "read_locked_split", "write_locked_split", "LOCKED_SPLIT", "refits_prior", "read_groups", "grouped_folds",
@@ -42,12 +43,18 @@ def read_groups(path: str | Path, column: str = "course") -> dict[str, str]:
     return {row["query_id"].strip(): (row.get(column) or "").strip() for _, row in rows}
 
 
-def grouped_folds(query_ids: Sequence[str], groups: dict[str, str], max_folds: int = 30, seed: int = 0) -> list[list[str]]:
-    """Test folds over ``query_ids`` that never split a group.  Without groups (no course column)
-    the folds are by query (``min(5, n)`` folds), with a warning that this overstates gains."""
+def grouped_folds(query_ids: Sequence[str], groups: dict[str, str], max_folds: int = 30, seed: int = 0,
+                  kind: str | None = "course") -> list[list[str]]:
+    """Test folds over ``query_ids`` that never split a group (a ``kind``: course, legal area).
+    Without two groups the folds are by query (``min(5, n)`` folds), with a warning that this
+    overstates gains (none when ``kind`` is None: folds by query were asked for)."""
     qids = list(query_ids)
-    if not groups or len({groups.get(q, "") for q in qids}) < 2:
-        log.warning("no course column (or one course): folds by query, which overstates what tuning gains on unseen areas")
+    names = {groups.get(q, "") for q in qids}
+    if not groups or len(names) < 2:
+        if kind is not None:
+            one = short(next(iter(names)), 40)
+            why = f"the questions carry no {kind}" if not groups else f"all {len(qids)} questions are in one {kind} ({one})"
+            log.warning("%s: folds by query, which overstates what tuning gains on unseen areas", why)
         order = qids[:]
         random.Random(seed).shuffle(order)
         k = min(5, len(order))

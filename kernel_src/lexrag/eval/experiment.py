@@ -139,15 +139,19 @@ def own_count_f1(gold: Sequence[str], res: RunResult, qid: str) -> np.ndarray:
     return np.full(len(KS), prf(gold, res.predictions.get(qid, []))[2])
 
 
+GROUPING_KINDS = {"course": "course", "area": "legal area", "query": None}  # None: folds by query were asked for
+
+
 def fold_scores(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold: Mapping[str, Sequence[str]],
                 groups: Mapping[str, str], cache: SignalCache | None = None, nested: bool = True,
-                measure: Callable[[Sequence[str], RunResult, str], np.ndarray] = ranking_f1) -> FoldScores:
+                measure: Callable[[Sequence[str], RunResult, str], np.ndarray] = ranking_f1,
+                kind: str | None = "course") -> FoldScores:
     """Outer and inner held-out scores of one variant over ``gold``'s queries grouped by ``groups``
     (``measure``: a query's scores from its run; default F1 at each k).  Without a prior refit the
     inner scores are the outer ones (nothing fitted depends on the fold); with one, fold j's inner
     ranking for outer fold i uses a prior fitted without i and j."""
     qids = [q for q in gold if q in queries]
-    folds = grouped_folds(qids, dict(groups))
+    folds = grouped_folds(qids, dict(groups), kind=kind)
     refit = refits_prior(art, cfg)
 
     predicted: dict[str, list[str]] = {}
@@ -301,7 +305,8 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
         row: dict[str, Any] = {"preset": v.preset or "default", "overrides": dict(v.overrides)}
         own = cfg.count.method != "fixed"  # the config counts for itself: scored as emitted, no k is chosen
         for g in by:
-            fs = fold_scores(cfg, art, qs, dev, groupings[g], cache, nested, own_count_f1 if own else ranking_f1)
+            fs = fold_scores(cfg, art, qs, dev, groupings[g], cache, nested, own_count_f1 if own else ranking_f1,
+                             kind=GROUPING_KINDS[g])
             scores[g][v.name] = fs
             picks = [k for _, k in nested_picks([fs])]
             chosen = {q: float(fs.outer[q][k - 1]) for f, k in zip(fs.folds, picks) for q in f}

@@ -98,6 +98,10 @@ def variants_from_args(args: argparse.Namespace) -> list[Variant]:
         cpu = GPU_STAGES_OFF if preset == "kaggle" else {}  # what this harness can run
         return [Variant(s["run"], preset, {**cpu, **s["overrides"]})
                 for s in incremental_steps(load_config(preset, cpu)) if "count.method" not in s["overrides"]]
+    blank = next((i for i, s in enumerate(args.variants or [], start=1) if not s.strip()), None)
+    if blank is not None:  # an empty shell variable: never the defaults under a blank name
+        raise ConfigError(f"--variants: value {blank} is empty; give NAME=PRESET[;KEY=VALUE...] (or leave --variants out "
+                          "for the preset variants)")
     variants = [parse_variant(s) for s in args.variants] if args.variants else list(PRESET_VARIANTS)
     names = [v.name for v in variants]
     twice = next((n for n in names if names.count(n) > 1), None)

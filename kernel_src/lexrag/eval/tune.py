@@ -16,11 +16,13 @@ header records the scores and the grid.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import re
 import warnings
 import logging
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import yaml
@@ -28,7 +30,7 @@ import yaml
 from lexrag.outputs import replace_text
 from lexrag.config import Config, with_overrides
 from lexrag.eval.cv import fold_groups, read_groups
-from lexrag.eval.experiment import fold_scores, nested_picks
+from lexrag.eval.experiment import GROUPING_KINDS, fold_scores, nested_picks
 from lexrag.eval.metrics import per_query_table, prf
 from lexrag.pipeline import Artifacts, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
@@ -80,6 +82,32 @@ def parse_grid(items: Sequence[str]) -> dict[str, list]:
         grid[field] = values
         first[field] = item
     return grid
+
+
+@contextlib.contextmanager
+def said_once(runs: str) -> Iterator[None]:
+    """The warnings many runs log alike (a count note for each grid point, the same but for its
+    numbers): each said once when the block ends, with how many times the runs said it."""
+    seen: dict[str, list] = {}
+
+    class Hold(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            if record.levelno != logging.WARNING or not record.name.startswith("lexrag"):
+                return True
+            text = record.getMessage()
+            seen.setdefault(re.sub(r"\d+(?:\.\d+)?", "#", text), [text, 0])[1] += 1
+            return False
+
+    hold, handlers = Hold(), [*logging.getLogger().handlers, *logging.getLogger("lexrag").handlers]
+    for h in handlers:
+        h.addFilter(hold)
+    try:
+        yield
+    finally:
+        for h in handlers:
+            h.removeFilter(hold)
+        for text, n in seen.values():
+            log.warning("%s%s", text, f" (said {n} times over {runs}, alike but for their numbers)" if n > 1 else "")
 
 
 def _scores(cfg: Config, art: Artifacts, queries, gold, cache: SignalCache, paths=None) -> dict[str, float]:
@@ -135,6 +163,11 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     configs = [with_overrides(cfg, p) for p in points]  # every point checked before anything runs
     _refuse_build_time_fields(cfg, configs, points, art)
     courses = read_groups(queries_path)
+    named = {courses.get(q, "") for q in gold} - {""}
+    if len(named) < 2:  # nothing to hold out by course: said once, here, not once a grid point
+        log.warning("%s: %s: folds by query, which overstates what tuning gains on unseen areas", queries_path,
+                    "no course column" if not courses else f"all {len(gold)} questions are in one course ({next(iter(named), '')})")
+        courses = {}
     areas = fold_groups(queries_path, "area", gold) if courses else {}
     by_area = bool(courses) and any(areas.get(q) != courses.get(q) for q in gold)
     groupings = {"area": areas, "course": courses} if by_area else {"course" if courses else "query": courses}
@@ -145,7 +178,8 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
                               "so this point counts without it (run `python -m lexrag calibrate` into the artifacts first)")
                 break
     cache = SignalCache()
-    in_sample = [_scores(c, art, queries, gold, cache, paths) for c in configs]  # the artifacts' own prior (if any)
+    with said_once(f"the {len(points)} grid points"):
+        in_sample = [_scores(c, art, queries, gold, cache, paths) for c in configs]  # the artifacts' own prior (if any)
     if len(points) > 1 and all(s == in_sample[0] for s in in_sample[1:]):
         warnings.warn(f"every grid point scored the same on every one of the {len(gold)} questions: the grid over "
                       f"{', '.join(names)} changes nothing this config runs (a field of a stage that is off?); the first point "
@@ -156,7 +190,9 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     held_means: list[float] = []
     n_folds = {}
     for g, groups in groupings.items():
-        scores = [fold_scores(c, art, qs, gold, groups, cache, nested=True, measure=_prediction_f1) for c in configs]
+        with said_once(f"the held-out runs of the {len(points)} grid points"):
+            scores = [fold_scores(c, art, qs, gold, groups, cache, nested=True, measure=_prediction_f1, kind=GROUPING_KINDS[g])
+                      for c in configs]
         fold_picks = nested_picks(scores)
         chosen = {q: float(scores[v].outer[q][0]) for f, (v, _) in zip(scores[0].folds, fold_picks) for q in f}
         nested[g] = float(np.mean(list(chosen.values())))
@@ -168,7 +204,7 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
     head = next(iter(groupings))
     best = int(np.argmax(held_means))
     result = {"grid": {k: list(v) for k, v in grid.items()}, "points": len(points), "queries": len(gold),
-              "folds": n_folds[head], "grouped_by": head if head != "query" else "query (no course column)",
+              "folds": n_folds[head], "grouped_by": head if head != "query" else "query (fewer than two courses)",
               "best": points[best], "macro_f1_in_sample": round(means[best], 4), "macro_f1_held_out": round(held_means[best], 4),
               "macro_f1_nested": round(nested[head], 4), "macro_f1_nested_by": {g: round(v, 4) for g, v in nested.items()},
               "folds_by": n_folds, "fold_picks": picks,

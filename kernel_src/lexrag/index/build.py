@@ -57,7 +57,7 @@ def build_graph_step(cfg: Config, dest: Path, inputs):
     graph = build_graph(corpus, dest, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=corpus_id(inputs.corpus_dir),
                         progress=cfg.runtime.progress)
     if not has_court_edges(graph):
-        log.warning("graph at %s: %s", dest, NO_COURT_EDGES)
+        log.warning("graph: %s", NO_COURT_EDGES)  # not the staging folder's path, gone when this is read
     return graph
 
 

@@ -286,7 +286,12 @@ def build_corpus(
         aliases = cit.code_aliases(pairs, set(laws_seen.values()))
         (out / ALIASES_FILE).write_text(json.dumps(aliases, indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
         report["code_aliases"] = len(aliases)
-        log.info("%s: %d aliases of the corpus's law codes", Path(abbreviations).name, len(aliases))
+        if aliases:
+            log.info("%s: %d aliases of the corpus's law codes", Path(abbreviations).name, len(aliases))
+        else:  # asked for, but nothing comes of it: questions citing "Art. 17 LAI" find nothing for it
+            log.warning("%s: the --abbreviations file gives no alias of the corpus's law codes (%s): the corpus is built "
+                        "without them (an empty file, or one for other codes?)", abbreviations,
+                        "no entries" if not pairs else f"{len(pairs)} pairs, none for a code of the corpus")
     for r in report["files"]:
         r.pop("max_examples", None)
     (out / REPORT_FILE).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
