@@ -59,7 +59,16 @@ def _settle_manifest(manifest: str, staged: Path | None, out: str, built: list[s
         staged.unlink()
         return manifest
     target = Path(out) / "artifacts_manifest.yaml"
-    shutil.move(str(staged), target)
+    if target.is_file():  # a build in parts: this part's entries join those the earlier parts recorded there
+        from lexrag.kaggle.datasets import load_manifest, save_manifest
+
+        doc, mine = load_manifest(target), yaml.safe_load(staged.read_text(encoding="utf-8"))
+        fresh = {a.get("name"): a for a in mine.get("artifacts", []) if a.get("name") in built}
+        doc["artifacts"] = [fresh.pop(a.get("name"), a) for a in doc.get("artifacts", [])] + list(fresh.values())
+        save_manifest(target, doc)
+        staged.unlink()
+    else:
+        shutil.move(str(staged), target)
     print(f"warning: this build is of other data than the committed manifest records ({'; '.join(differ)}); it is "
           f"recorded in {target} and {manifest} is unchanged (--record records it there)", file=sys.stderr)
     return str(target)
@@ -192,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     except LexragError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: the datasets that were there are kept (a build publishes its set whole)
+        print("interrupted: build_datasets.py stopped; the datasets that were there are kept", file=sys.stderr)
+        return 130
     except OSError as e:  # a full or read-only disk: one line naming the file, the datasets already there kept
         from lexrag.errors import disk_error
 

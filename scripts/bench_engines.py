@@ -44,6 +44,8 @@ import numpy as np
 
 from engine_searchers import K, engine_searchers, peak_mb
 
+import benchkit  # beside this script
+
 ENGINES = ("lexrag", "lexrag-numpy", "floor", "bm25s-numpy", "bm25s-numba", "tantivy", "pisa")
 
 # ---------------------------------------------------------------- preparation (once per work folder)
@@ -302,4 +304,4 @@ def table(rows: list[dict]) -> None:
         print(f"lexrag backend: {lex.get('backend')}")
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(benchkit.guarded(main))  # a project error or a disk error: one line, exit 2

@@ -10,6 +10,7 @@ A file is either one key per line or a CSV whose first column is the citation (h
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import csv
 from collections import Counter
 
@@ -54,4 +55,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="*", default=["../shared/data/laws_de_citations.txt"],
                     help="key files (one key per line) or CSVs whose first column is the citation")
-    raise SystemExit(main(ap.parse_args().files))
+    args = ap.parse_args()
+    for f in args.files:
+        if not Path(f).is_file():
+            ap.error(f"{f}: not a file (a key file or a CSV whose first column is the citation)")
+    raise SystemExit(main(args.files))

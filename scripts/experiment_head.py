@@ -54,6 +54,8 @@ from lexrag.index.statutes import detector_for, predicted_codes
 from scipy.optimize import minimize
 from scipy.stats import spearmanr
 
+import benchkit  # beside this script
+
 HEAD = 30  # the head the kaggle preset reorders (fusion.head)
 DEPTH = 300  # ranks kept per question
 _ARTICLE_NUMBER = re.compile(r"\d+")
@@ -426,4 +428,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(benchkit.guarded(main))  # a project error or a disk error: one line, exit 2

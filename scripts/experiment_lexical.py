@@ -38,6 +38,8 @@ from lexrag.index.lexical import BM25Index
 from lexrag.queries import load_gold, load_queries
 from lexrag.index.statutes import detector_for
 
+import benchkit  # beside this script
+
 DEPTH = 300
 
 
@@ -122,4 +124,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(benchkit.guarded(main))  # a project error or a disk error: one line, exit 2

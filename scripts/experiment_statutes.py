@@ -27,6 +27,8 @@ from lexrag.eval.metrics import evaluate
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
 
+import benchkit  # beside this script
+
 
 def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) -> tuple[dict, dict]:
     # without the bm25_statute_agreed signal (statutes.agree 0): the oracle replaces the codes of
@@ -73,4 +75,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(benchkit.guarded(main))  # a project error or a disk error: one line, exit 2

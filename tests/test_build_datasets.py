@@ -384,3 +384,15 @@ def test_a_build_of_other_data_names_an_artifact_without_a_document_count_in_wor
     err = capsys.readouterr().err
     assert rc == 0 and "prior: built from other sources than the committed manifest records" in err, err[-600:]
     assert "None" not in err
+
+
+def test_a_build_of_other_data_in_parts_keeps_every_part_s_record(tmp_path, capsys):
+    """README's build in parts, of other data than the committed manifest records: each part's
+    entries join OUT/artifacts_manifest.yaml, so a check of OUT against it passes."""
+    bd = _build_datasets_module()
+    out = tmp_path / "ds"
+    assert bd.main(["--only", "corpus,bm25", "--laws", str(ROOT / "demo" / "laws_demo.csv"), "--no-courts", "--out", str(out)]) == 0
+    assert bd.main(["--only", "dictionary", "--dictionary", str(ROOT / "demo" / "dictionary_demo.txt"), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert bd.main(["--check", "--only", "corpus,bm25,dictionary", "--out", str(out), "--manifest",
+                    str(out / "artifacts_manifest.yaml")]) == 0, capsys.readouterr().out

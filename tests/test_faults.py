@@ -2493,3 +2493,26 @@ def test_a_blank_variant_one_course_to_tune_on_and_a_long_grid_are_said_once(tmp
     assert r.returncode == 0, r.stderr[-800:]
     said = [x for x in r.stderr.splitlines() if "fewer distinct citations" in x]
     assert 1 <= len(said) <= 2 and "alike but for their numbers" in said[0], said[:3]
+
+
+def test_ctrl_c_is_one_line_and_the_shell_s_code(tmp_path, capsys, monkeypatch):
+    import lexrag.queries
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lexrag.queries, "load_gold", interrupted)
+    q = write(tmp_path / "q.csv", QUERIES)
+    rc, _, err = cli(capsys, "evaluate", "--pred", q, "--gold", q)
+    assert rc == 130 and err.strip().startswith("interrupted: evaluate stopped") and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("script,args,message", [
+    ("citation_roundtrip.py", ["{tmp}/nope.txt"], "{tmp}/nope.txt: not a file"),
+    ("experiment_head.py", ["--data", "{tmp}/none", "--artifacts", "{tmp}/none"], "error: "),
+    ("experiment_lexical.py", ["--data", "{tmp}/none", "--artifacts", "{tmp}/none"], "error: "),
+])
+def test_the_experiment_scripts_name_a_wrong_path_in_one_line(tmp_path, script, args, message):
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *(a.format(tmp=tmp_path) for a in args)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and message.format(tmp=tmp_path) in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]

@@ -362,6 +362,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {str(e).splitlines()[0]}: a loop of links; give a path that leads to a file or folder", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: every writer leaves the files that were there; one line, the shell's code
+        print(f"interrupted: {args.command or 'lexrag'} stopped; the files that were there are kept (outputs are written "
+              "whole or not at all)", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `lexrag evaluate ... | head`: the reader left; not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -94,6 +94,15 @@ def read_submission(path: str | Path) -> dict[str, list[str]]:
     return out
 
 
+def corpus_forms(corpus_citations: Collection[str]) -> set[str]:
+    """The citation strings a submission may hold: the corpus's keys, and each law paragraph's whole
+    article ("Art. 41 OR" for "Art. 41 Abs. 1 OR"), which ``count.whole_articles`` emits."""
+    from lexrag.citations import parent
+
+    keys = {" ".join(c.split()) for c in corpus_citations}
+    return keys | {parent(c) for c in keys if c.startswith("Art")}
+
+
 def validate_submission(
     path: str | Path, query_ids: Sequence[str], corpus_citations: Collection[str] | None = None
 ) -> list[str]:
@@ -101,8 +110,8 @@ def validate_submission(
 
     Checks: readable UTF-8 CSV; header exactly ``query_id,predicted_citations``; the right field
     count on every row; every expected query exactly once and no unknown ones; at most 200
-    citations and 10,000 characters per row; every citation a corpus string (when
-    ``corpus_citations`` is given).
+    citations and 10,000 characters per row; every citation a corpus string or a law paragraph's
+    whole article (when ``corpus_citations`` is given: :func:`corpus_forms`).
     """
     path = Path(path)
     problems: list[str] = []
@@ -125,7 +134,7 @@ def validate_submission(
     report = FileReport(file=str(path), max_examples=10_000)
     seen: dict[str, int] = {}
     expected = set(query_ids)
-    known = set(" ".join(c.split()) for c in corpus_citations) if corpus_citations is not None else None
+    known = corpus_forms(corpus_citations) if corpus_citations is not None else None
     try:
         rows = list(read_csv_rows(path, tuple(HEADER), report))
     except CsvInputError as e:
