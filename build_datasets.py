@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                                     ("--config", args.config)) if v]
             if given:
                 print(f"warning: {', '.join(given)} not read: --check builds nothing", file=sys.stderr)
+            if os.path.lexists(args.out) and not Path(args.out).is_dir():
+                raise ConfigError(f"--out {args.out} is a file, not a folder: give the folder the datasets were built in")
             if only is None:  # what was built: artifacts with no folder in --out are named, not mismatches
                 from lexrag.kaggle.datasets import load_manifest
 

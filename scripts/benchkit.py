@@ -64,6 +64,11 @@ def _check(ap: argparse.ArgumentParser, args: argparse.Namespace, inputs: Sequen
     if args.json:
         from lexrag.outputs import check_output_file
 
+        work = Path(os.path.abspath(args.work))
+        if work in Path(os.path.abspath(args.json)).parents:  # also before --work exists: its size folders are removed
+            ap.error(f"--json {args.json} lies inside --work {args.work}, whose size folders the run removes; write it "
+                     "elsewhere")
+
         try:
             check_output_file(args.json, "--json", {what: path for what, path in inputs}, {"--work": args.work},
                               "bench.jsonl")
@@ -113,6 +118,11 @@ def _run(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     rows = []
     for n in args.sizes:
         folder = Path(args.work) / str(n)
+        if folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
+            from lexrag.errors import ConfigError  # the generated files would go through it, out of --work
+
+            raise ConfigError(f"--work {args.work}: {folder} is a link or a file, not a folder; give a --work where the "
+                              f"benchmark makes its own {n}/ folder")
         made = not os.path.lexists(folder)  # a folder that was there (kept by --keep, or the user's) is never removed
         try:
             rc = _size(script, phases, args, folder, n, prepare, rows)

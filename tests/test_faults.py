@@ -2516,3 +2516,53 @@ def test_the_experiment_scripts_name_a_wrong_path_in_one_line(tmp_path, script, 
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *(a.format(tmp=tmp_path) for a in args)],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and message.format(tmp=tmp_path) in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]
+
+
+def test_sweep_12_numbers_statuses_and_manifest_digests(tmp_path, capsys):
+    from lexrag.artifacts import write_params
+    from lexrag.config import load_config
+    from lexrag.errors import ArtifactError
+    from lexrag.stages.count import Calibration
+
+    cfg = load_config(None, {"fusion.weights.bm25_de": "1e-3", "runtime.stage_estimates_s": {"bm25": "1e-3"}})
+    assert cfg.fusion.weights["bm25_de"] == 0.001 and cfg.runtime.stage_estimates_s["bm25"] == 0.001  # as float fields read it
+    m = write(tmp_path / "m.json", '{"status": "", "metrics": {"macro_f1": 0.3}}')
+    e = write(tmp_path / "e.yaml", "metrics:\n  macro_f1: {value: 0.3, tol: 0.01}\n")
+    rc, out, _ = cli(capsys, "check-scores", m, "--expected", e)
+    assert rc == 1 and "ended UNREADABLE (a blank status), not OK" in out
+    (tmp_path / "cal").mkdir()
+    write_params(tmp_path / "cal", "calibration", "tests", {}, thresholds={"fuzed": 0.5}, default=0.9)
+    with pytest.raises(ArtifactError, match="thresholds for fuzed, which is no stage"):
+        Calibration.load(tmp_path / "cal")
+    manifest = write(tmp_path / "man.yaml", "artifacts:\n- name: bm25\n  dataset: lexrag-bm25\n  files:\n"
+                     "  - {path: a.npy, size: 1, sha256: '" + "a" * 63 + "'}\n")
+    from lexrag.kaggle.datasets import ManifestError, load_manifest
+
+    with pytest.raises(ManifestError, match="a.npy: sha256 'a{63}' is not 64 hex digits"):
+        load_manifest(manifest)
+
+
+def test_a_run_where_no_query_gets_a_citation_is_failed(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", "query_id,query\nq1,xyzzyq plughq\nq2,qwertzq uiopq\n")  # words no document holds
+    rc, out, _ = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv")
+    assert rc == 1 and "FAILED: none of the 2 queries got a citation: " in out and "ran and found nothing" in out, out[-800:]
+
+
+def test_a_benchmark_work_folder_linked_out_and_a_check_of_a_file(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "40").symlink_to(outside)
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_bm25.py"), "--sizes", "40", "--work", str(tmp_path / "w")],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 2 and "is a link or a file, not a folder" in r.stderr and list(outside.iterdir()) == []
+    f = write(tmp_path / "afile", "x")
+    r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--check", "--out", str(f)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and "is a file, not a folder" in r.stderr, r.stderr + r.stdout
+
+
+def test_a_benchmark_s_json_inside_its_work_folder_is_refused_before_it_exists(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_bm25.py"), "--sizes", "40", "--work", str(tmp_path / "w"),
+                        "--json", str(tmp_path / "w" / "40" / "res.json")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "lies inside --work" in r.stderr and not (tmp_path / "w").exists()

@@ -254,6 +254,7 @@ def test_the_embeddings_build_names_a_bad_count_budget_resume_folder_or_output_b
     assert not build_embeddings(corpus, tiny_encoder, tmp_path / "s1", max_shards=1, **kw)
     with pytest.raises(ArtifactError, match="its shards are of another build .*shard_size: 5 -> 4"):
         build_embeddings(corpus, tiny_encoder, tmp_path / "s2", resume_from=tmp_path / "s1", **{**kw, "shard_size": 4})
+    assert not (tmp_path / "s2").exists()  # refused before anything was written: no unfinished build left behind
 
 
 def test_missing_or_mismatched_embeddings_are_refused(tmp_path, tiny_encoder, corpus):
@@ -305,7 +306,7 @@ def test_reranker_orders_by_model_score_and_applies_tau(tiny_reranker):
     broken = tiny_reranker.parent / "broken-rr"
     broken.mkdir(exist_ok=True)
     (broken / "config.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(ModelLoadError, match=r"broken-rr/config.json: not a readable JSON model config"):
+    with pytest.raises(ModelLoadError, match=r"broken-rr/config.json: not valid JSON"):
         Reranker(broken, device="cpu")
 
 

@@ -111,6 +111,7 @@ class Config:
                 if name in seen:
                     raise ConfigError(f"runtime.degrade_order: stage {short(name)} appears twice")
                 seen.add(name)
+        rc.stage_estimates_s = _numbers(rc.stage_estimates_s)
         for name, v in rc.stage_estimates_s.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
                 raise ConfigError(f"runtime.stage_estimates_s.{name} must be a number >= 0, got {short(v)}")
@@ -163,6 +164,7 @@ class Config:
 
         for field_name in ("weights", "head_weights"):
             check_signal_names(getattr(self.fusion, field_name), f"fusion.{field_name}")
+            setattr(self.fusion, field_name, _numbers(getattr(self.fusion, field_name)))
             for name, w in getattr(self.fusion, field_name).items():
                 if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
                     raise ConfigError(f"fusion.{field_name}.{name} must be a finite number >= 0, got {short(w)}")
@@ -205,13 +207,22 @@ def _check_elements(path: str, value: list) -> list:
     return list(value)
 
 
+_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # 1e-3: a float in YAML 1.2, a string to PyYAML
+
+
+def _numbers(mapping: dict) -> dict:
+    """A mapping of numbers (fusion weights, stage estimates) with ``1e-3`` read as the float it is,
+    as the float fields read it."""
+    return {k: float(v) if isinstance(v, str) and _EXPONENT.fullmatch(v.strip()) else v for k, v in mapping.items()}
+
+
 def _check_type(path: str, value: Any, tp: Any) -> Any:
     if isinstance(value, (list, tuple, dict)) and expanded_size(value) > MAX_VALUE_NODES:
         raise ConfigError(f"{path}: the value expands to more than {MAX_VALUE_NODES:,} items (YAML aliases "
                           "repeating one another?); write it out plainly")
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if tp is float and isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value.strip()):
+    if tp is float and isinstance(value, str) and _EXPONENT.fullmatch(value.strip()):
         return float(value)  # YAML 1.2 reads 1e-9 as a float; PyYAML (YAML 1.1) leaves it a string
     if tp is list:
         if not isinstance(value, list):

@@ -82,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     first = "cpu" if args.cpu else f"cuda:{gpus[0]}"
     second = "cpu" if args.cpu else (f"cuda:{gpus[1]}" if len(gpus) > 1 else first)
     devices = [first, second]
+    import signal
+
+    def stop(signum, frame):  # a SIGTERM (a timeout, a job killed) unwinds, so the folder below is removed
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     with tempfile.TemporaryDirectory(prefix="lexrag-gpu-check-") as tmp:  # the tiny models go with it
         return _checks(args, torch, devices, gpus, Path(tmp))
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import logging
 import time
 import warnings
@@ -140,10 +139,9 @@ def load_cross_encoder(model_path: str | Path, device: str = "auto", max_length:
     device = resolve_device(device)
     config = path / "config.json"
     if config.is_file():
-        try:
-            doc = json.loads(config.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ModelLoadError(f"{config}: not a readable JSON model config ({e})") from None
+        from lexrag.inputfiles import read_json_file
+
+        doc = read_json_file(config, ModelLoadError, what="model config")  # bounded: size, depth, a FIFO refused
         arch = doc.get("architectures") if isinstance(doc, dict) else None
         if isinstance(arch, list) and arch and not any(str(a).endswith("ForSequenceClassification") for a in arch):
             # a causal LM or a bare encoder would load with a random score head, and score noise

@@ -157,12 +157,13 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
     if not live and n_all:  # a file of blank questions: nothing was asked, so nothing ran
         return RunStatus("FAILED", rows, off, reason=f"every one of the {n_all} queries is blank: nothing was asked (is the "
                          "question column empty, or the wrong column?)", notes=notes)
-    if live and predictions is not None and not any(predictions.values()):  # nothing answered
-        if not finders:  # nothing that finds candidates ran: the run could not answer
-            return RunStatus("FAILED", rows, off, reason=f"none of the {live} queries got a citation: no stage that finds "
-                             "candidates ran (is every retrieval stage off, e.g. lexical.enabled and seeds.enabled false?)",
-                             notes=notes)
-        notes.append(f"none of the {live} queries got a citation: {', '.join(finders)} ran and found nothing")
+    if live and predictions is not None and not any(predictions.values()):  # nothing answered: the run did not do its job
+        why = (f"{', '.join(finders)} ran and found nothing" if finders else "no stage that finds candidates ran (is every "
+               "retrieval stage off, e.g. lexical.enabled and seeds.enabled false?)")
+        left = [r.stage for r in rows if r.state != "ran"]
+        if left:
+            why += f"; did not run: {', '.join(left)} (the table says why)"
+        return RunStatus("FAILED", rows, off, reason=f"none of the {live} queries got a citation: {why}", notes=notes)
     return RunStatus(status, rows, off, notes=notes)
 
 
@@ -268,13 +269,13 @@ def recorded_state(doc: dict) -> str | None:
     status = doc.get("status")
     if status is None:
         return None
-    if isinstance(status, str):
-        return status.split(":")[0].strip() or None
+    if isinstance(status, str):  # a blank one is no state a run writes
+        return status.split(":")[0].strip() or "UNREADABLE (a blank status)"
     if not isinstance(status, dict):
         return f"UNREADABLE (a {type(status).__name__} where the run writes its status)"
     state = status.get("status")
     if isinstance(state, str):
-        return state
+        return state.strip() or "UNREADABLE (a blank status)"
     headline = status.get("headline")
     if isinstance(headline, str) and headline.strip():
         return headline.split(":")[0].strip()

@@ -111,6 +111,7 @@ def build_embeddings(
     """
     out = Path(out_dir)
     _check_build_args(out, max_shards, time_budget_s, resume_from)  # before the model loads (minutes on Kaggle)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     model = load_encoder(model_path, device, fp16, max_seq)
     dims = int(model.get_embedding_dimension())
@@ -119,6 +120,16 @@ def build_embeddings(
     meta = {"model": model_id(model_path), "dims": dims, "normalize": True, "max_seq": max_seq, "fields": list(fields),
             "shard_size": shard_size, "n_docs": n, "corpus_id": corpus_id, "dtype": "float16"}
     prog = out / "progress.json"
+    src = Path(resume_from) if resume_from else None
+    if src is not None:  # resuming from another build's shards would give other vectors: said before anything is written
+        earlier = read_json_file(src / "progress.json", ArtifactError)
+        if earlier != meta:
+            diffs = [f"{k}: {earlier.get(k)!r} -> {v!r}" for k, v in meta.items()
+                     if not isinstance(earlier, dict) or earlier.get(k) != v]
+            if made and not any(out.iterdir()):
+                out.rmdir()
+            raise ArtifactError(f"resume_from {src}: its shards are of another build ({'; '.join(diffs)[:300]}); give the "
+                                "folder of an earlier run of this build, or leave resume_from out to start afresh")
     if prog.is_file():
         old = json.loads(prog.read_text(encoding="utf-8"))
         if old != meta:
@@ -127,14 +138,7 @@ def build_embeddings(
     else:
         prog.write_text(json.dumps(meta, indent=2), encoding="utf-8")
     (out / "params.json").unlink(missing_ok=True)
-    src = Path(resume_from) if resume_from else None
-    if src is not None:  # resuming from another build's shards would give other vectors: say so, do not start afresh
-        earlier = read_json_file(src / "progress.json", ArtifactError)
-        if earlier != meta:
-            diffs = [f"{k}: {earlier.get(k)!r} -> {v!r}" for k, v in meta.items()
-                     if not isinstance(earlier, dict) or earlier.get(k) != v]
-            raise ArtifactError(f"resume_from {src}: its shards are of another build ({'; '.join(diffs)[:300]}); give the "
-                                "folder of an earlier run of this build, or leave resume_from out to start afresh")
+    if src is not None:  # the earlier build's finished shards, kept or copied
         for i in range(n_shards):
             rows = min(shard_size, n - i * shard_size)
             name = f"shard_{i:05d}.npy"

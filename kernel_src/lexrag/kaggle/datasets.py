@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -62,6 +63,11 @@ def load_manifest(path: str | Path) -> dict:
         files = a.get("files") or []
         if not isinstance(files, list) or not all(isinstance(f, dict) and {"path", "size", "sha256"} <= set(f) for f in files):
             raise ManifestError(f"{path}: artifact {a['name']!r}: 'files' must be a list of entries with path, size and sha256")
+        bad = next((f for f in files if not re.fullmatch(r"[0-9a-fA-F]{64}", str(f["sha256"]))), None)
+        if bad is not None:  # else a check would show two digests that look alike and call them different
+            raise ManifestError(f"{path}: artifact {a['name']!r}: {str(bad['path'])[:80]}: sha256 {str(bad['sha256'])[:80]!r} is "
+                                "not 64 hex digits; rebuild the entry (build_datasets.py --only "
+                                f"{a['name']}) or restore the manifest")
     return doc
 
 

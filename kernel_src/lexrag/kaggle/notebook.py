@@ -66,7 +66,10 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     os.close(fd)
     tmp = Path(name)
     try:
-        write_submission(tmp, res.predictions, res.query_ids)
+        try:
+            write_submission(tmp, res.predictions, res.query_ids)
+        except OSError as e:  # a full disk: named by the file asked for, not the hidden candidate beside it
+            raise OSError(e.errno, e.strerror, str(out_path)) from e
         problems = validate_submission(tmp, [q.query_id for q in qs], art.corpus.citations)
         if problems:  # never replace a valid fallback with a broken file
             raise RuntimeError(f"the submission failed validation, the fallback file stays: {problems[:5]}")

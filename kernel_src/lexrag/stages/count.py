@@ -126,6 +126,14 @@ class Calibration:
                 or not isinstance(d, (int, float)) or not 0 <= d <= 1:
             raise ArtifactError(f"{Path(folder) / 'params.json'}: 'thresholds' must map stages to numbers in [0, 1] and "
                                 f"'default' be one; rerun `python -m lexrag calibrate`")
+        from lexrag.stages.base import registered_stages
+
+        stages = ["fused", *sorted(st.name for st in registered_stages())]  # what can make a query's final order
+        unknown = sorted(str(k) for k in t if k not in stages)
+        if unknown:  # a misspelt stage would never be read: its threshold silently replaced by the default
+            raise ArtifactError(f"{Path(folder) / 'params.json'}: thresholds for {', '.join(unknown)[:80]}, which is no "
+                                f"stage (fused, or a stage's name: {', '.join(stages[1:])[:200]}); rerun "
+                                "`python -m lexrag calibrate`")
         if corpus_id and doc.get("corpus_id") not in (None, corpus_id):
             raise ArtifactError(f"calibration at {folder} was fitted on another corpus ({doc.get('corpus_id')}, this one is "
                                 f"{corpus_id}); rerun `python -m lexrag calibrate` on these artifacts")
