@@ -23,6 +23,7 @@ __all__ = [
     "LLMOutputError",
     "ReplayMissError",
     "StageError",
+    "ManifestError",
     "installed",
     "require",
 ]
@@ -65,6 +66,10 @@ class ReplayMissError(LexragError, LookupError):
 
 class OutputError(LexragError, OSError):
     """An output path that cannot be written as a file (a link, a device, a FIFO)."""
+
+
+class ManifestError(LexragError, RuntimeError):
+    """The artifacts manifest or a dataset folder it describes (``build_datasets.py``)."""
 
 
 class StageError(LexragError, RuntimeError):

@@ -24,7 +24,7 @@ from lexrag.artifacts import file_table, read_params
 from lexrag.outputs import replace_text
 from lexrag.publish import staged_set
 from lexrag.config import Config
-from lexrag.errors import LexragError
+from lexrag.errors import LexragError, ManifestError
 
 __all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError", "ARTIFACT_ORDER"]
 
@@ -33,10 +33,6 @@ from lexrag.registry import ARTIFACTS, BuildInputs, names
 log = logging.getLogger(__name__)
 
 ARTIFACT_ORDER = tuple(names())  # build order: the registry's (lexrag.registry)
-
-
-class ManifestError(LexragError, RuntimeError):
-    pass
 
 
 def load_manifest(path: str | Path) -> dict:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from lexrag.kaggle.datasets import ManifestError
+from lexrag.errors import ManifestError
 
 __all__ = ["build_lexrag_wheel", "build_wheels_step", "missing_wheels"]
 
