@@ -25,16 +25,21 @@ ROOT = Path(__file__).resolve().parent
 COMMITTED = ROOT / "artifacts_manifest.yaml"
 
 
-def _stage_manifest(manifest: str, record: bool) -> tuple[str, Path | None]:
-    """The manifest a build records into: for the committed manifest (unless --record) a copy in the
-    temporary folder, so that a build of other data (the demo slice) never rewrites it; returns the
-    path to record into and the copy (None when the build records into ``manifest`` itself)."""
+def _stage_manifest(manifest: str, record: bool, out: str) -> tuple[str, Path | None]:
+    """The manifest a build records into: for the committed manifest (unless --record) a hidden copy
+    in ``out``, so that a build of other data (the demo slice) never rewrites it; returns the path
+    to record into and the copy (None when the build records into ``manifest`` itself).  A copy a
+    killed build left there is removed by the next build (its process is gone)."""
     if record or not Path(manifest).is_file() or Path(manifest).resolve() != COMMITTED.resolve():
         return manifest, None
     import shutil
     import tempfile
 
-    fd, copy = tempfile.mkstemp(prefix="lexrag-manifest-", suffix=".yaml")
+    from lexrag.outputs import sweep_leftovers
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    sweep_leftovers(Path(out) / "lexrag-manifest", ".yaml")
+    fd, copy = tempfile.mkstemp(prefix=f".lexrag-manifest.{os.getpid()}-", suffix=".yaml", dir=out)
     os.close(fd)
     shutil.copyfile(manifest, copy)
     return copy, Path(copy)
@@ -171,15 +176,21 @@ def main(argv: list[str] | None = None) -> int:
 
             check_outside_artifacts(args.out, "--out", "give a folder of its own for the datasets", ConfigError)
             cfg = load_config(args.config, parse_overrides(args.set))
-            committed, (args.manifest, staged) = args.manifest, _stage_manifest(args.manifest, args.record)
-            courts = courts_beside(args.laws, False if args.no_courts else args.courts) if args.laws else args.courts
+            from lexrag.outputs import check_makeable
+
+            check_makeable(args.out, "--out")
+            made = not os.path.lexists(args.out)
+            committed, (args.manifest, staged) = args.manifest, _stage_manifest(args.manifest, args.record, args.out)
             try:
+                courts = courts_beside(args.laws, False if args.no_courts else args.courts) if args.laws else args.courts
                 doc = rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=courts, only=only, owner=args.owner,
                               law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache,
                               abbreviations=args.abbreviations, dictionary=args.dictionary)
-            except BaseException:  # the copy recorded into goes with the failed build
+            except BaseException:  # the copy recorded into goes with the failed build (and a folder it alone made)
                 if staged is not None:
                     staged.unlink(missing_ok=True)
+                    if made and Path(args.out).is_dir() and not any(Path(args.out).iterdir()):
+                        Path(args.out).rmdir()
                 raise
             checked = doc["built"]
             args.manifest = _settle_manifest(committed, staged, args.out, checked)

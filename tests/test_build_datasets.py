@@ -350,7 +350,12 @@ def test_a_failed_build_leaves_no_copy_of_the_committed_manifest_behind(tmp_path
     monkeypatch.setattr(datasets, "rebuild", lambda *a, **k: (_ for _ in ()).throw(OSError(28, "No space left on device")))
     assert bd.main(["--laws", str(laws), "--no-courts", "--only", "corpus", "--out", str(tmp_path / "ds")]) == 2
     assert "the disk is full" in capsys.readouterr().err
-    assert list((tmp_path / "t").iterdir()) == []  # the copy the build recorded into is gone with it
+    assert list((tmp_path / "t").iterdir()) == []  # nothing in the temporary folder
+    assert not (tmp_path / "ds").exists()  # the copy the build recorded into is gone with it, and the folder it made
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / ".lexrag-manifest.999999999-abcd.yaml").write_text("a killed build's copy")
+    assert bd.main(["--laws", str(laws), "--no-courts", "--only", "corpus", "--out", str(tmp_path / "ds")]) == 2
+    assert list((tmp_path / "ds").iterdir()) == []  # the next build removes a killed one's copy
 
 
 def test_a_failed_dataset_build_keeps_the_whole_set_that_was_there(tmp_path, manifest, tiny_inputs, monkeypatch):
