@@ -1,11 +1,10 @@
 #!/usr/bin/env python
 """Experiment (a script, not a test): is anything left at the top of the kaggle retrieval without models?
 
-Issue 12 asks for Macro F1 >= 0.06 on courses not used for fitting; the kaggle retrieval (the
-kaggle preset's CPU stages, head reorder included) reaches 0.055 at k = 3.  This script ranks
-lexam_dev.csv the way ``scripts/quality.py`` does (grouped cross-validation by course: each
-course's questions ranked with the prior and the statute model fitted on the other courses) and
-asks of those held-out rankings:
+This script ranks lexam_dev.csv with the kaggle preset's CPU stages (head reorder included) the
+way ``scripts/quality.py`` does (grouped cross-validation by course: each course's questions
+ranked with the prior and the statute model fitted on the other courses) and asks of those
+held-out rankings:
 
 1. Where do the first three slots go?  Each slot is a hit, the whole article of a gold paragraph,
    another paragraph of a gold article, another article of a gold law code, a court citation the
@@ -28,26 +27,24 @@ asks of those held-out rankings:
    hits cite in their text ("nach Art. 97 Abs. 1", "Artikel 8 ZGB"; a reference without a code
    stays in its statute), against the ranking's own slots.
 
-  python scripts/experiment_head.py --artifacts ARTIFACTS [--data ../shared/data]   (1 min 19 s here)
+  python scripts/experiment_head.py --artifacts ARTIFACTS [--data ../shared/data]
 
 ARTIFACTS: built with ``--train lexam_dev.csv`` as README "Quality on real data" says.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from lexrag.citations import scoring_form, try_parse
+from lexrag.citations import scoring_form
 from lexrag.config import load_config
 from lexrag.eval.cv import grouped_folds, read_groups
 from lexrag.eval.experiment import held_out_runs
 from lexrag.eval.variants import GPU_STAGES_OFF
 from lexrag.eval.experiment_cli import experiment_args
 from lexrag.eval.metrics import evaluate
-from lexrag.index.corpus import Corpus
 from lexrag.pipeline import Artifacts
 from lexrag.queries import load_gold, load_queries
 from lexrag.index.statutes import detector_for, predicted_codes
@@ -55,35 +52,10 @@ from scipy.optimize import minimize
 from scipy.stats import spearmanr
 
 import benchkit  # beside this script
+from head_citations import article_of, code_of, law, law_references, part_references, position
 
 HEAD = 30  # the head the kaggle preset reorders (fusion.head)
 DEPTH = 300  # ranks kept per question
-_ARTICLE_NUMBER = re.compile(r"\d+")
-
-
-def law(c: str):
-    """The parsed law citation of ``c`` (None for a court citation or a string that does not parse)."""
-    p = try_parse(c)
-    return p if p is not None and p.kind == "law" else None
-
-
-def code_of(c: str) -> str | None:
-    p = law(c)
-    return p.code if p else None
-
-
-def article_of(c: str) -> str:
-    p = law(c)
-    return p.parent().format() if p else c
-
-
-def position(c: str) -> tuple[str, int] | None:
-    """(code, article number) of a law citation, for nearness ("Art. 641a ZGB" -> ("ZGB", 641))."""
-    p = law(c)
-    m = _ARTICLE_NUMBER.match(p.article) if p else None
-    return (p.code, int(m.group())) if m else None
-
-
 def held_out(art_dir: Path, tune_file: Path) -> tuple[dict, Counter]:
     """Per question of ``tune_file``: gold (scoring form), course, text length, the held-out
     ranking, each signal's ranks by citation, and the three code predictors' scores; and the
@@ -363,55 +335,6 @@ def part_count(rows: dict) -> None:
                 ks += k
                 counted += 1
         print(f"| {name} | {total / len(rows):.4f} | {ks / max(counted, 1):.2f} |")  # F1 over all questions (no head: 0)
-
-
-_REFERENCE = re.compile(r"\bArt(?:ikel|\.)\s*(\d+[a-z]?)\b(?:\s*(?:Abs\.|Absatz|Bst\.|Buchstabe|lit\.|Ziff\.|Ziffer)\s*\d*[a-z]?)*"
-                        r"(?:\s+(?:des\s+|der\s+)?([A-Za-zÄÖÜäöü][\w\-/]*))?")
-
-
-def law_references(art_dir: Path) -> dict[str, set[str]]:
-    """Article -> the articles its paragraphs' text cites (same statute unless a corpus code follows)."""
-    corpus = Corpus(art_dir / "corpus")
-    cits = corpus.column("citation")
-    articles = {article_of(c) for c in cits if law(c)}
-    codes = {code_of(c) for c in cits} - {None}
-    refs: dict[str, set[str]] = {}
-    d = 0
-    for texts in corpus.iter_texts():
-        for text in texts:
-            a = article_of(cits[d]) if corpus.sources[d] == "law" and text else None
-            d += 1
-            if a is None:
-                continue
-            own = code_of(a)
-            for m in _REFERENCE.finditer(text):
-                t = f"Art. {m.group(1)} {m.group(2) if m.group(2) in codes else own}"
-                if t in articles and t != a:
-                    refs.setdefault(a, set()).add(t)
-    return refs
-
-
-def part_references(rows: dict, refs: dict[str, set[str]]) -> None:
-    slots, cited = Counter(), Counter()
-    for v in rows.values():
-        g_articles = {article_of(x) for x in v["gold"] if law(x)}
-        arts = list(dict.fromkeys(article_of(c) for c in v["ranked"] if law(c)))
-        for i, a in enumerate(arts[:20]):
-            slots[(i // 5, "n")] += 1
-            slots[(i // 5, "hit")] += a in g_articles
-        top3 = set(arts[:3])
-        for t in set().union(*(refs.get(a, set()) for a in arts[:5])) - top3:
-            cited["n"] += 1
-            cited["hit"] += t in g_articles
-            cited["ranked"] += t in arts[:100]
-    print(f"\n## 5. Cross-references in the statutes' text ({sum(map(len, refs.values()))} article-to-article links "
-          f"from {len(refs)} articles)\n")
-    print("| articles | count | share that the gold cites |\n| --- | --- | --- |")
-    for b in range(4):
-        n = slots[(b, "n")]
-        print(f"| the ranking's articles {5 * b + 1}-{5 * b + 5} | {n} | {slots[(b, 'hit')] / max(n, 1):.3f} |")
-    print(f"| cited by the first five, not among the first three | {cited['n']} | {cited['hit'] / max(cited['n'], 1):.3f} "
-          f"({cited['ranked']} of them already in the first 100) |")
 
 
 def main() -> int:

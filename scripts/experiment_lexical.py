@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Experiments on the BM25 core behind issue 12 (a script, not a test; numbers in the README).
+"""Experiments on the BM25 core (a script, not a test; numbers in docs/results.md).
 
 Over the queries of ``--queries`` (default lexam_dev.csv and train_dev.csv under ``--data``) it
 measures Macro F1@3 and Recall@100 of the BM25 ranking alone (no seeds, no fusion), for:
