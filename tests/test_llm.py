@@ -543,7 +543,8 @@ def test_a_damaged_own_cache_or_an_older_one_beside_a_live_model_is_set_aside(tm
     # as on Kaggle (a failing part degrades the run): the bad caches are set aside, the model answers
     cfg = llm_cfg(tiny_llm, own, **{"llm.tasks": ["translate"], "llm.replay_dirs": [str(old)], "runtime.on_stage_error": "skip"})
     res, status = _run_with_status(cfg, demo_artifacts)
-    assert status.status == "OK" and next(r for r in status.rows if r.stage == "rewrite").state == "ran"
+    # every stage ran (the random tiny model's German may match nothing: then the run says FAILED for that, not the caches)
+    assert all(r.state == "ran" for r in status.rows) and next(r for r in status.rows if r.stage == "rewrite").state == "ran"
     notes = " | ".join(status.notes)
     assert f"LLM cache {own} set aside" in notes and "kept in memory only" in notes  # the damaged own cache
     assert "1 stored answers were written by another model" in notes  # the older cache's answer has no identity

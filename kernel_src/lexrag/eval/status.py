@@ -7,7 +7,7 @@ or was refused, with the reason and the fix), **dropped** (the time budget gave 
 rest of the run), **skipped** (queries it never reached because the budget ran out) or
 **failed** (queries whose call raised, with the first error).  The run is OK only when every
 stage asked for ran for every query; FAILED when there was nothing to answer with (no corpus,
-lexrag not installed) or the run stopped; DEGRADED otherwise.
+lexrag not installed), the run stopped, or no query got a citation; DEGRADED otherwise.
 """
 
 from __future__ import annotations
