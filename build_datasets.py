@@ -79,6 +79,26 @@ def _settle_manifest(manifest: str, staged: Path | None, out: str, built: list[s
     return str(target)
 
 
+def _check_own_manifest(own: Path) -> None:
+    """Refuse, before anything is built, an ``OUT/artifacts_manifest.yaml`` that a build of other data
+    could not record into (a link, a folder, not a manifest): else the datasets would be replaced
+    and their record lost."""
+    if not os.path.lexists(own):
+        return
+    from lexrag.errors import ConfigError, LexragError
+    from lexrag.kaggle.datasets import load_manifest
+    from lexrag.outputs import check_plain_output
+
+    try:
+        if own.is_dir():
+            raise ConfigError(f"{own} is a folder")
+        check_plain_output(own)
+        load_manifest(own)
+    except LexragError as e:
+        raise ConfigError(f"{str(e).rstrip('.')}; a build of other data records its datasets in {own}: repair it or move it "
+                          "away first (nothing was built)") from None
+
+
 def _differs(name: str, new: dict, old: dict) -> str:
     """How a built artifact differs from the committed manifest's entry, in words (an artifact without
     a document count, the prior, differs by its sources)."""
@@ -182,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             made = not os.path.lexists(args.out)
             committed, (args.manifest, staged) = args.manifest, _stage_manifest(args.manifest, args.record, args.out)
             try:
+                if staged is not None:  # a build of other data records into OUT's manifest: it must be readable first
+                    _check_own_manifest(Path(args.out) / "artifacts_manifest.yaml")
                 courts = courts_beside(args.laws, False if args.no_courts else args.courts) if args.laws else args.courts
                 doc = rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=courts, only=only, owner=args.owner,
                               law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache,

@@ -98,6 +98,9 @@ elif test_csv is not None and test_csv.is_file():
             with open(submission, newline="", encoding="utf-8", errors="replace") as f:
                 answered = any(len(r) > 1 and r[1].strip() for r in list(csv.reader(f))[1:])
         if answered:  # so a second failed run cannot push the answer out of .prev with its own fallback
+            if os.path.lexists(f"{submission}.prev") and not os.path.isfile(f"{submission}.prev"):
+                raise SystemExit(f"error: {submission}.prev is not a file (a folder or a link): the earlier answer in "
+                                 f"{submission} would be moved there; move it away; nothing was written")
             os.replace(submission, f"{submission}.prev")
             print(f"the earlier {submission} is kept as {submission}.prev")
         with open(submission, "w", newline="", encoding="utf-8") as f:

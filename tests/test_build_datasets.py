@@ -401,3 +401,22 @@ def test_a_build_of_other_data_in_parts_keeps_every_part_s_record(tmp_path, caps
     capsys.readouterr()
     assert bd.main(["--check", "--only", "corpus,bm25,dictionary", "--out", str(out), "--manifest",
                     str(out / "artifacts_manifest.yaml")]) == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", ["torn", "folder", "link"])
+def test_an_out_manifest_a_build_cannot_record_into_is_refused_before_anything_is_built(tmp_path, capsys, kind):
+    bd = _build_datasets_module()
+    out = tmp_path / "ds"
+    out.mkdir()
+    own = out / "artifacts_manifest.yaml"
+    if kind == "torn":
+        own.write_text("artifacts:\n- name: corpus\n  files: [{path: a", encoding="utf-8")
+    elif kind == "folder":
+        own.mkdir()
+    else:
+        (tmp_path / "elsewhere.yaml").write_text((ROOT / "artifacts_manifest.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+        own.symlink_to(tmp_path / "elsewhere.yaml")
+    rc = bd.main(["--only", "corpus", "--laws", str(ROOT / "demo" / "laws_demo.csv"), "--no-courts", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "repair it or move it away first (nothing was built)" in err, err[-600:]
+    assert sorted(p.name for p in out.iterdir()) == ["artifacts_manifest.yaml"]

@@ -2566,3 +2566,30 @@ def test_a_benchmark_s_json_inside_its_work_folder_is_refused_before_it_exists(t
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_bm25.py"), "--sizes", "40", "--work", str(tmp_path / "w"),
                         "--json", str(tmp_path / "w" / "40" / "res.json")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "lies inside --work" in r.stderr and not (tmp_path / "w").exists()
+
+
+def test_gold_written_as_whole_articles_is_not_called_outside_the_corpus(tmp_path, demo_artifacts):
+    from lexrag.config import load_config
+    from lexrag.eval.submission import outside_corpus
+    from lexrag.pipeline import Artifacts
+
+    corpus = Artifacts.load(demo_artifacts, load_config(None, {"runtime.progress": False})).corpus
+    assert "Art. 41 Abs. 1 OR" in corpus.citations and "Art. 41 OR" not in corpus.citations
+    assert outside_corpus(corpus, ["Art. 41 OR", "Art. 41 Abs. 1 OR", "Art. 9999 OR"]) == ["Art. 9999 OR"]
+
+
+def test_sweep_13_options_twice_a_file_size_limit_deep_values_and_tolerances(tmp_path, capsys):
+    import errno
+
+    from lexrag.errors import disk_error
+    from lexrag.eval.expect import check_expected
+
+    with pytest.raises(SystemExit):
+        main(["run", "--queries", "a.csv", "--queries", "b.csv", "--out", str(tmp_path / "s.csv")])
+    assert "--queries is given twice; give it once" in capsys.readouterr().err
+    line = disk_error(OSError(errno.EFBIG, "File too large", "/x/keep.csv"))
+    assert line.startswith("/x/keep.csv: the file would pass the file-size limit (ulimit -f)") and "ulimit -f unlimited" in line
+    rc, _, err = cli(capsys, "run", "--queries", "q.csv", "--out", tmp_path / "s.csv", "--set", "count.k=" + "[" * 5000 + "]" * 5000)
+    assert rc == 2 and "nested too deeply to read" in err and len(err.strip().splitlines()) == 1
+    rows = check_expected({"macro_f1": 0.3005}, {"metrics": {"macro_f1": {"value": "3e-1", "tol": "1e-3"}}})
+    assert rows[0]["tol"] == 0.001 and rows[0]["status"] == "OK"

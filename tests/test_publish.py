@@ -100,7 +100,7 @@ def test_an_old_folder_set_aside_without_a_journal_is_put_back_or_removed(tmp_pa
     assert sorted(p.name for p in out.iterdir()) == ["bm25", "corpus", "graph"]
 
 
-def test_a_publish_waits_for_one_under_way_in_the_same_folder(tmp_path):
+def test_a_publish_waits_for_one_under_way_in_the_same_folder(tmp_path, caplog):
     """Two builds into one folder publish one after the other: the second waits for the lock the
     first holds (a flock on the folder, released also when a process is killed)."""
     out = tmp_path / "arts"
@@ -123,9 +123,11 @@ def test_a_publish_waits_for_one_under_way_in_the_same_folder(tmp_path):
             child.poll()
             assert child.returncode is None
             time.sleep(0.05)
-        with staged(out / "bm25") as folder:
-            (folder / "params.json").write_text("{}")
+        with caplog.at_level("WARNING"):
+            with staged(out / "bm25") as folder:
+                (folder / "params.json").write_text("{}")
         assert (out / "released").exists()  # it published only once the other let go
+        assert "another build is publishing there; waiting for it to finish" in caplog.text  # said, not a silent wait
     finally:
         child.wait(timeout=60)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import typing
 import warnings
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from lexrag.signals import (
     check_task_names,
     check_variant_names,
 )
-from lexrag.yamlio import UniqueKeyLoader, bounded_size, read_yaml_file, yaml_problem
+from lexrag.yamlio import UniqueKeyLoader, bounded_size, read_yaml_file, yaml12_number, yaml_problem
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides",
            "notebook_stages"]
@@ -207,13 +206,10 @@ def _check_elements(path: str, value: list) -> list:
     return list(value)
 
 
-_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # 1e-3: a float in YAML 1.2, a string to PyYAML
-
-
 def _numbers(mapping: dict) -> dict:
     """A mapping of numbers (fusion weights, stage estimates) with ``1e-3`` read as the float it is,
     as the float fields read it."""
-    return {k: float(v) if isinstance(v, str) and _EXPONENT.fullmatch(v.strip()) else v for k, v in mapping.items()}
+    return {k: yaml12_number(v) for k, v in mapping.items()}
 
 
 def _check_type(path: str, value: Any, tp: Any) -> Any:
@@ -222,8 +218,8 @@ def _check_type(path: str, value: Any, tp: Any) -> Any:
                           "repeating one another?); write it out plainly")
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if tp is float and isinstance(value, str) and _EXPONENT.fullmatch(value.strip()):
-        return float(value)  # YAML 1.2 reads 1e-9 as a float; PyYAML (YAML 1.1) leaves it a string
+    if tp is float and isinstance(value, str):
+        value = yaml12_number(value)  # YAML 1.2 reads 1e-9 as a float; PyYAML (YAML 1.1) leaves it a string
     if tp is list:
         if not isinstance(value, list):
             raise ConfigError(f"{path}: expected a list, got {short(value)}")
@@ -288,6 +284,9 @@ def parse_overrides(items: list[str] | None) -> dict:
         except yaml.YAMLError as e:
             raise ConfigError(f"override {short(item)}: the value {short(raw)} is not valid YAML ({yaml_problem(e)}); "
                               f"quote strings, write lists as [a, b]") from None
+        except RecursionError:
+            raise ConfigError(f"override {short(item)}: the value is nested too deeply to read; no field takes more "
+                              "than a list of lists") from None
     return out
 
 

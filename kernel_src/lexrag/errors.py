@@ -117,12 +117,14 @@ def disk_error(e: OSError, where: str = "an output file") -> "str | None":
         name = name if len(name) <= 160 else f"{name[:100]}...{name[-50:]} ({len(name)} characters)"
         return f"{name}: a name in this path is longer than the file system allows (255 bytes a name); use a shorter path"
     causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+              errno.EFBIG: "the file would pass the file-size limit (ulimit -f)",
               errno.EROFS: "the disk is read-only", errno.EACCES: "permission denied", errno.EPERM: "not permitted"}
     cause = causes.get(e.errno) or ("the disk is full" if "No space left on device" in str(e) else None)
     if cause is None:
         return None
     fix = ("give this user access to it (read, and write where it is an output) or use another path"
-           if e.errno in (errno.EACCES, errno.EPERM) else "free space or write elsewhere")
+           if e.errno in (errno.EACCES, errno.EPERM) else "raise the limit (ulimit -f unlimited) or write elsewhere"
+           if e.errno == errno.EFBIG else "free space or write elsewhere")
     return (f"{e.filename or where}: {cause} ({e.strerror or str(e).splitlines()[0][:200]}); {fix} (the files that were "
             "there are kept)")
 

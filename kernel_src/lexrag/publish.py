@@ -75,7 +75,12 @@ def _publish_lock(folder: Path) -> Iterator[None]:
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # said, then waited for: another build publishes there (seconds, as a rule)
+                log.warning("%s: another build is publishing there; waiting for it to finish (stop it, or build into "
+                            "another folder, if it never does)", folder)
+                fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError as e:  # a file system without locks: publishes are not serialised there
             warnings.warn(f"{folder}: the file system refuses a lock ({e.strerror or e}); do not build into it from two "
                           "processes at once")

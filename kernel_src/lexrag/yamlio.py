@@ -4,6 +4,7 @@ document whose aliases expand beyond a bound, and names the line and column of a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -11,7 +12,16 @@ import yaml
 
 from lexrag.errors import ConfigError, short
 
-__all__ = ["UniqueKeyLoader", "load_yaml", "read_yaml_file", "yaml_problem", "bounded_size", "MAX_YAML_NODES"]
+__all__ = ["UniqueKeyLoader", "load_yaml", "read_yaml_file", "yaml_problem", "bounded_size", "yaml12_number", "MAX_YAML_NODES"]
+
+
+# 1e-3: a float in YAML 1.2, a string to PyYAML (YAML 1.1, which wants a dot: 1.0e-3)
+EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def yaml12_number(value: Any) -> Any:
+    """``value``, with a string YAML 1.2 reads as a float (``1e-3``) read as that float."""
+    return float(value) if isinstance(value, str) and EXPONENT.fullmatch(value.strip()) else value
 
 
 def load_yaml(text: str):

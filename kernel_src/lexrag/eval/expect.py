@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from lexrag.errors import ConfigError
+from lexrag.yamlio import yaml12_number
 
 __all__ = ["check_expected", "format_checks", "read_metrics_file"]
 
@@ -70,9 +71,11 @@ def check_expected(metrics: dict | str | Path, expected: dict | str | Path) -> l
                           "with nothing to check would pass whatever the run did")
     rows = []
     for name, spec in specs.items():
+        if isinstance(spec, dict):
+            spec = {**spec, "value": yaml12_number(spec.get("value"))}
         if not isinstance(name, str) or not isinstance(spec, dict) or not _number(spec.get("value")):
             raise ConfigError(f"{where}: expected metric {str(name)[:60]!r}: needs {{value: NUMBER, tol: NUMBER}}")
-        tol, direction = spec.get("tol", 0.0), spec.get("direction", "both")
+        tol, direction = yaml12_number(spec.get("tol", 0.0)), spec.get("direction", "both")  # tol: 1e-3 is 0.001
         if not _number(tol) or tol < 0:
             raise ConfigError(f"{where}: expected metric {name!r}: tol must be a number >= 0, got {str(tol)[:40]!r}")
         if direction not in DIRECTIONS:

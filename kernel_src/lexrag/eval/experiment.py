@@ -51,6 +51,7 @@ from lexrag.eval.cv import (
 from lexrag.eval.metrics import prf, recall_at_k
 from lexrag.eval.variants import RANK, Variant
 from lexrag.eval.stats import bootstrap_ci
+from lexrag.eval.submission import outside_corpus
 from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
 
@@ -285,7 +286,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
     outside = {}  # gold no run can find (the laws lack its text, or the artifacts are of another corpus)
     for f, gold in ((tune_on, all_gold), *other_gold.items()):
         cited = [c for cs in gold.values() for c in cs]
-        outside[f] = [len(base_art.corpus.lacks(cited)), len(cited)]
+        outside[f] = [len(outside_corpus(base_art.corpus, cited)), len(cited)]
     timings: dict[str, float] = {}
     for v in variants:
         t0 = time.perf_counter()

@@ -103,6 +103,16 @@ def corpus_forms(corpus_citations: Collection[str]) -> set[str]:
     return keys | {parent(c) for c in keys if c.startswith("Art")}
 
 
+def outside_corpus(corpus, citations) -> list[str]:
+    """The ``citations`` no run can emit over ``corpus``: neither a corpus key (``corpus.lacks``) nor a
+    law paragraph's whole article (:func:`corpus_forms`)."""
+    lacking = corpus.lacks(citations)
+    if not lacking:
+        return lacking
+    forms = corpus_forms(corpus.citations)
+    return [c for c in lacking if " ".join(c.split()) not in forms]
+
+
 def validate_submission(
     path: str | Path, query_ids: Sequence[str], corpus_citations: Collection[str] | None = None
 ) -> list[str]:

@@ -16,7 +16,7 @@ from lexrag.errors import CsvInputError
 from lexrag.config import Config
 from lexrag.eval.metrics import evaluate, per_query_table
 from lexrag.eval.status import run_status
-from lexrag.eval.submission import write_submission
+from lexrag.eval.submission import outside_corpus, write_submission
 from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
 from lexrag.registry import ARTIFACTS
@@ -156,7 +156,7 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     if not gold:
         raise CsvInputError(f"{queries_path}: no query has gold citations (the gold_citations cells are empty), so there is "
                             "nothing to score; give a file with gold, or run `python -m lexrag run` for predictions only")
-    outside = artifacts.corpus.lacks(c for cs in gold.values() for c in cs)
+    outside = outside_corpus(artifacts.corpus, [c for cs in gold.values() for c in cs])
     if outside:  # no run can find them: they are misses whatever it does
         log.warning("%s: %d of %d gold citations are not citations of the corpus (e.g. %s): they count as misses; the "
                     "artifacts may lack their text (or be of another corpus)", queries_path, len(outside),
