@@ -379,3 +379,15 @@ def test_the_kaggle_folder_variables_without_kaggle_are_refused_before_anything_
     r = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert r.returncode != 0 and "set KAGGLE_KERNEL_RUN_TYPE=Batch too, or unset them" in r.stderr, r.stderr[-1500:]
     assert not (tmp_path / "submission.csv").exists()
+
+
+@pytest.mark.slow
+def test_an_earlier_answer_is_never_moved_into_a_folder_of_the_user_s(tmp_path, demo_queries):
+    out = tmp_path / "sub.csv"
+    out.write_text("query_id,predicted_citations\ndemo_01,Art. 41 Abs. 1 OR\n", encoding="utf-8")
+    (tmp_path / "sub.csv.prev").mkdir()
+    r = subprocess.run([sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "inference.ipynb"),
+                        str(tmp_path / "o.ipynb"), "-p", "queries", str(demo_queries), "-p", "out_path", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and f"error: {out}.prev is not a file (a folder or a link)" in r.stderr, r.stderr[-2000:]
+    assert out.read_text(encoding="utf-8").endswith("Art. 41 Abs. 1 OR\n")  # the earlier answer stays where it was
