@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                    "(a manifest of your own given with --manifest is always recorded in place)")
     p.add_argument("--upload", action="store_true", help="push the folders with the kaggle CLI after building/checking")
     p.add_argument("--message", default="", help="version message for --upload")
-    args = p.parse_args(argv)
+    from lexrag.cliargs import parse_once
+
+    args = parse_once(p, argv)
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")

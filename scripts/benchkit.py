@@ -104,7 +104,9 @@ def _run(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
                     help="run only these phases, in this order (e.g. the builds, leaving the artifacts with --keep)")
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    from lexrag.cliargs import parse_once
+
+    args = parse_once(ap)
     if args.phase:  # a subprocess of the run below: its overrides come through the environment
         def one() -> int:
             print(json.dumps(phase(args.phase, Path(args.work), args.n)))

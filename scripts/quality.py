@@ -42,7 +42,9 @@ def _main() -> int:
     ap.add_argument("--courts", help="court considerations CSV for a build (default: DATA/court_considerations_sample.csv)")
     ap.add_argument("--dictionary", help="a dictionary file for a build's dictionary artifact (Debian trans-de-en: "
                     "/usr/share/trans/de-en), which the lexical, exam and kaggle presets use for English questions")
-    args = ap.parse_args()
+    from lexrag.cliargs import parse_once
+
+    args = parse_once(ap)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     for name in ("lexrag.pipeline", "lexrag.index", "lexrag.stages"):
         logging.getLogger(name).setLevel(logging.ERROR)

@@ -202,10 +202,11 @@ def verify_files(folder: Path, doc: dict) -> None:
             old = cache.get(f"{st.st_dev}:{st.st_ino}")
             digest = file_hash(p, cache)
             dirty = dirty or cache.get(f"{st.st_dev}:{st.st_ino}") != old
-            if digest != meta.get("sha256") and old is not None:  # the cache may be what is wrong: read the file
+            want = meta["sha256"].lower()  # hex digits in either case are the same digest (sha256sum -c)
+            if digest != want and old is not None:  # the cache may be what is wrong: read the file
                 cache.pop(f"{st.st_dev}:{st.st_ino}", None)
                 digest, dirty = file_hash(p, cache), True
-            if digest != meta.get("sha256"):
+            if digest != want:
                 raise ArtifactError(f"{p}: its contents are not the ones artifact {artifact!r} was built with "
                                     f"(sha256 differs: replaced by another build?); {rebuild_hint(artifact)}")
     finally:

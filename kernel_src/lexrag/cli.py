@@ -339,28 +339,15 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return _PYTHON_FORMATWARNING(message, category, filename, lineno, line)
 
 
-def _given_twice(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
-    """An option of the chosen command that takes one value and is given more than once."""
-    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-    command = next((t for t in argv if sub is not None and t in sub.choices), None)
-    if command is None:
-        return None
-    single = {o for a in sub.choices[command]._actions if isinstance(a, argparse._StoreAction) and a.nargs is None
-              for o in a.option_strings}
-    given = [t.split("=", 1)[0] for t in argv if t.startswith("-") and t.split("=", 1)[0] in single]
-    return next((o for o in given if given.count(o) > 1), None)
-
-
 def main(argv: list[str] | None = None) -> int:
     import logging
 
     from lexrag.errors import LexragError
 
     parser = build_parser()
-    twice = _given_twice(parser, sys.argv[1:] if argv is None else list(argv))
-    if twice:  # argparse keeps the last silently: which one was meant cannot be known
-        parser.error(f"{twice} is given twice; give it once")
-    args = parser.parse_args(argv)
+    from lexrag.cliargs import parse_once
+
+    args = parse_once(parser, argv)
     for opt in ("out", "queries", "artifacts"):  # an empty shell variable must not mean "the default" (--config: load_config)
         value = getattr(args, opt, None)
         if isinstance(value, str) and not value.strip():

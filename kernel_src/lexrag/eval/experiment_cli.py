@@ -202,6 +202,8 @@ def experiment_args(doc: str) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="../shared/data")
     ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (docs/experiments.md)")
-    args = ap.parse_args()
+    from lexrag.cliargs import parse_once
+
+    args = parse_once(ap)
     warnings.simplefilter("ignore", UserWarning)
     return args
