@@ -102,9 +102,10 @@ def _check_own_manifest(own: Path) -> None:
 def _differs(name: str, new: dict, old: dict) -> str:
     """How a built artifact differs from the committed manifest's entry, in words (an artifact without
     a document count, the prior, differs by its sources)."""
-    if new.get("doc_count") == old.get("doc_count"):
+    n, o = new.get("doc_count"), old.get("doc_count")
+    if n == o or n is None or o is None:  # an artifact without a count (the prior, an LLM cache export) differs by its sources
         return f"{name}: built from other sources than the committed manifest records"
-    return f"{name}: {new.get('doc_count')} documents, the committed manifest records {old.get('doc_count')}"
+    return f"{name}: {n} documents, the committed manifest records {o}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,6 +82,9 @@ if any((d / "params.json").is_file() for d in (_where, *_where.parents)):
     raise SystemExit(f"error: {submission} would lie inside an artifact folder (it has a params.json), which a rebuild "
                      "replaces; write it to the working folder")
 query_ids = []
+if test_csv is not None and test_csv.is_file() and not os.access(test_csv, os.R_OK):
+    raise SystemExit(f"error: {test_csv}: cannot be read (permission denied); give this user read access to it or "
+                     "another queries file; nothing was written")
 if test_csv is not None and test_csv.is_file() and b"\x00" in open(test_csv, "rb").read(4096):
     print(f"{test_csv} is not UTF-8 text (UTF-16? it holds NUL bytes): no fallback written; lexrag names the problem below")
 elif test_csv is not None and test_csv.is_file():

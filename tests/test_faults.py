@@ -2613,3 +2613,11 @@ def test_an_option_twice_in_every_tool_and_upper_case_digests_in_params(tmp_path
     q = write(tmp_path / "q.csv", QUERIES)
     rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv")
     assert rc == 0, err[-400:]  # the same digests, in upper case
+
+
+def test_a_stage_switched_on_without_the_stage_it_needs_is_said(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", QUERIES)
+    rc, out, _ = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv", "--set", "verify.enabled=true")
+    assert rc == 0 and "DEGRADED: " in out
+    assert "verify          missing  verify.enabled is on, but it needs llm.enabled, which is off" in out
+    assert "verify" not in out.split("off in the config:")[-1].splitlines()[0]

@@ -107,7 +107,8 @@ def _recover(folder: Path) -> None:
         tag, done = m["tag"], bool(m["done"])
         try:  # through the bounded reader: a FIFO or a damaged file is refused, not blocked on
             moved = read_json_file(journal)["moved"]
-            if not all(isinstance(n, str) and n and "/" not in n and n not in (".", "..") for n in moved):
+            if not isinstance(moved, list) or not all(isinstance(n, str) and n and "/" not in n and n not in (".", "..")
+                                                      for n in moved):
                 raise ValueError("a name that is no plain folder name")
         except (LexragError, OSError, ValueError, KeyError, TypeError):
             if any(t == tag for t, _ in aside):

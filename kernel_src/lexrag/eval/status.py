@@ -17,7 +17,7 @@ from typing import Any
 
 from lexrag.config import Config
 from lexrag.procmem import process_memory
-from lexrag.stages.base import Phase, asked_for, registered_stages
+from lexrag.stages.base import Phase, asked_for, blocked, registered_stages
 
 __all__ = ["StageRow", "RunStatus", "run_status", "failed_status", "measured", "measured_table", "fix_for"]
 
@@ -113,9 +113,16 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
     off: list[str] = []
     totals = res.cost_totals()
     asked = {s.name for s in asked_for(cfg)}
+    needs = blocked(cfg)  # switched on, but a switch they need is off: said as missing, not listed as off
     finders: list[str] = []  # content stages that ran: the ones that put documents among the candidates
     for stage in registered_stages():
         if stage.phase == Phase.SEED_FUSION:
+            continue
+        if stage.name in needs:
+            want = " or ".join(needs[stage.name]) or "another stage the config leaves off"
+            rows.append(StageRow(stage.name, "missing", 0, live, f"{stage.name}.enabled is on, but it needs {want}, which "
+                                 "is off", fix=f"--set {needs[stage.name][0] if needs[stage.name] else 'THAT.enabled'}=true, "
+                                 f"or {stage.name}.enabled=false"))
             continue
         if stage.name not in asked:
             off.append(stage.name)

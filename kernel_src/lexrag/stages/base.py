@@ -25,6 +25,8 @@ attributes registered with :func:`register_stage`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -295,6 +297,27 @@ class _AllLoaded:
 
     def __getattr__(self, name: str) -> Any:  # any other part a registered artifact adds
         return object()
+
+
+def blocked(cfg: "Config") -> dict[str, list[str]]:
+    """The stages whose own switch (``<stage>.enabled``) is on but which cannot run because a switch
+    they also need is off (verify without ``llm.enabled``, feedback without ``lexical.enabled``):
+    stage name -> the switches that would let it run."""
+    import copy
+
+    every, on = _AllLoaded(), {s.name for s in asked_for(cfg)}
+    switches = [f.name for f in dataclasses.fields(cfg) if getattr(getattr(cfg, f.name), "enabled", True) is False]
+    out: dict[str, list[str]] = {}
+    for s in registered_stages():
+        if s.name in on or s.phase == Phase.SEED_FUSION or getattr(getattr(cfg, s.name, None), "enabled", None) is not True:
+            continue
+        for name in switches:
+            trial = copy.deepcopy(cfg)
+            getattr(trial, name).enabled = True
+            if s.enabled(trial, every):
+                out.setdefault(s.name, []).append(f"{name}.enabled")
+        out.setdefault(s.name, [])
+    return out
 
 
 def asked_for(cfg: "Config") -> list[Stage]:
