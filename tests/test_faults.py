@@ -2621,3 +2621,14 @@ def test_a_stage_switched_on_without_the_stage_it_needs_is_said(tmp_path, arts, 
     assert rc == 0 and "DEGRADED: " in out
     assert "verify          missing  verify.enabled is on, but it needs llm.enabled, which is off" in out
     assert "verify" not in out.split("off in the config:")[-1].splitlines()[0]
+
+
+def test_tune_says_when_most_of_the_gold_is_not_in_the_corpus(tmp_path, demo_artifacts):
+    lines = (DEMO / "queries_demo.csv").read_text(encoding="utf-8").splitlines()
+    rows = [lines[0]] + [f"{x.rsplit(',', 1)[0]},\"{x.rsplit(',', 1)[1].strip(chr(34))};Art. 9001 StPO;Art. 9002 StPO\""
+                         for x in lines[1:]]
+    q = write(tmp_path / "q.csv", "\n".join(rows) + "\n")
+    r = subprocess.run([sys.executable, "-m", "lexrag", "tune", "--artifacts", str(demo_artifacts), "--queries", str(q),
+                        "--grid", "count.k=3,5", "--set", "runtime.progress=false"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-600:]
+    assert "tune: only " in r.stderr and "every point scores the rest as misses" in r.stderr

@@ -32,6 +32,7 @@ from lexrag.config import Config, with_overrides
 from lexrag.eval.cv import fold_groups, read_groups
 from lexrag.eval.experiment import GROUPING_KINDS, fold_scores, nested_picks
 from lexrag.eval.metrics import per_query_table, prf
+from lexrag.eval.submission import outside_corpus
 from lexrag.pipeline import Artifacts, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
 from lexrag.yamlio import UniqueKeyLoader
@@ -152,7 +153,11 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
         raise CsvInputError(f"{queries_path}: {len(gold)} question with gold citations; tune holds questions out "
                             "to score each point, so it needs 2 or more (better: many, from several courses)")
     cited = [c for cs in gold.values() for c in cs]
-    if len(art.corpus.lacks(cited)) == len(cited):  # every point would score 0: the pick would be noise
+    missing = len(outside_corpus(art.corpus, cited))
+    if 0 < missing < len(cited) and missing > len(cited) / 2:  # as calibrate says: the scores count those as misses
+        log.warning("tune: only %d of the %d gold citations of %s are citations of the corpus at %s; every point scores "
+                    "the rest as misses", len(cited) - missing, len(cited), queries_path, art.corpus.folder)
+    if missing == len(cited):  # every point would score 0: the pick would be noise
         raise CsvInputError(f"{queries_path}: none of its gold citations is a citation of the corpus at {art.corpus.folder}, "
                             "so every point would score 0 (another corpus? give the artifacts the gold was written for); "
                             "nothing was written")
