@@ -67,7 +67,7 @@ def _settle_manifest(manifest: str, staged: Path | None, out: str, built: list[s
     if target.is_file():  # a build in parts: this part's entries join those the earlier parts recorded there
         from lexrag.kaggle.datasets import load_manifest, save_manifest
 
-        doc, mine = load_manifest(target), yaml.safe_load(staged.read_text(encoding="utf-8"))
+        doc, mine = load_manifest(target), load_manifest(staged)
         fresh = {a.get("name"): a for a in mine.get("artifacts", []) if a.get("name") in built}
         doc["artifacts"] = [fresh.pop(a.get("name"), a) for a in doc.get("artifacts", [])] + list(fresh.values())
         save_manifest(target, doc)

@@ -39,9 +39,9 @@ PARAMS_ONLY = frozenset({"calibration"})  # artifacts whose params.json is all t
 
 
 def _dead_pid(leftover: Path) -> bool:
-    """Whether the process named in a leftover's name (``...-<pid>-<random>[.json]``) is gone."""
+    """Whether the process named in a staging folder's name (``.NAME.building-<pid>-<random>``) is gone."""
     try:
-        pid = int(leftover.name.removesuffix(".json").rsplit("-", 2)[-2])
+        pid = int(leftover.name.rsplit("-", 2)[-2])
     except (ValueError, IndexError):
         return False
     return not pid_alive(pid)
@@ -74,16 +74,15 @@ def _publish_lock(folder: Path) -> Iterator[None]:
 
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # said, then waited for: another build publishes there (seconds, as a rule)
-                log.warning("%s: another build is publishing there; waiting for it to finish (stop it, or build into "
-                            "another folder, if it never does)", folder)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError as e:  # a file system without locks: publishes are not serialised there
-            warnings.warn(f"{folder}: the file system refuses a lock ({e.strerror or e}); do not build into it from two "
-                          "processes at once")
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # said, then waited for: another build publishes there (seconds, as a rule)
+        log.warning("%s: another build is publishing there; waiting for it to finish (stop it, or build into another "
+                    "folder, if it never does)", folder)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as e:  # a file system without locks: publishes are not serialised there
+        warnings.warn(f"{folder}: the file system refuses a lock ({e.strerror or e}); do not build into it from two "
+                      "processes at once")
+    try:
         yield
     finally:
         os.close(fd)
@@ -253,8 +252,8 @@ def _replace_dir(src: Path, dest: Path) -> None:
 
 
 def _replace_many(pairs: list[tuple[Path, Path]]) -> None:
-    """Publish several folders (all in one parent folder) as one step: a journal naming every old
-    folder's hidden name is written first, every old folder is renamed aside, then every new one
+    """Publish several folders (all in one parent folder) as one step: a journal naming the folders
+    to be replaced is written first, every old folder is renamed aside, then every new one
     moved in, and the journal marked done before the old folders are removed.  When a rename fails
     the ones done are undone at once; when the process is killed, the next build reads the journal
     and does the same (:func:`_recover`).  So the destination holds the whole old set or the whole
@@ -310,8 +309,8 @@ def _replace_many(pairs: list[tuple[Path, Path]]) -> None:
 def staged_set(out: str | Path) -> Iterator[Path]:
     """Build several artifacts together: yields a staging folder; when the block succeeds, every
     folder built in it replaces its namesake in ``out`` as one step (the others in ``out`` stay);
-    when it fails, ``out`` is untouched.  So the artifacts of one build are published together, and a
-    corpus and the indexes built over it are published together."""
+    when it fails, ``out`` is untouched.  So the artifacts of one build (a corpus and the indexes
+    built over it) are published together."""
     out = Path(out)
     created = not out.exists()
     check_makeable(out)

@@ -119,10 +119,10 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
         if stage.phase == Phase.SEED_FUSION:
             continue
         if stage.name in needs:
-            want = " or ".join(needs[stage.name]) or "another stage the config leaves off"
-            rows.append(StageRow(stage.name, "missing", 0, live, f"{stage.name}.enabled is on, but it needs {want}, which "
-                                 "is off", fix=f"--set {needs[stage.name][0] if needs[stage.name] else 'THAT.enabled'}=true, "
-                                 f"or {stage.name}.enabled=false"))
+            want = needs[stage.name]
+            rows.append(StageRow(stage.name, "missing", 0, live, f"{stage.name}.enabled is on, but it needs "
+                                 f"{' or '.join(want) or 'more than one stage the config leaves off'}, which is off",
+                                 fix=(f"--set {want[0]}=true, or " if want else "") + f"--set {stage.name}.enabled=false"))
             continue
         if stage.name not in asked:
             off.append(stage.name)

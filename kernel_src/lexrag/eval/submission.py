@@ -106,11 +106,10 @@ def corpus_forms(corpus_citations: Collection[str]) -> set[str]:
 def outside_corpus(corpus, citations) -> list[str]:
     """The ``citations`` no run can emit over ``corpus``: neither a corpus key (``corpus.lacks``) nor a
     law paragraph's whole article (:func:`corpus_forms`)."""
-    lacking = corpus.lacks(citations)
-    if not lacking:
-        return lacking
-    forms = corpus_forms(corpus.citations)
-    return [c for c in lacking if " ".join(c.split()) not in forms]
+    from lexrag.citations import normalize_key
+
+    children = corpus.index.children  # a law article -> its paragraphs in the corpus
+    return [c for c in corpus.lacks(citations) if not (c.startswith("Art") and children.get(normalize_key(c)))]
 
 
 def validate_submission(
