@@ -40,7 +40,7 @@ def phase(name: str, work: Path, n: int) -> dict:
         build_corpus(work / "art" / "corpus", work / "laws.csv", work / "courts.csv", cfg.corpus)
         return {"corpus_build_s": time.perf_counter() - t0, "corpus_peak_rss_mb": benchkit.peak_rss_mb()}
     if name == "graph":
-        from lexrag.index.build import build_index
+        from lexrag.pipeline.build import build_index
 
         t0 = time.perf_counter()
         g = build_index("graph", cfg, work / "art" / "corpus", work / "art" / "graph")

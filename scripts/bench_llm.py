@@ -48,7 +48,7 @@ def main() -> int:
 
     logging.basicConfig(level=logging.WARNING)
     from lexrag.config import load_config
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.queries import load_queries
     from lexrag.testing import make_tiny_llm

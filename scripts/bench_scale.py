@@ -67,7 +67,7 @@ def phase(name: str, work: Path, n: int) -> dict:
         return {"corpus_s": round(time.perf_counter() - t0), "corpus_rss_gb": round(benchkit.peak_rss_mb() / 1024, 2),
                 "corpus_gb": round(_du(art / "corpus"), 2)}
     if name in ("bm25", "graph"):
-        from lexrag.index.build import build_index
+        from lexrag.pipeline.build import build_index
 
         build_index(name, _cfg(), art / "corpus", art / name)
         return {f"{name}_s": round(time.perf_counter() - t0), f"{name}_rss_gb": round(benchkit.peak_rss_mb() / 1024, 2),

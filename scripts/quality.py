@@ -55,7 +55,7 @@ def _main() -> int:
     _check_dictionary(args)
     check_args(args, build=not args.artifacts)  # every option before the build, not after it
     if not args.artifacts:  # build them once into a temporary folder, with the prior from the tuning file
-        from lexrag.index.build import build_artifacts
+        from lexrag.pipeline.build import build_artifacts
 
         args.artifacts = tempfile.mkdtemp(prefix="lexrag-quality-")
         made = args.artifacts

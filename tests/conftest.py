@@ -48,7 +48,7 @@ def demo_courts() -> Path:
 def demo_artifacts(tmp_path_factory, demo_laws, demo_courts) -> Path:
     """The artifacts `make demo` builds: the law slice, the demo's court considerations and its small dictionary."""
     from lexrag.config import load_config
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
 
     out = tmp_path_factory.mktemp("demo_artifacts")
     cfg = load_config(overrides={"runtime.progress": False})

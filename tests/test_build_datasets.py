@@ -361,7 +361,6 @@ def test_a_failed_build_leaves_no_copy_of_the_committed_manifest_behind(tmp_path
 def test_a_failed_dataset_build_keeps_the_whole_set_that_was_there(tmp_path, manifest, tiny_inputs, monkeypatch):
     """The dataset folders of one build are published together: a build that fails at bm25 (or is
     killed) after the corpus was built leaves the old corpus beside the old bm25."""
-    from lexrag import registry
     from lexrag.kaggle.datasets import rebuild
     from lexrag.config import load_config
 
@@ -372,12 +371,12 @@ def test_a_failed_dataset_build_keeps_the_whole_set_that_was_there(tmp_path, man
     before = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     half = tmp_path / "half.csv"
     half.write_text("".join(laws.read_text(encoding="utf-8").splitlines(keepends=True)[:4]), encoding="utf-8")
-    spec = registry.spec("bm25")
+    from lexrag.pipeline.build import BUILDS
 
     def failing(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(registry.ArtifactSpec, "build_step", lambda self: failing if self is spec else registry._resolve(self.build))
+    monkeypatch.setitem(BUILDS, "bm25", failing)
     with pytest.raises(OSError):
         rebuild(manifest, out, cfg, laws=half, courts=courts, only=["corpus", "bm25"])
     assert {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

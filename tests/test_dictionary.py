@@ -123,7 +123,7 @@ def test_a_missing_or_unreadable_dictionary_is_one_line(tmp_path, dictionary):
 
 def test_the_variant_runs_for_english_questions_only_and_bm25_searches_it(tmp_path, demo_laws):
     from lexrag.config import load_config
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.queries import Query
 

@@ -169,8 +169,10 @@ def test_a_build_failing_half_way_publishes_nothing(tmp_path, arts, monkeypatch)
 
     monkeypatch.setattr(build, "build_graph", broken)
     before = tree_state(arts)
+    from lexrag.pipeline.build import build_artifacts
+
     with pytest.raises(RuntimeError, match="disk full"):
-        build.build_artifacts(load_config(overrides={"runtime.progress": False, "graph.enabled": True}), DEMO / "laws_demo.csv", arts)
+        build_artifacts(load_config(overrides={"runtime.progress": False, "graph.enabled": True}), DEMO / "laws_demo.csv", arts)
     assert tree_state(arts) == before  # the corpus and BM25 built before the failure were not published alone
     assert not [p for p in arts.iterdir() if p.name.startswith(".")]  # no staging folder left behind
 
@@ -523,8 +525,9 @@ def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_i
         "        return real(*a, **k)\n"
         "    return step\n"
         "B.build_corpus = corpus\n"
-        "B.build_bm25_step = paused('bm25', B.build_bm25_step)\n"
-        "B.build_graph_step = paused('graph', B.build_graph_step)\n"
+        "from lexrag.pipeline.build import BUILDS\n"
+        "for n in ('bm25', 'graph'):\n"
+        "    BUILDS[n] = paused(n, BUILDS[n])\n"
         "from lexrag.cli import main\n"
         "sys.exit(main(sys.argv[3:]))\n"), encoding="utf-8")
     for point in ("corpus", "bm25", "graph"):
@@ -596,7 +599,7 @@ def test_an_embeddings_build_killed_mid_way_resumes_to_the_same_shards(tmp_path,
 def test_publishing_a_build_set_is_all_or_nothing(tmp_path, arts, monkeypatch):
     import lexrag.artifacts as A
     from lexrag.config import load_config
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
 
     laws = write(tmp_path / "laws.csv", "\n".join((DEMO / "laws_demo.csv").read_text(encoding="utf-8").splitlines()[:2001]) + "\n")
     before = tree_state(arts)
@@ -617,7 +620,7 @@ def test_publishing_a_build_set_is_all_or_nothing(tmp_path, arts, monkeypatch):
 def test_a_fresh_build_is_not_hashed_again_on_its_first_load(tmp_path, monkeypatch):
     import lexrag.artifacts as A
     from lexrag.config import load_config
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.pipeline import Artifacts
 
     laws = write(tmp_path / "laws.csv", "\n".join((DEMO / "laws_demo.csv").read_text(encoding="utf-8").splitlines()[:501]) + "\n")
@@ -984,14 +987,14 @@ def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(tmp_
     import errno
 
     import lexrag.eval.calibrate
-    import lexrag.index.build
     import lexrag.pipeline
+    import lexrag.pipeline.build
 
     ro = tmp_path / "ro"
     ro.mkdir()
     _refuse_writes_in(monkeypatch, ro, errno.EROFS)
     work = []
-    for mod, name in ((lexrag.pipeline, "run_pipeline"), (lexrag.index.build, "build_artifacts"), (lexrag.eval.calibrate, "calibrate")):
+    for mod, name in ((lexrag.pipeline, "run_pipeline"), (lexrag.pipeline.build, "build_artifacts"), (lexrag.eval.calibrate, "calibrate")):
         monkeypatch.setattr(mod, name, lambda *a, **k: work.append(name))
     q = write(tmp_path / "q.csv", QUERIES)
     args = {"run": ["run", "--queries", q, "--artifacts", arts, "--out", ro / "s.csv"],
@@ -1005,7 +1008,6 @@ def test_a_full_disk_is_one_line_naming_the_output_and_the_old_files_stay(tmp_pa
     import errno
 
     import lexrag.eval.submission as S
-    import lexrag.index.build as B
 
     q = write(tmp_path / "q.csv", QUERIES)
     out = write(tmp_path / "s.csv", "old submission")
@@ -1018,8 +1020,10 @@ def test_a_full_disk_is_one_line_naming_the_output_and_the_old_files_stay(tmp_pa
     assert rc == 2 and f"--out {out}: the disk is full (No space left on device)" in err and len(err.strip().splitlines()) == 1
     assert out.read_text() == "old submission"
     before = tree_state(arts)
-    monkeypatch.setattr(B, "build_bm25_step", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device",
-                                                                                        str(arts / "x.parquet"))))
+    from lexrag.pipeline.build import BUILDS
+
+    monkeypatch.setitem(BUILDS, "bm25", lambda *a, **k: (_ for _ in ()).throw(
+        OSError(errno.ENOSPC, "No space left on device", str(arts / "x.parquet"))))
     rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", arts, "--set", "runtime.progress=false")
     assert rc == 2 and f"{arts / 'x.parquet'}: the disk is full" in err and len(err.strip().splitlines()) == 1, err
     assert tree_state(arts) == before
@@ -1356,7 +1360,7 @@ def test_a_bm25_index_over_another_corpus_is_refused_even_with_its_corpus_id_edi
 
     from lexrag.config import load_config
     from lexrag.errors import ArtifactError
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.pipeline import Artifacts
 
     cfg = load_config(None, {"runtime.progress": False})
@@ -1394,7 +1398,7 @@ def test_a_bm25_index_over_another_corpus_is_refused_even_with_its_corpus_id_edi
 
 def test_an_index_over_other_fields_than_the_text_loads_and_is_spot_checked_over_them(tmp_path):
     from lexrag.config import load_config
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.pipeline import Artifacts
 
     cfg = load_config(None, {"runtime.progress": False, "lexical.fields": ["title"]})

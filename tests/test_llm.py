@@ -160,7 +160,7 @@ def test_llm_variants_reach_the_lexical_stage_as_their_own_signals(tmp_path, tin
 
 
 def test_llm_variants_reach_the_semantic_stage(tmp_path, tiny_llm):
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.testing import SENTENCES, make_tiny_encoder
 
     laws = tmp_path / "laws.csv"
@@ -315,7 +315,7 @@ def test_a_cache_left_by_a_killed_run_still_replays(tmp_path):
 
 
 def test_encoder_reranker_and_llm_take_turns_one_resident_at_a_time(tmp_path, tiny_llm, monkeypatch):
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.testing import SENTENCES, make_tiny_encoder, make_tiny_reranker
 
     laws = tmp_path / "laws.csv"
@@ -454,7 +454,7 @@ def test_verified_items_pull_in_their_graph_neighbours_below_themselves():
 
 def test_graph_neighbours_are_siblings_then_co_cited_authorities(tiny_inputs, tmp_path):
     from lexrag.config import load_config
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.index.corpus import Corpus
     from lexrag.index.graph import CitationGraph
     from lexrag.stages.verify import graph_neighbours
@@ -603,3 +603,15 @@ def test_a_chat_template_that_never_finishes_is_refused_at_load(tmp_path, tiny_l
     with pytest.raises(ModelLoadError, match="did not render a one-line message"):
         load_causal_lm(folder, "none", "cpu")
     load_causal_lm(tiny_llm, "none", "cpu")  # a real template renders at once
+
+
+def test_every_llm_backend_the_config_offers_has_a_loader_of_one_shape():
+    import dataclasses
+    import inspect
+
+    from lexrag.config_sections import LLMConfig
+    from lexrag.llm.protocol import BACKENDS
+
+    choices = next(f for f in dataclasses.fields(LLMConfig) if f.name == "backend").metadata["choices"]
+    assert set(choices) == set(BACKENDS)
+    assert all(list(inspect.signature(fn).parameters) == ["folder", "lc"] for fn in BACKENDS.values())

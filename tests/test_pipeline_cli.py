@@ -106,7 +106,7 @@ def test_cli_names_a_missing_model_folder_in_one_line(tmp_path, demo_artifacts, 
 
 
 def test_graph_and_prior_signals_in_the_pipeline(tmp_path, tiny_inputs):
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
 
     laws, courts = tiny_inputs
     train = tmp_path / "train.csv"
@@ -133,7 +133,7 @@ def test_graph_and_prior_signals_in_the_pipeline(tmp_path, tiny_inputs):
 
 def test_a_graph_without_court_edges_is_left_off_and_the_status_says_how_to_get_it(tmp_path, tiny_inputs):
     from lexrag.eval.status import run_status
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
 
     laws, _ = tiny_inputs
     cfg = load_config(None, {"runtime.progress": False, "graph.enabled": True})

@@ -276,7 +276,7 @@ def test_with_two_copies_of_the_corpus_the_set_built_over_one_corpus_is_loaded(t
     import logging
     import shutil
 
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.index.corpus import Corpus
     from lexrag.pipeline import Artifacts
 
@@ -308,7 +308,7 @@ def test_between_two_complete_sets_the_fuller_corpus_wins_and_the_status_says_so
     import shutil
 
     from lexrag.eval.status import RunStatus
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.pipeline import Artifacts
 
     laws, courts = tiny_inputs

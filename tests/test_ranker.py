@@ -48,7 +48,7 @@ def training_file(tmp_path_factory, demo_queries) -> Path:
 @pytest.fixture(scope="module")
 def ranked_artifacts(tmp_path_factory, demo_laws, training_file) -> Path:
     """The demo's laws with a ranker trained on the demo questions (laws only: a quick build)."""
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
 
     out = tmp_path_factory.mktemp("ranked")
     build_artifacts(load_config(None, {**CANDIDATES, "ranker.enabled": True}), demo_laws, out, train=training_file)
@@ -175,7 +175,7 @@ class _ReverseModel:
 
 
 def test_blend_mixes_the_learned_and_the_fused_order(tiny_inputs, tmp_path):
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.pipeline import Artifacts
     from lexrag.queries import QueryState
     from lexrag.stages.base import BatchState, Context
@@ -197,7 +197,7 @@ def test_blend_mixes_the_learned_and_the_fused_order(tiny_inputs, tmp_path):
 
 
 def test_laws_only_moves_the_law_candidates_and_keeps_the_court_slots(tiny_inputs, tmp_path):
-    from lexrag.index.build import build_artifacts
+    from lexrag.pipeline.build import build_artifacts
     from lexrag.pipeline import Artifacts
     from lexrag.queries import QueryState
     from lexrag.stages.base import BatchState, Context

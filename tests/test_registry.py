@@ -1,86 +1,204 @@
-"""Adding a stage with an artifact of its own: the stage's module (a build step, a load step, the
-stage) plus one registry entry. ``lexrag build`` builds it, ``Artifacts.load`` loads it, the walk
-runs the stage, and the run status names it when it is missing."""
+"""Adding a stage with an artifact, a config section and a model of its own: the stage's module (its
+section, a build step, a load step, the stage) plus one registration.  ``lexrag build`` and
+``build_datasets.py`` build it (from a manifest entry), ``Artifacts.load`` loads it and locates its
+model, the walk runs the stage, ``--set`` and ``lexrag config`` know its section, and the run
+status names it when it is missing."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from lexrag.config import load_config
+from lexrag.config_sections import field_spec
 from lexrag.queries import Query
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase
 
-# ---- the new stage's module: an index of the documents that name a law code, and a signal from it
+ROOT = Path(__file__).resolve().parents[1]
+
+# ---- the new stage's module: an index of the documents that name a law code, ranked by an encoder
+
+
+@dataclass
+class ToyConfig:
+    enabled: bool = field_spec(False, "rank the documents of one law code by an encoder's similarity to the question")
+    model: str = field_spec("", "the encoder folder (sentence-transformers)")
+    code: str = field_spec("ZGB", "the law code whose documents the index holds")
+    top: int = field_spec(5, "documents returned per question", range=(1, None))
 
 
 def build_toy(cfg, dest: Path, inputs) -> None:
     from lexrag.artifacts import write_params
+    from lexrag.index.corpus import Corpus
 
+    corpus = inputs.corpus or Corpus(inputs.corpus_dir, lookups=False)
     dest.mkdir(parents=True, exist_ok=True)
-    docs = [i for i, c in enumerate(inputs.corpus.citations) if c.endswith(" ZGB")]
-    (dest / "zgb.json").write_text(json.dumps(docs), encoding="utf-8")
-    write_params(dest, "toy", "tests.test_registry.build_toy", {"code": "ZGB"}, n_docs=len(inputs.corpus))
+    docs = [i for i, c in enumerate(corpus.citations) if c.endswith(f" {cfg.toy.code}")]
+    (dest / "docs.json").write_text(json.dumps(docs), encoding="utf-8")
+    write_params(dest, "toy", "tests.test_registry.build_toy", {"code": cfg.toy.code}, n_docs=len(corpus))
 
 
 def load_toy(folder: Path, cfg, art) -> list[int]:
     from lexrag.artifacts import read_params
+    from lexrag.models import load_encoder
 
     read_params(folder, "toy")
-    return json.loads((folder / "zgb.json").read_text(encoding="utf-8"))
+    model = art.model_paths["toy"]  # located by Artifacts.load from toy.model before this step runs
+    art.loaders["toy"] = lambda: load_encoder(model, "cpu", fp16=False, max_seq=64)
+    return json.loads((folder / "docs.json").read_text(encoding="utf-8"))
 
 
 class ToyStage:
-    name, family, phase, essential, signals, needs = "toy", "lexical", Phase.CONTENT, False, ("toy_zgb",), ("toy",)
+    name, family, phase, essential, signals, needs = "toy", "lexical", Phase.CONTENT, False, ("toy_code",), ("toy",)
 
     def enabled(self, cfg, art) -> bool:
-        return getattr(art, "toy", None) is not None
+        return cfg.toy.enabled and getattr(art, "toy", None) is not None
 
     def run(self, batch, ctx):
-        docs = ctx.art.toy[:5]
-        return [Ranking("toy_zgb", "lexical", {q: [(d, 1.0 / (r + 1)) for r, d in enumerate(docs)] for q in batch.query_ids})]
+        import numpy as np
+
+        enc, docs = ctx.model("toy"), ctx.art.toy
+        d = enc.encode(ctx.art.corpus.texts(docs), normalize_embeddings=True)
+        out = {}
+        for q, text in ((s.query_id, s.text) for s in batch.queries):
+            sims = d @ enc.encode([text], normalize_embeddings=True)[0]
+            order = np.argsort(-sims)[: ctx.cfg.toy.top]
+            out[q] = [(docs[j], float(sims[j])) for j in order]
+        return [Ranking("toy_code", "lexical", out)]
 
 
-# ---- the test
+def register_toy() -> None:
+    """The one registration: the section, the artifact with its steps, the stage."""
+    from lexrag.config import register_section
+    from lexrag.pipeline.build import register_artifact
+    from lexrag.registry import ArtifactSpec
+    from lexrag.stages.base import register_stage
+
+    register_section("toy", ToyConfig)
+    register_artifact(ArtifactSpec("toy", ("corpus",), switch="toy.enabled", dataset="lexrag-toy", attr="toy", model="toy.model",
+                                   rebuild="python -m lexrag build ... --set toy.enabled=true --out ARTIFACTS"),
+                      build=build_toy, load=load_toy)
+    register_stage(ToyStage())
+
+
+# ---- the tests
 
 
 @pytest.fixture
 def toy_registered():
-    from lexrag.registry import ArtifactSpec, register_artifact, unregister_artifact
-    from lexrag.stages.base import register_stage, unregister_stage
+    from lexrag.config import unregister_section
+    from lexrag.pipeline.build import unregister_artifact
+    from lexrag.stages.base import unregister_stage
 
-    register_artifact(ArtifactSpec("toy", "test_registry:build_toy", "test_registry:load_toy", ("corpus",),
-                                   dataset="lexrag-toy", attr="toy"))
     try:
-        register_stage(ToyStage())
+        register_toy()
         yield
-    finally:  # a failed registration must not leave the toy artifact behind for every later test
+    finally:  # a failed registration must not leave the toy behind for every later test
         unregister_stage("toy")
         unregister_artifact("toy")
+        unregister_section("toy")
 
 
-def test_a_stage_with_its_own_artifact_is_one_module_plus_one_registry_entry(tmp_path, tiny_inputs, toy_registered):
+@pytest.fixture(scope="module")
+def toy_encoder(tmp_path_factory) -> Path:
+    pytest.importorskip("sentence_transformers")
+    from lexrag.testing import make_tiny_encoder
+
+    return make_tiny_encoder(tmp_path_factory.mktemp("toy_encoder"))
+
+
+def test_a_stage_with_its_own_section_artifact_and_model_is_one_module_plus_one_registration(
+        tmp_path, tiny_inputs, toy_registered, toy_encoder, capsys):
+    from lexrag.cli import main
+    from lexrag.config import config_help
     from lexrag.eval.status import run_status
-    from lexrag.index.build import build_artifacts
     from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.pipeline.build import build_artifacts
 
     laws, courts = tiny_inputs
-    cfg = load_config(None, {"runtime.progress": False, "fusion.weights": {"toy_zgb": 1.0}})
+    on = {"runtime.progress": False, "toy.enabled": True, "toy.model": str(toy_encoder), "toy.top": 3,
+          "fusion.weights": {"toy_code": 1.0}}
+    cfg = load_config(None, on)
+    assert cfg.toy.top == 3 and "toy:\n  enabled: False" in config_help()
+    with pytest.raises(Exception, match="toy.top must be >= 1"):
+        load_config(None, {**on, "toy.top": 0})
     build_artifacts(cfg, laws, tmp_path / "art", courts=courts)
-    assert (tmp_path / "art" / "toy" / "zgb.json").is_file()
+    assert (tmp_path / "art" / "toy" / "docs.json").is_file()
     art = Artifacts.load(tmp_path / "art", cfg)
     assert art.toy == [i for i, c in enumerate(art.corpus.citations) if c.endswith(" ZGB")] and art.toy
+    assert art.model_paths["toy"] == toy_encoder
     res = run_pipeline([Query("q1", "Treu und Glauben")], art, cfg)
-    assert "toy_zgb" in {r.signal for r in res.signals}
+    toy = next(r for r in res.signals if r.signal == "toy_code")
+    assert len(toy.hits["q1"]) == 3 and {d for d, _ in toy.hits["q1"]} <= set(art.toy)
     assert run_status(cfg, art, res).to_dict()["stages"]["toy"]["state"] == "ran"
-    # without the artifact the stage is missing, named with the reason, and the run is DEGRADED
+    # the command line knows the section
+    q = tmp_path / "q.csv"
+    q.write_text("query_id,query\nq1,Treu und Glauben\n", encoding="utf-8")
+    args = ["run", "--queries", str(q), "--artifacts", str(tmp_path / "art"), "--out", str(tmp_path / "s.csv")]
+    sets = [x for k, v in on.items() if k != "fusion.weights" for x in ("--set", f"{k}={v}")]
+    assert main([*args, *sets, "--set", "fusion.weights.toy_code=1.0"]) == 0, capsys.readouterr().err
+    # without its model, or without the artifact, the stage is missing, named with the reason, and the run DEGRADED
     import shutil
 
-    shutil.rmtree(tmp_path / "art" / "toy")
-    art = Artifacts.load(tmp_path / "art", cfg, degrade=True)
-    res = run_pipeline([Query("q1", "Treu und Glauben")], art, cfg)
-    st = run_status(cfg, art, res)
-    assert st.status == "DEGRADED" and st.to_dict()["stages"]["toy"]["state"] == "missing"
-    assert "toy" in st.to_dict()["stages"]["toy"]["why"]
+    for broken in ({"toy.model": str(tmp_path / "no-model")}, None):
+        if broken is None:
+            shutil.rmtree(tmp_path / "art" / "toy")
+        c = load_config(None, {**on, **(broken or {})})
+        art = Artifacts.load(tmp_path / "art", c, degrade=True)
+        st = run_status(c, art, run_pipeline([Query("q1", "Treu und Glauben")], art, c)).to_dict()
+        assert st["status"] == "DEGRADED" and st["stages"]["toy"]["state"] == "missing", st["stages"]["toy"]
+        assert ("no-model" if broken else "toy") in st["stages"]["toy"]["why"]
+
+
+def test_build_datasets_builds_a_registered_artifact_from_its_manifest_entry(tmp_path, tiny_inputs, toy_registered, toy_encoder):
+    from lexrag.kaggle.datasets import check, rebuild
+
+    laws, courts = tiny_inputs
+    doc = yaml.safe_load((ROOT / "artifacts_manifest.yaml").read_text(encoding="utf-8"))
+    doc["artifacts"].append({"name": "toy", "dataset": "lexrag-toy", "title": "lexrag toy index", "license": "CC0-1.0",
+                             "builder": "python build_datasets.py --only corpus,toy --set toy.enabled=true --out OUT"})
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    cfg = load_config(None, {"runtime.progress": False, "toy.enabled": True, "toy.model": str(toy_encoder)})
+    out = tmp_path / "ds"
+    built = rebuild(manifest, out, cfg, laws=laws, courts=courts, only=["corpus", "bm25", "toy"])
+    assert "toy" in built["built"] and (out / "toy" / "docs.json").is_file()
+    assert json.loads((out / "toy" / "dataset-metadata.json").read_text())["id"] == "lexrag/lexrag-toy"
+    assert check(manifest, out, only=["corpus", "bm25", "toy"]) == []
+    entry = next(a for a in yaml.safe_load(manifest.read_text(encoding="utf-8"))["artifacts"] if a["name"] == "toy")
+    assert entry["params"] == {"code": "ZGB"} and {f["path"] for f in entry["files"]} >= {"docs.json", "params.json"}
+
+
+def test_every_entry_is_bound_to_its_step_functions_through_imports_a_reader_can_follow():
+    """Each catalogue entry has its build step, and a load step exactly when a run loads it, bound
+    as functions the binding module imports by name, so the import graph shows each arrow."""
+    import ast
+    import inspect
+
+    import lexrag.pipeline.artifacts as A
+    import lexrag.pipeline.build as B
+    from lexrag.registry import ARTIFACTS
+
+    def imported(module) -> set[str]:
+        out = set()
+        for node in ast.walk(ast.parse(inspect.getsource(module))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lexrag"):
+                out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        return out
+
+    assert list(B.BUILDS) == [a.name for a in ARTIFACTS]
+    assert list(A.LOADS) == [a.name for a in ARTIFACTS if a.attr]
+    for table, module in ((B.BUILDS, B), (A.LOADS, A)):
+        for name, fn in table.items():
+            assert callable(fn) and fn.__module__ in imported(module), (name, fn)
+    with pytest.raises(ValueError, match="already registered"):
+        B.register_artifact(ARTIFACTS[1], build=B.BUILDS["bm25"], load=A.LOADS["bm25"])
+    from lexrag.registry import ArtifactSpec
+
+    with pytest.raises(ValueError, match="load step exactly when"):
+        B.register_artifact(ArtifactSpec("toy2", ("corpus",), attr="toy2"), build=build_toy)
+    assert list(B.BUILDS) == [a.name for a in ARTIFACTS] and "toy2" not in A.LOADS  # refused: nothing changed

@@ -66,7 +66,8 @@ def _artifacts_dir(args: argparse.Namespace, cfg) -> tuple[str, Path]:
 def cmd_build(args: argparse.Namespace) -> int:
     from lexrag.outputs import check_makeable
     from lexrag.errors import ConfigError
-    from lexrag.index.build import build_artifacts, courts_beside
+    from lexrag.index.build import courts_beside
+    from lexrag.pipeline.build import build_artifacts
 
     cfg = _config(args)
     check_makeable(args.out, "--out")

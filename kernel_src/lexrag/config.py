@@ -20,7 +20,7 @@ import yaml
 from lexrag.config_sections import (  # noqa: F401  (the sections are part of this module's interface)
     MOVED, REMOVED, AgentConfig, ArticlesConfig, CorpusConfig, CountConfig, DictionaryConfig, FeedbackConfig,
     FusionConfig, GraphConfig, LexicalConfig, LLMConfig, PathsConfig, PriorConfig, QueryConfig, RankerConfig,
-    RerankConfig, RuntimeConfig, SeedConfig, SemanticConfig, StatutesConfig, VerifyConfig,
+    RerankConfig, RuntimeConfig, SeedConfig, SemanticConfig, StatutesConfig, VerifyConfig, check_ranges,
 )
 from lexrag.errors import ConfigError, short
 from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path
@@ -34,35 +34,28 @@ from lexrag.signals import (
 from lexrag.yamlio import UniqueKeyLoader, bounded_size, read_yaml_file, yaml12_number, yaml_problem
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides",
-           "notebook_stages"]
+           "notebook_stages", "section_names", "register_section", "unregister_section"]
 
 
+# sections added beside the built-in ones (a stage registered with an artifact of its own), by name
+EXTRA_SECTIONS: dict[str, type] = {}
 
 
-# Valid ranges: every int field is >= 0 and every float field finite and >= 0 unless its field
-# says otherwise (``_f(..., range=(lowest, highest))``, None for open, bounds inclusive).
+def register_section(name: str, section: type) -> type:
+    """Add config section ``name``, a dataclass whose fields are made with ``field_spec``
+    (:mod:`lexrag.config_sections`): config files, ``--set name.field=...``, ``lexrag config`` and
+    the range checks then know it.  Configs made before it was registered do not hold it."""
+    if not dataclasses.is_dataclass(section) or not isinstance(section, type):
+        raise TypeError(f"config section {name!r} must be a dataclass type, got {section!r}")
+    if not name.isidentifier() or name in Config.__dataclass_fields__ or name in EXTRA_SECTIONS:
+        raise ValueError(f"config section {name!r} is taken or not a name")
+    section()  # every field has a default: a section that cannot be made without values would break every config
+    EXTRA_SECTIONS[name] = section
+    return section
 
 
-def _check_ranges(cfg: Any) -> None:
-    """Every numeric field within its range (the field's ``range``), named in the error."""
-    import math
-
-    for sec in dataclasses.fields(cfg):
-        section = getattr(cfg, sec.name)
-        hints = typing.get_type_hints(type(section))
-        for f in dataclasses.fields(section):
-            tp, v, name = hints[f.name], getattr(section, f.name), f"{sec.name}.{f.name}"
-            choices = f.metadata.get("choices")
-            if choices and v not in choices:
-                raise ConfigError(f"{name} must be {', '.join(choices[:-1])} or {choices[-1]}, got {short(v)}")
-            if tp not in (int, float):
-                continue
-            if tp is float and not math.isfinite(v):
-                raise ConfigError(f"{name} must be a finite number, got {v!r}")
-            lo, hi = f.metadata.get("range", (0, None))
-            if (lo is not None and v < lo) or (hi is not None and v > hi):
-                want = f"between {lo} and {hi}" if lo is not None and hi is not None else (f">= {lo}" if lo is not None else f"<= {hi}")
-                raise ConfigError(f"{name} must be {want}, got {v!r}")
+def unregister_section(name: str) -> None:
+    EXTRA_SECTIONS.pop(name, None)
 
 
 @dataclass
@@ -88,13 +81,18 @@ class Config:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
 
+    def __post_init__(self) -> None:
+        for name, section in EXTRA_SECTIONS.items():  # the registered sections, as attributes like the rest
+            setattr(self, name, section())
+
     def uses_prior(self) -> bool:
         """The prior artifact is read: by the prior signals, or by the learned statute model (the
         training questions it holds)."""
         return self.prior.enabled or (self.statutes.enabled and self.statutes.learned)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), **{n: dataclasses.asdict(getattr(self, n)) for n in section_names(self)
+                                                if n in EXTRA_SECTIONS}}
 
     def _check_runtime_stages(self) -> None:
         # stage names are checked against the registered stages when a run starts
@@ -116,7 +114,7 @@ class Config:
                 raise ConfigError(f"runtime.stage_estimates_s.{name} must be a number >= 0, got {short(v)}")
 
     def validate(self) -> "Config":
-        _check_ranges(self)
+        check_ranges([(n, getattr(self, n)) for n in section_names(self)])
         if self.count.method == "expected_f1" and not self.ranker.enabled:
             raise ConfigError("count.method=expected_f1 reads the learned ranker's probabilities: set ranker.enabled=true "
                               "(and build the ranker artifact with --train)")
@@ -237,9 +235,14 @@ def _check_type(path: str, value: Any, tp: Any) -> Any:
     return value
 
 
+def section_names(cfg: Config) -> list[str]:
+    """The sections of ``cfg``: the built-in ones, then those registered (``register_section``)."""
+    return [f.name for f in dataclasses.fields(cfg)] + [n for n in EXTRA_SECTIONS if n in vars(cfg)]
+
+
 def _merge(obj: Any, data: Mapping[str, Any], prefix: str) -> None:
     hints = typing.get_type_hints(type(obj))
-    names = {f.name for f in dataclasses.fields(obj)}
+    names = set(section_names(obj)) if isinstance(obj, Config) else {f.name for f in dataclasses.fields(obj)}
     for key, value in data.items():
         path = f"{prefix}{key}"
         if key not in names:
@@ -368,12 +371,12 @@ def _deep_update(a: dict, b: Mapping) -> dict:
 
 def config_help() -> str:
     """Every field with its default and help text, for ``python -m lexrag config``."""
-    lines = []
-    for sec in dataclasses.fields(Config):
-        lines.append(f"{sec.name}:")
-        for f in dataclasses.fields(sec.default_factory()):  # type: ignore[misc]
-            default = getattr(sec.default_factory(), f.name)  # type: ignore[misc]
-            lines.append(f"  {f.name}: {default!r}  # {f.metadata.get('help', '')}")
+    lines, cfg = [], Config()
+    for name in section_names(cfg):
+        lines.append(f"{name}:")
+        section = getattr(cfg, name)
+        for f in dataclasses.fields(section):
+            lines.append(f"  {f.name}: {getattr(section, f.name)!r}  # {f.metadata.get('help', '')}")
     return "\n".join(lines)
 
 
@@ -382,7 +385,7 @@ def notebook_stages(value: Any) -> dict:
     name must be a stage that can be switched, each value True or False; anything else is one
     :class:`ConfigError` naming the parameter and the stages there are."""
     cfg = Config()
-    switchable = sorted(f.name for f in dataclasses.fields(cfg) if hasattr(getattr(cfg, f.name), "enabled"))
+    switchable = sorted(n for n in section_names(cfg) if hasattr(getattr(cfg, n), "enabled"))
     out = {}
     for stage, on in notebook_mapping("stages", value).items():
         if stage not in switchable:

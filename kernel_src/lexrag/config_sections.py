@@ -4,6 +4,7 @@ assembles them into :class:`lexrag.config.Config` and checks them."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +15,7 @@ __all__ = [
     "CorpusConfig", "LexicalConfig", "StatutesConfig", "ArticlesConfig", "FeedbackConfig", "RankerConfig",
     "DictionaryConfig", "SeedConfig", "FusionConfig", "SemanticConfig", "RerankConfig", "GraphConfig",
     "PriorConfig", "VerifyConfig", "AgentConfig", "CountConfig", "LLMConfig", "QueryConfig", "RuntimeConfig",
-    "PathsConfig",
+    "PathsConfig", "check_ranges", "field_spec",
 ]
 
 
@@ -346,3 +347,32 @@ MOVED = {"graph.preference_variants": "query.preference_variants"}
 # told so, not left to guess why the key is unknown
 REMOVED = {"seeds.expand_decisions": "a decision named without a consideration expanded to all its considerations",
            "graph.signals.popular": "the question's BM25 hits weighted by how often the court cites them"}
+
+
+
+def check_ranges(sections: list[tuple[str, Any]]) -> None:
+    """Every numeric field of the ``(name, section)`` pairs within its range and every string with
+    choices one of them (the field's metadata), named in the error."""
+    import math
+    import typing
+
+    from lexrag.errors import ConfigError, short
+
+    for sec_name, section in sections:
+        hints = typing.get_type_hints(type(section))
+        for f in dataclasses.fields(section):
+            tp, v, name = hints[f.name], getattr(section, f.name), f"{sec_name}.{f.name}"
+            choices = f.metadata.get("choices")
+            if choices and v not in choices:
+                raise ConfigError(f"{name} must be {', '.join(choices[:-1])} or {choices[-1]}, got {short(v)}")
+            if tp not in (int, float):
+                continue
+            if tp is float and not math.isfinite(v):
+                raise ConfigError(f"{name} must be a finite number, got {v!r}")
+            lo, hi = f.metadata.get("range", (0, None))
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                want = f"between {lo} and {hi}" if lo is not None and hi is not None else (f">= {lo}" if lo is not None else f"<= {hi}")
+                raise ConfigError(f"{name} must be {want}, got {v!r}")
+
+
+field_spec = _f  # a field of a section registered beside the built-in ones: its default, help, and range or choices

@@ -172,7 +172,7 @@ def _checks(args, torch, devices: list[str], gpus: list[int], work: Path) -> int
     def pipeline():
         from lexrag.config import load_config
         from lexrag.eval.status import run_status
-        from lexrag.index.build import build_artifacts
+        from lexrag.pipeline.build import build_artifacts
         from lexrag.pipeline import Artifacts, run_pipeline
         from lexrag.queries import Query
 

@@ -1,29 +1,24 @@
-"""The artifact registry: every artifact a run can load or a build can make, declared once.
+"""The artifact catalogue: every artifact a run can load or a build can make, declared once.
 
-Each :class:`ArtifactSpec` names the artifact's build step and load step (as ``module:function``
-paths, imported when used, so this module sits on the ground floor), what it depends on, the
-config switch or build input that asks for it, its Kaggle dataset and build notebook, and the
-:class:`lexrag.pipeline.Artifacts` attribute it fills.  ``lexrag build`` (``build_artifacts``),
-``build_datasets.py`` (``rebuild``, ``check``), ``Artifacts.load`` and the build notebooks all
-walk :data:`ARTIFACTS`; adding an artifact is one entry here plus its two steps in the module
-that owns it.
-
-A build step is ``step(cfg, dest, inputs) -> bool | None`` (``False``: incomplete, run again to
-resume) over a :class:`BuildInputs`; a load step is ``step(folder, cfg, art) -> object`` where
-``art`` holds what is loaded already (the corpus first).
+Each :class:`ArtifactSpec` says what an artifact is: what it depends on, the config switch or
+build input that asks for it, its Kaggle dataset and build notebook, the
+:class:`lexrag.pipeline.Artifacts` attribute it fills, and the command that rebuilds it.  These
+are plain data, so every floor of the package can read them (an index's error message names its
+rebuild command).  The functions that build and load each artifact are bound to these entries in
+:mod:`lexrag.pipeline.build`, the floor that sees every step; adding an artifact is one entry
+here, one there, and its two steps in the module that owns it.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from lexrag.config import Config
 
-__all__ = ["ArtifactSpec", "BuildInputs", "ARTIFACTS", "spec", "names", "register_artifact", "unregister_artifact"]
+__all__ = ["ArtifactSpec", "BuildInputs", "ARTIFACTS", "spec", "names", "declare", "withdraw", "rebuild_command"]
 
 
 @dataclass
@@ -45,15 +40,15 @@ class BuildInputs:
 @dataclass(frozen=True)
 class ArtifactSpec:
     name: str
-    build: str  # "module:function" of the build step
-    load: str | None = None  # "module:function" of the load step; None: not loaded by a run
     depends_on: tuple[str, ...] = ()
     switch: str | None = None  # config field that asks for it ("lexical.enabled"); None: always
     needs_input: str | None = None  # BuildInputs field without which the build skips it ("train")
     input_flag: str | None = None  # how a user gives that input ("--train TRAIN.csv")
     dataset: str = ""
     notebook: str | None = None
-    attr: str | None = None  # the Artifacts attribute its load step fills
+    attr: str | None = None  # the Artifacts attribute its load step fills; None: not loaded by a run
+    model: str | None = None  # config field naming a model folder its load step reads ("toy.model"): located first,
+    # put in Artifacts.model_paths under the artifact's name; its loader goes in Artifacts.loaders for the model pool
     in_build: bool = True  # `lexrag build` makes it (wheels and the LLM cache come from build_datasets.py only)
     build_with: str | None = None  # BuildInputs field: built whenever it is given, even with the switch off
     rebuild: str = ""  # the command that rebuilds it, for the messages that refuse a broken one
@@ -79,62 +74,45 @@ class ArtifactSpec:
     def has_input(self, inputs: BuildInputs) -> bool:
         return self.needs_input is None or bool(getattr(inputs, self.needs_input))
 
-    def build_step(self) -> Callable:
-        return _resolve(self.build)
-
-    def load_step(self) -> Callable | None:
-        return _resolve(self.load) if self.load else None
-
-
-def _resolve(path: str) -> Callable:
-    module, _, attr = path.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
 
 ARTIFACTS: list[ArtifactSpec] = [
-    ArtifactSpec("corpus", "lexrag.index.build:build_corpus_step", "lexrag.index.build:load_corpus_step",
-                 needs_input="laws", input_flag="--laws laws_de.csv", dataset="lexrag-corpus",
+    ArtifactSpec("corpus", needs_input="laws", input_flag="--laws laws_de.csv", dataset="lexrag-corpus",
                  notebook="01_build_corpus", attr="corpus",
                  rebuild="python -m lexrag build --laws LAWS.csv [--courts COURTS.csv] [--abbreviations abbrev-translations.json] "
                          "--out ARTIFACTS (or build_datasets.py --only corpus)"),
-    ArtifactSpec("bm25", "lexrag.index.build:build_bm25_step", "lexrag.index.build:load_bm25_step", ("corpus",),
+    ArtifactSpec("bm25", ("corpus",),
                  switch="lexical.enabled", dataset="lexrag-bm25", notebook="02_build_bm25", attr="bm25",
                  rebuild="python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only bm25)"),
-    ArtifactSpec("embeddings", "lexrag.index.build:build_embeddings_step", None, ("corpus",),
+    ArtifactSpec("embeddings", ("corpus",),
                  switch="semantic.enabled", dataset="lexrag-embeddings", notebook="04_build_embeddings",
                  rebuild="notebooks/04_build_embeddings (or build_datasets.py --only embeddings) on a GPU"),
-    ArtifactSpec("graph", "lexrag.index.build:build_graph_step", "lexrag.index.build:load_graph_step", ("corpus",),
+    ArtifactSpec("graph", ("corpus",),
                  switch="graph.enabled", dataset="lexrag-graph", notebook="03_build_graph", attr="graph", build_with="courts",
                  rebuild="python -m lexrag build ... --courts COURTS.csv --out ARTIFACTS (or build_datasets.py --only graph)"),
-    ArtifactSpec("prior", "lexrag.index.build:build_prior_step", "lexrag.index.build:load_prior_step",
-                 switch="prior", needs_input="train", input_flag="--train TRAIN.csv (a training CSV with gold_citations)",
+    ArtifactSpec("prior", switch="prior", needs_input="train", input_flag="--train TRAIN.csv (a training CSV with gold_citations)",
                  dataset="lexrag-prior", attr="prior",
                  rebuild="python -m lexrag build ... --train TRAIN.csv --out ARTIFACTS (or build_datasets.py --only prior)"),
-    ArtifactSpec("ranker", "lexrag.pipeline.ranker_fit:build_ranker_step", "lexrag.stages.ranker:load_ranker_step",
-                 ("corpus", "bm25"), switch="ranker.enabled", needs_input="train", only_when_wanted=True,
+    ArtifactSpec("ranker", ("corpus", "bm25"), switch="ranker.enabled", needs_input="train", only_when_wanted=True,
                  input_flag="--train TRAIN.csv (a training CSV with gold_citations)", dataset="lexrag-ranker", attr="ranker",
                  rebuild="python -m lexrag build ... --train TRAIN.csv --set ranker.enabled=true --out ARTIFACTS "
                          "(or build_datasets.py --only ranker --train TRAIN.csv)"),
-    ArtifactSpec("dictionary", "lexrag.index.dictionary:build_dictionary_step", "lexrag.index.dictionary:load_dictionary_step",
-                 switch="dictionary.enabled", needs_input="dictionary",
+    ArtifactSpec("dictionary", switch="dictionary.enabled", needs_input="dictionary",
                  input_flag="--dictionary FILE (Ding's de-en file: apt-get install trans-de-en puts it at /usr/share/trans/de-en)",
                  dataset="lexrag-dictionary", attr="dictionary",
                  rebuild="python -m lexrag build ... --dictionary /usr/share/trans/de-en --out ARTIFACTS "
                          "(or build_datasets.py --only dictionary --dictionary FILE)"),
-    ArtifactSpec("llm_cache", "lexrag.llm.cache:build_cache_step", None, switch="llm.enabled", needs_input="llm_cache",
+    ArtifactSpec("llm_cache", switch="llm.enabled", needs_input="llm_cache",
                  input_flag="--llm-cache DIR (the llm.cache_dir of a live run)", dataset="lexrag-llm-cache", in_build=False,
                  rebuild="a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "
                          "(or attach the lexrag-llm-cache dataset)"),
-    ArtifactSpec("wheels", "lexrag.kaggle.wheels:build_wheels_step", None, dataset="lexrag-wheels", in_build=False,
+    ArtifactSpec("wheels", dataset="lexrag-wheels", in_build=False,
                  rebuild="python build_datasets.py --only wheels --out DATASETS"),
 ]
 
 
-def register_artifact(s: ArtifactSpec) -> ArtifactSpec:
-    """Add an artifact (after the built-in ones; its dependencies must come first)."""
+def declare(s: ArtifactSpec) -> ArtifactSpec:
+    """Add an artifact's entry (after the built-in ones; its dependencies must come first); its
+    steps are bound by :func:`lexrag.pipeline.build.register_artifact`, which calls this."""
     if any(a.name == s.name for a in ARTIFACTS):
         raise ValueError(f"an artifact named {s.name!r} is already registered")
     missing = [d for d in s.depends_on if d not in names()]
@@ -144,7 +122,7 @@ def register_artifact(s: ArtifactSpec) -> ArtifactSpec:
     return s
 
 
-def unregister_artifact(name: str) -> None:
+def withdraw(name: str) -> None:
     ARTIFACTS[:] = [a for a in ARTIFACTS if a.name != name]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from lexrag.config import Config
 from lexrag.procmem import process_memory
+from lexrag.registry import names, spec
 from lexrag.stages.base import Phase, asked_for, blocked, registered_stages
 
 __all__ = ["StageRow", "RunStatus", "run_status", "failed_status", "measured", "measured_table", "fix_for"]
@@ -34,8 +35,6 @@ MODEL_FIXES = {
 def fix_for(part: str) -> str:
     """How to provide missing part ``part``: attach its dataset or rebuild it (its registry entry),
     or the model or calibration it is."""
-    from lexrag.registry import names, spec
-
     if part in MODEL_FIXES:
         return MODEL_FIXES[part]
     if part in names():

@@ -13,7 +13,7 @@ from pathlib import Path
 from lexrag.outputs import check_outside_artifacts, check_plain_output, replace_text
 from lexrag.csvio import csv_text
 from lexrag.errors import CsvInputError
-from lexrag.config import Config
+from lexrag.config import Config, section_names
 from lexrag.eval.metrics import evaluate, per_query_table
 from lexrag.eval.status import run_status
 from lexrag.eval.submission import outside_corpus, write_submission
@@ -40,7 +40,7 @@ _PARTS = {**{a.name: a.attr for a in ARTIFACTS if a.attr and a.name != "corpus"}
 
 
 def _switch_sections(cfg: Config) -> list[str]:
-    return [f.name for f in dataclasses.fields(cfg) if hasattr(getattr(cfg, f.name), "enabled")]
+    return [n for n in section_names(cfg) if hasattr(getattr(cfg, n), "enabled")]
 
 
 def _with(cfg: Config, on: dict[str, bool]) -> Config:

@@ -1,17 +1,15 @@
-"""Builders: every artifact from the competition CSVs, through one call per artifact.
+"""The build and load steps of the corpus and its indexes, and the checks a build makes first.
 
-:func:`build_index` is the one builder call shared by :func:`build_artifacts` (``python -m lexrag
-build``), ``build_datasets.py``, the build notebooks and the benchmarks.
+The steps are bound to their catalogue entries in :mod:`lexrag.pipeline.build`, which walks them
+for ``python -m lexrag build``, ``build_datasets.py``, the build notebooks and the benchmarks.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-import warnings
 from pathlib import Path
 
-from lexrag.artifacts import ArtifactError, corpus_id
+from lexrag.artifacts import corpus_id
 from lexrag.config import Config
 from lexrag.errors import CsvInputError
 from lexrag.csvio import check_input_file
@@ -19,26 +17,14 @@ from lexrag.index.corpus import Corpus, build_corpus
 from lexrag.index.graph import build_graph
 from lexrag.index.bm25_build import build_bm25
 from lexrag.index.prior import build_prior
-from lexrag.outputs import PARAMS
-from lexrag.publish import check_replaceable, staged_set
+from lexrag.registry import ARTIFACTS
 
-__all__ = ["build_artifacts", "build_index"]
+__all__ = ["check_build_inputs", "courts_beside", "has_court_edges", "warn_gold_outside"]
 
 log = logging.getLogger(__name__)
 
 
-def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path, corpus: Corpus | None = None, **kw):
-    """Build index artifact ``name`` (``bm25`` | ``embeddings`` | ``graph``) over the corpus artifact
-    at ``corpus_dir`` into ``dest`` with the config's parameters, through its registry build step;
-    ``kw`` go to ``build_embeddings`` (``max_shards``, ``time_budget_s``, ``resume_from``, ``model``)."""
-    from lexrag.registry import BuildInputs, spec
-
-    if name not in ("bm25", "embeddings", "graph"):
-        raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
-    return spec(name).build_step()(cfg, Path(dest), BuildInputs(corpus_dir=corpus_dir, corpus=corpus, extra=kw))
-
-
-# ---------------------------------------------------------------- registry steps (lexrag.registry)
+# ---------------------------------------------------------------- steps (bound in lexrag.pipeline.build)
 
 
 def build_corpus_step(cfg: Config, dest: Path, inputs) -> dict:
@@ -145,8 +131,6 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
     from lexrag.outputs import check_outside_artifacts
 
     check_outside_artifacts(out, "--out", "build the artifacts into a folder of their own (nothing was built)")
-    from lexrag.registry import ARTIFACTS
-
     replaced = [out / a.name for a in ARTIFACTS if a.in_build]  # the folders `lexrag build` may replace
     for path, what, required in ((laws, "--laws", ("citation", "text")), (courts, "--courts", ("citation", "text")),
                                  (law_keys, "--law-keys", ()), (train, "--train", ("query_id", "gold_citations")),
@@ -187,61 +171,3 @@ def warn_gold_outside(train: str | Path, corpus: Corpus) -> int:
                     "them; give the laws, --law-keys and court considerations they come from, or check it is the right "
                     "training file", train, len(outside), total, "; ".join(repr(c) for c in outside[:3]))
     return len(outside)
-
-
-def build_artifacts(
-    cfg: Config,
-    laws: str | Path,
-    out_dir: str | Path,
-    courts: str | Path | None = None,
-    law_keys: str | Path | None = None,
-    train: str | Path | None = None,
-    abbreviations: str | Path | None = None,
-    dictionary: str | Path | None = None,
-) -> dict:
-    """Build every artifact this config needs under ``out_dir``: ``corpus/``, then ``bm25/``,
-    ``embeddings/`` and ``graph/`` as switched on, and ``prior/`` when a training file is given.
-
-    Every input is checked first (it exists, is a file, has the columns it needs, does not lie
-    inside a folder the build replaces), so a wrong path fails in seconds, not after hours; each
-    artifact is built in a staging folder and replaces the old one only when it is complete."""
-    from lexrag.registry import ARTIFACTS, BuildInputs
-
-    out = Path(out_dir)
-    check_build_inputs(out, laws, courts, law_keys, train, abbreviations)
-    inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations,
-                         dictionary=dictionary)
-    # what this build makes (the graph whenever court considerations are given, so a run may switch it on
-    # though the defaults leave it off)
-    todo = [a for a in ARTIFACTS if a.to_build(cfg, inputs)]
-    for a in ARTIFACTS:  # asked for by the config, but its input is not given: said, not silently left out
-        if a.in_build and a.switch and a.wanted(cfg) and not a.has_input(inputs):
-            warnings.warn(f"{a.switch} is on, but {a.name} is not built: it is built from {a.input_flag}, which this "
-                          "build was not given")
-    if any(a.name == "corpus" for a in todo):  # an index this build leaves would lie over the replaced corpus
-        for a in ARTIFACTS:
-            if "corpus" in a.depends_on and a not in todo and (out / a.name / PARAMS).is_file():
-                why = (f"it is built from {a.input_flag}, not given" if not a.has_input(inputs) else
-                       f"{a.switch} is off" + (f" and --{a.build_with} is not given" if a.build_with else ""))
-                log.warning("%s: this build replaces the corpus but not %s (%s), so it stays over the old corpus and "
-                            "runs refuse it: rebuild it (%s) or remove the folder", a.name, out / a.name, why, a.rebuild)
-    for a in todo:  # before any work: a folder of other files there is never replaced
-        check_replaceable(out / a.name)
-    with staged_set(out) as stage:
-        inputs.corpus_dir = stage / "corpus"
-        for a in todo:
-            t = time.perf_counter()
-            result = a.build_step()(cfg, stage / a.name, inputs)
-            if a.name == "corpus":
-                inputs.corpus = Corpus(stage / "corpus", lookups=False)  # the graph build makes them when it needs them
-                report = result
-                log.info("corpus: %d documents in %.1fs", len(inputs.corpus), time.perf_counter() - t)
-                if train:
-                    warn_gold_outside(train, inputs.corpus)
-                continue
-            if result is False:
-                raise ArtifactError(f"{a.name}: incomplete (a shard or time limit); build it with "
-                                    f"notebooks/{a.notebook} or build_datasets.py --only {a.name}, which resume")
-            if a.name != "prior":
-                log.info("%s: built in %.1fs", a.name, time.perf_counter() - t)
-    return report

@@ -26,13 +26,13 @@ from lexrag.publish import staged_set
 from lexrag.config import Config
 from lexrag.errors import LexragError, ManifestError
 
-__all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError", "ARTIFACT_ORDER"]
+__all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError"]
 
+from lexrag.pipeline.build import build_step
 from lexrag.registry import ARTIFACTS, BuildInputs, names
 
 log = logging.getLogger(__name__)
 
-ARTIFACT_ORDER = tuple(names())  # build order: the registry's (lexrag.registry)
 
 
 def load_manifest(path: str | Path) -> dict:
@@ -145,9 +145,9 @@ def rebuild(
     from lexrag.publish import check_replaceable
 
     check_makeable(out, "--out")
-    for name in ARTIFACT_ORDER:  # the folders this selection replaces
-        if name in names:
-            check_replaceable(out / name)
+    for a in ARTIFACTS:  # the folders this selection replaces, in build order
+        if a.name in names:
+            check_replaceable(out / a.name)
     # every input the selection reads is checked before anything is built, so a wrong path costs seconds
     if "corpus" in names and not laws:
         raise ManifestError("building the corpus needs --laws (or leave corpus out with --only, or --check to build nothing)")
@@ -194,7 +194,7 @@ def rebuild(
                     raise ManifestError(f"building the {name.replace('_', ' ')} needs {a.input_flag}")
                 log.warning("%s: skipped (needs %s; the manifest entry stays as it was)", name, a.input_flag.split(" (")[0])
                 continue
-            step = a.build_step()
+            step = build_step(name)
             target = (out if name in ("wheels", "embeddings") else stage) / name
             result = step(cfg, target, inputs) if name != "wheels" else step(target, entry)
             if result is False:
@@ -259,7 +259,7 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
         except (OSError, ValueError) as e:
             problems.append(f"{name}: dataset-metadata.json is missing or not JSON ({type(e).__name__}); rebuild the folder")
         if name == "wheels":
-            from lexrag.kaggle.wheels import missing_wheels
+            from lexrag.wheels import missing_wheels
 
             problems.extend(f"wheels: the manifest lists no wheel of {m}" for m in missing_wheels(entry.get("params", {}), list(listed)))
         if (folder / "params.json").is_file():

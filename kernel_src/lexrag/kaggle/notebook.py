@@ -97,20 +97,20 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
 def build_artifact(name: str, config: str | None = None, overrides: Mapping[str, Any] | None = None,
                    artifacts_dir: str | Path | None = None) -> str:
     """A build notebook's one call: build artifact ``name`` (``bm25``, ``graph``, ...) through its
-    registry step over the corpus in ``artifacts_dir`` (written beside it), or over the corpus
+    build step over the corpus in ``artifacts_dir`` (written beside it), or over the corpus
     this session built or an attached one (written to the working folder on Kaggle).  Returns
     the line the notebook prints: what was built, where, how big, and any warning about it."""
     from lexrag.artifacts import read_params
     from lexrag.index.corpus import Corpus
-    from lexrag.registry import BuildInputs, spec
+    from lexrag.pipeline.build import build_step
+    from lexrag.registry import BuildInputs
 
-    a = spec(name)
     cfg = load_config(config, overrides)
     paths = resolve_paths(cfg.paths)
     corpus_dir = Path(artifacts_dir) / "corpus" if artifacts_dir else paths.built("corpus")
     out = Path(artifacts_dir) / name if artifacts_dir else paths.output_dir / name
     t0 = time.perf_counter()
-    if a.build_step()(cfg, out, BuildInputs(corpus_dir=corpus_dir, corpus=Corpus(corpus_dir))) is False:
+    if build_step(name)(cfg, out, BuildInputs(corpus_dir=corpus_dir, corpus=Corpus(corpus_dir))) is False:
         return f"{name}: incomplete after {time.perf_counter() - t0:.1f}s -> {out}: run again to resume"
     p = read_params(out, name, verify=False)
     sizes = ", ".join(f"{k} {p[k]}" for k in ("n_docs", "vocab_size", "n_nodes", "n_edges", "communities") if k in p)
@@ -180,7 +180,7 @@ def build_embeddings_cell(config: str | None = "kaggle", overrides: Mapping[str,
     """Notebook 04's one call: the embeddings of the corpus in ``artifacts_dir`` (or the one built
     or attached), resumed from ``resume_from``; returns the line the notebook prints."""
     from lexrag.errors import LexragError
-    from lexrag.index.build import build_index
+    from lexrag.pipeline.build import build_index
     from lexrag.notebook_params import notebook_path
 
     artifacts_dir, out_dir, resume_from = (notebook_path(n, v) for n, v in

@@ -369,6 +369,6 @@ def export_cache(src: str | Path, dest: str | Path) -> Path:
 
 
 def build_cache_step(cfg, dest: str | Path, inputs) -> Path:
-    """The ``llm_cache`` artifact's build step (:mod:`lexrag.registry`): the cache a live run
+    """The ``llm_cache`` artifact's build step (:mod:`lexrag.pipeline.build`): the cache a live run
     filled (``inputs.llm_cache``), exported compact for replay."""
     return export_cache(inputs.llm_cache, dest)

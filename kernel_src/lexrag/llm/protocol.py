@@ -9,10 +9,13 @@ Every LLM call goes through :class:`lexrag.llm.client.LLMClient`, which needs of
 
 from __future__ import annotations
 
-import importlib
+from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
-__all__ = ["LLM", "BACKENDS", "backend_loader"]
+from lexrag.llm.scripted import load_scripted
+from lexrag.models import load_causal_lm
+
+__all__ = ["LLM", "BACKENDS"]
 
 
 @runtime_checkable
@@ -34,13 +37,17 @@ class LLM(Protocol):
         ...
 
 
-# backend name -> "module:function" of its loader: (folder, llm config) -> LLM
-BACKENDS = {
-    "transformers": "lexrag.models:load_causal_lm",
-    "scripted": "lexrag.llm.scripted:load_scripted",
+def _transformers(folder: Path, lc: Any) -> LLM:
+    return load_causal_lm(folder, lc.quantization, lc.device, lc.compute_dtype)
+
+
+def _scripted(folder: Path, lc: Any) -> LLM:
+    return load_scripted(folder)
+
+
+# llm.backend -> its loader, one shape for every backend: (model folder, the llm config section) -> LLM;
+# a new backend is a loader here and its name in the section's choices
+BACKENDS: dict[str, Callable[[Path, Any], LLM]] = {
+    "transformers": _transformers,
+    "scripted": _scripted,
 }
-
-
-def backend_loader(backend: str) -> Callable[..., Any]:
-    module, _, name = BACKENDS[backend].partition(":")
-    return getattr(importlib.import_module(module), name)

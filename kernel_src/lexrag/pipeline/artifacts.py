@@ -15,20 +15,34 @@ from lexrag.config import Config
 from lexrag.errors import ArtifactError, LexragError
 from lexrag.artifacts import corpus_id
 from lexrag.paths import Paths
-from lexrag.index.build import has_court_edges
+from lexrag.index import build as index
 from lexrag.index.corpus import Corpus
 from lexrag.index.graph import CitationGraph
 from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
 from lexrag.models import load_encoder, usable_gpus
 from lexrag.procmem import process_memory
+from lexrag.index.dictionary import load_dictionary_step
 from lexrag.registry import ARTIFACTS
 from lexrag.stages.base import (
     asked_for,
     check_degrade_order,
 )
+from lexrag.stages.ranker import load_ranker_step
 
 log = logging.getLogger(__name__)
+
+# each catalogue entry a run loads (one with an ``attr``), bound to its load step
+# ``step(folder, cfg, art) -> object``; the build steps are bound in lexrag.pipeline.build, a floor
+# higher, since the ranker is built by running the pipeline
+LOADS: dict[str, Callable] = {
+    "corpus": index.load_corpus_step,
+    "bm25": index.load_bm25_step,
+    "graph": index.load_graph_step,
+    "prior": index.load_prior_step,
+    "ranker": load_ranker_step,
+    "dictionary": load_dictionary_step,
+}
 
 
 @dataclass
@@ -82,8 +96,8 @@ class Artifacts:
             return chosen.get(name) or paths.artifact(name)
 
         corpus_dir = locate("corpus")
-        with _measure(loads := {}, "corpus"):
-            corpus = Corpus(corpus_dir)
+        with _measure(loads := {}, "corpus"):  # first: every other load step reads it
+            corpus = LOADS["corpus"](corpus_dir, cfg, None)
         cid = corpus_id(corpus_dir)
         art = cls(corpus=corpus, bm25=None, corpus_dir=Path(corpus_dir), loads=loads, paths=paths)
         art.notes.extend(set_notes)
@@ -107,11 +121,17 @@ class Artifacts:
                 log.warning("%s is not available (%s); stages switched off: %s", name, art.missing[name],
                             ", ".join(off) or "none the config asks for")
 
+        def load_one(a, step) -> None:
+            if a.model:  # the model folder its load step reads (art.model_paths[name]), located and checked first
+                section, fld = a.model.split(".")
+                art._model(a.name, paths.model(getattr(getattr(cfg, section), fld), a.model), a.model)
+            setattr(art, a.attr, step(locate(a.name), cfg, art))
+
         for a in wanted:  # the artifacts the registry declares a load step for (the dense index needs its model)
-            step = a.load_step() if a.attr and a.name != "corpus" else None
+            step = LOADS.get(a.name) if a.name != "corpus" else None
             if step is not None:
-                part(a.name, lambda a=a, step=step: setattr(art, a.attr, step(locate(a.name), cfg, art)))
-            if a.name == "graph" and art.graph is not None and not has_court_edges(art.graph):
+                part(a.name, lambda a=a, step=step: load_one(a, step))
+            if a.name == "graph" and art.graph is not None and not index.has_court_edges(art.graph):
                 art.graph = None
                 art.missing["graph"] = "the graph has no court edges (its corpus holds no court considerations that cite)"
                 art.fixes["graph"] = "rebuild the corpus with court_considerations.csv, then the graph"
@@ -195,15 +215,15 @@ class Artifacts:
     def _load_llm(self, cfg: Config, model_path, degrade: bool = False) -> None:
         lc = cfg.llm
         lm = self._model("llm", model_path(lc.model, "llm.model"), "llm.model")
-        from lexrag.llm.protocol import backend_loader
+        from lexrag.llm.protocol import BACKENDS
         from lexrag.llm.scripted import SCRIPT_FILE, is_scripted
 
         if lc.backend == "scripted":  # fixed answers, no weights (the demo and tests)
             if not is_scripted(lm):
                 raise ArtifactError(f"llm.backend=scripted needs a folder holding {SCRIPT_FILE}; {lm} has none")
-            load = backend_loader("scripted")
-            load(lm)  # a broken script is an error now, before any query runs
-            self.loaders["llm"] = lambda: load(lm)
+            load = BACKENDS["scripted"]
+            load(lm, lc)  # a broken script is an error now, before any query runs
+            self.loaders["llm"] = lambda: load(lm, lc)
             return
         if is_scripted(lm):
             raise ArtifactError(f"{lm} holds a scripted stand-in ({SCRIPT_FILE}), not model weights: set "
@@ -212,8 +232,8 @@ class Artifacts:
             self.model_paths.pop("llm", None)
             raise ArtifactError("no usable GPU (compute capability >= 7.0): a 7B LLM on the CPU would not finish in the "
                                 "budget (set llm.device=cpu to force it)")
-        load = backend_loader("transformers")
-        self.loaders["llm"] = lambda: load(lm, lc.quantization, lc.device, lc.compute_dtype)
+        load = BACKENDS[lc.backend]
+        self.loaders["llm"] = lambda: load(lm, lc)
 
     @property
     def llm_ready(self) -> bool:

@@ -25,16 +25,17 @@ attributes registered with :func:`register_stage`.
 
 from __future__ import annotations
 
-import dataclasses
 
 import logging
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
+from lexrag.config import section_names
 from lexrag.errors import StageError
 from lexrag.queries import QueryState
 from lexrag.ranking import Ranking
+from lexrag.registry import names
 from lexrag.signals import register_signal
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,8 +69,6 @@ PARTS = ("bm25", "semantic", "graph", "prior", "ranker", "dictionary", "reranker
 
 def known_parts() -> tuple[str, ...]:
     """:data:`PARTS` and every artifact registered beside them (a stage may need its own)."""
-    from lexrag.registry import names
-
     return PARTS + tuple(n for n in names() if n != "corpus" and n not in PARTS)
 
 
@@ -306,7 +305,7 @@ def blocked(cfg: "Config") -> dict[str, list[str]]:
     import copy
 
     every, on = _AllLoaded(), {s.name for s in asked_for(cfg)}
-    switches = [f.name for f in dataclasses.fields(cfg) if getattr(getattr(cfg, f.name), "enabled", True) is False]
+    switches = [n for n in section_names(cfg) if getattr(getattr(cfg, n), "enabled", True) is False]
     out: dict[str, list[str]] = {}
     for s in registered_stages():
         if s.name in on or s.phase == Phase.SEED_FUSION or getattr(getattr(cfg, s.name, None), "enabled", None) is not True:

@@ -23,7 +23,7 @@ def build_lexrag_wheel(dest: Path) -> Path:
     import os
     import tempfile
 
-    pkg = Path(__file__).resolve().parents[2]
+    pkg = Path(__file__).resolve().parents[1]  # kernel_src
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "kernel_src"
         shutil.copytree(pkg, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.pyc"))
@@ -40,7 +40,7 @@ def build_wheels_step(folder: Path, entry: dict) -> None:
     for old in [*folder.glob("*.whl"), folder / "lexrag_install.py"]:
         old.unlink(missing_ok=True)
     build_lexrag_wheel(folder)
-    shutil.copyfile(Path(__file__).with_name("install.py"), folder / "lexrag_install.py")
+    shutil.copyfile(Path(__file__).with_name("kaggle") / "install.py", folder / "lexrag_install.py")
     params = entry.get("params", {})
     extra = params.get("extra_wheels", [])
     plats = params.get("platforms", ["manylinux2014_x86_64"])

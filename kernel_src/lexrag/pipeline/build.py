@@ -1,0 +1,146 @@
+"""Building artifacts: each catalogue entry bound to the function that builds it.
+
+:data:`BUILDS` binds every entry of :data:`lexrag.registry.ARTIFACTS` to its build step, as the
+function itself, so a reader (and an import graph) follows ``bm25`` straight to
+:func:`lexrag.index.build.build_bm25_step`; :data:`lexrag.pipeline.artifacts.LOADS` binds the
+load steps the same way.  The build steps sit a floor above the loading because the ranker is
+built by running the pipeline.  :func:`build_artifacts` (``python -m lexrag build``) and
+:func:`build_index` (the build notebooks and the benchmarks) walk it here; ``build_datasets.py``
+reads it too; :func:`register_artifact` adds an entry with both its steps.
+
+A build step is ``step(cfg, dest, inputs) -> bool | None`` over a
+:class:`lexrag.registry.BuildInputs` (``False``: incomplete, run again to resume); the wheels'
+step, which reads its manifest entry, is ``step(dest, entry)``.  A load step is
+``step(folder, cfg, art) -> object``, where ``art`` holds what is loaded already (the corpus first).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from pathlib import Path
+from typing import Callable
+
+from lexrag.artifacts import ArtifactError
+from lexrag.config import Config
+from lexrag.index import build as index
+from lexrag.index.corpus import Corpus
+from lexrag.index.dictionary import build_dictionary_step
+from lexrag.llm.cache import build_cache_step
+from lexrag.outputs import PARAMS
+from lexrag.pipeline.artifacts import LOADS
+from lexrag.pipeline.ranker_fit import build_ranker_step
+from lexrag.publish import check_replaceable, staged_set
+from lexrag.registry import ARTIFACTS, ArtifactSpec, BuildInputs, declare, names, withdraw
+from lexrag.wheels import build_wheels_step
+
+__all__ = ["BUILDS", "build_step", "register_artifact", "unregister_artifact", "build_artifacts", "build_index"]
+
+log = logging.getLogger(__name__)
+
+
+BUILDS: dict[str, Callable] = {
+    "corpus": index.build_corpus_step,
+    "bm25": index.build_bm25_step,
+    "embeddings": index.build_embeddings_step,
+    "graph": index.build_graph_step,
+    "prior": index.build_prior_step,
+    "ranker": build_ranker_step,
+    "dictionary": build_dictionary_step,
+    "llm_cache": build_cache_step,
+    "wheels": build_wheels_step,
+}
+
+
+def build_step(name: str) -> Callable:
+    """The build step of artifact ``name``."""
+    try:
+        return BUILDS[name]
+    except KeyError:
+        raise KeyError(f"no artifact named {name!r}; known: {', '.join(names())}") from None
+
+
+def register_artifact(entry: ArtifactSpec, build: Callable, load: Callable | None = None) -> ArtifactSpec:
+    """Add an artifact: its catalogue entry (after the built-in ones), its build step, and its load
+    step when a run loads it (``entry.attr`` names the attribute that step fills)."""
+    if entry.name in BUILDS:
+        raise ValueError(f"an artifact named {entry.name!r} is already registered")
+    if (load is None) != (entry.attr is None):
+        raise ValueError(f"artifact {entry.name!r}: give a load step exactly when attr names what it fills")
+    declare(entry)
+    BUILDS[entry.name] = build
+    if load is not None:
+        LOADS[entry.name] = load
+    return entry
+
+
+def unregister_artifact(name: str) -> None:
+    withdraw(name)
+    BUILDS.pop(name, None)
+    LOADS.pop(name, None)
+
+
+def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path, corpus: Corpus | None = None, **kw):
+    """Build index artifact ``name`` (``bm25`` | ``embeddings`` | ``graph``) over the corpus artifact
+    at ``corpus_dir`` into ``dest`` with the config's parameters, through its build step;
+    ``kw`` go to ``build_embeddings`` (``max_shards``, ``time_budget_s``, ``resume_from``, ``model``)."""
+    if name not in ("bm25", "embeddings", "graph"):
+        raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
+    return build_step(name)(cfg, Path(dest), BuildInputs(corpus_dir=corpus_dir, corpus=corpus, extra=kw))
+
+
+def build_artifacts(
+    cfg: Config,
+    laws: str | Path,
+    out_dir: str | Path,
+    courts: str | Path | None = None,
+    law_keys: str | Path | None = None,
+    train: str | Path | None = None,
+    abbreviations: str | Path | None = None,
+    dictionary: str | Path | None = None,
+) -> dict:
+    """Build every artifact this config needs under ``out_dir``: ``corpus/``, then ``bm25/``,
+    ``embeddings/`` and ``graph/`` as switched on, and ``prior/`` when a training file is given.
+
+    Every input is checked first (it exists, is a file, has the columns it needs, does not lie
+    inside a folder the build replaces), so a wrong path fails in seconds, not after hours; each
+    artifact is built in a staging folder and replaces the old one only when it is complete."""
+    out = Path(out_dir)
+    index.check_build_inputs(out, laws, courts, law_keys, train, abbreviations)
+    inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations,
+                         dictionary=dictionary)
+    # what this build makes (the graph whenever court considerations are given, so a run may switch it on
+    # though the defaults leave it off)
+    todo = [a for a in ARTIFACTS if a.to_build(cfg, inputs)]
+    for a in ARTIFACTS:  # asked for by the config, but its input is not given: said, not silently left out
+        if a.in_build and a.switch and a.wanted(cfg) and not a.has_input(inputs):
+            warnings.warn(f"{a.switch} is on, but {a.name} is not built: it is built from {a.input_flag}, which this "
+                          "build was not given")
+    if any(a.name == "corpus" for a in todo):  # an index this build leaves would lie over the replaced corpus
+        for a in ARTIFACTS:
+            if "corpus" in a.depends_on and a not in todo and (out / a.name / PARAMS).is_file():
+                why = (f"it is built from {a.input_flag}, not given" if not a.has_input(inputs) else
+                       f"{a.switch} is off" + (f" and --{a.build_with} is not given" if a.build_with else ""))
+                log.warning("%s: this build replaces the corpus but not %s (%s), so it stays over the old corpus and "
+                            "runs refuse it: rebuild it (%s) or remove the folder", a.name, out / a.name, why, a.rebuild)
+    for a in todo:  # before any work: a folder of other files there is never replaced
+        check_replaceable(out / a.name)
+    with staged_set(out) as stage:
+        inputs.corpus_dir = stage / "corpus"
+        for a in todo:
+            t = time.perf_counter()
+            result = build_step(a.name)(cfg, stage / a.name, inputs)
+            if a.name == "corpus":
+                inputs.corpus = Corpus(stage / "corpus", lookups=False)  # the graph build makes them when it needs them
+                report = result
+                log.info("corpus: %d documents in %.1fs", len(inputs.corpus), time.perf_counter() - t)
+                if train:
+                    index.warn_gold_outside(train, inputs.corpus)
+                continue
+            if result is False:
+                raise ArtifactError(f"{a.name}: incomplete (a shard or time limit); build it with "
+                                    f"notebooks/{a.notebook} or build_datasets.py --only {a.name}, which resume")
+            if a.name != "prior":
+                log.info("%s: built in %.1fs", a.name, time.perf_counter() - t)
+    return report
