@@ -19,8 +19,11 @@ competition = "llm-agentic-legal-information-retrieval"  # its test.csv is prefe
 import csv
 import glob
 import os
+import sys
 import time
 from pathlib import Path
+
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # a question longer than the csv module's default field limit is read
 
 STARTED_AT = time.time()
 KAGGLE = bool(os.environ.get("KAGGLE_KERNEL_RUN_TYPE"))

@@ -615,3 +615,17 @@ def test_every_llm_backend_the_config_offers_has_a_loader_of_one_shape():
     choices = next(f for f in dataclasses.fields(LLMConfig) if f.name == "backend").metadata["choices"]
     assert set(choices) == set(BACKENDS)
     assert all(list(inspect.signature(fn).parameters) == ["folder", "lc"] for fn in BACKENDS.values())
+
+
+@pytest.mark.parametrize("script, expected", [
+    ({"default_yes": 2.0}, "'default_yes' must be a probability in \\[0, 1\\], got '2.0'"),
+    ({"default_yes": "abc"}, "'default_yes' must be a probability in \\[0, 1\\], got 'abc'"),
+    ({"rules": {"when": []}}, "'rules' must be a list of rules"),
+])
+def test_a_scripted_llm_file_with_a_bad_default_is_one_line_naming_the_field(tmp_path, script, expected):
+    from lexrag.errors import ModelLoadError
+    from lexrag.llm.scripted import FORMAT, SCRIPT_FILE, load_scripted
+
+    (tmp_path / SCRIPT_FILE).write_text(json.dumps({"format": FORMAT, **script}), encoding="utf-8")
+    with pytest.raises(ModelLoadError, match=expected):
+        load_scripted(tmp_path)

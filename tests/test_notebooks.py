@@ -353,7 +353,8 @@ def test_a_path_parameter_of_the_wrong_type_is_one_line_naming_it(tmp_path, demo
 @pytest.mark.slow
 def test_the_inference_fallback_keeps_an_earlier_answer_and_the_ids_as_written(tmp_path, demo_queries):
     q = tmp_path / "test.csv"
-    q.write_text("query_id,query\n q1 ,Kaufvertrag Pflichten\nq2,Mietvertrag\n", encoding="utf-8")
+    # q3 is longer than the csv module's default field limit (128 KiB), which a standard parser reads with a higher one
+    q.write_text("query_id,query\n q1 ,Kaufvertrag Pflichten\nq2,Mietvertrag\nq3," + "Vertrag " * 20_000 + "\n", encoding="utf-8")
     out = tmp_path / "s.csv"
     out.write_text("query_id,predicted_citations\nq1,Art. 1 OR\n", encoding="utf-8")
     args = [sys.executable, "-m", "papermill", "-k", "python3", str(ROOT / "notebooks" / "inference.ipynb"),
@@ -365,7 +366,7 @@ def test_the_inference_fallback_keeps_an_earlier_answer_and_the_ids_as_written(t
     import csv
 
     rows = list(csv.reader(open(out, encoding="utf-8", newline="")))
-    assert [r[0] for r in rows[1:]] == [" q1 ", "q2"]  # as test.csv writes them: a trimmed id would not match
+    assert [r[0] for r in rows[1:]] == [" q1 ", "q2", "q3"]  # as test.csv writes them: a trimmed id would not match
     r = subprocess.run(args, capture_output=True, text=True, timeout=300)  # fails again: its fallback replaces the fallback
     assert (tmp_path / "s.csv.prev").read_text(encoding="utf-8") == "query_id,predicted_citations\nq1,Art. 1 OR\n"
 

@@ -101,9 +101,14 @@ def load_scripted(folder: str | Path) -> ScriptedLM:
         raise ModelLoadError(f"{path}: not a readable JSON script ({str(e)[:200] or type(e).__name__})") from None
     if not isinstance(script, dict) or script.get("format") != FORMAT:
         raise ModelLoadError(f"{path}: not a lexrag scripted-LLM file (needs \"format\": \"{FORMAT}\")")
+    if not isinstance(script.get("rules", []), list):
+        raise ModelLoadError(f"{path}: 'rules' must be a list of rules")
     for i, r in enumerate(script.get("rules", [])):
         if not isinstance(r, dict) or not isinstance(r.get("when", []), list) or sum(k in r for k in ("output", "yes", "echo")) != 1:
             raise ModelLoadError(f"{path}: rule {i}: needs a list 'when' and exactly one of 'output', 'yes' or 'echo'")
         if "yes" in r and not (isinstance(r["yes"], (int, float)) and 0.0 <= r["yes"] <= 1.0):
             raise ModelLoadError(f"{path}: rule {i}: 'yes' must be a probability in [0, 1], got {r['yes']!r}")
+    d = script.get("default_yes", 0.1)
+    if isinstance(d, bool) or not (isinstance(d, (int, float)) and 0.0 <= d <= 1.0):
+        raise ModelLoadError(f"{path}: 'default_yes' must be a probability in [0, 1], got {str(d)[:40]!r}")
     return ScriptedLM(script, Path(folder).name)
