@@ -47,6 +47,9 @@ def overrides() -> dict:
     return json.loads(os.environ.get(_SET, "{}"))
 
 
+CSV_BYTES_PER_DOC = 3_400  # a synthetic court consideration of 200-300 words with its citation, as CSV
+
+
 def _check(ap: argparse.ArgumentParser, args: argparse.Namespace, inputs: Sequence[tuple[str, Path]]) -> None:
     """The options, before any phase: sizes, the work folder, the JSON file, the overrides, and the
     input files the phases read (``inputs``: what each is and where)."""
@@ -58,6 +61,12 @@ def _check(ap: argparse.ArgumentParser, args: argparse.Namespace, inputs: Sequen
         ap.error(f"--sizes {' '.join(map(str, args.sizes))}: give document counts of 1 or more")
     if Path(args.work).exists() and not Path(args.work).is_dir():
         ap.error(f"--work {args.work}: not a folder (the generated files go there)")
+    there = next(p for p in Path(os.path.abspath(args.work)).parents if p.is_dir()) if not Path(args.work).is_dir() else \
+        Path(args.work)
+    free, need = shutil.disk_usage(there).free, max(args.sizes) * CSV_BYTES_PER_DOC
+    if need > free:  # before generating anything (the decisions are drawn in memory first, so a huge size would grow for ever)
+        ap.error(f"--sizes {max(args.sizes):,}: its generated CSV alone takes about {need / 1e9:,.1f} GB, and --work "
+                 f"{args.work} has {free / 1e9:,.1f} GB free; give smaller sizes or a --work with room")
     from lexrag.config import load_config
     from lexrag.errors import ConfigError, LexragError
 
@@ -204,11 +213,15 @@ def require(ap: argparse.ArgumentParser, args: argparse.Namespace, positive: Seq
 
 def guarded(main: Callable[[], int], prefix: str = "", where: str = "an output file") -> int:
     """``main()``, with a project error (a bad input the project names) or a disk error (a full disk,
-    a path too long; ``where`` when the system names no file) as one ``error:`` line, exit 2."""
+    a path too long; ``where`` when the system names no file) as one ``error:`` line, exit 2, and
+    Ctrl-C as one ``interrupted:`` line, exit 130."""
     from lexrag.errors import LexragError, disk_error
 
     try:
         return main()
+    except KeyboardInterrupt:  # every output is written whole or not at all, so what was there stays
+        print(f"interrupted: {prefix}{Path(sys.argv[0]).name} stopped; the files that were there are kept", file=sys.stderr)
+        return 130
     except LexragError as e:
         print(f"error: {prefix}{e}", file=sys.stderr)
         return 2

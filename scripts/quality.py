@@ -18,6 +18,7 @@ chose.  The locked areas (repro/locked_split.yaml) are read only with --final.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -28,13 +29,26 @@ from lexrag.eval.experiment_cli import arg_parser, check_args, run_from_args
 
 
 def main() -> int:
-    from lexrag.errors import LexragError
+    import benchkit
 
-    try:
-        return _main()
-    except LexragError as e:  # a problem the user can fix: one line, as the CLI gives it
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return benchkit.guarded(_main)  # a problem the user can fix, a full disk or Ctrl-C: one line, as the CLI gives it
+
+
+BUILD_PREFIX = "lexrag-quality-"  # the temporary build: lexrag-quality-<pid>-<random>
+
+
+def _sweep_dead_builds() -> None:
+    """Remove the temporary builds of runs that were killed before their build finished (their
+    process is gone and no corpus was published there); a finished one was announced as kept."""
+    import shutil
+
+    from lexrag.outputs import pid_alive
+
+    for d in Path(tempfile.gettempdir()).glob(f"{BUILD_PREFIX}*-*"):
+        pid = d.name[len(BUILD_PREFIX):].split("-")[0]
+        if d.is_dir() and not d.is_symlink() and pid.isdigit() and not pid_alive(int(pid)) \
+                and not (d / "corpus" / "params.json").is_file():
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _main() -> int:
@@ -52,12 +66,13 @@ def _main() -> int:
 
     warnings.simplefilter("ignore", UserWarning)
     data = Path(args.data)
-    _check_dictionary(args)
+    _check_build_options(args)
     check_args(args, build=not args.artifacts)  # every option before the build, not after it
     if not args.artifacts:  # build them once into a temporary folder, with the prior from the tuning file
         from lexrag.pipeline.build import build_artifacts
 
-        args.artifacts = tempfile.mkdtemp(prefix="lexrag-quality-")
+        _sweep_dead_builds()
+        args.artifacts = tempfile.mkdtemp(prefix=f"{BUILD_PREFIX}{os.getpid()}-")
         made = args.artifacts
         courts = Path(args.courts) if args.courts else data / "court_considerations_sample.csv"
         keys, abbrev = data / "laws_de_citations.txt", data / "abbrev-translations.json"
@@ -79,16 +94,17 @@ def _main() -> int:
     return 1 if any(c["status"] == "FAIL" for c in checks) else 0
 
 
-def _check_dictionary(args) -> None:
-    """Before any build: ``--dictionary`` feeds only the build this script makes, and a variant that
-    switches the dictionary on needs one there."""
+def _check_build_options(args) -> None:
+    """Before any build: ``--dictionary`` and ``--courts`` feed only the build this script makes, and
+    a variant that switches the dictionary on needs one there."""
     from lexrag.errors import ConfigError
     from lexrag.eval.experiment_cli import variants_from_args
 
-    if args.artifacts and args.dictionary:
-        raise ConfigError(f"--dictionary is read only when this script builds the artifacts (without --artifacts); "
-                          f"{args.artifacts} holds the dictionary it was built with: drop --dictionary, or drop "
-                          "--artifacts to build afresh")
+    for opt, value, what in (("--dictionary", args.dictionary, "the dictionary"), ("--courts", args.courts, "the corpus")):
+        if args.artifacts and value:
+            raise ConfigError(f"{opt} is read only when this script builds the artifacts (without --artifacts); "
+                              f"{args.artifacts} holds {what} it was built with: drop {opt}, or drop --artifacts to "
+                              "build afresh")
     if not args.artifacts and not args.dictionary:
         needs = [v.name for v in variants_from_args(args) if v.config(args.config).dictionary.enabled]
         if needs:

@@ -1262,6 +1262,10 @@ def test_validation_outputs_inside_an_artifact_folder_are_refused(demo_artifacts
             validate_run(cfg, art, demo_queries, bad)
         assert "\n" not in str(e.value)
     assert not (demo_artifacts / "bm25" / "validation_out").exists()
+    for bad in (demo_artifacts, demo_artifacts / "validation_out"):  # the artifacts folder itself, as `run --out` refuses it
+        with pytest.raises(ConfigError, match="is or lies inside the artifacts folder .* the run reads"):
+            validate_run(cfg, art, demo_queries, bad)
+    assert not (demo_artifacts / "validation_out").exists() and not (demo_artifacts / "metrics.json").exists()
     validate_run(cfg, art, demo_queries, tmp_path / "ok")
     assert (tmp_path / "ok" / "metrics.json").is_file()
 
@@ -2636,3 +2640,94 @@ def test_tune_says_when_most_of_the_gold_is_not_in_the_corpus(tmp_path, demo_art
                         "--grid", "count.k=3,5", "--set", "runtime.progress=false"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-600:]
     assert "tune: only " in r.stderr and "every point scores the rest as misses" in r.stderr
+
+
+def test_a_queries_file_padded_with_nul_bytes_after_its_text_is_named_as_such(tmp_path, arts, capsys):
+    q = write(tmp_path / "q.csv", QUERIES.encode() + b"\x00" * 4096)
+    rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv")
+    assert rc == 2 and f"{q}: NUL bytes fill it from byte {len(QUERIES.encode()):,} on, after the text" in err, err
+    assert "UTF-16" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_prior_file_of_another_shape_and_artifacts_given_as_a_file_are_one_line_each(tmp_path, arts, capsys):
+    import shutil
+
+    from lexrag.artifacts import ArtifactError, read_params, write_params
+    from lexrag.index.prior import TrainingPrior, build_prior
+
+    build_prior(DEMO / "queries_demo.csv", tmp_path / "prior")
+    doc = read_params(tmp_path / "prior", "prior")
+    shutil.copyfile(arts / "corpus" / "citation_keys.parquet", tmp_path / "prior" / "gold.parquet")  # another file of the set
+    write_params(tmp_path / "prior", "prior", doc["builder"], doc["params"], sources=doc.get("sources"))  # its digests agree
+    with pytest.raises(ArtifactError, match=r"artifact 'prior' at .* cannot be read \(KeyError: .*query_id.*rebuild it"):
+        TrainingPrior.load(tmp_path / "prior")
+    f = write(tmp_path / "a.csv", QUERIES)
+    rc, _, err = cli(capsys, "run", "--artifacts", f, "--queries", f, "--out", tmp_path / "s.csv")
+    assert rc == 2 and f"{f} is a file, not a folder; give the folder that holds the artifacts" in err, err
+
+
+def test_a_script_stopped_by_ctrl_c_is_one_line_and_a_killed_quality_build_is_swept(tmp_path):
+    code = ("import sys; sys.path.insert(0, 'scripts'); import benchkit\n"
+            "def main():\n    raise KeyboardInterrupt\n"
+            "sys.exit(benchkit.guarded(main))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 130 and r.stderr.startswith("interrupted: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    dead, done, live = tmp_path / "lexrag-quality-999999999-ab", tmp_path / "lexrag-quality-999999998-cd", \
+        tmp_path / f"lexrag-quality-{os.getpid()}-ef"
+    for d in (dead, done, live):
+        (d / "bm25").mkdir(parents=True)
+    (done / "corpus").mkdir()
+    (done / "corpus" / "params.json").write_text("{}")  # a finished build the run announced as kept
+    code = "import sys; sys.path.insert(0, 'scripts'); import quality; quality._sweep_dead_builds()"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert not dead.exists() and done.is_dir() and live.is_dir()
+
+
+def test_a_benchmark_size_beyond_the_free_disk_is_refused_before_anything_is_generated(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_bm25.py"), "--sizes", "10000000000", "--work",
+                        str(tmp_path / "w")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--sizes 10,000,000,000: its generated CSV alone takes about" in r.stderr, r.stderr
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_quality_variant_changing_what_the_bm25_index_fixes_when_built_is_refused():
+    from lexrag.config import load_config
+    from lexrag.errors import ConfigError
+    from lexrag.eval.experiment import _refuse_build_time_changes
+    from lexrag.eval.variants import parse_variant
+
+    base = load_config(None)
+    _refuse_build_time_changes([parse_variant("lexical"), parse_variant("k=lexical;count.k=3")], None, base, "ARTS")
+    with pytest.raises(ConfigError, match="variant 'k1' changes k1 of BM25, which the index in ARTS fixes when it is built"):
+        _refuse_build_time_changes([parse_variant("lexical"), parse_variant("k1=lexical;lexical.k1=2")], None, base, "ARTS")
+
+
+def test_quality_refuses_courts_it_would_not_read(tmp_path, demo_artifacts):
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--artifacts", str(demo_artifacts), "--courts",
+                        str(DEMO / "courts_demo.csv")], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert r.returncode == 2 and "--courts is read only when this script builds the artifacts" in r.stderr, r.stderr[-400:]
+
+
+def test_tune_refuses_a_field_given_both_to_set_and_to_the_grid(tmp_path, capsys):
+    rc, _, err = cli(capsys, "tune", "--artifacts", tmp_path, "--queries", DEMO / "queries_demo.csv", "--grid", "count.k=3,5",
+                     "--set", "count.k=9")
+    assert rc == 2 and "--set count.k and --grid count.k: the grid sets it at every point; drop one of them" in err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_standard_output_is_named_as_such_not_as_the_file_written(tmp_path, demo_artifacts):
+    out = tmp_path / "s.csv"
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "lexrag", "-q", "run", "--artifacts", str(demo_artifacts), "--queries",
+                            str(DEMO / "queries_demo.csv"), "--out", str(out), "--set", "runtime.progress=false"],
+                           stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error: standard output cannot be written"), r.stderr
+    assert str(out) not in r.stderr and len(out.read_text(encoding="utf-8").splitlines()) == 23  # the submission is whole
+
+
+def test_calibrate_refuses_a_single_question_as_tune_does(tmp_path, arts, capsys):
+    lines = (DEMO / "queries_demo.csv").read_text(encoding="utf-8").splitlines()
+    q = write(tmp_path / "one.csv", "\n".join(lines[:2]) + "\n")
+    rc, _, err = cli(capsys, "calibrate", "--queries", q, "--artifacts", arts, "--out", tmp_path / "cal")
+    assert rc == 2 and "1 question with gold citations; calibrate fits thresholds over questions" in err, err
+    assert not (tmp_path / "cal").exists()

@@ -36,3 +36,16 @@ def test_gpu_check_runs_in_cpu_mode(tmp_path):
     assert checks["cuda:1 on this machine"]["resolved"] == "cpu"
     pipe = checks["pipeline, three models resident"]
     assert pipe["faiss"] == "cpu" and pipe["rerank_calls"] > 1 and {"rewrite", "dense", "rerank", "verify"} <= set(pipe["stages_s"])
+
+
+def test_a_json_path_that_cannot_take_the_results_is_refused_before_the_checks(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "outside.json").write_text("mine")
+    (tmp_path / "link.json").symlink_to(tmp_path / "outside.json")
+    for target, said in ((tmp_path, "is a folder; give a file name"), (tmp_path / "link.json", "is a link")):
+        r = subprocess.run([sys.executable, "-m", "lexrag.gpu_check", "--cpu", "--json", str(target)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 2 and said in r.stderr and "results" not in r.stdout, r.stderr[-400:]
+    assert (tmp_path / "outside.json").read_text() == "mine"

@@ -234,6 +234,9 @@ def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:
     folder = Path(folder)
     path = folder / PARAMS
     if not folder.is_dir():
+        if folder.parent.is_file():  # --artifacts a file (a CSV given for the folder)
+            raise ArtifactError(f"artifact {artifact!r} not found: {folder.parent} is a file, not a folder; give the folder "
+                                "that holds the artifacts (the --out of python -m lexrag build)")
         if (folder.parent / PARAMS).is_file():  # --artifacts ARTS/corpus: an artifact folder given for the folder holding them
             raise ArtifactError(f"artifact {artifact!r} not found: {folder.parent} is itself an artifact folder (it has a "
                                 f"{PARAMS}); give the folder that holds the artifacts, {folder.parent.parent}")

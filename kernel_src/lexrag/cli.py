@@ -145,6 +145,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     grid = parse_grid(args.grid)
+    both = [x.split("=", 1)[0].strip() for x in args.set or [] if x.split("=", 1)[0].strip() in grid]
+    if both:  # the grid sets the field at every point: the --set value would be dropped without a word
+        from lexrag.errors import ConfigError
+
+        raise ConfigError(f"--set {both[0]} and --grid {both[0]}: the grid sets it at every point; drop one of them")
     if args.out:
         _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config},
                    protected=dict([_artifacts_dir(args, cfg)]), example="tuned.yaml")
@@ -340,6 +345,36 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return _PYTHON_FORMATWARNING(message, category, filename, lineno, line)
 
 
+class _MarkedStdout:
+    """Standard output whose write errors carry ``stdout = True``, so a full or closed terminal
+    stream is told apart from a file the command writes."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _marked(self, call, *a):
+        try:
+            return call(*a)
+        except OSError as e:
+            e.stdout = True
+            raise
+
+    def write(self, text):
+        return self._marked(self._stream.write, text)
+
+    def flush(self):
+        return self._marked(self._stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _drop_stdout() -> None:
+    """Point standard output at the null device, so what is still buffered does not fail again at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
 def main(argv: list[str] | None = None) -> int:
     import logging
 
@@ -355,8 +390,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{opt} is empty: give a path")
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     warnings.formatwarning = _one_line_warning
+    real, sys.stdout = sys.stdout, _MarkedStdout(sys.stdout)
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()  # a full or closed standard output is said here, not as Python exits
+        return rc
     except (LexragError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -370,12 +408,18 @@ def main(argv: list[str] | None = None) -> int:
               "whole or not at all)", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `lexrag evaluate ... | head`: the reader left; not an error of ours
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _drop_stdout()
         return 0
     except OSError as e:
+        if getattr(e, "stdout", False):  # the report, not a file of the command (those are written whole or not at all)
+            _drop_stdout()
+            print(f"error: standard output cannot be written ({e.strerror or e}): the report is lost; the files the command "
+                  "writes were written whole or not at all", file=sys.stderr)
+            return 2
         line = _disk_error(e, args)
         if line is None:
             raise
         print(f"error: {line}", file=sys.stderr)
         return 2
+    finally:
+        sys.stdout = real

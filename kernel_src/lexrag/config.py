@@ -212,8 +212,8 @@ def _numbers(mapping: dict) -> dict:
 
 def _check_type(path: str, value: Any, tp: Any) -> Any:
     if isinstance(value, (list, tuple, dict)) and expanded_size(value) > MAX_VALUE_NODES:
-        raise ConfigError(f"{path}: the value expands to more than {MAX_VALUE_NODES:,} items (YAML aliases "
-                          "repeating one another?); write it out plainly")
+        raise ConfigError(f"{path}: the value expands to more than {MAX_VALUE_NODES:,} items (a very long "
+                          "list or mapping, or YAML aliases repeating one another); write it out plainly or shorten it")
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if tp is float and isinstance(value, str):

@@ -86,6 +86,10 @@ def check_input_file(path: Path, what: str = "file") -> None:
     for magic, kind in ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"BZh", "bzip2"), (b"\xfd7zXZ", "xz")):
         if head.startswith(magic):
             raise CsvInputError(f"{path}: a {kind}-compressed file, not a UTF-8 CSV; unpack it and give the {what} itself")
+    text = head.rstrip(b"\x00")
+    if len(text) < len(head) and b"\x00" not in text and text.strip():  # text, then only NULs: a crash-padded or preallocated file
+        raise CsvInputError(f"{path}: NUL bytes fill it from byte {len(text):,} on, after the text (a file a crash or a "
+                            f"preallocating copy left padded); remove them (tr -d '\\000' < FILE > FIXED) and give the {what} again")
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(b"\x00") > len(head) // 4:  # ASCII in UTF-16: every other byte
         raise CsvInputError(f"{path}: UTF-16/UTF-32 or binary, not UTF-8 text (a byte-order mark or NUL bytes between "
                             "the letters); save it as UTF-8")

@@ -66,9 +66,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--prompts", type=int, default=8, help="prompts per LLM check")
     ap.add_argument("--max-new-tokens", type=int, default=16)
-    args = ap.parse_args(argv)
+    from lexrag.cliargs import parse_once
+
+    args = parse_once(ap, argv)
     if args.prompts < 1 or args.max_new_tokens < 1:
         ap.error("--prompts and --max-new-tokens must be >= 1")
+    if args.json:  # before the checks: a folder, a link or a place that cannot be written is said now, not after them
+        from lexrag.errors import LexragError
+        from lexrag.outputs import check_output_file
+
+        try:
+            check_output_file(args.json, "--json", example="gpu_check.json")
+        except LexragError as e:
+            ap.error(str(e))
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     import torch
@@ -240,7 +250,9 @@ def _checks(args, torch, devices: list[str], gpus: list[int], work: Path) -> int
     names = [torch.cuda.get_device_name(torch.device(d)) for d in dict.fromkeys(devices) if d.startswith("cuda")]
     info = {"devices": devices, "torch": torch.__version__, "gpus": names, "results": results}
     if args.json:
-        Path(args.json).write_text(json.dumps(info, indent=1), encoding="utf-8")
+        from lexrag.outputs import replace_text
+
+        replace_text(args.json, json.dumps(info, indent=1))  # whole or not at all
     print(f"{'OK' if not failed else f'FAILED ({len(failed)} checks: ' + ', '.join(failed) + ')'}: {len(results)} checks on "
           f"{' + '.join(names) or 'the CPU'} (torch {torch.__version__})")
     return 0 if not failed else 1

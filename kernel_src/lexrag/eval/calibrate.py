@@ -84,6 +84,9 @@ def calibrate(cfg: Config, art: Artifacts, queries_path: str | Path, out_dir: st
     gold = {q: g for q, g in load_gold(queries_path).items() if g}  # a blank gold cell is no gold, not "cites nothing"
     if not gold:
         raise CsvInputError(f"{queries_path}: no query has gold citations; calibrate needs a validation file")
+    if len(gold) < 2:  # thresholds fitted on one question would fit that question only
+        raise CsvInputError(f"{queries_path}: 1 question with gold citations; calibrate fits thresholds over questions, so "
+                            "it needs 2 or more (better: many, from several courses); nothing was written")
     cited = {" ".join(c.split()) for g in gold.values() for c in g}
     found = len(cited) - len(art.corpus.lacks(cited))
     if found == 0:  # every answer then scores 0: the fit would be noise, and would replace a calibration that is not

@@ -243,6 +243,20 @@ def read_tuning_file(path: str | Path) -> tuple[dict[str, list[str]], dict[str, 
     return gold, courses
 
 
+def _refuse_build_time_changes(variants: Sequence[Variant], config, base_cfg: Config, artifacts) -> None:
+    """Refuse a variant changing what the BM25 index fixes when built (k1, b, the analyzer): the one
+    loaded index would score it as the variant without the change (``run`` and ``tune`` refuse it too)."""
+    from lexrag.index.lexical import BM25Index
+
+    built = BM25Index.expected_params(base_cfg.lexical)
+    for v in variants:
+        changed = [k for k, x in BM25Index.expected_params(v.config(config).lexical).items() if built.get(k) != x]
+        if changed and v.config(config).lexical.enabled:
+            raise ConfigError(f"variant {v.name!r} changes {', '.join(changed)} of BM25, which the index in {artifacts} fixes "
+                              "when it is built, so it would score as the variant without the change; build artifacts "
+                              "with it (python -m lexrag build --set ...) and pass them with --artifacts")
+
+
 def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str | Path, tune_on: str = "lexam_dev.csv",
                    others: Sequence[str] = ("train_dev.csv", "val.csv"), by: Sequence[str] = ("course", "area"),
                    final: bool = False, locked: dict | None = None, dev_areas: int | None = None, nested: bool = True,
@@ -287,6 +301,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
     for f, gold in ((tune_on, all_gold), *other_gold.items()):
         cited = [c for cs in gold.values() for c in cs]
         outside[f] = [len(outside_corpus(base_art.corpus, cited)), len(cited)]
+    _refuse_build_time_changes(variants, config, base_cfg, artifacts)
     timings: dict[str, float] = {}
     for v in variants:
         t0 = time.perf_counter()

@@ -139,6 +139,10 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
 
     check_makeable(out, "out_dir")
     check_outside_artifacts(out, "out_dir", "the outputs would go with it; write them elsewhere", ConfigError)
+    root = Path(artifacts.corpus_dir).parent.resolve() if artifacts.corpus_dir else None
+    if root is not None and (out.resolve() == root or root in out.resolve().parents):  # as `lexrag run --out` refuses it
+        raise ConfigError(f"out_dir {out_dir} is or lies inside the artifacts folder {root} the run reads (a build "
+                          "replaces what is there); write the outputs elsewhere")
     out.mkdir(parents=True, exist_ok=True)
     read = {Path(given).resolve(): (what, given) for what, given in (("queries", queries_path), *inputs)
             if given is not None and Path(given).is_file()}

@@ -171,10 +171,11 @@ class TrainingPrior:
     @classmethod
     def load(cls, folder: str | Path) -> "TrainingPrior":
         params = read_params(folder, ARTIFACT)
-        with reading(ARTIFACT, folder):
+        with reading(ARTIFACT, folder):  # a file of another shape (no such column) too
             t = pq.read_table(Path(folder) / "gold.parquet")
+            rows = list(zip(t.column("query_id").to_pylist(), t.column("citation").to_pylist()))
         gold: dict[str, list[str]] = {}
-        for q, c in zip(t.column("query_id").to_pylist(), t.column("citation").to_pylist()):
+        for q, c in rows:
             gold.setdefault(q, [])
             if c:
                 gold[q].append(c)
@@ -182,7 +183,7 @@ class TrainingPrior:
         if (Path(folder) / "questions.parquet").is_file():  # absent in priors built before the statute model
             with reading(ARTIFACT, folder):
                 qt = pq.read_table(Path(folder) / "questions.parquet")
-            questions = dict(zip(qt.column("query_id").to_pylist(), qt.column("query").to_pylist()))
+                questions = dict(zip(qt.column("query_id").to_pylist(), qt.column("query").to_pylist()))
         return cls(gold, source=str(params.get("sources")), questions=questions)
 
 
