@@ -419,3 +419,24 @@ def test_an_out_manifest_a_build_cannot_record_into_is_refused_before_anything_i
     err = capsys.readouterr().err
     assert rc == 2 and "repair it or move it away first (nothing was built)" in err, err[-600:]
     assert sorted(p.name for p in out.iterdir()) == ["artifacts_manifest.yaml"]
+
+
+def test_a_kaggle_cli_that_stalls_or_answers_in_another_encoding_is_one_line(tmp_path, manifest, tiny_inputs, monkeypatch):
+    from lexrag.errors import ManifestError
+    from lexrag.kaggle import datasets
+
+    laws, _ = tiny_inputs
+    out = tmp_path / "ds"
+    assert run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus").returncode == 0
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "kaggle"
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    fake.write_text("#!/bin/sh\nprintf '\\377\\376 Fehler: keine Verbindung\\n' >&2\nexit 1\n")  # bytes that are not UTF-8
+    fake.chmod(0o755)
+    with pytest.raises(ManifestError, match="kaggle datasets status lexrag/lexrag-corpus failed: .*keine Verbindung"):
+        datasets.upload(manifest, out, only=["corpus"])
+    fake.write_text("#!/bin/sh\nexec sleep 60\n")  # a stalled network: no answer at all
+    monkeypatch.setattr(datasets, "STATUS_TIMEOUT_S", 1)
+    with pytest.raises(ManifestError, match="gave no answer in 1 s"):
+        datasets.upload(manifest, out, only=["corpus"])

@@ -2731,3 +2731,17 @@ def test_calibrate_refuses_a_single_question_as_tune_does(tmp_path, arts, capsys
     rc, _, err = cli(capsys, "calibrate", "--queries", q, "--artifacts", arts, "--out", tmp_path / "cal")
     assert rc == 2 and "1 question with gold citations; calibrate fits thresholds over questions" in err, err
     assert not (tmp_path / "cal").exists()
+
+
+def test_quality_refuses_a_tuning_file_of_one_question(tmp_path, demo_artifacts):
+    lines = (DEMO / "queries_demo.csv").read_text(encoding="utf-8").splitlines()
+    data = tmp_path / "data"
+    data.mkdir()
+    write(data / "one.csv", f"{lines[0]},course\n{lines[1]},Kurs A\n")
+    for name in ("train_dev.csv", "val.csv"):
+        write(data / name, "\n".join(lines) + "\n")
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--data", str(data), "--artifacts",
+                        str(demo_artifacts), "--variants", "lexical", "--tune-on", "one.csv"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 2 and "1 question with gold citations; the nested folds hold questions out" in r.stderr, r.stderr[-600:]
+    assert "Traceback" not in r.stderr

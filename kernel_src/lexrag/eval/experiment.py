@@ -229,13 +229,12 @@ def ceilings(gold: Mapping[str, Sequence[str]], ranked: Mapping[str, Sequence[st
 # --- an experiment --------------------------------------------------------------------------------
 
 def read_tuning_file(path: str | Path) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """The questions with gold (query id -> gold) and the courses (query id -> course) of a tuning
-    file; a file without gold or without a course column (the folds are grouped by the legal areas
-    the courses make) is refused naming it."""
+    """The questions with gold (query id -> gold) and the courses (query id -> course) of a tuning file;
+    one with fewer than two such questions or without a course column (the folds' groups) is refused."""
     gold = {q: g for q, g in load_gold(path).items() if g}
-    if not gold:
-        raise ConfigError(f"--tune-on {path}: no question with gold citations; tune on a file with a "
-                          "gold_citations column (lexam_dev.csv)")
+    if len(gold) < 2:  # each question is scored at the k picked on the others
+        raise ConfigError(f"--tune-on {path}: {len(gold) or 'no'} question with gold citations; the nested folds hold "
+                          "questions out, so it needs 2 or more (lexam_dev.csv: many, from several courses)")
     courses = read_groups(path)
     if not courses:
         raise ConfigError(f"--tune-on {path}: no course column, so the questions cannot be grouped by legal area; "

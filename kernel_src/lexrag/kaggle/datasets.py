@@ -273,6 +273,9 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
     return problems
 
 
+STATUS_TIMEOUT_S = 120  # `kaggle datasets status` answers in seconds; an upload itself may take an hour
+
+
 def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | None = None, message: str = "",
            owner: str | None = None) -> None:
     """Push each artifact folder with the kaggle CLI: a new version if the dataset exists, else
@@ -291,7 +294,13 @@ def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] |
         if owner:
             _dataset_metadata(folder, entry, owner)
         meta = json.loads((folder / "dataset-metadata.json").read_text(encoding="utf-8"))
-        status = subprocess.run(["kaggle", "datasets", "status", meta["id"]], capture_output=True, text=True)
+        log.info("asking Kaggle whether %s exists (kaggle datasets status, at most %d s)", meta["id"], STATUS_TIMEOUT_S)
+        try:  # a stalled network must not hold the upload for ever; the CLI may answer in any encoding
+            status = subprocess.run(["kaggle", "datasets", "status", meta["id"]], capture_output=True, text=True,
+                                    errors="replace", timeout=STATUS_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise ManifestError(f"kaggle datasets status {meta['id']} gave no answer in {STATUS_TIMEOUT_S} s (no network?); "
+                                "nothing was uploaded for it") from None
         said = (status.stdout + status.stderr).strip()
         if status.returncode != 0 and not any(w in said.lower() for w in ("404", "not found", "does not exist")):
             # not an answer about the dataset (no network, a bad token): creating it anew would be wrong
@@ -300,9 +309,10 @@ def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] |
         msg = message or f"lexrag {__version__}"
         cmd = (["kaggle", "datasets", "version", "-p", str(folder), "-m", msg, "--dir-mode", "zip"] if status.returncode == 0
                else ["kaggle", "datasets", "create", "-p", str(folder), "--dir-mode", "zip"])
-        log.info("%s", " ".join(cmd))
+        log.info("%s (uploading %.1f MB; the kaggle CLI says nothing until it is done)", " ".join(cmd),
+                 sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6)
         try:
-            subprocess.run(cmd, check=True, capture_output=True, text=True)
+            subprocess.run(cmd, check=True, capture_output=True, text=True, errors="replace")
         except subprocess.CalledProcessError as e:
             tail = (e.stdout or "") + (e.stderr or "")
             raise ManifestError(f"{' '.join(cmd[:3])} for {entry['name']} failed (exit {e.returncode}): "
