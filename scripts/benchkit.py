@@ -127,6 +127,12 @@ def _run(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     rows = []
+    import signal
+
+    def stop(signum, frame):  # a SIGTERM (a timeout, a job killed) unwinds: the phase is stopped, the size folder removed
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     for n in args.sizes:
         folder = Path(args.work) / str(n)
         if folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
@@ -134,7 +140,11 @@ def _run(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
 
             raise ConfigError(f"--work {args.work}: {folder} is a link or a file, not a folder; give a --work where the "
                               f"benchmark makes its own {n}/ folder")
+        _sweep_killed_size(folder)
         made = not os.path.lexists(folder)  # a folder that was there (kept by --keep, or the user's) is never removed
+        if made and not args.keep:  # marked as this run's, so a run killed outright has it removed by the next one
+            folder.mkdir(parents=True)
+            (folder / f"{MARK}{os.getpid()}").touch()
         try:
             rc = _size(script, phases, args, folder, n, prepare, rows)
         finally:  # what this size generated goes, also when a phase failed (a full disk), unless --keep
@@ -147,6 +157,19 @@ def _run(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
     else:  # the summary compares every phase's numbers; the JSON rows above are this run's result
         print(f"(no summary table: it needs every phase ({', '.join(phases)}); the rows above hold the phases that ran)")
     return 0
+
+
+MARK = ".lexrag-bench-run-"  # in a size folder a run made and will remove: the pid of that run
+
+
+def _sweep_killed_size(folder: Path) -> None:
+    """Remove a size folder that a benchmark killed outright (SIGKILL) made and marked as its own."""
+    from lexrag.outputs import pid_alive
+
+    marks = list(folder.glob(f"{MARK}*")) if folder.is_dir() and not folder.is_symlink() else []
+    pids = [m.name[len(MARK):] for m in marks]
+    if pids and all(p.isdigit() and not pid_alive(int(p)) for p in pids):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _size(script: str, phases: Sequence[str], args: argparse.Namespace, folder: Path, n: int,

@@ -2745,3 +2745,24 @@ def test_quality_refuses_a_tuning_file_of_one_question(tmp_path, demo_artifacts)
                        timeout=300)
     assert r.returncode == 2 and "1 question with gold citations; the nested folds hold questions out" in r.stderr, r.stderr[-600:]
     assert "Traceback" not in r.stderr
+
+
+def test_a_benchmark_stopped_by_sigterm_or_killed_leaves_no_size_folder_behind(tmp_path):
+    import signal
+
+    work = tmp_path / "w"
+    p = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench_bm25.py"), "--sizes", "3000", "--work", str(work)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(work / "3000" / "courts.csv", p)  # generating, or a phase running
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=120)
+    assert p.returncode == 128 + signal.SIGTERM and not (work / "3000").exists(), p.stderr.read()[-400:]
+    killed, kept = work / "5", work / "6"  # a folder a killed run marked as its own, and one of the user's
+    for d in (killed, kept):
+        d.mkdir(parents=True)
+        (d / "courts.csv").write_text("x")
+    (killed / ".lexrag-bench-run-999999999").touch()
+    code = "import sys; from pathlib import Path; sys.path.insert(0, 'scripts'); import benchkit\n" \
+           f"benchkit._sweep_killed_size(Path({str(killed)!r})); benchkit._sweep_killed_size(Path({str(kept)!r}))"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=ROOT)
+    assert not killed.exists() and (kept / "courts.csv").is_file()

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_gpu_check_runs_in_cpu_mode(tmp_path):
-    out = tmp_path / "gpu_check.json"
+    out = tmp_path / "results" / "gpu_check.json"  # a folder that is not there yet is made
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--cpu", "--json", str(out), "--prompts", "4"],

@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             check_output_file(args.json, "--json", example="gpu_check.json")
         except LexragError as e:
             ap.error(str(e))
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     import torch
