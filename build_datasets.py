@@ -144,14 +144,6 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if args.only is not None and not args.only.strip():  # an empty shell variable must not mean "everything"
-        print("error: --only is empty; name the artifacts (e.g. --only corpus,bm25) or leave the flag out for all",
-              file=sys.stderr)
-        return 2
-    if args.owner is not None and not args.owner.strip():
-        print("error: --owner is empty; name the Kaggle user or organisation, or leave the flag out for the manifest's owner",
-              file=sys.stderr)
-        return 2
     if args.owner is not None:  # checked before any build: it becomes every dataset's id
         from lexrag.errors import LexragError
         from lexrag.kaggle.datasets import check_owner

@@ -23,7 +23,9 @@ def main() -> int:
     ap.add_argument("--dictionary", default="/usr/share/trans/de-en")
     ap.add_argument("--queries", default="../shared/data/val.csv")
     ap.add_argument("--repeat", type=int, default=20)
-    args = ap.parse_args()
+    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+
+    args = parse_once(ap)
     for opt, path in (("--dictionary", args.dictionary), ("--queries", args.queries)):
         if not Path(path).is_file():
             ap.error(f"{opt} {path}: not a file" + (" (Debian: apt-get install trans-de-en)" if opt == "--dictionary" else ""))

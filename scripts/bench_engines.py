@@ -248,7 +248,9 @@ def main() -> int:
                     "its postings copied in against memory-mapped")
     ap.add_argument("--json", help="append the rows to this JSON-lines file")
     ap.add_argument("--engine", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+
+    args = parse_once(ap)
     work = Path(args.work)
     if args.engine:
         print(json.dumps(run_engine(args.engine, work, args.threads)))

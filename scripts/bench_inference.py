@@ -119,7 +119,9 @@ def main() -> int:
     ap.add_argument("--repo", default=str(ROOT), help="the checkout whose notebook and package run (default: this one)")
     ap.add_argument("--data", default=str(DATA), help="the folder holding train_dev.csv (for the prior)")
     ap.add_argument("--json", help="append the result to this JSON-lines file")
-    args = ap.parse_args()
+    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+
+    args = parse_once(ap)
     benchkit.require(ap, args, positive=("questions",), within=[("work", "art")], outputs=("json",))
     work, repo = Path(args.work).resolve(), Path(args.repo).resolve()
     parts = prepare(work, args.questions, Path(args.data))

@@ -33,7 +33,9 @@ def main() -> int:
     ap.add_argument("--artifacts", required=True)
     ap.add_argument("--questions", type=int, default=200, help="questions the stage is timed on")
     ap.add_argument("--json", help="write the numbers here")
-    args = ap.parse_args()
+    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+
+    args = parse_once(ap)
     benchkit.require(ap, args, positive=("questions",), within=[("artifacts", "corpus"), ("data", "lexam_dev.csv")],
                      outputs=("json",))
     logging.basicConfig(level=logging.WARNING)

@@ -158,7 +158,9 @@ def main() -> int:
     ap.add_argument("--work", default="/tmp/lexrag-semantic-bench")
     ap.add_argument("--kind")
     ap.add_argument("--emb", help="an existing embeddings artifact (its n_docs and dims are used)")
-    args = ap.parse_args()
+    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+
+    args = parse_once(ap)
     benchkit.require(ap, args, positive=("docs", "n", "dims"), within=[("emb", "params.json")])
     if args.what == "encode":
         print(json.dumps(encode_bench(args.docs)))

@@ -68,7 +68,9 @@ def main() -> int:
     ap.add_argument("--questions", nargs="*", type=int, default=[40, 642])
     ap.add_argument("--order", choices=["chunk", "stage"], default="chunk")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+
+    args = parse_once(ap)
     if not (args.artifacts / "corpus").is_dir():
         ap.error(f"--artifacts {args.artifacts}: no corpus/ there (build the artifacts first: python -m lexrag build ...)")
     if any(n < 1 for n in args.questions) or not args.questions:

@@ -55,7 +55,9 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="*", default=["../shared/data/laws_de_citations.txt"],
                     help="key files (one key per line) or CSVs whose first column is the citation")
-    args = ap.parse_args()
+    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+
+    args = parse_once(ap)
     for f in args.files:
         if not Path(f).is_file():
             ap.error(f"{f}: not a file (a key file or a CSV whose first column is the citation)")

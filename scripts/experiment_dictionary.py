@@ -28,7 +28,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="../shared/data")
     ap.add_argument("--artifacts", required=True)
-    args = ap.parse_args()
+    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+
+    args = parse_once(ap)
     warnings.simplefilter("ignore")
     logging.basicConfig(level=logging.ERROR)
     val = f"{args.data}/val.csv"

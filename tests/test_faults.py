@@ -2021,9 +2021,9 @@ def test_a_folder_or_fifo_where_an_artifact_file_belongs_and_a_malformed_file_en
 
 
 def test_an_empty_config_a_build_inside_an_artifact_an_unreadable_status_and_check_with_record_are_said(tmp_path, arts, capsys):
-    rc, _, err = cli(capsys, "run", "--config", "", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts,
-                     "--out", tmp_path / "s.csv")
-    assert rc == 2 and "the config is empty (an empty --config or config_path)" in err
+    with pytest.raises(SystemExit) as e:
+        cli(capsys, "run", "--config", "", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--out", tmp_path / "s.csv")
+    assert e.value.code == 2 and "--config is empty: give a path or a value" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         cli(capsys, "run", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--out", "")
     assert e.value.code == 2 and "--out is empty: give a path" in capsys.readouterr().err
@@ -2766,3 +2766,11 @@ def test_a_benchmark_stopped_by_sigterm_or_killed_leaves_no_size_folder_behind(t
            f"benchkit._sweep_killed_size(Path({str(killed)!r})); benchkit._sweep_killed_size(Path({str(kept)!r}))"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=ROOT)
     assert not killed.exists() and (kept / "courts.csv").is_file()
+
+
+@pytest.mark.parametrize("tool,args", [("scripts/bench_bm25.py", ["--json", ""]), ("scripts/quality.py", ["--expected", " "]),
+                                       ("scripts/quality.py", ["--artifacts", ""]), ("scripts/bench_e5.py", ["--artifacts", ""])])
+def test_an_option_given_an_empty_value_is_refused_not_read_as_left_out(tmp_path, tool, args):
+    r = subprocess.run([sys.executable, str(ROOT / tool), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and f"{args[0]} is empty: give a path or a value, or leave the option out" in r.stderr, r.stderr[-400:]
+    assert not list(tmp_path.iterdir())

@@ -383,11 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     from lexrag.cliargs import parse_once
 
-    args = parse_once(parser, argv)
-    for opt in ("out", "queries", "artifacts"):  # an empty shell variable must not mean "the default" (--config: load_config)
-        value = getattr(args, opt, None)
-        if isinstance(value, str) and not value.strip():
-            parser.error(f"--{opt} is empty: give a path")
+    args = parse_once(parser, argv)  # an option given twice, or an empty one (an empty shell variable), is refused
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     warnings.formatwarning = _one_line_warning
     real, sys.stdout = sys.stdout, _MarkedStdout(sys.stdout)

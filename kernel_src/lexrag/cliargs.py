@@ -1,33 +1,58 @@
-"""One check for every command line the kit parses (the CLI, ``build_datasets.py``, the harness and
-the benchmarks): an option that takes its value once, given twice, is refused, where argparse
-would keep the last and drop the first without a word."""
+"""The checks every command line the kit parses runs (the CLI, ``build_datasets.py``, the harness
+and the benchmarks): an option that takes its value once, given twice, is refused, where argparse
+would keep the last and drop the first without a word; and an option given an empty value (an
+empty shell variable) is refused, where the tool would read it as not given and take its default."""
 
 from __future__ import annotations
 
 import argparse
 
-__all__ = ["given_twice", "parse_once"]
+__all__ = ["given_twice", "given_empty", "parse_once"]
+
+
+def _chosen(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser | None:
+    """``parser``, or the subcommand's parser ``argv`` chooses (None when it chooses none)."""
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    if sub is None:
+        return parser
+    command = next((t for t in argv if t in sub.choices), None)
+    return sub.choices[command] if command is not None else None
 
 
 def given_twice(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """The first option of ``parser`` (of its chosen subcommand, when it has subcommands) that
     stores one value, or one list of values, and is given more than once in ``argv``."""
-    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-    if sub is not None:
-        command = next((t for t in argv if t in sub.choices), None)
-        if command is None:
-            return None
-        parser = sub.choices[command]
+    parser = _chosen(parser, argv)
+    if parser is None:
+        return None
     once = {o for a in parser._actions if type(a) is argparse._StoreAction for o in a.option_strings}
     given = [t.split("=", 1)[0] for t in argv if t.startswith("-") and t.split("=", 1)[0] in once]
     return next((o for o in given if given.count(o) > 1), None)
 
 
+def given_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> str | None:
+    """The first option of ``parser`` (or its chosen subcommand) that stores one text value and was
+    given a blank one: ``--json ''`` would read as no --json, ``--artifacts ''`` as a build of its own."""
+    parser = _chosen(parser, argv)
+    for a in parser._actions if parser is not None else []:
+        value = getattr(args, a.dest, None)
+        if type(a) is argparse._StoreAction and a.option_strings and a.nargs is None and isinstance(value, str) \
+                and not value.strip() and value != a.default:
+            return a.option_strings[-1]
+    return None
+
+
 def parse_once(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
-    """``parser.parse_args(argv)``, after refusing an option given twice (one usage line, exit 2)."""
+    """``parser.parse_args(argv)``, after refusing an option given twice, and then one given a blank
+    value (one usage line, exit 2)."""
     import sys
 
-    twice = given_twice(parser, sys.argv[1:] if argv is None else list(argv))
+    argv_ = sys.argv[1:] if argv is None else [str(t) for t in argv]
+    twice = given_twice(parser, argv_)
     if twice:  # argparse keeps the last silently: which one was meant cannot be known
         parser.error(f"{twice} is given twice; give it once")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    empty = given_empty(parser, args, argv_)
+    if empty:  # an empty shell variable: the tool would take the option as not given
+        (_chosen(parser, argv_) or parser).error(f"{empty} is empty: give a path or a value, or leave the option out")
+    return args
