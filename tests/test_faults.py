@@ -2774,3 +2774,25 @@ def test_an_option_given_an_empty_value_is_refused_not_read_as_left_out(tmp_path
     r = subprocess.run([sys.executable, str(ROOT / tool), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and f"{args[0]} is empty: give a path or a value, or leave the option out" in r.stderr, r.stderr[-400:]
     assert not list(tmp_path.iterdir())
+
+
+def test_an_out_name_too_long_for_its_temporary_name_and_a_removed_working_folder_are_said_first(tmp_path, arts, capsys):
+    out = tmp_path / ("s" * 240 + ".csv")
+    rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", DEMO / "queries_demo.csv", "--out", out)
+    assert rc == 2 and "its name is 244 bytes; it is written whole under a temporary name beside it" in err, err
+    assert ".tmp" not in err and not list(tmp_path.glob("s*"))
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    r = subprocess.run(["sh", "-c", f"cd {gone} && rmdir {gone} && exec {sys.executable} -m lexrag run --queries "
+                        f"{DEMO / 'queries_demo.csv'} --artifacts {arts} --out {tmp_path / 's.csv'}"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "the current folder no longer exists" in r.stderr and not (tmp_path / "s.csv").exists()
+
+
+def test_a_causal_lm_given_as_the_encoder_is_refused(tiny_llm):
+    from lexrag.errors import ModelLoadError
+    from lexrag.models import load_encoder
+
+    with pytest.raises(ModelLoadError, match=r"semantic.model .*: its config.json says \w+ForCausalLM, a generative language "
+                                             "model, not an encoder"):
+        load_encoder(tiny_llm)

@@ -45,8 +45,14 @@ def given_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv:
 def parse_once(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
     """``parser.parse_args(argv)``, after refusing an option given twice, and then one given a blank
     value (one usage line, exit 2)."""
+    import os
     import sys
 
+    try:  # removed while the shell was in it: every relative path, and some libraries' own loading, would fail
+        os.getcwd()
+    except FileNotFoundError:
+        parser.error("the current folder no longer exists (removed while the shell was in it): cd into a folder that "
+                     "exists and run again")
     argv_ = sys.argv[1:] if argv is None else [str(t) for t in argv]
     twice = given_twice(parser, argv_)
     if twice:  # argparse keeps the last silently: which one was meant cannot be known

@@ -110,10 +110,30 @@ def _clip_to_positions(name: str, setting: str, wanted: int, config: dict) -> in
     return wanted
 
 
+GENERATIVE = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")  # architectures that write text, not embed it
+
+
+def _config_json(path: Path) -> dict:
+    from lexrag.inputfiles import read_json_file
+
+    doc = read_json_file(path / "config.json", ModelLoadError, what="model config")  # bounded: size, depth, a FIFO refused
+    return doc if isinstance(doc, dict) else {}
+
+
+def _architectures(path: Path) -> list[str]:
+    """The architectures a model folder's config.json names (none: no config.json, or none listed)."""
+    arch = _config_json(path).get("architectures") if (path / "config.json").is_file() else None
+    return [str(a) for a in arch] if isinstance(arch, list) else []
+
+
 def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True, max_seq: int = 256):
     """A SentenceTransformer from a local folder, fp16 on GPU; ``max_seq`` clipped to the model's
     positions (with a warning)."""
     path = _folder(model_path, "encoder", "semantic.model")
+    arch = _architectures(path)
+    if arch and all(a.endswith(GENERATIVE) for a in arch):  # its hidden states, mean-pooled, would pass for embeddings
+        raise ModelLoadError(f"semantic.model {path}: its config.json says {', '.join(arch)}, a generative language model, "
+                             "not an encoder; set semantic.model to an embedding model such as BGE-M3")
     require("encoder (semantic.model)", "semantic", "torch", "sentence_transformers")
     from sentence_transformers import SentenceTransformer
 
@@ -137,17 +157,13 @@ def load_cross_encoder(model_path: str | Path, device: str = "auto", max_length:
     from sentence_transformers import CrossEncoder
 
     device = resolve_device(device)
-    config = path / "config.json"
-    if config.is_file():
-        from lexrag.inputfiles import read_json_file
-
-        doc = read_json_file(config, ModelLoadError, what="model config")  # bounded: size, depth, a FIFO refused
-        arch = doc.get("architectures") if isinstance(doc, dict) else None
-        if isinstance(arch, list) and arch and not any(str(a).endswith("ForSequenceClassification") for a in arch):
-            # a causal LM or a bare encoder would load with a random score head, and score noise
-            raise ModelLoadError(f"rerank.model {path}: its config.json says {', '.join(map(str, arch))}, not a cross-encoder "
-                                 "(...ForSequenceClassification); set rerank.model to a reranker such as bge-reranker-v2-m3")
-        max_length = _clip_to_positions(path.name, "rerank.max_length", max_length, doc)
+    arch = _architectures(path)
+    if arch and not any(a.endswith("ForSequenceClassification") for a in arch):
+        # a causal LM or a bare encoder would load with a random score head, and score noise
+        raise ModelLoadError(f"rerank.model {path}: its config.json says {', '.join(arch)}, not a cross-encoder "
+                             "(...ForSequenceClassification); set rerank.model to a reranker such as bge-reranker-v2-m3")
+    if (path / "config.json").is_file():
+        max_length = _clip_to_positions(path.name, "rerank.max_length", max_length, _config_json(path))
     try:
         model = CrossEncoder(str(path), device=device, max_length=max_length, local_files_only=True)
     except Exception as e:  # noqa: BLE001  (whatever the libraries raise for a folder they cannot read)

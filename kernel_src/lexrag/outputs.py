@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lexrag.errors import ArtifactError, OutputError
 
-__all__ = ["PARAMS", "check_makeable", "check_outside_artifacts", "check_output_file", "check_plain_output",
+__all__ = ["PARAMS", "check_makeable", "check_name_room", "check_outside_artifacts", "check_output_file", "check_plain_output",
            "enclosing_artifact", "file_mode", "pid_alive", "replace_text", "sweep_leftovers"]
 
 PARAMS = "params.json"
@@ -83,6 +83,23 @@ def check_plain_output(path: str | Path, what: str = "") -> None:
         raise OutputError(f"{what + ' ' if what else ''}{path} is a link, a device or a FIFO, which writing would replace "
                           "with a plain file; give the path of a plain file")
 
+TMP_NAME_EXTRA = 32  # a whole-or-nothing write's temporary name beside the file: "." + NAME + ".<pid>-<8>.candidate"
+
+
+def check_name_room(path: Path, what: str, error: type[Exception] = OutputError) -> None:
+    """Refuse a file name too long to leave room for the temporary name it is written under."""
+    there = next((d for d in (path.parent, *path.parent.parents) if d.is_dir()), Path("/"))
+    try:
+        limit = os.pathconf(there, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    n = len(os.fsencode(path.name))
+    if n + TMP_NAME_EXTRA > limit:
+        raise error(f"{what}: its name is {n} bytes; it is written whole under a temporary name beside it, up to "
+                    f"{TMP_NAME_EXTRA} bytes longer, and this file system allows {limit}: choose a name of at most "
+                    f"{limit - TMP_NAME_EXTRA} bytes")
+
+
 def check_output_file(out: str | Path, what: str, inputs: dict | None = None, protected: dict | None = None,
                       example: str = "out.json", error: type[Exception] = OutputError) -> Path:
     """The one check of a file a command writes when its work is done, made before the work: a
@@ -98,6 +115,7 @@ def check_output_file(out: str | Path, what: str, inputs: dict | None = None, pr
         if p.is_dir():
             raise error(f"{what} {out} is a folder; give a file name such as {Path(out) / example}")
         check_makeable(Path(out).parent, f"{what} {out}: the folder")
+        check_name_room(p, f"{what} {out}", error)
         if p.is_file():  # an immutable file (or one on a read-only disk) would fail only when the work is done
             try:
                 os.close(os.open(p, os.O_WRONLY | os.O_APPEND))
@@ -153,7 +171,10 @@ def replace_text(path: str | Path, text: str) -> Path:
     path = Path(path)
     check_plain_output(path)
     sweep_leftovers(path, ".tmp")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp", dir=path.parent)
+    except OSError as e:  # named by the file asked for, not the temporary name the system refused
+        raise OSError(e.errno, e.strerror, str(path)) from e
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
