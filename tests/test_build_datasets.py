@@ -440,3 +440,27 @@ def test_a_kaggle_cli_that_stalls_or_answers_in_another_encoding_is_one_line(tmp
     monkeypatch.setattr(datasets, "STATUS_TIMEOUT_S", 1)
     with pytest.raises(ManifestError, match="gave no answer in 1 s"):
         datasets.upload(manifest, out, only=["corpus"])
+
+
+def test_a_failed_wheels_build_is_one_line_and_keeps_the_wheels_dataset_that_was_there(tmp_path, manifest, monkeypatch):
+    import yaml
+    from lexrag.config import load_config
+    from lexrag.errors import ManifestError
+    from lexrag.kaggle.datasets import rebuild
+
+    doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    entry = next(a for a in doc["artifacts"] if a["name"] == "wheels")
+    entry["params"] = {**entry.get("params", {}), "extra_wheels": ["nosuchpkg-xyz==9.9"]}
+    manifest.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    old = tmp_path / "ds" / "wheels"
+    old.mkdir(parents=True)
+    for name, text in (("texttable-1.7.2-py2.py3-none-any.whl", "a wheel"), ("params.json", "{}"), ("dataset-metadata.json", "{}")):
+        (old / name).write_text(text)
+    before = {p.name: p.read_text() for p in old.iterdir()}
+    (tmp_path / "index").mkdir()  # a package index that has nothing: pip fails at once, whatever the network
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "index").as_uri())
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    with pytest.raises(ManifestError, match="^wheels: "):
+        rebuild(manifest, tmp_path / "ds", load_config(None, {"runtime.progress": False}), only=["wheels"])
+    assert {p.name: p.read_text() for p in old.iterdir()} == before
+    assert [p.name for p in (tmp_path / "ds").iterdir()] == ["wheels"]  # no staging folder left

@@ -28,7 +28,11 @@ def build_lexrag_wheel(dest: Path) -> Path:
         src = Path(tmp) / "kernel_src"
         shutil.copytree(pkg, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.pyc"))
         env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
-        subprocess.check_call([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), str(src)], env=env)
+        try:
+            subprocess.check_call([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), str(src)], env=env)
+        except subprocess.CalledProcessError as e:  # pip said why above (its build backend not reachable, ...)
+            raise ManifestError(f"wheels: the lexrag wheel did not build (pip wheel exit {e.returncode}; its ERROR line "
+                                "above says why)") from None
     return next(dest.glob("lexrag-*.whl"))
 
 
@@ -37,7 +41,7 @@ def build_wheels_step(folder: Path, entry: dict) -> None:
     pinned wheels its image lacks (one ``pip download`` per version, over several manylinux
     tags: a single tag picks stale releases)."""
     folder.mkdir(parents=True, exist_ok=True)
-    for old in [*folder.glob("*.whl"), folder / "lexrag_install.py"]:
+    for old in [*folder.glob("*.whl"), folder / "lexrag_install.py"]:  # a staging folder: empty unless run by hand
         old.unlink(missing_ok=True)
     build_lexrag_wheel(folder)
     shutil.copyfile(Path(__file__).with_name("kaggle") / "install.py", folder / "lexrag_install.py")
@@ -46,16 +50,21 @@ def build_wheels_step(folder: Path, entry: dict) -> None:
     plats = params.get("platforms", ["manylinux2014_x86_64"])
     for pyver in params.get("python_versions", ["3.11"]):
         if extra:
-            subprocess.check_call(
-                [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:", "--implementation", "cp",
-                 *[a for p in plats for a in ("--platform", p)], "--python-version", str(pyver), "-d", str(folder), *extra]
-            )
+            try:
+                subprocess.check_call(
+                    [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:", "--implementation",
+                     "cp", *[a for p in plats for a in ("--platform", p)], "--python-version", str(pyver), "-d", str(folder),
+                     *extra])
+            except subprocess.CalledProcessError as e:  # pip said why above (a pin the index lacks, no network)
+                raise ManifestError(f"wheels: pip download for Python {pyver} failed (exit {e.returncode}; its ERROR line "
+                                    f"above says why) for the pins {', '.join(extra)}: check each pin is released for "
+                                    "these tags and the package index can be reached") from None
     missing = missing_wheels(params, [p.name for p in folder.glob("*.whl")])
     if missing:
         raise ManifestError("wheels missing after the download: " + "; ".join(missing))
     from lexrag.artifacts import write_params
 
-    write_params(folder, "wheels", "lexrag.kaggle.wheels.build_wheels_step", params, files=False)  # the manifest hashes them
+    write_params(folder, "wheels", "lexrag.wheels.build_wheels_step", params, files=False)  # the manifest hashes them
 
 
 def missing_wheels(params: dict, files: Sequence[str]) -> list[str]:

@@ -175,7 +175,7 @@ def rebuild(
     done: list[tuple[str, dict, dict]] = []
     # every dataset folder is built in one staging folder with its dataset-metadata.json, and the set is put in
     # place in one step: a failed or killed build leaves the set that was there (the embeddings resume in place;
-    # the wheels folder is a download cache of its own), and a corpus never goes without the indexes built with it
+    # the wheels come again from pip's own cache), and a corpus never goes without the indexes built with it
     with staged_set(out) as stage:
         if "corpus" in names:
             inputs.corpus_dir = stage / "corpus"
@@ -195,7 +195,7 @@ def rebuild(
                 log.warning("%s: skipped (needs %s; the manifest entry stays as it was)", name, a.input_flag.split(" (")[0])
                 continue
             step = build_step(name)
-            target = (out if name in ("wheels", "embeddings") else stage) / name
+            target = (out if name == "embeddings" else stage) / name  # the embeddings resume in place
             result = step(cfg, target, inputs) if name != "wheels" else step(target, entry)
             if result is False:
                 raise ManifestError(f"{name} at {out / name} is incomplete; run again to resume")
