@@ -345,48 +345,18 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return _PYTHON_FORMATWARNING(message, category, filename, lineno, line)
 
 
-class _MarkedStdout:
-    """Standard output whose write errors carry ``stdout = True``, so a full or closed terminal
-    stream is told apart from a file the command writes."""
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def _marked(self, call, *a):
-        try:
-            return call(*a)
-        except OSError as e:
-            e.stdout = True
-            raise
-
-    def write(self, text):
-        return self._marked(self._stream.write, text)
-
-    def flush(self):
-        return self._marked(self._stream.flush)
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
-
-
-def _drop_stdout() -> None:
-    """Point standard output at the null device, so what is still buffered does not fail again at exit."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-
-
 def main(argv: list[str] | None = None) -> int:
     import logging
 
     from lexrag.errors import LexragError
 
     parser = build_parser()
-    from lexrag.cliargs import parse_once
+    from lexrag.cliargs import MarkedStdout, drop_stdout, parse_once
 
     args = parse_once(parser, argv)  # an option given twice, or an empty one (an empty shell variable), is refused
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     warnings.formatwarning = _one_line_warning
-    real, sys.stdout = sys.stdout, _MarkedStdout(sys.stdout)
+    real, sys.stdout = sys.stdout, MarkedStdout(sys.stdout)
     try:
         rc = int(args.func(args) or 0)
         sys.stdout.flush()  # a full or closed standard output is said here, not as Python exits
@@ -404,11 +374,11 @@ def main(argv: list[str] | None = None) -> int:
               "whole or not at all)", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `lexrag evaluate ... | head`: the reader left; not an error of ours
-        _drop_stdout()
+        drop_stdout()
         return 0
     except OSError as e:
         if getattr(e, "stdout", False):  # the report, not a file of the command (those are written whole or not at all)
-            _drop_stdout()
+            drop_stdout()
             print(f"error: standard output cannot be written ({e.strerror or e}): the report is lost; the files the command "
                   "writes were written whole or not at all", file=sys.stderr)
             return 2

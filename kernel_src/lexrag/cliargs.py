@@ -1,13 +1,16 @@
 """The checks every command line the kit parses runs (the CLI, ``build_datasets.py``, the harness
 and the benchmarks): an option that takes its value once, given twice, is refused, where argparse
 would keep the last and drop the first without a word; and an option given an empty value (an
-empty shell variable) is refused, where the tool would read it as not given and take its default."""
+empty shell variable) is refused, where the tool would read it as not given and take its default.
+Beside them, the standard output a tool reports on, with its write errors told apart from a file's."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
-__all__ = ["given_twice", "given_empty", "parse_once"]
+__all__ = ["given_twice", "given_empty", "parse_once", "MarkedStdout", "drop_stdout"]
 
 
 def _chosen(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser | None:
@@ -45,9 +48,6 @@ def given_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv:
 def parse_once(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
     """``parser.parse_args(argv)``, after refusing an option given twice, and then one given a blank
     value (one usage line, exit 2)."""
-    import os
-    import sys
-
     try:  # removed while the shell was in it: every relative path, and some libraries' own loading, would fail
         os.getcwd()
     except FileNotFoundError:
@@ -62,3 +62,33 @@ def parse_once(parser: argparse.ArgumentParser, argv: list[str] | None = None) -
     if empty:  # an empty shell variable: the tool would take the option as not given
         (_chosen(parser, argv_) or parser).error(f"{empty} is empty: give a path or a value, or leave the option out")
     return args
+
+
+class MarkedStdout:
+    """Standard output whose write errors carry ``stdout = True``, so a full or closed terminal
+    stream is told apart from a file the command writes."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _marked(self, call, *a):
+        try:
+            return call(*a)
+        except OSError as e:
+            e.stdout = True
+            raise
+
+    def write(self, text):
+        return self._marked(self._stream.write, text)
+
+    def flush(self):
+        return self._marked(self._stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def drop_stdout() -> None:
+    """Point standard output at the null device, so what is still buffered does not fail again at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
