@@ -2796,3 +2796,18 @@ def test_a_causal_lm_given_as_the_encoder_is_refused(tiny_llm):
     with pytest.raises(ModelLoadError, match=r"semantic.model .*: its config.json says \w+ForCausalLM, a generative language "
                                              "model, not an encoder"):
         load_encoder(tiny_llm)
+
+
+def test_an_ablation_table_an_earlier_run_left_is_not_shown_as_this_run_s(tmp_path, capsys):
+    from lexrag.eval.report import write_report
+
+    table = write(tmp_path / "ablation.csv", "run,macro_f1\nfull,0.357\n")
+    m = write(tmp_path / "metrics.json", json.dumps({"metrics": {"macro_f1": 0.6136}}))
+    os.utime(table, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))  # written before this run's metrics
+    os.utime(m, ns=(2_000_000_000_000_000_000, 2_000_000_000_000_000_000))
+    rc, out, _ = cli(capsys, "show-metrics", m)
+    assert rc == 0 and "ablation.csv: not shown: it is older than metrics.json, so an earlier run's" in out and "0.357" not in out
+    assert "0.357" not in write_report(tmp_path).read_text(encoding="utf-8")
+    os.utime(table, ns=(3_000_000_000_000_000_000, 3_000_000_000_000_000_000))  # this run's: written after its metrics
+    rc, out, _ = cli(capsys, "show-metrics", m)
+    assert rc == 0 and "0.357" in out and "not shown" not in out

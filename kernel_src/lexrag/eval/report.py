@@ -24,7 +24,7 @@ from lexrag import citations as cit
 from lexrag.outputs import replace_text
 from lexrag.eval.metrics import prf
 
-__all__ = ["signal_analysis", "write_report", "plot_ablation", "RETRIEVAL_FAMILIES"]
+__all__ = ["signal_analysis", "write_report", "plot_ablation", "earlier_run", "RETRIEVAL_FAMILIES"]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,15 @@ def _read_csv(path: Path) -> list[dict]:
     return rows
 
 
+def earlier_run(table: Path, metrics: Path) -> bool:
+    """``table`` (an ablation CSV) was written before ``metrics``, so by an earlier run into the same
+    folder: a run writes its metrics.json first, then its ablation tables."""
+    try:
+        return table.stat().st_mtime_ns < metrics.stat().st_mtime_ns
+    except OSError:
+        return False
+
+
 def write_report(out_dir: str | Path, title: str = "lexrag validation report") -> Path:
     """Write ``report.html`` into ``out_dir`` from the files a validation run left there (without
     matplotlib: the tables, and a line saying the plots are left out)."""
@@ -147,7 +156,7 @@ def write_report(out_dir: str | Path, title: str = "lexrag validation report") -
         parts.append(_table([{"metric": k, "value": v} for k, v in m.items()], ["metric", "value"]))
     for name, label in (("incremental", "Incremental ablation (each row adds one stage)"), ("ablation", "Leave-one-stage-out")):
         rows = _read_csv(out / f"{name}.csv")
-        if not rows:
+        if not rows or earlier_run(out / f"{name}.csv", out / "metrics.json"):  # an earlier run's, not this one's
             continue
         parts.append(f"<h2>{label}</h2>")
         cols = [c for c in ["run", "status", "macro_f1", "ci_low", "ci_high", "delta_macro_f1", "p_value", "precision",

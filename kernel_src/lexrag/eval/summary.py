@@ -9,6 +9,7 @@ from typing import Any
 
 from lexrag.errors import ConfigError
 from lexrag.eval.status import RunStatus, recorded_state
+from lexrag.eval.report import earlier_run
 from lexrag.eval.validation import OUTPUTS, format_metrics
 
 __all__ = ["run_summary", "csv_as_text"]
@@ -83,7 +84,10 @@ def run_summary(metrics_path: str | Path, doc: dict[str, Any]) -> str:
         lines.append(count)
     folder = path.parent
     for name, title in TABLES.items():
-        if (folder / name).is_file():
+        if (folder / name).is_file() and earlier_run(folder / name, path):  # a table an earlier run wrote into this folder
+            lines.append(f"{folder / name}: not shown: it is older than {path.name}, so an earlier run's (this run wrote "
+                         "no such table); rerun the ablation to have one of this run")
+        elif (folder / name).is_file():
             try:
                 lines += [f"{title}, {folder / name}:", csv_as_text(folder / name)]
             except (OSError, UnicodeDecodeError, csv.Error) as e:
