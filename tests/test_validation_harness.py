@@ -394,7 +394,8 @@ def test_final_without_a_locked_split_or_with_a_malformed_one_is_refused(tmp_pat
         read_locked_split(bad)
     data = tmp_path / "data"
     data.mkdir()
-    (data / "dev.csv").write_text("query_id,query,gold_citations,course\nq1,Frage,Art. 1 OR,A\n", encoding="utf-8")
+    (data / "dev.csv").write_text("query_id,query,gold_citations,course\nq1,Frage,Art. 1 OR,A\nq2,Frage,Art. 2 OR,B\n",
+                                  encoding="utf-8")
     with pytest.raises(ConfigError, match="--final needs the locked split"):
         run_experiment([parse_variant("lexical")], data, tmp_path / "art", tune_on="dev.csv", others=(), final=True, locked={})
 
