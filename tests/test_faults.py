@@ -2811,3 +2811,13 @@ def test_an_ablation_table_an_earlier_run_left_is_not_shown_as_this_run_s(tmp_pa
     os.utime(table, ns=(3_000_000_000_000_000_000, 3_000_000_000_000_000_000))  # this run's: written after its metrics
     rc, out, _ = cli(capsys, "show-metrics", m)
     assert rc == 0 and "0.357" in out and "not shown" not in out
+
+
+def test_an_index_over_the_earlier_corpus_of_a_half_published_set_names_the_set_aside_corpus(tmp_path, arts, capsys):
+    params = arts / "corpus" / "params.json"
+    doc = json.loads(params.read_text(encoding="utf-8"))
+    doc["sources"] = {"laws": "another build's laws"}  # the new corpus moved in; bm25 still the earlier one's
+    params.write_text(json.dumps(doc), encoding="utf-8")
+    (arts / ".corpus.old-4242-0a1b2c3d").mkdir()
+    rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", DEMO / "queries_demo.csv", "--out", tmp_path / "s.csv")
+    assert rc == 2 and ".corpus.old-4242-0a1b2c3d beside it holds the earlier corpus" in err, err

@@ -299,6 +299,12 @@ def check_corpus_id(folder: str | Path, artifact: str, recorded: Any, loaded: st
     """Refuse an index (``artifact`` at ``folder``) recorded over another corpus than the loaded one,
     saying what a corpus id covers and how to rebuild the index."""
     if loaded is not None and recorded != loaded:
+        root = Path(folder).parent
+        aside = sorted(root.glob(".corpus.old-*")) if root.is_dir() else []
+        if aside:  # a build killed while publishing: the new corpus is in place, the earlier set beside it
+            raise ArtifactError(f"{artifact} at {folder} was built over another corpus than the one in {root / 'corpus'}, and "
+                                f"{aside[0].name} beside it holds the earlier corpus, set aside by a build killed while "
+                                f"publishing: the next build into {root} puts the earlier set back first")
         raise ArtifactError(f"{artifact} at {folder} was built over corpus {short(recorded)}, the loaded corpus is {loaded!r} "
                             "(a corpus id covers the sources, the document count and the table as written, so a corpus "
                             "rebuilt from other data, with another corpus.chunk_rows or by another lexrag is another "
