@@ -164,11 +164,10 @@ MARK = ".lexrag-bench-run-"  # in a size folder a run made and will remove: the 
 
 def _sweep_killed_size(folder: Path) -> None:
     """Remove a size folder that a benchmark killed outright (SIGKILL) made and marked as its own."""
-    from lexrag.outputs import pid_alive
+    from lexrag.outputs import owner_gone
 
     marks = list(folder.glob(f"{MARK}*")) if folder.is_dir() and not folder.is_symlink() else []
-    pids = [m.name[len(MARK):] for m in marks]
-    if pids and all(p.isdigit() and not pid_alive(int(p)) for p in pids):
+    if marks and all(owner_gone(m.name, MARK) for m in marks):
         shutil.rmtree(folder, ignore_errors=True)
 
 

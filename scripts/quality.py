@@ -42,12 +42,10 @@ def _sweep_dead_builds() -> None:
     process is gone and no corpus was published there); a finished one was announced as kept."""
     import shutil
 
-    from lexrag.outputs import pid_alive
+    from lexrag.outputs import owner_gone
 
     for d in Path(tempfile.gettempdir()).glob(f"{BUILD_PREFIX}*-*"):
-        pid = d.name[len(BUILD_PREFIX):].split("-")[0]
-        if d.is_dir() and not d.is_symlink() and pid.isdigit() and not pid_alive(int(pid)) \
-                and not (d / "corpus" / "params.json").is_file():
+        if d.is_dir() and not d.is_symlink() and owner_gone(d.name, BUILD_PREFIX) and not (d / "corpus" / "params.json").is_file():
             shutil.rmtree(d, ignore_errors=True)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from lexrag.errors import ArtifactError, OutputError
 
 __all__ = ["PARAMS", "check_makeable", "check_name_room", "check_outside_artifacts", "check_output_file", "check_plain_output",
-           "enclosing_artifact", "file_mode", "pid_alive", "replace_text", "sweep_leftovers"]
+           "enclosing_artifact", "file_mode", "owner_gone", "pid_alive", "replace_text", "sweep_leftovers"]
 
 PARAMS = "params.json"
 
@@ -155,12 +155,19 @@ def pid_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def owner_gone(name: str, prefix: str) -> bool:
+    """Whether ``name``, written as ``PREFIX<pid>`` or ``PREFIX<pid>-...`` by a process of the kit, names a
+    process that is gone; a name without a pid there is not the kit's (False)."""
+    pid = name[len(prefix):].split("-")[0] if name.startswith(prefix) else ""
+    return pid.isdigit() and not pid_alive(int(pid))
+
+
 def sweep_leftovers(path: Path, suffix: str) -> None:
     """Remove the hidden ``.NAME.<pid>-*<suffix>`` files beside ``path`` that a writer of it left
     when it was killed (its process is gone); a live writer's are left alone."""
     for left in path.parent.glob(f".{glob.escape(path.name)}.*-*{suffix}"):
-        with contextlib.suppress(ValueError, OSError):
-            if not pid_alive(int(left.name[len(path.name) + 2:].split("-")[0])):
+        with contextlib.suppress(OSError):
+            if owner_gone(left.name, f".{path.name}."):
                 left.unlink()
 
 
