@@ -58,7 +58,14 @@ if __name__ == "__main__":
     from lexrag.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
+    from lexrag.csvio import check_input_file
+    from lexrag.errors import CsvInputError
+
     for f in args.files:
-        if not Path(f).is_file():
-            ap.error(f"{f}: not a file (a key file or a CSV whose first column is the citation)")
-    raise SystemExit(main(args.files))
+        try:  # missing, a folder or FIFO, compressed, or UTF-16: one line, as everywhere in the kit
+            check_input_file(Path(f), "key file or CSV whose first column is the citation")
+        except CsvInputError as e:
+            ap.error(str(e))
+    import benchkit
+
+    raise SystemExit(benchkit.guarded(lambda: main(args.files)))

@@ -436,10 +436,11 @@ def test_a_kaggle_cli_that_stalls_or_answers_in_another_encoding_is_one_line(tmp
     fake.chmod(0o755)
     with pytest.raises(ManifestError, match="kaggle datasets status lexrag/lexrag-corpus failed: .*keine Verbindung"):
         datasets.upload(manifest, out, only=["corpus"])
-    fake.write_text("#!/bin/sh\nexec sleep 60\n")  # a stalled network: no answer at all
     monkeypatch.setattr(datasets, "STATUS_TIMEOUT_S", 1)
-    with pytest.raises(ManifestError, match="gave no answer in 1 s"):
-        datasets.upload(manifest, out, only=["corpus"])
+    for endless in ("exec sleep 60", "exec yes"):  # a stalled network: no answer; a CLI that floods its output
+        fake.write_text(f"#!/bin/sh\n{endless}\n")
+        with pytest.raises(ManifestError, match="gave no answer in 1 s"):
+            datasets.upload(manifest, out, only=["corpus"])  # and only the last 4 KB of the flood are held
 
 
 def test_a_failed_wheels_build_is_one_line_and_keeps_the_wheels_dataset_that_was_there(tmp_path, manifest, monkeypatch):

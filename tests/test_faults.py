@@ -2520,11 +2520,13 @@ def test_ctrl_c_is_one_line_and_the_shell_s_code(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("script,args,message", [
-    ("citation_roundtrip.py", ["{tmp}/nope.txt"], "{tmp}/nope.txt: not a file"),
+    ("citation_roundtrip.py", ["{tmp}/nope.txt"], "{tmp}/nope.txt: file not found"),
+    ("citation_roundtrip.py", ["{tmp}/u16.txt"], "{tmp}/u16.txt: UTF-16/UTF-32 or binary"),
     ("experiment_head.py", ["--data", "{tmp}/none", "--artifacts", "{tmp}/none"], "error: "),
     ("experiment_lexical.py", ["--data", "{tmp}/none", "--artifacts", "{tmp}/none"], "error: "),
 ])
 def test_the_experiment_scripts_name_a_wrong_path_in_one_line(tmp_path, script, args, message):
+    (tmp_path / "u16.txt").write_bytes("Art. 1 OR\n".encode("utf-16"))  # a key file saved as UTF-16
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *(a.format(tmp=tmp_path) for a in args)],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and message.format(tmp=tmp_path) in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]
@@ -2793,8 +2795,8 @@ def test_a_causal_lm_given_as_the_encoder_is_refused(tiny_llm):
     from lexrag.errors import ModelLoadError
     from lexrag.models import load_encoder
 
-    with pytest.raises(ModelLoadError, match=r"semantic.model .*: its config.json says \w+ForCausalLM, a generative language "
-                                             "model, not an encoder"):
+    with pytest.raises(ModelLoadError, match=r"semantic.model .*: its config.json says \w+ForCausalLM, a model that writes "
+                                             "text or scores pairs, not an encoder"):
         load_encoder(tiny_llm)
 
 
@@ -2821,3 +2823,96 @@ def test_an_index_over_the_earlier_corpus_of_a_half_published_set_names_the_set_
     (arts / ".corpus.old-4242-0a1b2c3d").mkdir()
     rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", DEMO / "queries_demo.csv", "--out", tmp_path / "s.csv")
     assert rc == 2 and ".corpus.old-4242-0a1b2c3d beside it holds the earlier corpus" in err, err
+
+
+def test_an_option_given_again_under_an_abbreviated_name_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli(capsys, "run", "--queries", tmp_path / "a.csv", "--quer", tmp_path / "b.csv", "--out", tmp_path / "s.csv")
+    assert e.value.code == 2 and "--queries is given twice; give it once" in capsys.readouterr().err
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--json", "a", "--js", "b"], capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and "--json is given twice" in r.stderr and not list(tmp_path.iterdir())
+
+
+def test_a_reranker_as_the_encoder_is_refused_and_leaves_no_folder(tmp_path, demo_artifacts):
+    pytest.importorskip("sentence_transformers")
+    from lexrag.errors import ModelLoadError
+    from lexrag.index.corpus import Corpus
+    from lexrag.index.embeddings import build_embeddings
+    from lexrag.testing import make_tiny_reranker
+
+    rr = make_tiny_reranker(tmp_path / "rr")
+    with pytest.raises(ModelLoadError, match="ForSequenceClassification, a model that writes text or scores pairs, not an encoder"):
+        build_embeddings(Corpus(demo_artifacts / "corpus", lookups=False), rr, tmp_path / "emb", corpus_id="x", progress=False)
+    assert not (tmp_path / "emb").exists()
+
+
+def test_corpus_texts_that_are_not_utf8_and_a_folder_named_like_a_journal_are_one_line_each(tmp_path, arts, capsys):
+    from lexrag.artifacts import read_params, write_params
+
+    blob = arts / "corpus" / "texts.bin"
+    blob.write_bytes(blob.read_bytes()[::-1])  # the same size, bytes that are not UTF-8
+    doc = read_params(arts / "corpus", "corpus", verify=False)
+    extra = {k: v for k, v in doc.items() if k not in ("artifact", "builder", "params", "files", "version")}
+    write_params(arts / "corpus", "corpus", doc["builder"], doc["params"], **extra)  # its digests re-recorded
+    rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", DEMO / "queries_demo.csv", "--out", tmp_path / "s.csv")
+    assert rc == 2 and "artifact 'corpus' at" in err and "UnicodeDecodeError" in err and len(err.strip().splitlines()) == 1, err
+    own = tmp_path / "out" / ".lexrag-publish-done-99999-abcdef12.json"
+    (own / "x").mkdir(parents=True)
+    with pytest.warns(UserWarning, match="has the name of a publish journal but is a folder or a link: left alone"):
+        rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--no-courts", "--out", tmp_path / "out")
+    assert rc == 0 and (own / "x").is_dir(), err
+
+
+def test_a_calibration_given_as_its_params_file_is_told_its_folder(tmp_path):
+    from lexrag.artifacts import ArtifactError, read_params
+
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "params.json").write_text("{}")
+    with pytest.raises(ArtifactError, match=r"is the artifact's params.json; give the folder that holds it, .*cal$"):
+        read_params(tmp_path / "cal" / "params.json", "calibration")
+
+
+def test_a_replay_over_a_cache_a_killed_writer_left_a_journal_beside_names_the_journal(tmp_path):
+    from lexrag.errors import ArtifactError
+    from lexrag.llm.cache import CACHE_FILE, LLMCache
+
+    LLMCache(tmp_path / "c").close()  # an empty cache, closed cleanly
+    (tmp_path / "c" / (CACHE_FILE + "-journal")).write_bytes(b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7" + b"\0" * 504)
+    with pytest.raises(ArtifactError, match="cache.sqlite-journal beside cache.sqlite is the journal of a writer that was killed"):
+        LLMCache(None, readonly=[tmp_path / "c"])
+
+
+def test_names_too_long_for_gpu_check_json_and_for_the_notebook_s_answer_are_refused_first(tmp_path, demo_artifacts, demo_queries):
+    from lexrag.errors import ArtifactError
+    from lexrag.kaggle.notebook import run_submission
+
+    r = subprocess.run([sys.executable, "-m", "lexrag.gpu_check", "--cpu", "--json", str(tmp_path / ("j" * 257))],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "its name is 257 bytes" in r.stderr and "Traceback" not in r.stderr, r.stderr[-400:]
+    with pytest.raises(ArtifactError, match="out_path .*: its name is 244 bytes; it is written whole under a temporary name"):
+        run_submission(str(DEMO / "config.yaml"), {"runtime.progress": False}, demo_queries, demo_artifacts,
+                       out=tmp_path / ("s" * 240 + ".csv"))
+
+
+def test_a_dataset_build_that_replaces_the_corpus_but_not_the_graph_says_so_and_check_finds_it(tmp_path):
+    from lexrag.config import load_config
+    from lexrag.kaggle.datasets import check, rebuild
+
+    manifest = tmp_path / "m.yaml"
+    shutil.copy(ROOT / "artifacts_manifest.yaml", manifest)
+    out, cfg = tmp_path / "ds", load_config(None, {"runtime.progress": False, "graph.enabled": True})
+    rebuild(manifest, out, cfg, laws=DEMO / "laws_demo.csv", courts=DEMO / "courts_demo.csv", only=["corpus", "bm25", "graph"])
+    assert check(manifest, out, only=["corpus", "bm25", "graph"]) == []
+    import logging
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("lexrag.kaggle.datasets").addHandler(handler)
+    try:
+        rebuild(manifest, out, cfg, laws=DEMO / "laws_demo.csv", only=["corpus", "bm25"])  # laws only: another corpus
+    finally:
+        logging.getLogger("lexrag.kaggle.datasets").removeHandler(handler)
+    assert any("replaced the corpus but not" in r.getMessage() and "graph" in r.getMessage() for r in records)
+    assert any("graph: built over another corpus than" in p for p in check(manifest, out, only=["corpus", "bm25", "graph"]))

@@ -234,6 +234,9 @@ def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:
     folder = Path(folder)
     path = folder / PARAMS
     if not folder.is_dir():
+        if folder.name == PARAMS and folder.is_file():  # the artifact's params.json given for its folder
+            raise ArtifactError(f"artifact {artifact!r} not found: {folder} is the artifact's {PARAMS}; give the folder "
+                                f"that holds it, {folder.parent}")
         if folder.parent.is_file():  # --artifacts a file (a CSV given for the folder)
             raise ArtifactError(f"artifact {artifact!r} not found: {folder.parent} is a file, not a folder; give the folder "
                                 "that holds the artifacts (the --out of python -m lexrag build)")

@@ -28,9 +28,20 @@ def given_twice(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     parser = _chosen(parser, argv)
     if parser is None:
         return None
-    once = {o for a in parser._actions if type(a) is argparse._StoreAction for o in a.option_strings}
-    given = [t.split("=", 1)[0] for t in argv if t.startswith("-") and t.split("=", 1)[0] in once]
-    return next((o for o in given if given.count(o) > 1), None)
+    dest = {o: a.dest for a in parser._actions for o in a.option_strings}  # every option, to resolve abbreviations
+    once = {a.dest: a.option_strings[-1] for a in parser._actions if type(a) is argparse._StoreAction and a.option_strings}
+    given = [d for d in (_option(t.split("=", 1)[0], dest, parser.allow_abbrev) for t in argv if t.startswith("-"))
+             if d in once]
+    return next((once[d] for d in given if given.count(d) > 1), None)
+
+
+def _option(token: str, dest: dict[str, str], abbrev: bool) -> str | None:
+    """The option ``token`` names, as argparse reads it: itself, or the one option it is a prefix of
+    (``--quer`` for ``--queries``)."""
+    if token in dest:
+        return dest[token]
+    hits = {d for o, d in dest.items() if abbrev and token.startswith("--") and o.startswith(token)}
+    return hits.pop() if len(hits) == 1 else None
 
 
 def given_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> str | None:

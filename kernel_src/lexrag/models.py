@@ -110,7 +110,7 @@ def _clip_to_positions(name: str, setting: str, wanted: int, config: dict) -> in
     return wanted
 
 
-GENERATIVE = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")  # architectures that write text, not embed it
+NOT_ENCODERS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForSequenceClassification")  # text or pair scores
 
 
 def _config_json(path: Path) -> dict:
@@ -131,9 +131,9 @@ def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True
     positions (with a warning)."""
     path = _folder(model_path, "encoder", "semantic.model")
     arch = _architectures(path)
-    if arch and all(a.endswith(GENERATIVE) for a in arch):  # its hidden states, mean-pooled, would pass for embeddings
-        raise ModelLoadError(f"semantic.model {path}: its config.json says {', '.join(arch)}, a generative language model, "
-                             "not an encoder; set semantic.model to an embedding model such as BGE-M3")
+    if arch and all(a.endswith(NOT_ENCODERS) for a in arch):  # its hidden states, mean-pooled, would pass for embeddings
+        raise ModelLoadError(f"semantic.model {path}: its config.json says {', '.join(arch)}, a model that writes text or "
+                             "scores pairs, not an encoder; set semantic.model to an embedding model such as BGE-M3")
     require("encoder (semantic.model)", "semantic", "torch", "sentence_transformers")
     from sentence_transformers import SentenceTransformer
 

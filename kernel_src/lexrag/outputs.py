@@ -110,12 +110,12 @@ def check_output_file(out: str | Path, what: str, inputs: dict | None = None, pr
     if str(out).endswith(("/", os.sep)):
         raise error(f"{what} {out} names a folder; give a file name such as {Path(out) / example}")
     try:
+        check_name_room(Path(os.path.abspath(out)), f"{what} {out}", error)  # first: a name past the limit fails every call
         check_plain_output(out, what)
         p = Path(out).resolve()
         if p.is_dir():
             raise error(f"{what} {out} is a folder; give a file name such as {Path(out) / example}")
         check_makeable(Path(out).parent, f"{what} {out}: the folder")
-        check_name_room(p, f"{what} {out}", error)
         if p.is_file():  # an immutable file (or one on a read-only disk) would fail only when the work is done
             try:
                 os.close(os.open(p, os.O_WRONLY | os.O_APPEND))

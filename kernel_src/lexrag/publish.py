@@ -102,6 +102,9 @@ def _recover(folder: Path) -> None:
     aside = {(m["tag"], m["name"]) for e in entries if (m := SET_ASIDE.match(e.name)) and e.is_dir() and not e.is_symlink()}
     kept = set()  # the tags of journals that cannot be read: their folders are left for the user
     for journal in sorted(e for e in entries if JOURNAL_NAME.match(e.name)):
+        if journal.is_dir() or journal.is_symlink():  # a folder or link of the user's under a journal's name: not ours
+            warnings.warn(f"{journal} has the name of a publish journal but is a folder or a link: left alone; rename it")
+            continue
         m = JOURNAL_NAME.match(journal.name)
         tag, done = m["tag"], bool(m["done"])
         try:  # through the bounded reader: a FIFO or a damaged file is refused, not blocked on

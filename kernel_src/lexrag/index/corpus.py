@@ -157,9 +157,10 @@ class Corpus:
                 raise ArtifactError(f"{self.folder / OFFSETS_FILE}: the offsets do not start at 0 and rise, so texts would be "
                                     f"read from the wrong places (damaged or edited); {rebuild_hint(ARTIFACT)}")
         out = []
-        for d in doc_ids:
-            a, b = int(self._offsets[d]), int(self._offsets[d + 1])
-            out.append(bytes(self._blob[a:b]).decode("utf-8", "surrogatepass"))
+        with reading(ARTIFACT, self.folder):  # bytes that are not UTF-8 (a damaged or edited texts.bin): one line
+            for d in doc_ids:
+                a, b = int(self._offsets[d]), int(self._offsets[d + 1])
+                out.append(bytes(self._blob[a:b]).decode("utf-8", "surrogatepass"))
         return out
 
     def field_texts(self, doc_ids: Sequence[int], fields: Sequence[str] = ("text",)) -> list[str]:

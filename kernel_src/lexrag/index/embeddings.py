@@ -112,8 +112,8 @@ def build_embeddings(
     out = Path(out_dir)
     _check_build_args(out, max_shards, time_budget_s, resume_from)  # before the model loads (minutes on Kaggle)
     made = not out.exists()
+    model = load_encoder(model_path, device, fp16, max_seq)  # a model refused leaves no empty folder behind
     out.mkdir(parents=True, exist_ok=True)
-    model = load_encoder(model_path, device, fp16, max_seq)
     dims = int(model.get_embedding_dimension())
     n = len(corpus)
     n_shards = (n + shard_size - 1) // shard_size

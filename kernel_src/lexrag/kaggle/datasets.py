@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -29,7 +30,7 @@ from lexrag.errors import LexragError, ManifestError
 __all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError"]
 
 from lexrag.pipeline.build import build_step
-from lexrag.registry import ARTIFACTS, BuildInputs, names
+from lexrag.registry import ARTIFACTS, BuildInputs, names, spec
 
 log = logging.getLogger(__name__)
 
@@ -217,8 +218,28 @@ def rebuild(
         log.info("%s: %d files, %.1f MB -> %s", name, len(entry["files"]), sum(f["size"] for f in entry["files"]) / 1e6, folder)
         built.append(name)
     save_manifest(manifest_path, doc)
+    if "corpus" in built:  # an index left over the replaced corpus: said now, not when a run refuses it
+        for a in ARTIFACTS:
+            if "corpus" in a.depends_on and a.name not in names and (out / a.name / "params.json").is_file():
+                log.warning("%s: this build replaced the corpus but not %s, which stays over the old corpus and runs refuse "
+                            "it: rebuild it (--only %s) or remove the folder", a.name, out / a.name, a.name)
     doc["built"] = built  # not saved: what this call built, for the check that follows it
     return doc
+
+
+def _other_corpus(out: Path, name: str) -> list[str]:
+    """A problem line when artifact ``name`` in ``out`` was built over another corpus than ``out/corpus``."""
+    from lexrag.artifacts import corpus_id
+
+    if name == "corpus" or name not in names() or "corpus" not in spec(name).depends_on \
+            or not (out / "corpus" / "params.json").is_file():
+        return []
+    try:
+        recorded = read_params(out / name, name, verify=False).get("corpus_id")
+        loaded = corpus_id(out / "corpus")
+    except LexragError:  # a damaged params.json is named by the checks above
+        return []
+    return [f"{name}: built over another corpus than {out / 'corpus'}; rebuild it (--only {name})"] if recorded != loaded else []
 
 
 def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | None = None) -> list[str]:
@@ -270,7 +291,34 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
                 continue
             if v != entry.get("version"):
                 problems.append(f"{name}: built by lexrag {v}, manifest says {entry.get('version')}")
+            problems.extend(_other_corpus(Path(out_dir), name))
     return problems
+
+
+def _kaggle(cmd: list[str], timeout: float | None) -> tuple[int, str]:
+    """Run the kaggle CLI; its exit code and the last 4 KB of what it said (stdout and stderr, read in
+    any encoding): a CLI that floods its output holds no more memory than that.  ``timeout``
+    (seconds, None for none) raises :class:`subprocess.TimeoutExpired` with the CLI killed."""
+    import select
+    import time
+
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    tail, end = b"", None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            wait = None if end is None else max(0.0, end - time.monotonic())
+            if not select.select([p.stdout], [], [], wait)[0]:
+                raise subprocess.TimeoutExpired(cmd, timeout or 0)
+            data = os.read(p.stdout.fileno(), 65536)
+            if not data:
+                break
+            tail = (tail + data)[-4096:]
+        return p.wait(None if end is None else max(0.0, end - time.monotonic())), tail.decode("utf-8", "replace").strip()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        p.stdout.close()
 
 
 STATUS_TIMEOUT_S = 120  # `kaggle datasets status` answers in seconds; an upload itself may take an hour
@@ -295,25 +343,21 @@ def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] |
             _dataset_metadata(folder, entry, owner)
         meta = json.loads((folder / "dataset-metadata.json").read_text(encoding="utf-8"))
         log.info("asking Kaggle whether %s exists (kaggle datasets status, at most %d s)", meta["id"], STATUS_TIMEOUT_S)
-        try:  # a stalled network must not hold the upload for ever; the CLI may answer in any encoding
-            status = subprocess.run(["kaggle", "datasets", "status", meta["id"]], capture_output=True, text=True,
-                                    errors="replace", timeout=STATUS_TIMEOUT_S)
+        try:  # a stalled network must not hold the upload for ever
+            status_rc, said = _kaggle(["kaggle", "datasets", "status", meta["id"]], STATUS_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise ManifestError(f"kaggle datasets status {meta['id']} gave no answer in {STATUS_TIMEOUT_S} s (no network?); "
                                 "nothing was uploaded for it") from None
-        said = (status.stdout + status.stderr).strip()
-        if status.returncode != 0 and not any(w in said.lower() for w in ("404", "not found", "does not exist")):
+        if status_rc != 0 and not any(w in said.lower() for w in ("404", "not found", "does not exist")):
             # not an answer about the dataset (no network, a bad token): creating it anew would be wrong
             raise ManifestError(f"kaggle datasets status {meta['id']} failed: {said.splitlines()[-1] if said else 'no output'}; "
                                 "nothing was uploaded for it")
         msg = message or f"lexrag {__version__}"
-        cmd = (["kaggle", "datasets", "version", "-p", str(folder), "-m", msg, "--dir-mode", "zip"] if status.returncode == 0
+        cmd = (["kaggle", "datasets", "version", "-p", str(folder), "-m", msg, "--dir-mode", "zip"] if status_rc == 0
                else ["kaggle", "datasets", "create", "-p", str(folder), "--dir-mode", "zip"])
         log.info("%s (uploading %.1f MB; the kaggle CLI says nothing until it is done)", " ".join(cmd),
                  sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6)
-        try:
-            subprocess.run(cmd, check=True, capture_output=True, text=True, errors="replace")
-        except subprocess.CalledProcessError as e:
-            tail = (e.stdout or "") + (e.stderr or "")
-            raise ManifestError(f"{' '.join(cmd[:3])} for {entry['name']} failed (exit {e.returncode}): "
-                                f"{tail.strip().splitlines()[-1] if tail.strip() else 'no output'}") from None
+        rc, tail = _kaggle(cmd, None)
+        if rc != 0:
+            raise ManifestError(f"{' '.join(cmd[:3])} for {entry['name']} failed (exit {rc}): "
+                                f"{tail.splitlines()[-1] if tail else 'no output'}")

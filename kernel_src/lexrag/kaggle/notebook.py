@@ -43,8 +43,10 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     paths = resolve_paths(cfg.paths)
     queries_file = Path(queries) if queries else paths.input_file("test.csv")
     out_path = Path(out) if out else paths.working_dir / "submission.csv"
-    from lexrag.outputs import check_makeable, check_outside_artifacts, check_plain_output, file_mode, sweep_leftovers
+    from lexrag.outputs import (check_makeable, check_name_room, check_outside_artifacts, check_plain_output, file_mode,
+                                sweep_leftovers)
 
+    check_name_room(out_path, f"out_path {out_path}", ArtifactError)  # the answer is written under a longer name first
     check_makeable(out_path.parent, "the folder of submission.csv (the Kaggle working folder: LEXRAG_KAGGLE_WORKING "
                    "where emulated)")  # before any work: the answers must have somewhere to go
     check_plain_output(out_path, "submission.csv:")
@@ -58,11 +60,13 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     res = run_pipeline(qs, art, cfg, paths=paths, budget=budget)
     import tempfile
 
-
     out_path.parent.mkdir(parents=True, exist_ok=True)
     for suffix in (".candidate", ".tmp"):  # a killed run's
         sweep_leftovers(out_path, suffix)
-    fd, name = tempfile.mkstemp(prefix=f".{out_path.name}.{os.getpid()}-", suffix=".candidate", dir=out_path.parent)
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{out_path.name}.{os.getpid()}-", suffix=".candidate", dir=out_path.parent)
+    except OSError as e:  # named by the file asked for, not the temporary name the system refused
+        raise OSError(e.errno, e.strerror, str(out_path)) from e
     os.close(fd)
     tmp = Path(name)
     try:

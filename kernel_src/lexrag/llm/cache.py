@@ -247,6 +247,11 @@ class LLMCache:
         if not writable and wal.is_file() and wal.stat().st_size > 0:
             raise ArtifactError(f"LLM cache {folder} was not closed cleanly (its write-ahead log is beside it); ship caches "
                                 f"with build_datasets.py --only llm_cache --llm-cache DIR, which writes one finished file")
+        journal = folder / (CACHE_FILE + "-journal")
+        if journal.is_file() and journal.stat().st_size > 0:  # a writer killed mid-transaction: reading must roll it back
+            raise ArtifactError(f"LLM cache {folder}: {journal.name} beside {CACHE_FILE} is the journal of a writer that was "
+                                "killed mid-write, which a read-only replay cannot roll back: open the cache once with a live run "
+                                "(llm.cache_dir set to it, llm.mode=live), which rolls it back (never delete the journal)")
         flags = "mode=ro" if writable else "mode=ro&immutable=1"
         with _sqlite(path):
             con = sqlite3.connect(f"{path.resolve().as_uri()}?{flags}", uri=True, timeout=BUSY_TIMEOUT_S)
