@@ -2916,3 +2916,17 @@ def test_a_dataset_build_that_replaces_the_corpus_but_not_the_graph_says_so_and_
         logging.getLogger("lexrag.kaggle.datasets").removeHandler(handler)
     assert any("replaced the corpus but not" in r.getMessage() and "graph" in r.getMessage() for r in records)
     assert any("graph: built over another corpus than" in p for p in check(manifest, out, only=["corpus", "bm25", "graph"]))
+
+
+def test_numbers_are_read_as_yaml_1_2_reads_them_and_out_dash_is_refused(tmp_path, capsys):
+    from lexrag.config import load_config, parse_overrides
+    from lexrag.errors import ConfigError
+
+    for value in ("1:30", "5_0"):  # as --set count.k=... gives them; YAML 1.1 would read 90 and 50
+        with pytest.raises(ConfigError, match=f"count.k: expected int, got str '{value}'"):
+            load_config(None, parse_overrides([f"count.k={value}"]))
+    assert load_config(None, parse_overrides(["count.k=7"])).count.k == 7
+    cfg = load_config(None, {"fusion.rrf_k": 30, "fusion.weights": {"bm25_de": "1e-3"}})
+    assert cfg.fusion.rrf_k == 30 and cfg.fusion.weights["bm25_de"] == 0.001
+    rc, _, err = cli(capsys, "run", "--queries", DEMO / "queries_demo.csv", "--artifacts", tmp_path, "--out", "-")
+    assert rc == 2 and "the output is a file, not standard output" in err and not (Path.cwd() / "-").exists()

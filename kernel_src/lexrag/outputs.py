@@ -109,6 +109,8 @@ def check_output_file(out: str | Path, what: str, inputs: dict | None = None, pr
     the resolved path."""
     if str(out).endswith(("/", os.sep)):
         raise error(f"{what} {out} names a folder; give a file name such as {Path(out) / example}")
+    if str(out) == "-":  # the shell convention for standard output: a file named "-" would be written instead
+        raise error(f"{what} -: the output is a file, not standard output; give a file name such as {example}")
     try:
         check_name_room(Path(os.path.abspath(out)), f"{what} {out}", error)  # first: a name past the limit fails every call
         check_plain_output(out, what)

@@ -95,6 +95,17 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, UniqueKeyLoader.construct_mapping)
 
+# numbers as YAML 1.2 reads them: YAML 1.1 (PyYAML's default) reads "1:30" as 90 (base 60) and "5_0" as 50; such text
+# stays a string here, which a numeric field refuses by name, and "1e-3" is the float it is
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+UniqueKeyLoader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag not in (_INT, _FLOAT)]
+                                           for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+UniqueKeyLoader.add_implicit_resolver(_INT, re.compile(r"^(?:[-+]?(?:0|[1-9][0-9]*)|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
+UniqueKeyLoader.add_implicit_resolver(
+    _FLOAT, re.compile(r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]+[eE][-+]?[0-9]+"
+                       r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."))
+
 MAX_YAML_NODES = 100_000  # a YAML document with aliases expands to at most this many nodes
 
 
