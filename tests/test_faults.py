@@ -2810,6 +2810,7 @@ def test_an_ablation_table_an_earlier_run_left_is_not_shown_as_this_run_s(tmp_pa
     rc, out, _ = cli(capsys, "show-metrics", m)
     assert rc == 0 and "ablation.csv: not shown: it is older than metrics.json, so an earlier run's" in out and "0.357" not in out
     assert "0.357" not in write_report(tmp_path).read_text(encoding="utf-8")
+    assert "ablation.csv (an earlier run's)" in out
     os.utime(table, ns=(3_000_000_000_000_000_000, 3_000_000_000_000_000_000))  # this run's: written after its metrics
     rc, out, _ = cli(capsys, "show-metrics", m)
     assert rc == 0 and "0.357" in out and "not shown" not in out
@@ -2930,3 +2931,9 @@ def test_numbers_are_read_as_yaml_1_2_reads_them_and_out_dash_is_refused(tmp_pat
     assert cfg.fusion.rrf_k == 30 and cfg.fusion.weights["bm25_de"] == 0.001
     rc, _, err = cli(capsys, "run", "--queries", DEMO / "queries_demo.csv", "--artifacts", tmp_path, "--out", "-")
     assert rc == 2 and "the output is a file, not standard output" in err and not (Path.cwd() / "-").exists()
+
+
+def test_a_config_saved_as_utf16_without_a_byte_order_mark_is_named_as_such(tmp_path, capsys):
+    cfg = write(tmp_path / "c.yaml", "count:\n  k: 3\n".encode("utf-16-le"))
+    rc, _, err = cli(capsys, "config", "--config", cfg)
+    assert rc == 2 and f"{cfg}: UTF-16/UTF-32, not UTF-8 text" in err, err

@@ -44,6 +44,8 @@ def read_yaml_file(path: str | Path, error: type[Exception] = ConfigError):
 
     path = Path(path)
     text = read_text_file(path, error)  # a regular file only (a FIFO would wait for ever), UTF-8
+    if text[:4096].count("\x00") > len(text[:4096]) // 4:  # ASCII saved as UTF-16 without a byte-order mark
+        raise error(f"{path}: UTF-16/UTF-32, not UTF-8 text (NUL bytes between the letters); save it as UTF-8")
     try:
         return yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as e:

@@ -92,7 +92,8 @@ def run_summary(metrics_path: str | Path, doc: dict[str, Any]) -> str:
                 lines += [f"{title}, {folder / name}:", csv_as_text(folder / name)]
             except (OSError, UnicodeDecodeError, csv.Error) as e:
                 lines.append(f"{folder / name}: not shown ({type(e).__name__}: {e})")
-    present = [n for n in (*OUTPUTS, *EXTRA) if (folder / n).is_file()]
+    present = [n if not (n in TABLES or n == "incremental_per_query.csv") or not earlier_run(folder / n, path)
+               else f"{n} (an earlier run's)" for n in (*OUTPUTS, *EXTRA) if (folder / n).is_file()]
     if present:
         lines.append(f"outputs in {folder}/: " + ", ".join(f"{n} (open it in a browser)" if n == "report.html" else n
                                                          for n in present))
