@@ -2937,3 +2937,12 @@ def test_a_config_saved_as_utf16_without_a_byte_order_mark_is_named_as_such(tmp_
     cfg = write(tmp_path / "c.yaml", "count:\n  k: 3\n".encode("utf-16-le"))
     rc, _, err = cli(capsys, "config", "--config", cfg)
     assert rc == 2 and f"{cfg}: UTF-16/UTF-32, not UTF-8 text" in err, err
+
+
+def test_a_misspelt_sibling_kind_is_refused_at_config_load():
+    from lexrag.config import load_config, parse_overrides
+    from lexrag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="graph.siblings_kinds must be law, bge or docket, got 'lawx'"):
+        load_config(None, parse_overrides(["graph.siblings_kinds=[lawx]"]))
+    assert load_config(None, parse_overrides(["graph.siblings_kinds=[law, bge]"])).graph.siblings_kinds == ["law", "bge"]

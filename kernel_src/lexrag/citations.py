@@ -26,6 +26,8 @@ from typing import Collection, Iterable, Iterator, Union
 
 from lexrag.errors import LexragError
 
+CITATION_KINDS = ("law", "bge", "docket")  # the kinds of citation, as each class names its own
+
 __all__ = [
     "law_codes",
     "code_aliases",

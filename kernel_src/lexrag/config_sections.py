@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from lexrag.citations import CITATION_KINDS
 from lexrag.signals import GRAPH_SIGNALS, VARIANTS
 
 __all__ = [
@@ -206,6 +207,7 @@ class GraphConfig:
     siblings_kinds: list = _f(
         ["bge", "docket"],
         "parents whose other documents the siblings signal emits: decisions; add 'law' for other paragraphs of an article",
+        choices=CITATION_KINDS,
     )
     signals: dict = _f(
         {name: True for name in GRAPH_SIGNALS},
@@ -363,8 +365,9 @@ def check_ranges(sections: list[tuple[str, Any]]) -> None:
         for f in dataclasses.fields(section):
             tp, v, name = hints[f.name], getattr(section, f.name), f"{sec_name}.{f.name}"
             choices = f.metadata.get("choices")
-            if choices and v not in choices:
-                raise ConfigError(f"{name} must be {', '.join(choices[:-1])} or {choices[-1]}, got {short(v)}")
+            for x in (v if isinstance(v, list) else [v]) if choices else ():  # a list field: each of its items
+                if x not in choices:
+                    raise ConfigError(f"{name} must be {', '.join(choices[:-1])} or {choices[-1]}, got {short(x)}")
             if tp not in (int, float):
                 continue
             if tp is float and not math.isfinite(v):

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lexrag import citations as cit
+from lexrag.citations import CITATION_KINDS
 from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, reading, rebuild_hint, write_params
 from lexrag.publish import publishes
 
@@ -47,7 +48,7 @@ __all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS"]
 log = logging.getLogger(__name__)
 
 ARTIFACT = "graph"
-KINDS = ("law", "bge", "docket")
+KINDS = CITATION_KINDS  # a node's kind is stored as its index here
 
 
 def leiden_levels(
