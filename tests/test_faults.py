@@ -2890,7 +2890,8 @@ def test_names_too_long_for_gpu_check_json_and_for_the_notebook_s_answer_are_ref
 
     r = subprocess.run([sys.executable, "-m", "lexrag.gpu_check", "--cpu", "--json", str(tmp_path / ("j" * 257))],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "its name is 257 bytes" in r.stderr and "Traceback" not in r.stderr, r.stderr[-400:]
+    assert r.returncode == 2 and "a name in this path is longer than the file system allows" in r.stderr, r.stderr[-400:]
+    assert "Traceback" not in r.stderr
     with pytest.raises(ArtifactError, match="out_path .*: its name is 244 bytes; it is written whole under a temporary name"):
         run_submission(str(DEMO / "config.yaml"), {"runtime.progress": False}, demo_queries, demo_artifacts,
                        out=tmp_path / ("s" * 240 + ".csv"))

@@ -95,6 +95,10 @@ def check_name_room(path: Path, what: str, error: type[Exception] = OutputError)
         limit = 255
     n = len(os.fsencode(path.name))
     if n + TMP_NAME_EXTRA > limit:
+        what = what if len(what) <= 160 else f"{what[:100]}...{what[-50:]} ({len(what)} characters)"
+        if n > limit:  # as the system says it for any path
+            raise error(f"{what}: a name in this path is longer than the file system allows ({limit} bytes a name); use a "
+                        "shorter path")
         raise error(f"{what}: its name is {n} bytes; it is written whole under a temporary name beside it, up to "
                     f"{TMP_NAME_EXTRA} bytes longer, and this file system allows {limit}: choose a name of at most "
                     f"{limit - TMP_NAME_EXTRA} bytes")

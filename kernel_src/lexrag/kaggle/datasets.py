@@ -239,7 +239,8 @@ def _other_corpus(out: Path, name: str) -> list[str]:
         loaded = corpus_id(out / "corpus")
     except LexragError:  # a damaged params.json is named by the checks above
         return []
-    return [f"{name}: built over another corpus than {out / 'corpus'}; rebuild it (--only {name})"] if recorded != loaded else []
+    wrong = recorded is not None and recorded != loaded  # an artifact that records no corpus id cannot be checked
+    return [f"{name}: built over another corpus than {out / 'corpus'}; rebuild it (--only {name})"] if wrong else []
 
 
 def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | None = None) -> list[str]:
