@@ -465,3 +465,21 @@ def test_a_failed_wheels_build_is_one_line_and_keeps_the_wheels_dataset_that_was
         rebuild(manifest, tmp_path / "ds", load_config(None, {"runtime.progress": False}), only=["wheels"])
     assert {p.name: p.read_text() for p in old.iterdir()} == before
     assert [p.name for p in (tmp_path / "ds").iterdir()] == ["wheels"]  # no staging folder left
+
+
+def test_an_upload_the_kaggle_api_refuses_with_exit_0_is_said(tmp_path, manifest, tiny_inputs, monkeypatch):
+    from lexrag.errors import ManifestError
+    from lexrag.kaggle import datasets
+
+    laws, _ = tiny_inputs
+    out = tmp_path / "ds"
+    assert run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus").returncode == 0
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin" / "kaggle"
+    fake.write_text("#!/bin/sh\n[ \"$2\" = status ] && exit 0\n"
+                    "echo 'Dataset version creation error: The requested dataset is not owned by you'\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    with pytest.raises(ManifestError, match="kaggle datasets version for corpus failed \\(exit 0\\): Dataset version creation "
+                                            "error: The requested dataset is not owned by you"):
+        datasets.upload(manifest, out, only=["corpus"])

@@ -2221,7 +2221,7 @@ def test_a_replaced_folder_that_cannot_be_removed_is_said(tmp_path, monkeypatch)
             write(folder / "params.json", "{}")
     assert (tmp_path / "art" / "params.json").is_file()
     monkeypatch.setattr(publish, "pid_alive", lambda pid: False)  # the next build runs in another process
-    with pytest.warns(UserWarning, match="left by an earlier build, could not be removed"):
+    with pytest.warns(UserWarning, match="is named like an earlier art a build set aside, but no journal says so: left alone"):
         with publish.staged(tmp_path / "art") as folder:
             write(folder / "params.json", "{}")
 
@@ -2947,3 +2947,14 @@ def test_a_misspelt_sibling_kind_is_refused_at_config_load():
     with pytest.raises(ConfigError, match="graph.siblings_kinds must be law, bge or docket, got 'lawx'"):
         load_config(None, parse_overrides(["graph.siblings_kinds=[lawx]"]))
     assert load_config(None, parse_overrides(["graph.siblings_kinds=[law, bge]"])).graph.siblings_kinds == ["law", "bge"]
+
+
+def test_a_hidden_folder_of_the_user_s_named_like_a_set_aside_artifact_is_left_alone(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "notes").mkdir(parents=True)
+    mine = out / ".notes.old-99999-abcdef12"  # the user's, named as a publish names what it sets aside
+    mine.mkdir()
+    (mine / "params.json").write_text('{"artifact": "notes"}')
+    (mine / "backup.txt").write_text("mine")
+    rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--no-courts", "--out", out, "--set", "runtime.progress=false")
+    assert rc == 0 and (mine / "backup.txt").read_text() == "mine", err

@@ -85,9 +85,9 @@ def test_a_build_killed_while_removing_the_old_folders_finishes_the_removal(tmp_
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
 
 
-def test_an_old_folder_set_aside_without_a_journal_is_put_back_or_removed(tmp_path):
+def test_an_old_folder_set_aside_without_a_journal_is_put_back_or_left_alone(tmp_path):
     """Left by a build of an earlier version (no journal): put back where its artifact is missing,
-    removed where a newer one is in place."""
+    left alone with a warning where a newer one is in place (no journal says it is a build's)."""
     out = tmp_path / "arts"
     _artifact(out / ".corpus.old-999999999-abcd1234", "old")
     _artifact(out / "bm25", "new")
@@ -97,7 +97,7 @@ def test_an_old_folder_set_aside_without_a_journal_is_put_back_or_removed(tmp_pa
             (folder / "params.json").write_text("{}")
     assert (out / "corpus" / "data.txt").read_text() == "old"
     assert (out / "bm25" / "data.txt").read_text() == "new"
-    assert sorted(p.name for p in out.iterdir()) == ["bm25", "corpus", "graph"]
+    assert sorted(p.name for p in out.iterdir()) == [".bm25.old-999999999-abcd1234", "bm25", "corpus", "graph"]
 
 
 def test_a_publish_waits_for_one_under_way_in_the_same_folder(tmp_path, caplog):

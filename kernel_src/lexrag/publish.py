@@ -142,8 +142,9 @@ def _recover(folder: Path) -> None:
         old, dest = folder / f".{name}.old-{tag}", folder / name
         if tag in kept or not (old / PARAMS).is_file():
             continue
-        if os.path.lexists(dest):
-            _remove(old)
+        if os.path.lexists(dest):  # no journal says a publish set it aside: it may be the user's, so it is never deleted
+            warnings.warn(f"{old} is named like an earlier {name} a build set aside, but no journal says so: left alone; "
+                          "remove it by hand if it is one")
         else:
             os.replace(old, dest)
             warnings.warn(f"a build was killed while publishing: the earlier {dest} is put back")

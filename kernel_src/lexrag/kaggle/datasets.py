@@ -359,6 +359,7 @@ def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] |
         log.info("%s (uploading %.1f MB; the kaggle CLI says nothing until it is done)", " ".join(cmd),
                  sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6)
         rc, tail = _kaggle(cmd, None)
-        if rc != 0:
-            raise ManifestError(f"{' '.join(cmd[:3])} for {entry['name']} failed (exit {rc}): "
-                                f"{tail.splitlines()[-1] if tail else 'no output'}")
+        said = [x for x in tail.splitlines() if re.search(r"\berror\b", x, re.IGNORECASE)] or tail.splitlines() or ["no output"]
+        if rc != 0 or re.search(r"\berror\b", tail, re.IGNORECASE):  # the CLI exits 0 on some refusals of the API
+            raise ManifestError(f"{' '.join(cmd[:3])} for {entry['name']} failed (exit {rc}): {said[-1]}")
+        log.info("%s: kaggle said: %s", entry["name"], said[-1])
