@@ -10,6 +10,7 @@ A file is either one key per line or a CSV whose first column is the citation (h
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 import csv
 from collections import Counter
@@ -18,13 +19,20 @@ from lexrag.citations import try_parse
 
 
 def keys(path: str) -> list[str]:
+    """The keys of ``path``; bytes that are not UTF-8 read as U+FFFD, with a warning, as the kit's readers read them."""
     if path.endswith(".csv"):
-        with open(path, encoding="utf-8", newline="") as f:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
             rows = csv.reader(f)
-            next(rows)
-            return [r[0] for r in rows if r]
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f if line.strip()]
+            next(rows, None)
+            out = [r[0] for r in rows if r]
+    else:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            out = [line.rstrip("\n") for line in f if line.strip()]
+    bad = sum("\ufffd" in k for k in out)
+    if bad:
+        print(f"warning: {path}: {bad} key(s) hold bytes that are not UTF-8 (read as U+FFFD); save the file as UTF-8",
+              file=sys.stderr)
+    return out
 
 
 def main(paths: list[str]) -> int:

@@ -2958,3 +2958,36 @@ def test_a_hidden_folder_of_the_user_s_named_like_a_set_aside_artifact_is_left_a
     (mine / "backup.txt").write_text("mine")
     rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--no-courts", "--out", out, "--set", "runtime.progress=false")
     assert rc == 0 and (mine / "backup.txt").read_text() == "mine", err
+
+
+def test_a_key_file_with_a_stray_cp1252_byte_is_read_with_a_warning(tmp_path):
+    keys = write(tmp_path / "k.txt", b"Art. 1 OR\nVertr\xe4ge\n")
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "citation_roundtrip.py"), str(keys)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and "1 key(s) hold bytes that are not UTF-8" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_validation_output_that_cannot_be_replaced_is_refused_before_the_run(tmp_path, demo_artifacts, demo_queries, monkeypatch):
+    import errno
+
+    from lexrag.config import load_config
+    from lexrag.errors import ConfigError
+    from lexrag.eval.validation import validate_run
+    from lexrag.pipeline import Artifacts
+
+    out = tmp_path / "v"
+    out.mkdir()
+    (out / "metrics.json").write_text("{}")
+    (out / "submission.csv").write_text("earlier")
+    real_open = os.open
+
+    def immutable(path, flags, *a, **k):  # as chattr +i makes it (root could write a read-only mode)
+        if str(path).endswith("metrics.json") and flags & os.O_WRONLY:
+            raise OSError(errno.EPERM, "Operation not permitted", str(path))
+        return real_open(path, flags, *a, **k)
+
+    monkeypatch.setattr(os, "open", immutable)
+    cfg = load_config(None, {"runtime.progress": False})
+    with pytest.raises(ConfigError, match="metrics.json exists and cannot be replaced"):
+        validate_run(cfg, Artifacts.load(demo_artifacts, cfg), demo_queries, out)
+    assert (out / "submission.csv").read_text() == "earlier"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from pathlib import Path
 
-from lexrag.outputs import check_outside_artifacts, check_plain_output, replace_text
+from lexrag.outputs import check_output_file, check_outside_artifacts, check_plain_output, replace_text
 from lexrag.csvio import csv_text
 from lexrag.errors import CsvInputError
 from lexrag.config import Config, section_names
@@ -155,6 +155,8 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
             what, given = read[(out / name).resolve()]
             raise ConfigError(f"out_dir {out_dir}: its {name} would overwrite {what} {given}; write the outputs "
                               "to another folder")
+        if (out / name).is_file():  # one that cannot be replaced (immutable, a read-only disk): said before any is
+            check_output_file(out / name, "out_dir:", error=ConfigError)
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = load_gold(queries_path)
     if not gold:
