@@ -82,9 +82,9 @@ def main() -> int:
     for n in args.questions:
         out = subprocess.run([sys.executable, __file__, "--artifacts", str(args.artifacts), "--order", args.order,
                               "--one", str(n)], capture_output=True, text=True)
-        if out.returncode:
-            print(out.stderr, file=sys.stderr)
-            return 1
+        if out.returncode:  # the child's own line, and its exit code (2: an error the user can fix)
+            print(out.stderr.strip(), file=sys.stderr)
+            return out.returncode
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
     print("| questions | walk | s/question | BM25 scorings | score cache (vectors) | peak RSS GB |")
