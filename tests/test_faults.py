@@ -1895,7 +1895,7 @@ def test_quality_checks_every_option_before_it_builds(tmp_path):
              (["--tune-on", "nope.csv"], "--tune-on nope.csv: "),
              (["--queries", "val.csv"], "--queries val.csv: "),
              (["--variants", "lexical;dictionary.enabled=false;count.k=-3"], "variant 'lexical;dictionary.enabled=false;count.k=-3': "),
-             (["--variants", "--ablation", "nosuchpreset"], "nosuchpreset"),
+             (["--ablation", "nosuchpreset"], "--ablation and --variants both name the variants"),
              (["--config", str(tmp_path / "none.yaml")], "none.yaml"),
              (["--json", str(tmp_path)], "is a folder"),
              (["--json", str(data / "train_dev.csv")], "is the --queries train_dev.csv file"),  # once replaced by the metrics
@@ -1904,7 +1904,7 @@ def test_quality_checks_every_option_before_it_builds(tmp_path):
              (["--queries", str(outside), "--json", str(outside)], f"is the --queries {outside} file"),
              (["--json", str(tmp_path / "newdir") + "/"], "names a folder; give a file name such as"),
              (["--tune-on", "no_courses.csv"], "no course column, so the questions cannot be grouped by legal area"),
-             (["--by"], "--by is given without values"),
+             (["--by"], "--by is empty: give a path or a value"),
              (["--ablation", "exam"], "--ablation and --variants both name the variants"),
              (["--config", str(write(tmp_path / "c.yaml", "count:\n  k: 4\n")), "--json", str(tmp_path / "c.yaml")],
               "is the --config file: writing it would overwrite the input")]
@@ -2991,3 +2991,13 @@ def test_a_validation_output_that_cannot_be_replaced_is_refused_before_the_run(t
     with pytest.raises(ConfigError, match="metrics.json exists and cannot be replaced"):
         validate_run(cfg, Artifacts.load(demo_artifacts, cfg), demo_queries, out)
     assert (out / "submission.csv").read_text() == "earlier"
+
+
+def test_a_quoted_tilde_out_is_a_folder_named_tilde_and_an_option_list_given_no_value_is_refused(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "lexrag", "-q", "build", "--laws", str(DEMO / "laws_demo.csv"), "--no-courts",
+                        "--out", "~/arts", "--set", "runtime.progress=false"], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "~" / "arts" / "corpus" / "params.json").is_file(), r.stderr[-400:]
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--variants"], capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and "--variants is empty" in r.stderr, r.stderr[-400:]

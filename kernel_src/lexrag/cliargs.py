@@ -53,6 +53,8 @@ def given_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv:
         if type(a) is argparse._StoreAction and a.option_strings and a.nargs is None and isinstance(value, str) \
                 and not value.strip() and value != a.default:
             return a.option_strings[-1]
+        if type(a) is argparse._StoreAction and a.option_strings and a.nargs == "*" and value == [] and a.default != []:
+            return a.option_strings[-1]  # `--variants $V` with V empty: no values, read as the default list
     return None
 
 

@@ -170,7 +170,7 @@ def staged(dest: str | Path) -> Iterator[Path]:
     destroys the artifact already there, and a run never reads a half-written one (a killed build
     leaves only its staging folder, which the next build of the same artifact removes).
     """
-    dest = Path(dest)
+    dest = Path(os.path.abspath(dest))  # "~/x" given quoted is a folder named "~" here: no library may expand it
     check_makeable(dest.parent)
     check_replaceable(dest)  # before the work: what the publish would refuse is refused now, not after an hour
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -315,7 +315,7 @@ def staged_set(out: str | Path) -> Iterator[Path]:
     folder built in it replaces its namesake in ``out`` as one step (the others in ``out`` stay);
     when it fails, ``out`` is untouched.  So the artifacts of one build (a corpus and the indexes
     built over it) are published together."""
-    out = Path(out)
+    out = Path(os.path.abspath(out))  # "~/x" given quoted is a folder named "~" here: no library may expand it
     created = not out.exists()
     check_makeable(out)
     out.mkdir(parents=True, exist_ok=True)
