@@ -3001,3 +3001,8 @@ def test_a_quoted_tilde_out_is_a_folder_named_tilde_and_an_option_list_given_no_
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--variants"], capture_output=True, text=True,
                        timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and "--variants is empty" in r.stderr, r.stderr[-400:]
+
+
+def test_out_dash_for_a_folder_output_is_refused(tmp_path, capsys):
+    rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--no-courts", "--out", "-")
+    assert rc == 2 and "--out -: the output is a folder, not standard output" in err and not Path("-").exists()

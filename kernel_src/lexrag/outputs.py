@@ -28,6 +28,8 @@ def check_makeable(folder: str | Path, what: str = "", writable: bool = True) ->
     read-only disk or folder: tried by creating and removing a file in it, or in the nearest folder
     above it that exists); ``what`` names the parameter (``--out``, ``out_dir``).  The one check
     every writer runs before any work, so no work is done for an output that cannot be written."""
+    if str(folder) == "-":  # the shell's name for standard output: a folder named "-" would be made instead
+        raise OutputError(f"{what or 'the output folder'} -: the output is a folder, not standard output; give a folder name")
     folder = Path(folder)
     label = f"{what} {folder}" if what else str(folder)
     for f in (folder, *folder.parents):
