@@ -1270,6 +1270,39 @@ def test_validation_outputs_inside_an_artifact_folder_are_refused(demo_artifacts
     assert (tmp_path / "ok" / "metrics.json").is_file()
 
 
+def test_two_validation_runs_into_one_out_dir_never_mix_their_outputs(demo_artifacts, demo_queries, tmp_path):
+    """A run whose outputs are several files holds its out_dir until its process ends; a second run
+    into it (another papermill run, another kernel) is refused in one line before any work, and runs
+    once the first has ended."""
+    from lexrag.config import load_config
+    from lexrag.errors import ConfigError
+    from lexrag.eval.validation import ablation_table, validate_run
+    from lexrag.pipeline import Artifacts
+
+    out = tmp_path / "shared_out"
+    out.mkdir()
+    (out / "metrics.json").write_text('{"first": "run"}')
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from lexrag.outputs import claim_folder; claim_folder(sys.argv[1], 'out_dir'); "
+         "print('held', flush=True); sys.stdin.read()", str(out)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "kernel_src")})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        cfg = load_config(None, {"runtime.progress": False})
+        art = Artifacts.load(demo_artifacts, cfg)
+        for call in (validate_run, ablation_table):
+            with pytest.raises(ConfigError, match="another run writes its outputs there now") as e:
+                call(cfg, art, demo_queries, out)
+            assert "\n" not in str(e.value) and str(out) in str(e.value)
+        assert sorted(p.name for p in out.iterdir()) == ["metrics.json"]
+        assert (out / "metrics.json").read_text() == '{"first": "run"}'
+    finally:
+        holder.communicate("")
+    validate_run(cfg, art, demo_queries, out)  # the first run has ended: the folder is free
+    assert (out / "submission.csv").is_file() and "first" not in (out / "metrics.json").read_text()
+    validate_run(cfg, art, demo_queries, out)  # this process holds it now: a second run of its own is no conflict
+
+
 def test_a_params_json_without_its_file_list_is_refused_and_reads_nothing_outside(tmp_path, demo_artifacts):
     """Deleting `files` from params.json would switch every file check off: it is refused by name.
     An LLM cache (whose files are never listed) holding a link out of its folder is refused too."""

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from lexrag.errors import ArtifactError, OutputError
 
-__all__ = ["PARAMS", "check_makeable", "check_name_room", "check_outside_artifacts", "check_output_file", "check_plain_output",
-           "enclosing_artifact", "file_mode", "owner_gone", "pid_alive", "replace_text", "sweep_leftovers"]
+__all__ = ["PARAMS", "check_makeable", "claim_folder", "check_name_room", "check_outside_artifacts", "check_output_file",
+           "check_plain_output", "enclosing_artifact", "file_mode", "owner_gone", "pid_alive", "replace_text", "sweep_leftovers"]
 
 PARAMS = "params.json"
 
@@ -168,6 +168,34 @@ def owner_gone(name: str, prefix: str) -> bool:
     process that is gone; a name without a pid there is not the kit's (False)."""
     pid = name[len(prefix):].split("-")[0] if name.startswith(prefix) else ""
     return pid.isdigit() and not pid_alive(int(pid))
+
+
+_CLAIMED: dict[str, int] = {}
+
+
+def claim_folder(folder: str | Path, what: str, error: type[Exception] = OutputError) -> None:
+    """Make ``folder`` (which exists) this process's output folder until the process ends: an
+    exclusive ``flock`` on the folder, released when the process ends or is killed.  A run whose
+    outputs are several files (metrics, per-query table, report) so never mixes its files with
+    another run's.  While another process holds it, ``error`` names the folder; claiming it again
+    in the same process does nothing.  A file system without locks is said in a warning."""
+    import fcntl
+    import warnings
+
+    key = os.path.realpath(folder)
+    if key in _CLAIMED:
+        return
+    fd = os.open(key, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise error(f"{what} {folder}: another run writes its outputs there now (its files would mix with this "
+                    "run's); give another folder, or wait for that run to end") from None
+    except OSError as e:
+        warnings.warn(f"{what} {folder}: the file system refuses a lock ({e.strerror or e}); do not write "
+                      "outputs there from two runs at once")
+    _CLAIMED[key] = fd
 
 
 def sweep_leftovers(path: Path, suffix: str) -> None:

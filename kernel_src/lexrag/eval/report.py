@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from lexrag import citations as cit
-from lexrag.outputs import replace_text
+from lexrag.outputs import claim_folder, replace_text
 from lexrag.eval.metrics import prf
 
 __all__ = ["signal_analysis", "write_report", "plot_ablation", "earlier_run", "RETRIEVAL_FAMILIES"]
@@ -148,6 +148,8 @@ def write_report(out_dir: str | Path, title: str = "lexrag validation report") -
 
 
     out = Path(out_dir)
+    if out.is_dir():  # read and written by one run at a time
+        claim_folder(out, "out_dir")
     parts = [f"<h1>{html.escape(title)}</h1>"] + ([f"<p>{html.escape(NO_PLOTS)}</p>"] if plt is None else [])
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8")) if (out / "metrics.json").is_file() else {}
     m = metrics.get("metrics", {})

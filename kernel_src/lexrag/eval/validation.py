@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from pathlib import Path
 
-from lexrag.outputs import check_output_file, check_outside_artifacts, check_plain_output, replace_text
+from lexrag.outputs import (check_makeable, check_output_file, check_outside_artifacts, check_plain_output, claim_folder,
+                            replace_text)
 from lexrag.csvio import csv_text
-from lexrag.errors import CsvInputError
+from lexrag.errors import ConfigError, CsvInputError
 from lexrag.config import Config, section_names
 from lexrag.eval.metrics import evaluate, per_query_table
 from lexrag.eval.status import run_status
@@ -134,9 +135,6 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     signal's ranking per query: the run file). No output may be ``queries_path`` or one of the
     other ``inputs`` (pairs of what and path, such as the config file)."""
     out = Path(out_dir)
-    from lexrag.outputs import check_makeable
-    from lexrag.errors import ConfigError
-
     check_makeable(out, "out_dir")
     check_outside_artifacts(out, "out_dir", "the outputs would go with it; write them elsewhere", ConfigError)
     root = Path(artifacts.corpus_dir).parent.resolve() if artifacts.corpus_dir else None
@@ -144,6 +142,7 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
         raise ConfigError(f"out_dir {out_dir} is or lies inside the artifacts folder {root} the run reads (a build "
                           "replaces what is there); write the outputs elsewhere")
     out.mkdir(parents=True, exist_ok=True)
+    claim_folder(out, "out_dir", ConfigError)  # held until the process ends: the notebook's plots and report too
     read = {Path(given).resolve(): (what, given) for what, given in (("queries", queries_path), *inputs)
             if given is not None and Path(given).is_file()}
     for name in OUTPUTS:  # before the run: a link, FIFO, device or folder among them is refused, not replaced or blocked on
@@ -277,6 +276,7 @@ def ablation_table(cfg: Config, artifacts: Artifacts, queries_path: str | Path, 
     stages; :func:`stage_switches`).  Artifacts are loaded once; a part no remaining stage needs
     is dropped too.  Writes ``ablation.csv`` (one row per run, with the change in Macro F1 and
     Recall@100 against the full run) and returns the rows."""
+    out = _claimed(out_dir)
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = load_gold(queries_path)
 
@@ -296,10 +296,17 @@ def ablation_table(cfg: Config, artifacts: Artifacts, queries_path: str | Path, 
     for r in rows:
         r["delta_macro_f1"] = r["macro_f1"] - rows[0]["macro_f1"]
         r["delta_recall@100"] = r["recall@100"] - rows[0]["recall@100"]
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     replace_text(out / "ablation.csv", csv_text(rows))
     return rows
+
+
+def _claimed(out_dir: str | Path) -> Path:
+    """``out_dir``, made and claimed for this process (:func:`lexrag.outputs.claim_folder`) before any work."""
+    out = Path(out_dir)
+    check_makeable(out, "out_dir")
+    out.mkdir(parents=True, exist_ok=True)
+    claim_folder(out, "out_dir", ConfigError)
+    return out
 
 
 def _measure(name: str, c: Config, art: Artifacts, queries, gold, paths=None, cache=None) -> dict:
@@ -330,6 +337,7 @@ def incremental_ablation(cfg: Config, artifacts: Artifacts, queries_path: str | 
     ``incremental_per_query.csv`` (per-query F1 of every row)."""
     from lexrag.eval.stats import bootstrap_ci, paired_p_value
 
+    out = _claimed(out_dir)
     queries = load_queries(queries_path, cfg.query.max_chars)
     gold = load_gold(queries_path)
     cache = cache or SignalCache()
@@ -361,8 +369,6 @@ def incremental_ablation(cfg: Config, artifacts: Artifacts, queries_path: str | 
             row["delta_macro_f1"], row["p_value"] = 0.0, float("nan")
         rows.append(row)
         prev = (row, f1)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     fields = ["run", "status", "macro_f1", "ci_low", "ci_high", "delta_macro_f1", "p_value", "precision", "recall",
               "recall@100", "ndcg@10", "seconds_per_query"]
     replace_text(out / "incremental.csv", csv_text(rows, fields))
