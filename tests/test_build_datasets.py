@@ -64,37 +64,40 @@ def test_rebuild_records_and_check_names_mismatches(tmp_path, manifest, tiny_inp
     assert r.returncode == 0 and "--abbreviations: read only when the corpus is built" in r.stderr
 
 
+def _fake_kaggle(tmp_path: Path, body: str) -> tuple[Path, dict]:
+    """A stand-in ``kaggle`` CLI (a shell script of ``body``) in ``tmp_path/bin``: its path, and the
+    PATH that finds it first."""
+    fake = tmp_path / "bin" / "kaggle"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text(f"#!/bin/sh\n{body}\n")
+    fake.chmod(0o755)
+    return fake, {"PATH": f"{fake.parent}:{os.environ['PATH']}"}
+
+
 def test_upload_calls_kaggle_cli(tmp_path, manifest, tiny_inputs):
     laws, _ = tiny_inputs
     out = tmp_path / "ds"
     assert run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus").returncode == 0
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
     log = tmp_path / "kaggle.log"
-    fake = bindir / "kaggle"
-    # a stand-in kaggle CLI: the dataset does not exist yet (the API answers 404), so create must be called
-    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n[ \"$2\" = status ] && "
-                    "{ echo '404 Client Error: Not Found for url: https://www.kaggle.com/api/v1/datasets/status/x' >&2; "
-                    "exit 1; }\nexit 0\n")
-    fake.chmod(0o755)
-    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus", "--upload",
-            env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    # the dataset does not exist yet (the API answers 404), so create must be called
+    _, path = _fake_kaggle(tmp_path, f"echo \"$@\" >> {log}\n[ \"$2\" = status ] && "
+                           "{ echo '404 Client Error: Not Found for url: https://www.kaggle.com/api/v1/datasets/status/x' >&2; "
+                           "exit 1; }\nexit 0")
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus", "--upload", env=path)
     assert r.returncode == 0, r.stderr
     calls = log.read_text().splitlines()
     assert calls[0] == "datasets status lexrag/lexrag-corpus"
     assert calls[1] == f"datasets create -p {out / 'corpus'} --dir-mode zip"
     # a build with --upload uploads what it built (and checked), not the artifacts it did not build
     log.unlink()
-    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus", "--upload",
-            env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus", "--upload", env=path)
     assert r.returncode == 0 and "(corpus checked)" in r.stdout, r.stderr
     assert log.read_text().splitlines() == ["datasets status lexrag/lexrag-corpus", f"datasets create -p {out / 'corpus'} --dir-mode zip"]
     # no answer about the dataset (no network): nothing is created anew, and the error says why
     log.unlink()
-    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n[ \"$2\" = status ] && "
-                    "{ echo 'Max retries exceeded with url: /api/v1/datasets/status/x' >&2; exit 1; }\nexit 0\n")
-    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus", "--upload",
-            env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    _fake_kaggle(tmp_path, f"echo \"$@\" >> {log}\n[ \"$2\" = status ] && "
+                 "{ echo 'Max retries exceeded with url: /api/v1/datasets/status/x' >&2; exit 1; }\nexit 0")
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus", "--upload", env=path)
     assert r.returncode == 2 and "kaggle datasets status lexrag/lexrag-corpus failed: Max retries exceeded" in r.stderr
     assert log.read_text().splitlines() == ["datasets status lexrag/lexrag-corpus"]
 
@@ -191,13 +194,9 @@ def test_check_without_only_checks_what_was_built_and_upload_reads_the_owner(tmp
     assert "not built in" in r.stderr and "embeddings" in r.stderr and "llm_cache" in r.stderr
     r = run("--manifest", manifest, "--out", tmp_path / "empty", "--check")
     assert r.returncode == 1 and "nothing is built in" in r.stdout
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
     log = tmp_path / "kaggle.log"
-    (bindir / "kaggle").write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nexit 0\n")
-    (bindir / "kaggle").chmod(0o755)
-    r = run("--manifest", manifest, "--out", out, "--check", "--upload", "--owner", "me",
-            env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    _, path = _fake_kaggle(tmp_path, f"echo \"$@\" >> {log}\nexit 0")
+    r = run("--manifest", manifest, "--out", out, "--check", "--upload", "--owner", "me", env=path)
     assert r.returncode == 0 and "--owner not read" not in r.stderr, r.stderr
     assert log.read_text().splitlines()[0] == "datasets status me/lexrag-corpus"
     assert json.loads((out / "bm25" / "dataset-metadata.json").read_text())["id"] == "me/lexrag-bm25"
@@ -428,17 +427,13 @@ def test_a_kaggle_cli_that_stalls_or_answers_in_another_encoding_is_one_line(tmp
     laws, _ = tiny_inputs
     out = tmp_path / "ds"
     assert run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus").returncode == 0
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    fake = bindir / "kaggle"
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    fake.write_text("#!/bin/sh\nprintf '\\377\\376 Fehler: keine Verbindung\\n' >&2\nexit 1\n")  # bytes that are not UTF-8
-    fake.chmod(0o755)
+    _, path = _fake_kaggle(tmp_path, "printf '\\377\\376 Fehler: keine Verbindung\\n' >&2\nexit 1")  # not UTF-8
+    monkeypatch.setenv("PATH", path["PATH"])
     with pytest.raises(ManifestError, match="kaggle datasets status lexrag/lexrag-corpus failed: .*keine Verbindung"):
         datasets.upload(manifest, out, only=["corpus"])
     monkeypatch.setattr(datasets, "STATUS_TIMEOUT_S", 1)
     for endless in ("exec sleep 60", "exec yes"):  # a stalled network: no answer; a CLI that floods its output
-        fake.write_text(f"#!/bin/sh\n{endless}\n")
+        _fake_kaggle(tmp_path, endless)
         with pytest.raises(ManifestError, match="gave no answer in 1 s"):
             datasets.upload(manifest, out, only=["corpus"])  # and only the last 4 KB of the flood are held
 
@@ -474,12 +469,9 @@ def test_an_upload_the_kaggle_api_refuses_with_exit_0_is_said(tmp_path, manifest
     laws, _ = tiny_inputs
     out = tmp_path / "ds"
     assert run("--manifest", manifest, "--out", out, "--laws", laws, "--only", "corpus").returncode == 0
-    (tmp_path / "bin").mkdir()
-    fake = tmp_path / "bin" / "kaggle"
-    fake.write_text("#!/bin/sh\n[ \"$2\" = status ] && exit 0\n"
-                    "echo 'Dataset version creation error: The requested dataset is not owned by you'\nexit 0\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    _, path = _fake_kaggle(tmp_path, "[ \"$2\" = status ] && exit 0\n"
+                           "echo 'Dataset version creation error: The requested dataset is not owned by you'\nexit 0")
+    monkeypatch.setenv("PATH", path["PATH"])
     with pytest.raises(ManifestError, match="kaggle datasets version for corpus failed \\(exit 0\\): Dataset version creation "
                                             "error: The requested dataset is not owned by you"):
         datasets.upload(manifest, out, only=["corpus"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import inspect
 import json
 import logging
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from lexrag.errors import ArtifactError
-from lexrag.outputs import PARAMS, check_makeable, pid_alive
+from lexrag.outputs import PARAMS, check_makeable, owner_gone
 
 __all__ = ["OWN_LEFTOVERS", "PARAMS_ONLY", "UNLISTED", "check_replaceable", "publishes", "staged", "staged_set"]
 
@@ -36,15 +37,6 @@ UNLISTED = frozenset({"llm_cache", "wheels"})  # artifacts whose params.json lis
 
 
 PARAMS_ONLY = frozenset({"calibration"})  # artifacts whose params.json is all they hold (an empty file list)
-
-
-def _dead_pid(leftover: Path) -> bool:
-    """Whether the process named in a staging folder's name (``.NAME.building-<pid>-<random>``) is gone."""
-    try:
-        pid = int(leftover.name.rsplit("-", 2)[-2])
-    except (ValueError, IndexError):
-        return False
-    return not pid_alive(pid)
 
 
 def _delete(folder: Path) -> None:
@@ -155,8 +147,8 @@ def _sweep(dest: Path) -> None:
     process is gone), after putting back what a publish killed half way set aside (:func:`_recover`)."""
     with _publish_lock(dest.parent):
         _recover(dest.parent)
-    for leftover in dest.parent.glob(f".{dest.name}.building-*"):
-        if _dead_pid(leftover):
+    for leftover in dest.parent.glob(f".{glob.escape(dest.name)}.building-*"):
+        if owner_gone(leftover.name, f".{dest.name}.building-"):
             _remove(leftover)
 
 

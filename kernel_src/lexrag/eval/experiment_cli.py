@@ -123,8 +123,8 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
 
     if Path(args.tune_on).name == "val.csv":
         raise ConfigError("never tune on val.csv")
-    if not args.by:
-        raise ConfigError("--by is given without values: name course, area or query (or leave it out for course and area)")
+    if not args.by:  # the CLI refuses --by without values; an args object made in code may still hold none
+        raise ConfigError("by: name at least one of course, area or query")
     if args.dev_areas is not None and args.dev_areas < 1:
         raise ConfigError(f"--dev-areas {args.dev_areas}: give the number of development areas to fold over (1 or more)")
     if args.config and not Path(args.config).is_file():

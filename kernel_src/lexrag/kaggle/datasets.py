@@ -9,6 +9,7 @@ CLI (a new version when the dataset exists).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -16,12 +17,12 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import yaml
 
 from lexrag import __version__
-from lexrag.artifacts import file_table, read_params
+from lexrag.artifacts import corpus_id, file_table, read_params
 from lexrag.outputs import replace_text
 from lexrag.publish import staged_set
 from lexrag.config import Config
@@ -227,16 +228,15 @@ def rebuild(
     return doc
 
 
-def _other_corpus(out: Path, name: str) -> list[str]:
-    """A problem line when artifact ``name`` in ``out`` was built over another corpus than ``out/corpus``."""
-    from lexrag.artifacts import corpus_id
-
+def _other_corpus(out: Path, name: str, corpus_id: Callable[[], str]) -> list[str]:
+    """A problem line when artifact ``name`` in ``out`` was built over another corpus than ``out/corpus``
+    (whose id ``corpus_id()`` gives)."""
     if name == "corpus" or name not in names() or "corpus" not in spec(name).depends_on \
             or not (out / "corpus" / "params.json").is_file():
         return []
     try:
         recorded = read_params(out / name, name, verify=False).get("corpus_id")
-        loaded = corpus_id(out / "corpus")
+        loaded = corpus_id()
     except LexragError:  # a damaged params.json is named by the checks above
         return []
     wrong = recorded is not None and recorded != loaded  # an artifact that records no corpus id cannot be checked
@@ -246,6 +246,7 @@ def _other_corpus(out: Path, name: str) -> list[str]:
 def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | None = None) -> list[str]:
     """Every difference between the artifact folders and the manifest (empty: all match)."""
     doc = load_manifest(manifest_path)
+    out_corpus = functools.cache(lambda: corpus_id(Path(out_dir) / "corpus"))  # read once, for every artifact over it
     names = selected(doc, only)
     problems: list[str] = []
     for entry in doc["artifacts"]:
@@ -292,7 +293,7 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
                 continue
             if v != entry.get("version"):
                 problems.append(f"{name}: built by lexrag {v}, manifest says {entry.get('version')}")
-            problems.extend(_other_corpus(Path(out_dir), name))
+            problems.extend(_other_corpus(Path(out_dir), name, out_corpus))
     return problems
 
 
