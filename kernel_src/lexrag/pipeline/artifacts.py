@@ -103,59 +103,26 @@ class Artifacts:
         art.notes.extend(set_notes)
 
         failures: list[tuple[str, Exception]] = []  # without degrade: every part that failed, said at once
-
-        def part(name: str, fn: Callable[[], None]) -> None:
+        ld = _Loading(art, cfg, paths, locate, cid, degrade)
+        for step in load_plan(cfg):
             try:
-                with _measure(art.loads, name):
-                    fn()
+                with _measure(art.loads, step.part) as done:
+                    done.append(step.load(ld) is not False)  # False: nothing there to load (kept out of art.loads)
             except Exception as e:  # noqa: BLE001 - degrading: any broken part is left out, logged
                 if not degrade:
                     if not isinstance(e, LexragError):
                         raise
-                    failures.append((name, e))
-                    return
-                art.missing[name] = f"{type(e).__name__}: {e}".splitlines()[0]
+                    failures.append((step.part, e))
+                    continue
+                art.missing[step.part] = f"{type(e).__name__}: {e}".splitlines()[0]
                 if getattr(e, "fix", ""):  # a model not found: the folders seen and the setting that picks one
-                    art.fixes[name] = e.fix
-                off = [s.name for s in asked_for(cfg) if name in getattr(s, "needs", ())]
-                log.warning("%s is not available (%s); stages switched off: %s", name, art.missing[name],
+                    art.fixes[step.part] = e.fix
+                off = [s.name for s in asked_for(cfg) if step.part in getattr(s, "needs", ())]
+                log.warning("%s is not available (%s); stages switched off: %s", step.part, art.missing[step.part],
                             ", ".join(off) or "none the config asks for")
-
-        def load_one(a, step) -> None:
-            if a.model:  # the model folder its load step reads (art.model_paths[name]), located and checked first
-                section, fld = a.model.split(".")
-                art._model(a.name, paths.model(getattr(getattr(cfg, section), fld), a.model), a.model)
-            setattr(art, a.attr, step(locate(a.name), cfg, art))
-
-        for a in wanted:  # the artifacts the registry declares a load step for (the dense index needs its model)
-            step = LOADS.get(a.name) if a.name != "corpus" else None
-            if step is not None:
-                part(a.name, lambda a=a, step=step: load_one(a, step))
-            if a.name == "graph" and art.graph is not None and not index.has_court_edges(art.graph):
-                art.graph = None
-                art.missing["graph"] = "the graph has no court edges (its corpus holds no court considerations that cite)"
-                art.fixes["graph"] = "rebuild the corpus with court_considerations.csv, then the graph"
-                log.warning("graph: left off (%s); %s", art.missing["graph"], art.fixes["graph"])
-        if cfg.semantic.enabled:
-            part("semantic", lambda: art._load_dense(cfg, locate, paths.model, cid))
-        if cfg.rerank.enabled:
-            part("reranker", lambda: art._load_reranker(cfg, paths.model))
-        # the calibration this session wrote (`lexrag calibrate` without --artifacts), else an attached one
-        art._load_calibration(cfg, paths.built, cid, part)
-        if cfg.llm.enabled:
-            lc = cfg.llm
-            if not lc.replay_dirs:
-                own = Path(llm_cache_dir(cfg, paths)).resolve()
-                art.cache_dirs = [f for f in paths.find_artifacts("llm_cache") if Path(f).resolve() != own]
-            if lc.mode == "replay":
-                art.llm_replay = True
-                with contextlib.suppress(LexragError, OSError):
-                    art.model_paths["llm"] = paths.model(lc.model, "llm.model")
-            else:
-                part("llm", lambda: art._load_llm(cfg, paths.model, degrade))
-                if "llm" in art.missing and (art.cache_dirs or lc.replay_dirs):
-                    log.warning("no LLM folder: answering the LLM calls from the attached cache only (replay)")
-                    art.llm_replay = True
+        if "llm" in art.missing and (art.cache_dirs or cfg.llm.replay_dirs):
+            log.warning("no LLM folder: answering the LLM calls from the attached cache only (replay)")
+            art.llm_replay = True
         if len(failures) == 1:
             raise failures[0][1]
         if failures:  # several missing parts (a preset's three models): all of them in one message
@@ -163,77 +130,6 @@ class Artifacts:
                                 + "; ".join(f"[{n}] {str(e).splitlines()[0]}" for n, e in failures)
                                 + " (attach them, or switch their stages off)") from failures[0][1]
         return art
-
-    def _load_calibration(self, cfg: Config, locate, cid: str, part) -> None:
-        """The calibration named by ``count.calibration`` (an error when absent), or the
-        ``calibration`` artifact when there is one (small: loaded whatever the count method, so a
-        run or an ablation can switch to the adaptive count)."""
-        from lexrag.stages.count import Calibration
-
-        adaptive = cfg.count.method == "adaptive" and cfg.count.w_cal > 0  # w_cal 0: the term is off, nothing to read
-        if cfg.count.calibration:  # named explicitly: it must be there
-            part("calibration", lambda: setattr(self, "calibration", Calibration.load(cfg.count.calibration, cid)))
-            return
-        try:
-            folder = locate("calibration")
-        except LexragError:
-            folder = None
-        if folder is None or not (Path(folder) / "params.json").is_file():
-            if not adaptive:
-                return
-            self.missing["calibration"] = "no calibration artifact (run `python -m lexrag calibrate`)"
-            log.warning("count.method=adaptive without a calibration: n_cal is left out of the count "
-                        "(run `python -m lexrag calibrate --queries FILE --artifacts DIR`)")
-            return
-        if adaptive:
-            part("calibration", lambda: setattr(self, "calibration", Calibration.load(folder, cid)))
-        else:
-            try:
-                self.calibration = Calibration.load(folder, cid)
-            except LexragError as e:
-                log.warning("calibration at %s not used: %s", folder, e)
-
-    def _load_dense(self, cfg: Config, locate, model_path, cid: str) -> None:
-        from lexrag.index.dense import DenseIndex, choose_index_kind
-        from lexrag.index.embeddings import Embeddings
-
-        sc = cfg.semantic
-        enc = self._model("encoder", model_path(sc.model, "semantic.model"), "semantic.model")
-        emb = Embeddings(locate("embeddings"), len(self.corpus), cid, enc,
-                         expected={"fields": list(sc.fields), "max_seq": sc.max_seq})
-        kind = choose_index_kind(emb, sc.index)
-        self.dense = DenseIndex(emb, kind, sc.nlist, sc.pq_m, sc.nprobe, sc.rescore_k, use_gpu=sc.faiss_gpu)
-        self.loaders["encoder"] = lambda: load_encoder(enc, sc.device, sc.fp16, sc.max_seq)
-
-    def _load_reranker(self, cfg: Config, model_path) -> None:
-        from lexrag.stages.rerank import Reranker
-
-        rc = cfg.rerank
-        rr = self._model("reranker", model_path(rc.model, "rerank.model"), "rerank.model")
-        self.loaders["reranker"] = lambda: Reranker(rr, rc.device, rc.max_length, rc.batch_size)
-
-    def _load_llm(self, cfg: Config, model_path, degrade: bool = False) -> None:
-        lc = cfg.llm
-        lm = self._model("llm", model_path(lc.model, "llm.model"), "llm.model")
-        from lexrag.llm.protocol import BACKENDS
-        from lexrag.llm.scripted import SCRIPT_FILE, is_scripted
-
-        if lc.backend == "scripted":  # fixed answers, no weights (the demo and tests)
-            if not is_scripted(lm):
-                raise ArtifactError(f"llm.backend=scripted needs a folder holding {SCRIPT_FILE}; {lm} has none")
-            load = BACKENDS["scripted"]
-            load(lm, lc)  # a broken script is an error now, before any query runs
-            self.loaders["llm"] = lambda: load(lm, lc)
-            return
-        if is_scripted(lm):
-            raise ArtifactError(f"{lm} holds a scripted stand-in ({SCRIPT_FILE}), not model weights: set "
-                                "llm.backend=scripted to use it")
-        if degrade and lc.device != "cpu" and not usable_gpus():
-            self.model_paths.pop("llm", None)
-            raise ArtifactError("no usable GPU (compute capability >= 7.0): a 7B LLM on the CPU would not finish in the "
-                                "budget (set llm.device=cpu to force it)")
-        load = BACKENDS[lc.backend]
-        self.loaders["llm"] = lambda: load(lm, lc)
 
     @property
     def llm_ready(self) -> bool:
@@ -250,14 +146,163 @@ class Artifacts:
 @contextlib.contextmanager
 def _measure(into: dict, name: str):
     """Seconds and the resident memory (anonymous, file pages) that loading part ``name`` added;
-    kept only when it loaded."""
-    before, t0 = process_memory(), time.perf_counter()
-    yield
+    kept only when it loaded (the block appends False to the list it is given when there was
+    nothing to load)."""
+    before, t0, done = process_memory(), time.perf_counter(), []
+    yield done
+    if done and not all(done):
+        return
     after = process_memory()
     row = {"s": round(time.perf_counter() - t0, 1)}
     if "anon" in after and "anon" in before:
         row.update(anon_gb=round(after["anon"] - before["anon"], 2), file_gb=round(after["file"] - before["file"], 2))
     into[name] = row
+
+
+@dataclass
+class _Loading:
+    """What every load step reads: the artifacts being filled, the config, the resolver, where
+    each artifact was found, the corpus id the indexes must match and whether to degrade."""
+
+    art: Artifacts
+    cfg: Config
+    paths: Paths
+    locate: Callable[[str], Path]
+    cid: str
+    degrade: bool
+
+
+@dataclass(frozen=True)
+class LoadStep:
+    """One part a run loads: ``part`` is the name stages need and the run status shows; ``load``
+    fills the :class:`Artifacts` (returns False when there was nothing to load)."""
+
+    part: str
+    load: Callable[[_Loading], Any]
+
+
+def _artifact_step(a) -> LoadStep:
+    """Catalogue entry ``a``, loaded by its bound step (:data:`LOADS`) into its attribute; its
+    model folder (``a.model``), when it has one, located and checked first."""
+    step = LOADS[a.name]
+
+    def load(ld: _Loading) -> None:
+        if a.model:  # the model folder its load step reads (art.model_paths[name])
+            section, fld = a.model.split(".")
+            ld.art._model(a.name, ld.paths.model(getattr(getattr(ld.cfg, section), fld), a.model), a.model)
+        setattr(ld.art, a.attr, step(ld.locate(a.name), ld.cfg, ld.art))
+        if a.name == "graph" and ld.art.graph is not None and not index.has_court_edges(ld.art.graph):
+            art = ld.art
+            art.graph = None
+            art.missing["graph"] = "the graph has no court edges (its corpus holds no court considerations that cite)"
+            art.fixes["graph"] = "rebuild the corpus with court_considerations.csv, then the graph"
+            log.warning("graph: left off (%s); %s", art.missing["graph"], art.fixes["graph"])
+
+    return LoadStep(a.name, load)
+
+
+def load_plan(cfg: Config) -> list[LoadStep]:
+    """The parts a run of ``cfg`` loads after the corpus, in order: every catalogue artifact the
+    config asks for that has a load step, then the dense index with its encoder, the reranker,
+    the calibration and the LLM (model folders located here, loaded on first use)."""
+    plan = [_artifact_step(a) for a in ARTIFACTS
+            if a.name != "corpus" and a.in_build and a.wanted(cfg) and a.name in LOADS]
+    if cfg.semantic.enabled:
+        plan.append(LoadStep("semantic", _load_dense))
+    if cfg.rerank.enabled:
+        plan.append(LoadStep("reranker", _load_reranker))
+    plan.append(LoadStep("calibration", _load_calibration))
+    if cfg.llm.enabled:
+        plan.append(LoadStep("llm", _load_llm))
+    return plan
+
+
+def _load_dense(ld: _Loading) -> None:
+    from lexrag.index.dense import DenseIndex, choose_index_kind
+    from lexrag.index.embeddings import Embeddings
+
+    art, sc = ld.art, ld.cfg.semantic
+    enc = art._model("encoder", ld.paths.model(sc.model, "semantic.model"), "semantic.model")
+    emb = Embeddings(ld.locate("embeddings"), len(art.corpus), ld.cid, enc,
+                     expected={"fields": list(sc.fields), "max_seq": sc.max_seq})
+    kind = choose_index_kind(emb, sc.index)
+    art.dense = DenseIndex(emb, kind, sc.nlist, sc.pq_m, sc.nprobe, sc.rescore_k, use_gpu=sc.faiss_gpu)
+    art.loaders["encoder"] = lambda: load_encoder(enc, sc.device, sc.fp16, sc.max_seq)
+
+
+def _load_reranker(ld: _Loading) -> None:
+    from lexrag.stages.rerank import Reranker
+
+    rc = ld.cfg.rerank
+    rr = ld.art._model("reranker", ld.paths.model(rc.model, "rerank.model"), "rerank.model")
+    ld.art.loaders["reranker"] = lambda: Reranker(rr, rc.device, rc.max_length, rc.batch_size)
+
+
+def _load_calibration(ld: _Loading) -> bool:
+    """The calibration named by ``count.calibration`` (an error when absent), else the one this
+    session wrote (`lexrag calibrate` without --artifacts) or an attached one when there is one
+    (small: loaded whatever the count method, so a run or an ablation can switch to the adaptive
+    count).  False when there is none and none is needed."""
+    from lexrag.stages.count import Calibration
+
+    cfg, art = ld.cfg, ld.art
+    adaptive = cfg.count.method == "adaptive" and cfg.count.w_cal > 0  # w_cal 0: the term is off, nothing to read
+    if cfg.count.calibration:  # named explicitly: it must be there
+        art.calibration = Calibration.load(cfg.count.calibration, ld.cid)
+        return True
+    try:
+        folder = ld.paths.built("calibration")
+    except LexragError:
+        folder = None
+    if folder is None or not (Path(folder) / "params.json").is_file():
+        if adaptive:
+            art.missing["calibration"] = "no calibration artifact (run `python -m lexrag calibrate`)"
+            log.warning("count.method=adaptive without a calibration: n_cal is left out of the count "
+                        "(run `python -m lexrag calibrate --queries FILE --artifacts DIR`)")
+        return False
+    if adaptive:
+        art.calibration = Calibration.load(folder, ld.cid)
+        return True
+    try:
+        art.calibration = Calibration.load(folder, ld.cid)
+    except LexragError as e:
+        log.warning("calibration at %s not used: %s", folder, e)
+        return False
+    return True
+
+
+def _load_llm(ld: _Loading) -> bool | None:
+    """The LLM's caches (read-only ones the resolver finds, besides the run's own) and its model
+    folder: located now, loaded on first use; in replay mode only the caches are needed."""
+    from lexrag.llm.protocol import BACKENDS
+    from lexrag.llm.scripted import SCRIPT_FILE, is_scripted
+
+    art, lc = ld.art, ld.cfg.llm
+    if not lc.replay_dirs:
+        own = Path(llm_cache_dir(ld.cfg, ld.paths)).resolve()
+        art.cache_dirs = [f for f in ld.paths.find_artifacts("llm_cache") if Path(f).resolve() != own]
+    if lc.mode == "replay":
+        art.llm_replay = True
+        with contextlib.suppress(LexragError, OSError):
+            art.model_paths["llm"] = ld.paths.model(lc.model, "llm.model")
+        return False  # nothing loaded: the answers come from the caches
+    lm = art._model("llm", ld.paths.model(lc.model, "llm.model"), "llm.model")
+    if lc.backend == "scripted":  # fixed answers, no weights (the demo and tests)
+        if not is_scripted(lm):
+            raise ArtifactError(f"llm.backend=scripted needs a folder holding {SCRIPT_FILE}; {lm} has none")
+        load = BACKENDS["scripted"]
+        load(lm, lc)  # a broken script is an error now, before any query runs
+        art.loaders["llm"] = lambda: load(lm, lc)
+        return
+    if is_scripted(lm):
+        raise ArtifactError(f"{lm} holds a scripted stand-in ({SCRIPT_FILE}), not model weights: set "
+                            "llm.backend=scripted to use it")
+    if ld.degrade and lc.device != "cpu" and not usable_gpus():
+        art.model_paths.pop("llm", None)
+        raise ArtifactError("no usable GPU (compute capability >= 7.0): a 7B LLM on the CPU would not finish in the "
+                            "budget (set llm.device=cpu to force it)")
+    load = BACKENDS[lc.backend]
+    art.loaders["llm"] = lambda: load(lm, lc)
 
 
 def llm_cache_dir(cfg: Config, paths=None) -> Path:
