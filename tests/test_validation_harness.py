@@ -405,7 +405,8 @@ def test_a_saved_run_is_read_back_and_re_fused_to_the_same_order(tmp_path, demo_
     import sys
 
     from lexrag.config import load_config
-    from lexrag.eval.validation import read_run_file, validate_run
+    from lexrag.eval.runs import read_run_file
+    from lexrag.eval.validation import validate_run
     from lexrag.pipeline import Artifacts
 
     cfg = load_config(None, {"runtime.progress": False, "graph.enabled": True})
@@ -415,7 +416,7 @@ def test_a_saved_run_is_read_back_and_re_fused_to_the_same_order(tmp_path, demo_
     assert {r.signal for r in run.signals} == {r.signal for r in result.signals}
     assert run.current.signal == result.current.signal and run.current.hits == result.current.hits
     # another process re-fuses the saved signals with the run's config: the order the run fused
-    code = ("import json, sys\nfrom lexrag.config import load_config\nfrom lexrag.eval.validation import read_run_file\n"
+    code = ("import json, sys\nfrom lexrag.config import load_config\nfrom lexrag.eval.runs import read_run_file\n"
             "from lexrag.stages.fusion import fuse\n"
             "cfg = load_config(None, {'graph.enabled': True})\nrun = read_run_file(sys.argv[1])\n"
             "qids = sorted(run.fused.hits)\n"
@@ -431,3 +432,40 @@ def test_a_saved_run_is_read_back_and_re_fused_to_the_same_order(tmp_path, demo_
 
     with pytest.raises(CsvInputError, match="bad.parquet: not a run file"):
         read_run_file(bad)
+
+
+def test_lexrag_fuse_re_fuses_a_saved_run_as_a_run_with_those_settings_would(tmp_path, demo_artifacts, demo_queries):
+    """`lexrag fuse` in another process: the run's own settings give its scores back, and other
+    fusion settings give the scores a run with them gets, without running a stage again."""
+    import subprocess
+    import sys
+
+    from lexrag.config import load_config
+    from lexrag.eval.validation import validate_run
+    from lexrag.pipeline import Artifacts
+
+    def scores(out: str, row: str) -> list[float]:
+        line = next(x for x in out.splitlines() if x.startswith(row))
+        return [float(v) for v in line[len(row):].split()]
+
+    def fuse(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "lexrag", "-q", "fuse", str(tmp_path / "v"), *args],
+                              capture_output=True, text=True, timeout=120)
+
+    over = {"runtime.progress": False, "graph.enabled": True}
+    cfg = load_config(None, over)
+    art = Artifacts.load(demo_artifacts, cfg)
+    saved, _ = validate_run(cfg, art, demo_queries, tmp_path / "v")
+    other, _ = validate_run(load_config(None, {**over, "fusion.rrf_k": 1}), art, demo_queries, tmp_path / "v1")
+    r = fuse("--set", "fusion.rrf_k=1")
+    assert r.returncode == 0, r.stderr
+    assert "note:" not in r.stdout  # the saved settings re-fused give the saved fused order
+    assert scores(r.stdout, "saved settings") == pytest.approx(
+        [saved[k] for k in ("macro_f1", "recall@10", "recall@100", "ndcg@10")], abs=1e-4)
+    assert scores(r.stdout, "with --set") == pytest.approx(
+        [other[k] for k in ("macro_f1", "recall@10", "recall@100", "ndcg@10")], abs=1e-4)
+    r = fuse("--set", "rerank.enabled=true")
+    assert r.returncode == 2 and r.stderr.startswith("error: --set rerank.…: a saved run is re-fused only"), r.stderr
+    r = subprocess.run([sys.executable, "-m", "lexrag", "-q", "fuse", str(tmp_path)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "no signals.parquet there" in r.stderr and len(r.stderr.splitlines()) == 1

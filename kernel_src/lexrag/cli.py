@@ -326,6 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("metrics")
     m.set_defaults(func=cmd_show_metrics)
 
+    from lexrag.eval.runs import add_fuse_command
+
+    add_fuse_command(sub)
+
     c = sub.add_parser("config", help="print every config field with its default and help, or the resolved config")
     cfg_args(c)
     c.set_defaults(func=cmd_config)

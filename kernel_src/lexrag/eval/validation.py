@@ -6,7 +6,6 @@ import copy
 import dataclasses
 import json
 import logging
-from dataclasses import dataclass
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,19 +15,19 @@ from lexrag.csvio import csv_text
 from lexrag.errors import ConfigError, CsvInputError
 from lexrag.config import Config, section_names
 from lexrag.eval.metrics import evaluate, per_query_table
+from lexrag.eval.runs import write_run_file
 from lexrag.eval.status import run_status
 from lexrag.eval.submission import outside_corpus, write_submission
 from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
 from lexrag.registry import ARTIFACTS
-from lexrag.ranking import Ranking
 
 log = logging.getLogger(__name__)
 # what a validation run writes into its out_dir (checked before the run)
 OUTPUTS = ("submission.csv", "per_query.csv", "metrics.json", "agent_trace.jsonl", "variants.jsonl", "signals.parquet",
            "signal_analysis.json", "report.html")
 
-__all__ = ["validate_run", "write_run_file", "read_run_file", "RunFile", "format_metrics", "ablation_table",
+__all__ = ["validate_run", "format_metrics", "ablation_table",
            "incremental_ablation", "stage_switches", "incremental_steps", "STAGE_LABELS"]
 
 # how a stage is named in an ablation row (other stages by their name)
@@ -193,72 +192,6 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
     write_run_file(out / "signals.parquet", result, artifacts.corpus)
     replace_text(out / "signal_analysis.json", json.dumps(analysis, indent=2, ensure_ascii=False))
     return metrics, result
-
-
-def write_run_file(path: str | Path, result: RunResult, corpus) -> Path:
-    """Every signal's ranking per query (and the fused, current and final orders) as one parquet
-    table: query_id, signal, family, rank (1-based), doc_id, citation, score.  The fused order is
-    the signal ``fused``, the order the count cut is ``current`` (its family says which stage made
-    it: ``fused`` or ``rerank``), the citations written are ``final``; :func:`read_run_file`
-    reads it back."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    cols: dict[str, list] = {k: [] for k in ("query_id", "signal", "family", "rank", "doc_id", "citation", "score")}
-    current = Ranking("current", result.current.family, result.current.hits)
-    for r in [*result.signals, result.fused, current]:
-        for qid, hits in r.hits.items():
-            for rank, (d, sc) in enumerate(hits, start=1):
-                for k, v in zip(cols, (qid, r.signal, r.family, rank, int(d), corpus.citations[d], float(sc))):
-                    cols[k].append(v)
-    for qid, cits in result.predictions.items():
-        for rank, c in enumerate(cits, start=1):
-            for k, v in zip(cols, (qid, "final", "final", rank, -1, c, 0.0)):
-                cols[k].append(v)
-    pq.write_table(pa.table(cols), path, compression="zstd")
-    return Path(path)
-
-
-@dataclass
-class RunFile:
-    """A run read back from its run file (:func:`write_run_file`): every signal's ranking, the
-    fused and current orders, and the citations written per query."""
-
-    signals: list[Ranking]
-    fused: Ranking
-    current: Ranking
-    predictions: dict[str, list[str]]
-
-
-def read_run_file(path: str | Path) -> RunFile:
-    """The run saved at ``path``, so another process can re-fuse, re-cut or score it without
-    running the stages again; a file of another shape is one :class:`CsvInputError` naming it."""
-    import pyarrow.parquet as pq
-
-    from lexrag.errors import CsvInputError
-
-    want = ("query_id", "signal", "family", "rank", "doc_id", "citation", "score")
-    try:
-        table = pq.read_table(path)
-    except (OSError, ValueError) as e:
-        raise CsvInputError(f"{path}: not a run file (a signals.parquet a validation run wrote): {e}") from None
-    if table.column_names[: len(want)] != list(want):
-        raise CsvInputError(f"{path}: columns {table.column_names}, a run file has {', '.join(want)}")
-    cols = {k: table.column(k).to_pylist() for k in want}
-    rankings: dict[str, Ranking] = {}
-    predictions: dict[str, list[tuple[int, str]]] = {}
-    for qid, sig, fam, rank, doc, cit, score in zip(*(cols[k] for k in want)):
-        if sig == "final":
-            predictions.setdefault(qid, []).append((rank, cit))
-            continue
-        rankings.setdefault(sig, Ranking(sig, fam)).hits.setdefault(qid, []).append((rank, doc, score))
-    for r in rankings.values():
-        r.hits = {q: [(d, s) for _, d, s in sorted(h)] for q, h in r.hits.items()}
-    fused, current = rankings.pop("fused", Ranking("fused", "fused")), rankings.pop("current", None)
-    if current is not None:  # under the name of the stage that made it, as RunResult.current
-        current = Ranking("fused" if current.family == "fused" else "rerank", current.family, current.hits)
-    return RunFile(signals=list(rankings.values()), fused=fused, current=current or fused,
-                   predictions={q: [c for _, c in sorted(v)] for q, v in predictions.items()})
 
 
 def _parts_left(cfg: Config, art: Artifacts) -> Artifacts:
