@@ -44,6 +44,13 @@ def test_rebuild_records_and_check_names_mismatches(tmp_path, manifest, tiny_inp
     r = run("--manifest", upper, "--out", out, "--check", "--only", "corpus,bm25")
     assert r.returncode == 0, r.stdout
 
+    (out / "bm25" / "dataset-metadata.json").write_text(json.dumps({**meta, "id": "other/x"}), encoding="utf-8")
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus,bm25")  # an upload would go elsewhere
+    assert r.returncode == 1 and "bm25: dataset-metadata.json's id is 'other/x', the manifest's dataset 'lexrag-bm25'" in r.stdout
+    (out / "bm25" / "dataset-metadata.json").write_text(json.dumps({**meta, "id": "me/lexrag-bm25"}), encoding="utf-8")
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus,bm25")  # another owner (--owner) is fine
+    assert r.returncode == 0, r.stdout
+
     (out / "bm25" / "vocab.index.json").write_text("{}", encoding="utf-8")
     (out / "corpus" / "extra.txt").write_text("x", encoding="utf-8")
     (out / "corpus" / "build_report.json").unlink()

@@ -1333,7 +1333,7 @@ def test_a_params_json_without_its_file_list_is_refused_and_reads_nothing_outsid
 @pytest.mark.parametrize("expected,message", [
     ("metrics: {}\n", "no expected metrics"),
     ("", "no expected metrics"),
-    ("metrics:\n  macro_f1: {value: 0.3, tol: [1]}\n", "tol must be a number"),
+    ("metrics:\n  macro_f1: {value: 0.3, tol: [1]}\n", "tol must be a finite number"),
     ("metrics:\n  macro_f1: {value: 0.3, tol: 0.1, direction: upwards}\n", "direction must be one of both, higher, lower"),
     ("metrics:\n  macro_f1: {value: true}\n", "needs {value: NUMBER"),
     ("metrics:\n  null: {value: 0.3}\n", "needs {value: NUMBER"),
@@ -1377,7 +1377,7 @@ def test_a_build_never_deletes_files_its_artifact_did_not_write(tmp_path, capsys
 
 @pytest.mark.parametrize("metrics,expected,message", [
     ('{"metrics": {"macro_f1": Infinity}}', "metrics:\n  macro_f1: {value: 0.3, tol: 0.1}\n", "not a finite number"),
-    ('{"metrics": {"macro_f1": 0.3}}', "metrics:\n  macro_f1: {value: 0.3, tol: .inf}\n", "tol must be a number"),
+    ('{"metrics": {"macro_f1": 0.3}}', "metrics:\n  macro_f1: {value: 0.3, tol: .inf}\n", "tol must be a finite number"),
 ])
 def test_check_scores_never_passes_on_infinities(tmp_path, capsys, metrics, expected, message):
     rc, _, err = cli(capsys, "check-scores", write(tmp_path / "m.json", metrics), "--expected", write(tmp_path / "e.yaml", expected))
@@ -3039,3 +3039,32 @@ def test_a_quoted_tilde_out_is_a_folder_named_tilde_and_an_option_list_given_no_
 def test_out_dash_for_a_folder_output_is_refused(tmp_path, capsys):
     rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--no-courts", "--out", "-")
     assert rc == 2 and "--out -: the output is a folder, not standard output" in err and not Path("-").exists()
+
+
+def test_a_kind_named_twice_a_config_file_s_bad_value_and_a_second_test_csv_are_named(tmp_path, monkeypatch, caplog):
+    """A list of kinds with a name given twice is refused; a value out of range in a config file is
+    named with the file; on Kaggle a test.csv in another input besides the competition's is named."""
+    import logging
+
+    from lexrag.config import load_config
+    from lexrag.errors import ConfigError
+    from lexrag.paths import resolve_paths
+
+    with pytest.raises(ConfigError, match="graph.siblings_kinds names 'law' twice"):
+        load_config(None, {"graph.siblings_kinds": ["law", "bge", "law"]})
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("graph: {siblings_kinds: [law, lawx]}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(cfg))}: graph.siblings_kinds must be law, bge or docket"):
+        load_config(cfg)
+    cfg.write_text("count: {k: 0}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(cfg))}: count.k must be >= 1"):
+        load_config(cfg, {"count.k": 3})
+    for folder, rows in (("competitions/legal-ir", 2), ("legal-ir-copy", 22)):
+        (tmp_path / "in" / folder).mkdir(parents=True)
+        (tmp_path / "in" / folder / "test.csv").write_text("query_id,query\n" + "q,x\n" * rows, encoding="utf-8")
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+    monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(tmp_path / "in"))
+    with caplog.at_level(logging.WARNING, logger="lexrag.paths"):
+        got = resolve_paths(load_config(None, {"paths.competition": "legal-ir"}).paths).input_file("test.csv")
+    assert got == tmp_path / "in" / "competitions" / "legal-ir" / "test.csv"
+    assert "1 other inputs hold one too" in caplog.text and str(tmp_path / "in" / "legal-ir-copy" / "test.csv") in caplog.text

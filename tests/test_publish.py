@@ -168,10 +168,11 @@ def test_a_hostile_or_unreadable_journal_moves_nothing_outside_the_folder(tmp_pa
     _artifact(out / ".corpus.old-999999999-abcd1234", "old")
     (out / ".lexrag-publish-999999999-abcd1234.json").write_text('{"moved": ["../victim", "corpus"]}')
     os.mkfifo(out / ".lexrag-publish-999999998-abcd1234.json")  # a FIFO: refused, not blocked on
-    with pytest.warns(UserWarning, match="the journal of a killed build's publish, cannot be read"):
-        with staged_set(out):
-            pass
+    with pytest.warns(UserWarning, match="the journal of a killed build's publish, cannot be read") as said:
+        with staged_set(out) as tmp:
+            _artifact(tmp / "graph", "built")  # recovered when the build starts and again when it publishes
     assert (victim / "data.txt").read_text() == "mine"
+    assert sum("publish-999999999" in str(w.message) for w in said) == 1  # recovered before and at publish: said once
     assert (out / "corpus" / "data.txt").read_text() == "new"  # the journal named no plain folder: nothing rolled back
     assert (out / ".corpus.old-999999999-abcd1234" / "data.txt").read_text() == "old"  # left for the user, as the warning says
 

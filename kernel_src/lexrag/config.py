@@ -335,6 +335,7 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
             raise ConfigError(f"{p}: top level must be a mapping of sections")
         try:
             _merge(cfg, data, "")
+            check_ranges([(n, getattr(cfg, n)) for n in section_names(cfg)])  # a value out of range is the file's
         except ConfigError as e:
             raise ConfigError(f"{p}: {e}") from None
     if overrides:

@@ -365,9 +365,11 @@ def check_ranges(sections: list[tuple[str, Any]]) -> None:
         for f in dataclasses.fields(section):
             tp, v, name = hints[f.name], getattr(section, f.name), f"{sec_name}.{f.name}"
             choices = f.metadata.get("choices")
-            for x in (v if isinstance(v, list) else [v]) if choices else ():  # a list field: each of its items
+            for i, x in enumerate((v if isinstance(v, list) else [v]) if choices else ()):  # a list field: each item
                 if x not in choices:
                     raise ConfigError(f"{name} must be {', '.join(choices[:-1])} or {choices[-1]}, got {short(x)}")
+                if isinstance(v, list) and x in v[:i]:  # a name given twice is a slip (a set of kinds), never meant
+                    raise ConfigError(f"{name} names {short(x)} twice; give each once")
             if tp not in (int, float):
                 continue
             if tp is float and not math.isfinite(v):

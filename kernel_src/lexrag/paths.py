@@ -132,10 +132,16 @@ class Paths:
         """A competition file (``test.csv``): the input folder; on Kaggle also any input folder
         holding it (a competition folder first)."""
         direct = self.input_dir / name
-        if direct.is_file() or not self.kaggle:
+        if not self.kaggle:
             return direct
         dirs = [d for root in self._roots() for d in walk_dirs(root, 4)]
         hits = [d / name for d in dirs if (d / name).is_file()]
+        if direct.is_file():  # the input folder's own; another input holding one is named, not passed over in silence
+            others = [h for h in hits if h.resolve() != direct.resolve()]
+            if others:
+                log.warning("%s: using the input folder's %s; %d other inputs hold one too (%s): set paths.input_dir to "
+                            "choose", direct, name, len(others), ", ".join(map(str, others[:5])))
+            return direct
         if not hits:
             folders = [d / name for d in dirs if (d / name).is_dir()]
             if folders:  # the name is there, as a folder: say so rather than "not found"

@@ -39,6 +39,9 @@ UNLISTED = frozenset({"llm_cache", "wheels"})  # artifacts whose params.json lis
 PARAMS_ONLY = frozenset({"calibration"})  # artifacts whose params.json is all they hold (an empty file list)
 
 
+_SAID: set[Path] = set()  # unreadable journals this process has warned about
+
+
 def _delete(folder: Path) -> None:
     """Remove a replaced folder; one that was a link (an artifact folder linked from elsewhere) loses
     the link only, never what it points to."""
@@ -106,8 +109,10 @@ def _recover(folder: Path) -> None:
                 raise ValueError("a name that is no plain folder name")
         except (LexragError, OSError, ValueError, KeyError, TypeError):
             if any(t == tag for t, _ in aside):
-                warnings.warn(f"{journal}, the journal of a killed build's publish, cannot be read: look at the hidden "
-                              f"'.NAME.old-{tag}' folders in {folder} (the earlier artifacts), then remove it")
+                if journal not in _SAID:  # a build recovers before it builds and again before it publishes: said once
+                    _SAID.add(journal)
+                    warnings.warn(f"{journal}, the journal of a killed build's publish, cannot be read: look at the hidden "
+                                  f"'.NAME.old-{tag}' folders in {folder} (the earlier artifacts), then remove it")
                 kept.add(tag)
                 continue
             moved = []  # torn before any folder was set aside: nothing to undo

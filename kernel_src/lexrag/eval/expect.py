@@ -77,7 +77,7 @@ def check_expected(metrics: dict | str | Path, expected: dict | str | Path) -> l
             raise ConfigError(f"{where}: expected metric {str(name)[:60]!r}: needs {{value: NUMBER, tol: NUMBER}}")
         tol, direction = yaml12_number(spec.get("tol", 0.0)), spec.get("direction", "both")  # tol: 1e-3 is 0.001
         if not _number(tol) or tol < 0:
-            raise ConfigError(f"{where}: expected metric {name!r}: tol must be a number >= 0, got {str(tol)[:40]!r}")
+            raise ConfigError(f"{where}: expected metric {name!r}: tol must be a finite number >= 0, got {str(tol)[:40]!r}")
         if direction not in DIRECTIONS:
             raise ConfigError(f"{where}: expected metric {name!r}: direction must be one of {', '.join(DIRECTIONS)}, "
                               f"got {str(direction)[:40]!r}")

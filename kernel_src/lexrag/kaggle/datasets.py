@@ -279,6 +279,9 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
             meta = json.loads((folder / "dataset-metadata.json").read_text(encoding="utf-8"))
             if not isinstance(meta, dict) or not meta.get("id"):
                 problems.append(f"{name}: dataset-metadata.json has no id (rebuild the folder)")
+            elif str(meta["id"]).rpartition("/")[2] != entry.get("dataset"):  # an upload would go to another dataset
+                problems.append(f"{name}: dataset-metadata.json's id is {str(meta['id'])[:80]!r}, the manifest's dataset "
+                                f"{entry.get('dataset')!r}; rebuild the folder (--owner sets the owner)")
         except (OSError, ValueError) as e:
             problems.append(f"{name}: dataset-metadata.json is missing or not JSON ({type(e).__name__}); rebuild the folder")
         if name == "wheels":
