@@ -154,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --owner: {e}", file=sys.stderr)
             return 2
     only = [s.strip() for s in args.only.split(",")] if args.only else None
+    if only is not None and "" in only and any(only):  # "corpus,,bm25": a slip of the comma, read as the names given
+        print(f"warning: --only {args.only!r} has an empty name between its commas; read as {','.join(filter(None, only))}",
+              file=sys.stderr)
+        only = [n for n in only if n]
     try:
         checked = only
         if args.check:
@@ -211,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             checked = doc["built"]
             args.manifest = _settle_manifest(committed, staged, args.out, checked)
+            if staged is None and checked:  # the manifest given was rewritten: said, as a record into OUT's is
+                print(f"recorded in {args.manifest} (rewritten in place)", file=sys.stderr)
         if args.message and not args.upload:
             print("warning: --message is read only with --upload", file=sys.stderr)
         problems = check(args.manifest, args.out, checked) if checked != [] else []

@@ -29,7 +29,7 @@ def test_rebuild_records_and_check_names_mismatches(tmp_path, manifest, tiny_inp
     out = tmp_path / "ds"
     r = run("--manifest", manifest, "--out", out, "--laws", laws, "--courts", courts, "--only", "corpus,bm25")
     assert r.returncode == 0, r.stderr
-    assert "OK" in r.stdout
+    assert "OK" in r.stdout and f"recorded in {manifest} (rewritten in place)" in r.stderr
     doc = yaml.safe_load(manifest.read_text())
     corpus = next(a for a in doc["artifacts"] if a["name"] == "corpus")
     assert corpus["doc_count"] == 10 and corpus["version"]
@@ -37,7 +37,8 @@ def test_rebuild_records_and_check_names_mismatches(tmp_path, manifest, tiny_inp
                                                    "citation_keys.parquet"}
     meta = json.loads((out / "bm25" / "dataset-metadata.json").read_text())
     assert meta["id"] == "lexrag/lexrag-bm25"
-    assert run("--manifest", manifest, "--out", out, "--check", "--only", "corpus,bm25").returncode == 0
+    r = run("--manifest", manifest, "--out", out, "--check", "--only", "corpus,,bm25")  # a comma too many: said
+    assert r.returncode == 0 and "(corpus, bm25 checked)" in r.stdout and "an empty name between its commas" in r.stderr
     upper = tmp_path / "upper.yaml"  # the same digests in upper-case hex: the same files
     upper.write_text(re.sub(r"\b[0-9a-f]{64}\b", lambda m: m.group(0).upper(), manifest.read_text()), encoding="utf-8")
     assert upper.read_text() != manifest.read_text()

@@ -2804,7 +2804,8 @@ def test_a_benchmark_stopped_by_sigterm_or_killed_leaves_no_size_folder_behind(t
 
 
 @pytest.mark.parametrize("tool,args", [("scripts/bench_bm25.py", ["--json", ""]), ("scripts/quality.py", ["--expected", " "]),
-                                       ("scripts/quality.py", ["--artifacts", ""]), ("scripts/bench_e5.py", ["--artifacts", ""])])
+                                       ("scripts/quality.py", ["--artifacts", ""]), ("scripts/bench_e5.py", ["--artifacts", ""]),
+                                       ("scripts/bench_bm25.py", ["--set"])])  # a list option whose default is no values
 def test_an_option_given_an_empty_value_is_refused_not_read_as_left_out(tmp_path, tool, args):
     r = subprocess.run([sys.executable, str(ROOT / tool), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and f"{args[0]} is empty: give a path or a value, or leave the option out" in r.stderr, r.stderr[-400:]
@@ -3068,3 +3069,45 @@ def test_a_kind_named_twice_a_config_file_s_bad_value_and_a_second_test_csv_are_
         got = resolve_paths(load_config(None, {"paths.competition": "legal-ir"}).paths).input_file("test.csv")
     assert got == tmp_path / "in" / "competitions" / "legal-ir" / "test.csv"
     assert "1 other inputs hold one too" in caplog.text and str(tmp_path / "in" / "legal-ir-copy" / "test.csv") in caplog.text
+
+
+@pytest.mark.parametrize("argv", [["show-metrics", ""], ["check-scores", " ", "--expected", "x.yaml"],
+                                  ["validate-submission", "", "--queries", "q.csv"]])
+def test_an_empty_positional_argument_is_refused_not_read_as_the_current_folder(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "is empty: give a path or a value\n" in err and "leave the option out" not in err, err
+
+
+def test_round_19_looks_a_bom_in_an_id_an_extra_column_a_slash_after_a_file_and_a_stale_calibration(tmp_path, arts, capsys,
+                                                                                                     caplog):
+    """A byte-order mark inside a row's query id (two files joined with cat) is refused by name; a
+    scored submission's extra column is named; `--out FILE/` where FILE is a file says so; a
+    laws rebuild beside a calibration says the calibration was fitted over the replaced corpus."""
+    import logging
+
+    from lexrag.eval.submission import read_submission
+
+    q = write(tmp_path / "q.csv", "query_id,query,gold_citations\nq1,Was gilt?,Art. 1 OR\n\ufeffq2,Und dann?,Art. 2 OR\n")
+    rc, _, err = cli(capsys, "evaluate", "--gold", q, "--pred", q)
+    assert rc == 2 and "line 3: query_id '\\ufeffq2' holds a byte-order mark" in err
+    sub = write(tmp_path / "s.csv", "query_id,predicted_citations,note\nq1,Art. 1 OR,x\n")
+    with caplog.at_level(logging.WARNING, logger="lexrag.eval.submission"):
+        assert read_submission(sub) == {"q1": ["Art. 1 OR"]}
+    assert "column(s) 'note' besides query_id,predicted_citations are not read" in caplog.text
+    rc, _, err = cli(capsys, "run", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--out", f"{sub}/")
+    assert rc == 2 and f"ends with a slash, but {sub} is a file" in err
+    (arts / "calibration").mkdir()
+    (arts / "calibration" / "params.json").write_text('{"artifact": "calibration"}')
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="lexrag.pipeline.build"):
+        rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--no-courts", "--out", arts)
+    assert rc == 0, err
+    assert f"calibration: {arts / 'calibration'} was fitted over the corpus this build replaces" in caplog.text
+
+
+def test_quality_by_a_grouping_named_twice_is_refused(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--data", str(tmp_path), "--by", "course",
+                        "course", "--variants", "d=lexical;dictionary.enabled=false"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--by names course twice; give each once" in r.stderr, r.stderr[-400:]

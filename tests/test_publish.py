@@ -244,3 +244,18 @@ def test_a_full_disk_while_writing_the_journal_leaves_no_journal(tmp_path, monke
         with staged(out / "bm25") as folder:
             (folder / "params.json").write_text("{}")
     assert sorted(p.name for p in out.iterdir()) == ["bm25"] and (out / "bm25" / "data.txt").read_text() == "old"
+
+
+def test_a_failed_first_build_leaves_no_empty_folders_it_made(tmp_path):
+    """As the CLI's build: a notebook's build into a folder that did not exist, failing, leaves
+    nothing that looks like output; a folder that was there stays."""
+    with pytest.raises(ValueError):
+        with staged(tmp_path / "new" / "arts" / "corpus") as tmp:
+            (tmp / "part.txt").write_text("half")
+            raise ValueError("the laws file is not UTF-8")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "there").mkdir()
+    with pytest.raises(ValueError):
+        with staged(tmp_path / "there" / "corpus"):
+            raise ValueError("again")
+    assert list(tmp_path.iterdir()) == [tmp_path / "there"] and not list((tmp_path / "there").iterdir())

@@ -48,13 +48,20 @@ def given_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv:
     """The first option of ``parser`` (or its chosen subcommand) that stores one text value and was
     given a blank one: ``--json ''`` would read as no --json, ``--artifacts ''`` as a build of its own."""
     parser = _chosen(parser, argv)
-    for a in parser._actions if parser is not None else []:
+    if parser is None:
+        return None
+    dest = {o: a.dest for a in parser._actions for o in a.option_strings}
+    given = {_option(t.split("=", 1)[0], dest, parser.allow_abbrev) for t in argv if t.startswith("-")}
+    for a in parser._actions:
         value = getattr(args, a.dest, None)
-        if type(a) is argparse._StoreAction and a.option_strings and a.nargs is None and isinstance(value, str) \
-                and not value.strip() and value != a.default:
+        if type(a) is not argparse._StoreAction:
+            continue
+        if not a.option_strings and isinstance(value, str) and not value.strip():  # `show-metrics ''`: read as "."
+            return f"the argument {a.metavar or a.dest}"
+        if a.option_strings and a.nargs is None and isinstance(value, str) and not value.strip() and value != a.default:
             return a.option_strings[-1]
-        if type(a) is argparse._StoreAction and a.option_strings and a.nargs == "*" and value == [] and a.default != []:
-            return a.option_strings[-1]  # `--variants $V` with V empty: no values, read as the default list
+        if a.option_strings and a.nargs == "*" and value == [] and (a.default != [] or a.dest in given):
+            return a.option_strings[-1]  # `--variants $V` with V empty: no values, read as the default list (or none)
     return None
 
 
@@ -73,7 +80,8 @@ def parse_once(parser: argparse.ArgumentParser, argv: list[str] | None = None) -
     args = parser.parse_args(argv)
     empty = given_empty(parser, args, argv_)
     if empty:  # an empty shell variable: the tool would take the option as not given
-        (_chosen(parser, argv_) or parser).error(f"{empty} is empty: give a path or a value, or leave the option out")
+        fix = "give a path or a value" + ("" if empty.startswith("the argument") else ", or leave the option out")
+        (_chosen(parser, argv_) or parser).error(f"{empty} is empty: {fix}")
     return args
 
 

@@ -40,6 +40,7 @@ class FileReport:
     empty_text: int = 0
     examples: list[dict] = field(default_factory=list)
     max_examples: int = 20
+    columns: list[str] = field(default_factory=list)  # the header as read (stripped)
 
     def note(self, kind: str, line: int, reason: str) -> None:
         if len(self.examples) < self.max_examples:
@@ -177,6 +178,7 @@ def read_csv_rows(
                 raise CsvInputError(f"{path}: line {reader.line_num}: the header is not valid CSV ({e})") from None
         header_line = reader.line_num
         header = [h.strip() for h in header]
+        report.columns = header
         shown = header if len(header) <= 20 else [*header[:20], f"... ({len(header)} columns)"]
         missing = [c for c in required if c not in header]
         if missing:

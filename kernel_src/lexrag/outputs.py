@@ -114,6 +114,9 @@ def check_output_file(out: str | Path, what: str, inputs: dict | None = None, pr
     ``protected`` folders (option -> folder: what the run reads) nor any artifact folder.  Returns
     the resolved path."""
     if str(out).endswith(("/", os.sep)):
+        if Path(str(out).rstrip("/" + os.sep)).is_file():  # "FILE/": the file itself meant, with a slash too many
+            raise error(f"{what} {out} ends with a slash, but {str(out).rstrip('/' + os.sep)} is a file; give the file's "
+                        "name without the slash (it is replaced), or a folder's name with a file name after it")
         raise error(f"{what} {out} names a folder; give a file name such as {Path(out) / example}")
     if str(out) == "-":  # the shell convention for standard output: a file named "-" would be written instead
         raise error(f"{what} -: the output is a file, not standard output; give a file name such as {example}")

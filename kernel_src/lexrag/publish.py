@@ -170,6 +170,7 @@ def staged(dest: str | Path) -> Iterator[Path]:
     dest = Path(os.path.abspath(dest))  # "~/x" given quoted is a folder named "~" here: no library may expand it
     check_makeable(dest.parent)
     check_replaceable(dest)  # before the work: what the publish would refuse is refused now, not after an hour
+    made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]  # the folders this build makes
     dest.parent.mkdir(parents=True, exist_ok=True)
     _sweep(dest)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.building-{os.getpid()}-", dir=dest.parent))
@@ -179,6 +180,9 @@ def staged(dest: str | Path) -> Iterator[Path]:
         _replace_dir(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        for folder in made:  # a failed first build leaves no empty folder that looks like output
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
 
 

@@ -105,6 +105,9 @@ def _rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[s
         if qid != row["query_id"]:  # trimmed, the submission would name another id: Kaggle matches ids exactly
             raise QueryFileError(f"{path}: line {line}: query_id {row['query_id'][:80]!r} has spaces around it; Kaggle "
                                  "matches ids exactly, so a trimmed id would not match: remove the spaces in the file")
+        if "\ufeff" in qid:  # a file's byte-order mark inside the rows: two files joined with `cat`
+            raise QueryFileError(f"{path}: line {line}: query_id {qid[:60]!r} holds a byte-order mark (U+FEFF; files joined "
+                                 "with cat?); the submission would name an id Kaggle does not have: remove it in the file")
         if any(ord(c) < 32 or ord(c) == 127 for c in qid):
             raise QueryFileError(f"{path}: line {line}: query_id {qid!r} holds a control character; it would be copied "
                                  "into the submission")

@@ -125,6 +125,9 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
         raise ConfigError("never tune on val.csv")
     if not args.by:  # the CLI refuses --by without values; an args object made in code may still hold none
         raise ConfigError("by: name at least one of course, area or query")
+    twice = sorted({b for b in args.by if args.by.count(b) > 1})
+    if twice:  # each would be computed and printed twice
+        raise ConfigError(f"--by names {', '.join(twice)} twice; give each once")
     if args.dev_areas is not None and args.dev_areas < 1:
         raise ConfigError(f"--dev-areas {args.dev_areas}: give the number of development areas to fold over (1 or more)")
     if args.config and not Path(args.config).is_file():

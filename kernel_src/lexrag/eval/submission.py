@@ -83,6 +83,10 @@ def read_submission(path: str | Path) -> dict[str, list[str]]:
     problems = [f"line {e['line']}: {e['reason']}" for e in report.examples if e["kind"] == "malformed"] + problems
     if problems:
         raise CsvInputError(f"{path}: {len(problems)} problem(s): " + "; ".join(problems[:10]))
+    others = [c for c in report.columns if c not in HEADER]
+    if others:  # scored from its two columns; Kaggle's format has only those (validate-submission refuses the file)
+        log.warning("%s: column(s) %s besides %s are not read; a submission has only those two (check it with "
+                    "validate-submission)", path, ", ".join(repr(c) for c in others[:5]), ",".join(HEADER))
     if commas:  # scored as read: one citation that nothing matches
         log.warning("%s: %d row(s) look like citations listed with commas (lines %s); citations are separated by ';': "
                     "those rows score 0 as written", path, len(commas), ", ".join(map(str, commas[:10])))

@@ -32,7 +32,7 @@ from lexrag.outputs import PARAMS
 from lexrag.pipeline.artifacts import LOADS
 from lexrag.pipeline.ranker_fit import build_ranker_step
 from lexrag.publish import check_replaceable, staged_set
-from lexrag.registry import ARTIFACTS, ArtifactSpec, BuildInputs, declare, names, withdraw
+from lexrag.registry import ARTIFACTS, ArtifactSpec, BuildInputs, declare, names, rebuild_command, withdraw
 from lexrag.wheels import build_wheels_step
 
 __all__ = ["BUILDS", "build_step", "register_artifact", "unregister_artifact", "build_artifacts", "build_index"]
@@ -124,6 +124,10 @@ def build_artifacts(
                        f"{a.switch} is off" + (f" and --{a.build_with} is not given" if a.build_with else ""))
                 log.warning("%s: this build replaces the corpus but not %s (%s), so it stays over the old corpus and "
                             "runs refuse it: rebuild it (%s) or remove the folder", a.name, out / a.name, why, a.rebuild)
+        if (out / "calibration" / PARAMS).is_file():  # not a build's artifact: `lexrag calibrate` writes it
+            log.warning("calibration: %s was fitted over the corpus this build replaces, and runs refuse it when the new "
+                        "one differs: run it again (%s) or remove the folder", out / "calibration",
+                        rebuild_command("calibration"))
     for a in todo:  # before any work: a folder of other files there is never replaced
         check_replaceable(out / a.name)
     with staged_set(out) as stage:
