@@ -3111,3 +3111,20 @@ def test_quality_by_a_grouping_named_twice_is_refused(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "quality.py"), "--data", str(tmp_path), "--by", "course",
                         "course", "--variants", "d=lexical;dictionary.enabled=false"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "--by names course twice; give each once" in r.stderr, r.stderr[-400:]
+
+
+def test_a_graph_whose_document_map_was_altered_with_its_hashes_re_recorded_is_refused(arts, capsys, tmp_path):
+    """No hash check sees it (the hashes were re-recorded); the spot check of documents against
+    their nodes does, as BM25's vocabulary check does for its index."""
+    from lexrag.artifacts import write_params
+
+    graph = arts / "graph"
+    if not (graph / "doc_node.npy").is_file():
+        pytest.skip("this build has no graph")
+    np.save(graph / "doc_node.npy", np.load(graph / "doc_node.npy")[::-1].copy(), allow_pickle=False)
+    doc = json.loads((graph / "params.json").read_text(encoding="utf-8"))
+    extra = {k: v for k, v in doc.items() if k not in ("artifact", "builder", "params", "files", "version")}
+    write_params(graph, doc["artifact"], doc["builder"], doc["params"], **extra)  # hashes re-recorded
+    rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", write(tmp_path / "q.csv", QUERIES), "--out",
+                     tmp_path / "s.csv", "--set", "graph.enabled=true")
+    assert rc == 2 and "its doc_node.npy is not this corpus's" in err and len(err.strip().splitlines()) == 1, err

@@ -78,7 +78,7 @@ def load_graph_step(folder: Path, cfg: Config, art):
     from lexrag.index.graph import CitationGraph
 
     return CitationGraph.load(folder, len(art.corpus), corpus_id=corpus_id(art.corpus_dir), resolutions=cfg.graph.resolutions,
-                              aliases=art.corpus.aliases_digest)
+                              aliases=art.corpus.aliases_digest, parents=art.corpus.parents)
 
 
 def load_prior_step(folder: Path, cfg: Config, art):

@@ -149,9 +149,11 @@ class CitationGraph:
 
     @classmethod
     def load(cls, folder: str | Path, n_docs: int, corpus_id: str | None = None, resolutions: Sequence[float] | None = None,
-             aliases: str | None = None) -> "CitationGraph":
+             aliases: str | None = None, parents: Sequence[str] | None = None) -> "CitationGraph":
         """``aliases``: the loaded corpus's :attr:`~lexrag.index.corpus.Corpus.aliases_digest`; a
-        graph whose court citations were read through other code aliases is refused."""
+        graph whose court citations were read through other code aliases is refused.  ``parents``
+        (each document's parent): spot-checked against their nodes, as no hash check sees a
+        document map altered with its hashes re-recorded."""
         folder = Path(folder)
         expected = {"resolutions": sorted(resolutions)} if resolutions is not None else {}
         params = check_params(folder, ARTIFACT, expected)
@@ -182,16 +184,20 @@ class CitationGraph:
                 raise ArtifactError(f"{folder / 'doc_node.npy'}: node ids outside 0..{n - 1}; {rebuild_hint(ARTIFACT)}")
         if len(doc_node) != n_docs:
             raise ArtifactError(f"graph at {folder} covers {len(doc_node)} documents, the corpus has {n_docs}; rebuild it")
+        names = nodes.column("name").to_pylist()
+        if parents is not None and n_docs:
+            for d in np.unique(np.linspace(0, n_docs - 1, num=min(n_docs, 2048)).astype(np.int64)):
+                if names[int(doc_node[d])] != parents[d]:
+                    raise ArtifactError(f"graph at {folder}: document {int(d)} ({parents[d]!r}) maps to node "
+                                        f"{names[int(doc_node[d])]!r}: its doc_node.npy is not this corpus's (altered?); "
+                                        f"{rebuild_hint(ARTIFACT)}")
         kind = np.asarray([KINDS.index(k) for k in nodes.column("kind").to_pylist()], dtype=np.int8)
-        return cls(nodes.column("name").to_pylist(), kind, adj, comm, list(res), doc_node, doc_cited, params)
+        return cls(names, kind, adj, comm, list(res), doc_node, doc_cited, params)
 
 
-# ------------------------------------------------------------------ reference extraction
-#
-# The court texts are read and searched for references in worker processes, one parquet row
-# group at a time; each returns its references as arrays of local ids plus the strings they
-# stand for, in order of first mention, so the parent process numbers the nodes exactly as one
-# pass in document order would.
+# ---- reference extraction: the court texts are searched in worker processes, one parquet row group
+# at a time; each returns its references as arrays of local ids plus the strings they stand for, in
+# order of first mention, so the parent numbers the nodes exactly as one pass in document order would.
 
 _codes: frozenset[str] | None = None
 _aliases: dict[str, str] = {}
