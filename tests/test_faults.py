@@ -2253,7 +2253,7 @@ def test_a_replaced_folder_that_cannot_be_removed_is_said(tmp_path, monkeypatch)
         with publish.staged(tmp_path / "art") as folder:
             write(folder / "params.json", "{}")
     assert (tmp_path / "art" / "params.json").is_file()
-    monkeypatch.setattr(publish, "pid_alive", lambda pid: False)  # the next build runs in another process
+    monkeypatch.setattr("lexrag.outputs.pid_alive", lambda pid: False)  # the next build runs in another process
     with pytest.warns(UserWarning, match="is named like an earlier art a build set aside, but no journal says so: left alone"):
         with publish.staged(tmp_path / "art") as folder:
             write(folder / "params.json", "{}")

@@ -362,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning
     real, sys.stdout = sys.stdout, MarkedStdout(sys.stdout)
     try:
-        rc = int(args.func(args) or 0)
+        result = args.func(args)  # an exit code, or the report of a command defined outside this module
+        rc = print(result) or 0 if isinstance(result, str) else int(result or 0)
         sys.stdout.flush()  # a full or closed standard output is said here, not as Python exits
         return rc
     except (LexragError, FileNotFoundError) as e:

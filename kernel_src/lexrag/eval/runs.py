@@ -131,7 +131,8 @@ def _run_files(given: str) -> tuple[Path, Path]:
     return run, run.parent / "metrics.json"
 
 
-def cmd_fuse(args: argparse.Namespace) -> int:
+def cmd_fuse(args: argparse.Namespace) -> str:
+    """``lexrag fuse``: its report (the CLI prints it)."""
     from lexrag.eval.expect import read_metrics_file
     from lexrag.queries import load_gold
 
@@ -163,20 +164,20 @@ def cmd_fuse(args: argparse.Namespace) -> int:
     rows = [("saved settings", refused_metrics(run, base, gold, k))]
     if changes:
         rows.append(("with --set", refused_metrics(run, new, gold, k)))
-    print(f"{run_path}: {len(run.signals)} signals, {len(gold)} gold queries ({queries}); the fused order cut at k = {k}")
-    print(f"{'':<16} {'macro_f1':>8} {'recall@10':>9} {'recall@100':>10} {'ndcg@10':>8}")
-    for name, m in rows:
-        print(f"{name:<16} {m['macro_f1']:>8.4f} {m['recall@10']:>9.4f} {m['recall@100']:>10.4f} {m['ndcg@10']:>8.4f}")
+    out = [f"{run_path}: {len(run.signals)} signals, {len(gold)} gold queries ({queries}); the fused order cut at k = {k}",
+           f"{'':<16} {'macro_f1':>8} {'recall@10':>9} {'recall@100':>10} {'ndcg@10':>8}"]
+    out += [f"{name:<16} {m['macro_f1']:>8.4f} {m['recall@10']:>9.4f} {m['recall@100']:>10.4f} {m['ndcg@10']:>8.4f}"
+            for name, m in rows]
     if not rows[0][1]["same_as_saved"]:
-        print("note: the saved settings re-fused do not give the run's saved fused order (a run of another version?): "
-              "compare the rows with each other only")
+        out.append("note: the saved settings re-fused do not give the run's saved fused order (a run of another version?): "
+                   "compare the rows with each other only")
     after = [s for s, on in (("the reranker", base.rerank.enabled), ("the learned ranker", base.ranker.enabled),
                              ("the agentic loop", base.agent.enabled), ("the adaptive count", base.count.method != "fixed"))
              if on]
     if after:
-        print(f"note: {', '.join(after)} of the run are not run again: these rows score the fused order, not its "
-              f"output (its macro_f1 was {doc.get('metrics', {}).get('macro_f1', float('nan')):.4f})")
-    return 0
+        out.append(f"note: {', '.join(after)} of the run are not run again: these rows score the fused order, not its "
+                   f"output (its macro_f1 was {doc.get('metrics', {}).get('macro_f1', float('nan')):.4f})")
+    return "\n".join(out)
 
 
 def add_fuse_command(sub) -> None:

@@ -292,8 +292,9 @@ def build_corpus(
             log.warning("%s: the --abbreviations file gives no alias of the corpus's law codes (%s): the corpus is built "
                         "without them (an empty file, or one for other codes?)", abbreviations,
                         "no entries" if not pairs else f"{len(pairs)} pairs, none for a code of the corpus")
-    for r in report["files"]:
+    for r in report["files"]:  # what a reader of the report needs: counts and examples, not the reader's settings
         r.pop("max_examples", None)
+        r.pop("columns", None)
     (out / REPORT_FILE).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     sources = {Path(laws).name: sha256_file(laws)}
     if law_keys:
