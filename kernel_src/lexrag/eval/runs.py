@@ -20,7 +20,7 @@ from lexrag.ranking import Ranking
 if TYPE_CHECKING:  # pragma: no cover
     from lexrag.pipeline import RunResult
 
-__all__ = ["write_run_file", "read_run_file", "RunFile", "refused_metrics", "add_fuse_command"]
+__all__ = ["write_run_file", "read_run_file", "RunFile", "fuse_again", "add_fuse_command"]
 
 log = logging.getLogger(__name__)
 RUN_FILE = "signals.parquet"
@@ -100,7 +100,7 @@ class _Citations:
         self.citations = citations
 
 
-def refused_metrics(run: RunFile, cfg: Config, gold: dict[str, list[str]], k: int) -> dict:
+def fuse_again(run: RunFile, cfg: Config, gold: dict[str, list[str]], k: int) -> dict:
     """Re-fuse the run's signals with ``cfg``'s fusion settings and score the fused order: its
     distinct citations (with whole articles as ``count.whole_articles`` asks), the first ``k``
     emitted.  The same function scores the run's own settings, so two rows compare like with
@@ -161,9 +161,9 @@ def cmd_fuse(args: argparse.Namespace) -> str:
     new = load_config(None, {sec: {**saved.get(sec, {}), **vals} if sec in changes else vals
                              for sec, vals in {**saved, **changes}.items()})
     k = args.k or new.count.k
-    rows = [("saved settings", refused_metrics(run, base, gold, k))]
+    rows = [("saved settings", fuse_again(run, base, gold, k))]
     if changes:
-        rows.append(("with --set", refused_metrics(run, new, gold, k)))
+        rows.append(("with --set", fuse_again(run, new, gold, k)))
     out = [f"{run_path}: {len(run.signals)} signals, {len(gold)} gold queries ({queries}); the fused order cut at k = {k}",
            f"{'':<16} {'macro_f1':>8} {'recall@10':>9} {'recall@100':>10} {'ndcg@10':>8}"]
     out += [f"{name:<16} {m['macro_f1']:>8.4f} {m['recall@10']:>9.4f} {m['recall@100']:>10.4f} {m['ndcg@10']:>8.4f}"
