@@ -2805,7 +2805,8 @@ def test_a_benchmark_stopped_by_sigterm_or_killed_leaves_no_size_folder_behind(t
 
 @pytest.mark.parametrize("tool,args", [("scripts/bench_bm25.py", ["--json", ""]), ("scripts/quality.py", ["--expected", " "]),
                                        ("scripts/quality.py", ["--artifacts", ""]), ("scripts/bench_e5.py", ["--artifacts", ""]),
-                                       ("scripts/bench_bm25.py", ["--set"])])  # a list option whose default is no values
+                                       ("scripts/bench_bm25.py", ["--set"]),  # a list option whose default is no values
+                                       ("scripts/experiment_e5.py", ["--work", "", "--artifacts", "x"])])
 def test_an_option_given_an_empty_value_is_refused_not_read_as_left_out(tmp_path, tool, args):
     r = subprocess.run([sys.executable, str(ROOT / tool), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and f"{args[0]} is empty: give a path or a value, or leave the option out" in r.stderr, r.stderr[-400:]
