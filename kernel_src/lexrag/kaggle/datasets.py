@@ -30,7 +30,7 @@ from lexrag.errors import LexragError, ManifestError
 
 __all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError"]
 
-from lexrag.pipeline.build import build_step
+from lexrag.pipeline.build import build_step, warn_left_over_corpus
 from lexrag.registry import ARTIFACTS, BuildInputs, names, spec
 
 log = logging.getLogger(__name__)
@@ -220,10 +220,7 @@ def rebuild(
         built.append(name)
     save_manifest(manifest_path, doc)
     if "corpus" in built:  # an index left over the replaced corpus: said now, not when a run refuses it
-        for a in ARTIFACTS:
-            if "corpus" in a.depends_on and a.name not in names and (out / a.name / "params.json").is_file():
-                log.warning("%s: this build replaced the corpus but not %s, which stays over the old corpus and runs refuse "
-                            "it: rebuild it (--only %s) or remove the folder", a.name, out / a.name, a.name)
+        warn_left_over_corpus(out, names)
     doc["built"] = built  # not saved: what this call built, for the check that follows it
     return doc
 

@@ -90,6 +90,21 @@ def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path
     return build_step(name)(cfg, Path(dest), BuildInputs(corpus_dir=corpus_dir, corpus=corpus, extra=kw))
 
 
+def warn_left_over_corpus(out: Path, rebuilt: list[str], inputs: BuildInputs | None = None) -> None:
+    """Warn about each index in ``out`` over the corpus a build replaces that it does not rebuild
+    (``rebuilt``), and a calibration fitted there: it stays over the old corpus, and runs refuse it."""
+    for a in ARTIFACTS:
+        if "corpus" in a.depends_on and a.name not in rebuilt and (out / a.name / PARAMS).is_file():
+            why = "" if inputs is None else " (" + (f"it is built from {a.input_flag}, not given" if not a.has_input(inputs)
+                                                    else f"{a.switch} is off" + (f" and --{a.build_with} is not given"
+                                                                                  if a.build_with else "")) + ")"
+            log.warning("%s: this build replaces the corpus but not %s%s, so it stays over the old corpus and runs refuse "
+                        "it: rebuild it (%s) or remove the folder", a.name, out / a.name, why, a.rebuild)
+    if (out / "calibration" / PARAMS).is_file():  # not a build's artifact: `lexrag calibrate` writes it
+        log.warning("calibration: %s was fitted over the corpus this build replaces, and runs refuse it when the new one "
+                    "differs: run it again (%s) or remove the folder", out / "calibration", rebuild_command("calibration"))
+
+
 def build_artifacts(
     cfg: Config,
     laws: str | Path,
@@ -118,16 +133,7 @@ def build_artifacts(
             warnings.warn(f"{a.switch} is on, but {a.name} is not built: it is built from {a.input_flag}, which this "
                           "build was not given")
     if any(a.name == "corpus" for a in todo):  # an index this build leaves would lie over the replaced corpus
-        for a in ARTIFACTS:
-            if "corpus" in a.depends_on and a not in todo and (out / a.name / PARAMS).is_file():
-                why = (f"it is built from {a.input_flag}, not given" if not a.has_input(inputs) else
-                       f"{a.switch} is off" + (f" and --{a.build_with} is not given" if a.build_with else ""))
-                log.warning("%s: this build replaces the corpus but not %s (%s), so it stays over the old corpus and "
-                            "runs refuse it: rebuild it (%s) or remove the folder", a.name, out / a.name, why, a.rebuild)
-        if (out / "calibration" / PARAMS).is_file():  # not a build's artifact: `lexrag calibrate` writes it
-            log.warning("calibration: %s was fitted over the corpus this build replaces, and runs refuse it when the new "
-                        "one differs: run it again (%s) or remove the folder", out / "calibration",
-                        rebuild_command("calibration"))
+        warn_left_over_corpus(out, [a.name for a in todo], inputs)
     for a in todo:  # before any work: a folder of other files there is never replaced
         check_replaceable(out / a.name)
     with staged_set(out) as stage:
