@@ -2946,11 +2946,11 @@ def test_a_dataset_build_that_replaces_the_corpus_but_not_the_graph_says_so_and_
     records = []
     handler = logging.Handler()
     handler.emit = records.append
-    logging.getLogger("lexrag.kaggle.datasets").addHandler(handler)
+    logging.getLogger("lexrag.pipeline.build").addHandler(handler)
     try:
         rebuild(manifest, out, cfg, laws=DEMO / "laws_demo.csv", only=["corpus", "bm25"])  # laws only: another corpus
     finally:
-        logging.getLogger("lexrag.kaggle.datasets").removeHandler(handler)
+        logging.getLogger("lexrag.pipeline.build").removeHandler(handler)
     assert any("replaces the corpus but not" in r.getMessage() and "graph" in r.getMessage() for r in records)
     assert any("graph: built over another corpus than" in p for p in check(manifest, out, only=["corpus", "bm25", "graph"]))
 

@@ -28,11 +28,15 @@ def given_twice(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     parser = _chosen(parser, argv)
     if parser is None:
         return None
-    dest = {o: a.dest for a in parser._actions for o in a.option_strings}  # every option, to resolve abbreviations
     once = {a.dest: a.option_strings[-1] for a in parser._actions if type(a) is argparse._StoreAction and a.option_strings}
-    given = [d for d in (_option(t.split("=", 1)[0], dest, parser.allow_abbrev) for t in argv if t.startswith("-"))
-             if d in once]
+    given = [d for d in _given(parser, argv) if d in once]
     return next((once[d] for d in given if given.count(d) > 1), None)
+
+
+def _given(parser: argparse.ArgumentParser, argv: list[str]) -> list[str | None]:
+    """The dest of each option token in ``argv``, abbreviations resolved (None: no option of ``parser``)."""
+    dest = {o: a.dest for a in parser._actions for o in a.option_strings}
+    return [_option(t.split("=", 1)[0], dest, parser.allow_abbrev) for t in argv if t.startswith("-")]
 
 
 def _option(token: str, dest: dict[str, str], abbrev: bool) -> str | None:
@@ -50,8 +54,7 @@ def given_empty(parser: argparse.ArgumentParser, args: argparse.Namespace, argv:
     parser = _chosen(parser, argv)
     if parser is None:
         return None
-    dest = {o: a.dest for a in parser._actions for o in a.option_strings}
-    given = {_option(t.split("=", 1)[0], dest, parser.allow_abbrev) for t in argv if t.startswith("-")}
+    given = set(_given(parser, argv))
     for a in parser._actions:
         value = getattr(args, a.dest, None)
         if type(a) is not argparse._StoreAction:
