@@ -27,6 +27,7 @@ Strasse {f}; Straße {f} :: street
 Gehsteig {m} [Dt.]; Trottoir {n} [Schw.] :: pavement
 this line has no separator
 Haus {n} :: house :: maison
+bis {prp; +Akk.} :: until; till {tilled; tilled}
 A | B :: misaligned
 """
 
@@ -63,6 +64,65 @@ def test_a_words_senses_share_its_weight_and_bm25_reads_it(dictionary, tmp_path)
     one, both = idx.scores("Vertrag", cache=False), idx.scores(dictionary.translate("the pavement under the contract"), cache=False)
     half = idx.scores("Trottoir", cache=False) / 2 + idx.scores("Gehsteig", cache=False) / 2
     assert both[1] == pytest.approx(one[1]) and both[0] == pytest.approx(half[0])  # a full weight for the one sense
+
+
+def test_a_semicolon_inside_braces_separates_no_synonyms(dictionary):
+    assert dictionary.senses("until") == ["bis"]  # not "bis {prp" and "+Akk.}"
+    assert "till" in dictionary.entries and not any(k.endswith("}") or "{" in k for k in dictionary.entries)
+
+
+class _Index:
+    """Document frequencies of a stand-in index (the logic around them is under test)."""
+
+    def __init__(self, dfs: dict[str, int], n_docs: int = 1000):
+        self.dfs, self.n_docs = dfs, n_docs
+
+    def doc_freq(self, word: str):
+        return self.dfs.get(word.lower())
+
+    def idf(self, df: float) -> float:
+        import math
+
+        return math.log(1 + (self.n_docs - df + 0.5) / (df + 0.5))
+
+
+def test_the_weightings_share_a_words_weight_among_its_senses():
+    from lexrag.index.dictionary import weighted
+
+    senses = ["Einheit", "Kraftwerksblock", "Polizeiwagen"]
+    index = _Index({"einheit": 200, "kraftwerksblock": 2})  # Polizeiwagen: in no document
+    assert weighted(senses) == ["Einheit^0.33", "Kraftwerksblock^0.33", "Polizeiwagen^0.33"]
+    assert weighted(senses, "indexed", index) == ["Einheit^0.5", "Kraftwerksblock^0.5"]
+    common, rare = (float(w.split("^")[1]) for w in weighted(senses, "structured", index))
+    assert common > 0.5 > rare  # one idf for the word: the rare sense no longer outweighs the common one
+    assert common * index.idf(200) == pytest.approx(rare * index.idf(2), rel=0.05)  # both at the word's idf
+    assert weighted(["Vertrag"], "structured", index) == ["Vertrag"]  # one sense: its full weight
+    assert weighted(["A", "B"], "indexed", _Index({})) == ["A^0.5", "B^0.5"]  # none indexed: as uniform
+    with pytest.raises(ValueError, match="choose one of uniform, indexed, structured"):
+        weighted(senses, "idf")
+
+
+def test_the_weighting_reads_the_loaded_bm25_index(tmp_path, demo_laws):
+    from lexrag.config import load_config
+    from lexrag.pipeline.build import build_artifacts
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import Query
+
+    src = tmp_path / "de-en"
+    src.write_text(DING + "Vertrag {m}; Abmachungsurkundenbuch {n} :: agreement\n", encoding="utf-8")
+    cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True, "dictionary.weighting": "indexed"})
+    build_artifacts(cfg, demo_laws, tmp_path / "art", dictionary=src)
+    art = Artifacts.load(tmp_path / "art", cfg)
+    assert art.bm25.doc_freq("Vertrag") and art.bm25.doc_freq("Abmachungsurkundenbuch") is None
+    res = run_pipeline([Query("en", "Who signed the agreement?")], art, cfg)
+    words = res.states[0].variants["dict_de"].text.split()
+    assert "Vertrag" in words and not any(w.startswith("Abmachung") for w in words)  # the sense no law holds is left out
+    cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True, "dictionary.weighting": "structured"})
+    art.bm25 = None
+    from lexrag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="set dictionary.weighting=uniform"):
+        run_pipeline([Query("en", "Who must pay for the pavement?")], art, cfg)
 
 
 def test_sharp_s_is_written_as_ss(dictionary):

@@ -128,6 +128,10 @@ class RankerConfig:
 class DictionaryConfig:
     enabled: bool = _f(False, "translate English questions word by word with the dictionary artifact (built with --dictionary) "
                               "into the dict_de variant, searched beside the question (and beside the LLM's translation)")
+    weighting: str = _f("uniform", "how an English word's German senses share its weight: uniform (1/n each), indexed (1/n over "
+                                   "the senses the BM25 index holds), structured (indexed, each scaled to the idf of the word's "
+                                   "senses taken together, so a rare wrong sense does not outweigh a common right one)",
+                        choices=("uniform", "indexed", "structured"))
 
 
 @dataclass

@@ -22,6 +22,7 @@ import numpy as np
 from lexrag.artifacts import ArtifactError, read_params, write_params
 from lexrag.publish import publishes
 from lexrag.config import LexicalConfig
+from lexrag.index import bm25_kernel
 from lexrag.index.analyzer import Analyzer
 from lexrag.index.decompound import FILE as DECOMPOUND_FILE
 from lexrag.index.decompound import Decompounder
@@ -37,18 +38,6 @@ def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return keys, np.empty(0, dtype=np.int64)
     first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     return keys[first], np.diff(np.r_[first, len(keys)])
-
-
-def _idf(df: np.ndarray, n_docs: int, method: str) -> np.ndarray:
-    # Same formulas as bm25s.scoring (Kamphuis et al. 2020 variants).
-    df = df.astype(np.float64)
-    if method == "lucene":
-        return np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
-    if method == "robertson":
-        return np.log(np.maximum((n_docs - df + 0.5) / (df + 0.5), 1.0))
-    if method == "atire":
-        return np.log(n_docs / df)
-    raise ValueError(f"unsupported BM25 method {method!r}")
 
 
 def _tfc(tf: np.ndarray, dl: np.ndarray, avgdl: float, k1: float, b: float, method: str) -> np.ndarray:
@@ -174,7 +163,7 @@ def build_bm25(
         tokens.unlink()
         dl = np.concatenate(lengths).astype(np.float32)
         avgdl = float(dl.mean()) if dl.mean() > 0 else 1.0
-        idf = _idf(df, n_docs, cfg.method).astype(np.float32)
+        idf = bm25_kernel.idf_of(df, n_docs, cfg.method).astype(np.float32)
         nnz = int(df.sum())
         index_dtype = np.int32 if max(nnz, n_docs) < 2**31 else np.int64
         indptr = np.zeros(n_vocab + 1, dtype=index_dtype)

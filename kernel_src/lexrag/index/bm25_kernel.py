@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["BACKEND", "accumulate", "top_k", "top_k_many"]
+__all__ = ["BACKEND", "accumulate", "top_k", "top_k_many", "idf_of"]
 
 _ASKED = os.environ.get("LEXRAG_BM25_BACKEND", "").strip().lower()
 if _ASKED not in ("", "numba", "numpy"):
@@ -363,3 +363,15 @@ def top_k_many(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, querie
     finally:
         numba.set_num_threads(old)
     return [(out_docs[q, :m], out_scores[q, :m]) for q, m in enumerate(out_m.tolist())]
+
+
+def idf_of(df: np.ndarray, n_docs: int, method: str) -> np.ndarray:
+    """BM25 idf of document frequencies: the same formulas as bm25s.scoring (Kamphuis et al. 2020 variants)."""
+    df = df.astype(np.float64)
+    if method == "lucene":
+        return np.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    if method == "robertson":
+        return np.log(np.maximum((n_docs - df + 0.5) / (df + 0.5), 1.0))
+    if method == "atire":
+        return np.log(n_docs / df)
+    raise ValueError(f"unsupported BM25 method {method!r}")

@@ -37,7 +37,7 @@ from typing import Iterable, Iterator
 from lexrag.artifacts import ArtifactError, read_params, write_params
 
 __all__ = ["MAX_PHRASE", "Sense", "parse_ding", "parse_dictd", "build_dictionary", "glossary", "Dictionary", "is_english",
-           "load_dictionary_step", "build_dictionary_step"]
+           "weighted", "WEIGHTINGS", "load_dictionary_step", "build_dictionary_step"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,21 @@ def _flags(part: str) -> int:
     return flags
 
 
+def _synonyms(part: str) -> list[str]:
+    """A part's ``;``-separated synonyms; a ``;`` inside braces, brackets or parentheses (Ding's
+    ``{shrove; shriven}``, ``{prp; +Akk.}``) separates nothing."""
+    out, depth, start = [], 0, 0
+    for i, c in enumerate(part):
+        if c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth = max(0, depth - 1)
+        elif c == ";" and depth == 0 and part.startswith("; ", i):
+            out.append(part[start:i])
+            start = i + 2
+    return out + [part[start:]]
+
+
 def _english_key(part: str) -> str:
     key = _clean(part).lower()
     return key[3:] if key.startswith("to ") else key
@@ -109,11 +124,11 @@ def parse_ding(lines: Iterable[str], skipped: dict | None = None) -> Iterator[tu
         line_flags = _flags(de_parts[0]) & LEGAL | _flags(en_parts[0]) & LEGAL
         for de, en in zip(de_parts, en_parts):
             senses = []
-            for syn in de.split("; "):
+            for syn in _synonyms(de):
                 german = _clean(syn)
                 if german and len(german.split()) <= MAX_PHRASE:
                     senses.append(Sense(german.replace("ß", "ss"), _flags(syn) | line_flags | (_flags(en) & LEGAL)))
-            for syn in en.split("; "):
+            for syn in _synonyms(en):
                 key = _english_key(syn)
                 if key and len(key.split()) <= MAX_PHRASE:
                     for s in senses:
@@ -311,8 +326,12 @@ class Dictionary:
         ranked = sorted(enumerate(have), key=lambda t: (-(t[1][1] & SWISS), bool(t[1][1] & OTHER_REGION), t[0]))
         return [g for _, (g, _) in ranked]
 
-    def translate(self, text: str) -> str:
-        """The German search text of an English question (see the module's docstring)."""
+    def translate(self, text: str, weighting: str = "uniform", index=None) -> str:
+        """The German search text of an English question (see the module's docstring), its senses
+        weighted as :func:`weighted` says (``index``: the BM25 index, for ``indexed`` and
+        ``structured``)."""
+        if weighting != "uniform" and index is None:
+            raise ValueError(f"dictionary weighting {weighting!r} reads the BM25 index: give it")
         from lexrag.citations import extract, normalize_text
 
         norm = normalize_text(text)
@@ -339,7 +358,7 @@ class Dictionary:
                     break
                 senses = self.senses(key)
                 if senses:  # the German senses, and the English words beside them (names, loanwords, codes)
-                    out += _weighted(senses) + [w for w in words if w.lower() not in _EN_STOP]
+                    out += weighted(senses, weighting, index) + [w for w in words if w.lower() not in _EN_STOP]
                     i += n
                     break
             else:
@@ -351,12 +370,36 @@ class Dictionary:
         return " ".join(kept + out).replace("ß", "ss")
 
 
-def _weighted(senses: list[str]) -> list[str]:
-    """The words of a key's n senses, each with weight 1/n when n > 1 (``Haft^0.33``)."""
-    if len(senses) == 1:
+WEIGHTINGS = ("uniform", "indexed", "structured")
+
+
+def weighted(senses: list[str], weighting: str = "uniform", index=None) -> list[str]:
+    """The words of an English key's German senses in BM25's boost syntax (``Haft^0.33``).
+
+    - ``uniform``: each of the n senses 1/n;
+    - ``indexed``: only the senses the index holds a word of, each 1/n of those n (a sense no
+      document holds finds nothing, yet took its share from the others);
+    - ``structured``: the indexed senses, each 1/n scaled by idf(key) / idf(sense), where the key's
+      document frequency is the mean of its senses' (Darwish and Oard's probabilistic structured
+      query, approximated over the index's precomputed term weights): the key's senses count as
+      one word of one idf, so a rare, wrong sense ("unit" -> Kraftwerksblock) cannot outweigh
+      the common, right one (Einheit) through its idf.
+    A sense's document frequency is its rarest indexed word's.  One sense keeps weight 1."""
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"dictionary weighting {weighting!r}: choose one of {', '.join(WEIGHTINGS)}")
+    weights = [1.0 / len(senses)] * len(senses)
+    if weighting != "uniform" and len(senses) > 1:
+        dfs = [min((d for w in sense.split() if (d := index.doc_freq(w)) is not None), default=None) for sense in senses]
+        held = [i for i, d in enumerate(dfs) if d is not None]
+        if held:
+            senses, dfs = [senses[i] for i in held], [dfs[i] for i in held]
+            weights = [1.0 / len(senses)] * len(senses)
+            if weighting == "structured":
+                key_idf = index.idf(sum(dfs) / len(dfs))
+                weights = [min(1.0, w * key_idf / i) if (i := index.idf(d)) > 0 else w for w, d in zip(weights, dfs)]
+    if len(senses) == 1 and weights[0] == 1.0:
         return senses[0].split()
-    w = f"^{1 / len(senses):.2g}"
-    return [word + w for sense in senses for word in sense.split()]
+    return [f"{word}^{max(w, 0.001):.2g}" for sense, w in zip(senses, weights) for word in sense.split()]  # never 1e-05
 
 
 def build_dictionary_step(cfg, dest: Path, inputs) -> None:

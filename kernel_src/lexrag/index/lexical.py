@@ -177,6 +177,18 @@ class BM25Index:
             weights = {j: w * question_weight if j in asked else w for j, w in weights.items()}
         return weights
 
+    def doc_freq(self, word: str) -> int | None:
+        """How many documents hold the rarest indexed term the analyzer makes of ``word`` (its most
+        specific one: a compound's own stem before its parts); None when none of them is indexed."""
+        vocab, indptr = self.retriever.vocab_dict, self.retriever.scores["indptr"]
+        dfs = [int(indptr[j + 1] - indptr[j]) for t in self.analyzer(word) if (j := vocab.get(t)) is not None]
+        return min(dfs) if dfs else None
+
+    def idf(self, df: float) -> float:
+        """The index's BM25 idf of a document frequency (its own method's formula)."""
+        method = (self.params.get("params") or {}).get("method", "lucene")
+        return float(bm25_kernel.idf_of(np.asarray([df], dtype=np.float64), self.n_docs, method)[0])
+
     def _accumulate(self, weights: dict[int, float]) -> tuple[np.ndarray, np.ndarray | None]:
         """Σ weight × BM25 column over the query's terms, accumulated in float32 over their postings
         in term order as bm25s' ``get_scores_from_ids`` does (a term there n times is weight n here),

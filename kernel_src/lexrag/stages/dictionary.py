@@ -5,6 +5,7 @@ LLM's translation where the LLM runs.  German questions are left alone."""
 
 from __future__ import annotations
 
+from lexrag.errors import ConfigError
 from lexrag.index.dictionary import is_english
 from lexrag.queries import Variant
 from lexrag.stages.base import Phase, register_stage
@@ -24,12 +25,16 @@ class DictionaryTranslate:
         return cfg.dictionary.enabled and getattr(art, "dictionary", None) is not None
 
     def run(self, batch, ctx):
-        d = ctx.art.dictionary
+        d, weighting = ctx.art.dictionary, ctx.cfg.dictionary.weighting
+        index = getattr(ctx.art, "bm25", None)
+        if weighting != "uniform" and index is None:
+            raise ConfigError(f"dictionary.weighting={weighting} weighs the senses by the BM25 index, which is not loaded: "
+                              "build it (python -m lexrag build ...) or set dictionary.weighting=uniform")
         origin = f"dictionary:{d.doc.get('source', '')}@{d.doc.get('source_version', '')}"
         out = {}
         for q in batch.queries:
             if q.text and is_english(q.text):
-                out[q.query_id] = [Variant("dict_de", d.translate(q.text), origin)]
+                out[q.query_id] = [Variant("dict_de", d.translate(q.text, weighting, index), origin)]
         return out
 
 
