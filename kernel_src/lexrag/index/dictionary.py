@@ -326,10 +326,10 @@ class Dictionary:
         ranked = sorted(enumerate(have), key=lambda t: (-(t[1][1] & SWISS), bool(t[1][1] & OTHER_REGION), t[0]))
         return [g for _, (g, _) in ranked]
 
-    def translate(self, text: str, weighting: str = "uniform", index=None) -> str:
+    def translate(self, text: str, weighting: str = "uniform", index=None, top_stems: dict[str, int] | None = None) -> str:
         """The German search text of an English question (see the module's docstring), its senses
-        weighted as :func:`weighted` says (``index``: the BM25 index, for ``indexed`` and
-        ``structured``)."""
+        weighted as :func:`weighted` says (``index``: the BM25 index, for every weighting but
+        ``uniform``; ``top_stems``: for ``feedback``, the stems of the first pass's top documents)."""
         if weighting != "uniform" and index is None:
             raise ValueError(f"dictionary weighting {weighting!r} reads the BM25 index: give it")
         from lexrag.citations import extract, normalize_text
@@ -358,7 +358,7 @@ class Dictionary:
                     break
                 senses = self.senses(key)
                 if senses:  # the German senses, and the English words beside them (names, loanwords, codes)
-                    out += weighted(senses, weighting, index) + [w for w in words if w.lower() not in _EN_STOP]
+                    out += weighted(senses, weighting, index, top_stems) + [w for w in words if w.lower() not in _EN_STOP]
                     i += n
                     break
             else:
@@ -370,10 +370,10 @@ class Dictionary:
         return " ".join(kept + out).replace("ß", "ss")
 
 
-WEIGHTINGS = ("uniform", "indexed", "structured")
+WEIGHTINGS = ("uniform", "indexed", "structured", "feedback")
 
 
-def weighted(senses: list[str], weighting: str = "uniform", index=None) -> list[str]:
+def weighted(senses: list[str], weighting: str = "uniform", index=None, top_stems: dict[str, int] | None = None) -> list[str]:
     """The words of an English key's German senses in BM25's boost syntax (``Haft^0.33``).
 
     - ``uniform``: each of the n senses 1/n;
@@ -383,7 +383,10 @@ def weighted(senses: list[str], weighting: str = "uniform", index=None) -> list[
       document frequency is the mean of its senses' (Darwish and Oard's probabilistic structured
       query, approximated over the index's precomputed term weights): the key's senses count as
       one word of one idf, so a rare, wrong sense ("unit" -> Kraftwerksblock) cannot outweigh
-      the common, right one (Einheit) through its idf.
+      the common, right one (Einheit) through its idf;
+    - ``feedback``: the indexed senses, each in proportion to 1 + the number of the first pass's top
+      documents that hold it (``top_stems``: stem -> documents; Ballesteros and Croft's disambiguation
+      by the documents the whole question finds: the sense that fits the other words' senses wins).
     A sense's document frequency is its rarest indexed word's.  One sense keeps weight 1."""
     if weighting not in WEIGHTINGS:
         raise ValueError(f"dictionary weighting {weighting!r}: choose one of {', '.join(WEIGHTINGS)}")
@@ -394,6 +397,9 @@ def weighted(senses: list[str], weighting: str = "uniform", index=None) -> list[
         if held:
             senses, dfs = [senses[i] for i in held], [dfs[i] for i in held]
             weights = [1.0 / len(senses)] * len(senses)
+            if weighting == "feedback" and top_stems is not None:
+                hits = [1 + max((top_stems.get(t, 0) for w in sense.split() for t in index.analyzer(w)), default=0) for sense in senses]
+                weights = [h / sum(hits) for h in hits]
             if weighting == "structured":
                 key_idf = index.idf(sum(dfs) / len(dfs))
                 weights = [min(1.0, w * key_idf / i) if (i := index.idf(d)) > 0 else w for w, d in zip(weights, dfs)]

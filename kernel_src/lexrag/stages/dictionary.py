@@ -5,6 +5,8 @@ LLM's translation where the LLM runs.  German questions are left alone."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from lexrag.errors import ConfigError
 from lexrag.index.dictionary import is_english
 from lexrag.queries import Variant
@@ -34,8 +36,16 @@ class DictionaryTranslate:
         out = {}
         for q in batch.queries:
             if q.text and is_english(q.text):
-                out[q.query_id] = [Variant("dict_de", d.translate(q.text, weighting, index), origin)]
+                found = self._found(q.text, d, ctx) if weighting == "feedback" else None
+                out[q.query_id] = [Variant("dict_de", d.translate(q.text, weighting, index, found), origin)]
         return out
+
+    @staticmethod
+    def _found(text: str, d, ctx) -> dict[str, int]:
+        """stem -> how many of the top documents of the first pass (the indexed senses, 1/n each) hold it."""
+        index, n = ctx.art.bm25, ctx.cfg.dictionary.feedback_docs
+        ids, _ = index.search(d.translate(text, "indexed", index), n, cache=False)
+        return Counter(t for doc in ctx.art.corpus.texts(ids.tolist()) for t in set(index.analyzer(doc or "")))
 
 
 register_stage(DictionaryTranslate())
