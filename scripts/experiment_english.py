@@ -12,8 +12,9 @@ English is written to WORK/lexam_dev_en.csv to be read).  Each is ranked by the 
 with the dictionary variant under each weighting.  The choice is made on Recall@100 (what a
 translation is for; fixed before any score was seen): for each development area, the weighting
 with the best mean Recall@100 on the other development areas is scored on it (nested); the
-weighting chosen on all development areas is then scored once on the locked areas and on val,
-beside the shipped weighting.  The German questions themselves, ranked the same way, show what
+weighting chosen on all development areas is then scored once on the locked areas; val and the
+``--english`` files (LEXam's English questions, ``lexam_english.py``) are scored under every
+weighting and without the dictionary, after the choice and never for it.  The German questions themselves, ranked the same way, show what
 the translation loses.
 """
 
@@ -86,6 +87,8 @@ def main() -> int:
     ap.add_argument("--artifacts", required=True, help="built with the dictionary (see docs/experiments.md)")
     ap.add_argument("--dictionary", required=True, help="the Ding file the artifact was built from (/usr/share/trans/de-en)")
     ap.add_argument("--work", required=True, help="where the pseudo-English questions are written")
+    ap.add_argument("--english", nargs="+", default=[], metavar="FILE",
+                    help="more English query files with gold, scored beside val.csv (scripts/lexam_english.py writes one)")
     from lexrag.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
@@ -128,12 +131,12 @@ def main() -> int:
         print(f"| {name} | {mean(rows, dev, 0):.3f} | {mean(rows, dev, 1):.3f} | {mean(rows, dev, 2):.3f} | {lk} |")
     print(f"\nnested picks: {', '.join(f'{a}: {w}' for a, w in picks.items())}")
     print(f"chosen on all development areas: {final}")
-    val = f"{args.data}/val.csv"
-    print("\n| val.csv (English) | R@100 | law R@100 | F1@k |\n| --- | --- | --- | --- |")
-    for w in dict.fromkeys([SHIPPED, final]):
-        rows = scores(val, args.artifacts, w, k)
-        print(f"| {w}{' (chosen)' if w == final else ''} | {mean(rows, rows, 0):.3f} | {mean(rows, rows, 1):.3f} | "
-              f"{mean(rows, rows, 2):.3f} |")
+    for path in [f"{args.data}/val.csv", *args.english]:
+        print(f"\n| {Path(path).name} (English) | R@100 | law R@100 | F1@k |\n| --- | --- | --- | --- |")
+        for w in (None, *WEIGHTINGS):
+            rows = scores(path, args.artifacts, w, k)
+            name = "no dictionary" if w is None else w + (" (shipped)" if w == SHIPPED else "") + (" (chosen)" if w == final else "")
+            print(f"| {name} | {mean(rows, rows, 0):.3f} | {mean(rows, rows, 1):.3f} | {mean(rows, rows, 2):.3f} |")
     print(f"\n{time.perf_counter() - t0:.0f} s")
     return 0
 
