@@ -1,0 +1,75 @@
+"""The tools that measure English questions: the pseudo-English of German questions
+(``scripts/english_proxy.py``) and LEXam's English answers' Swiss citations in the competition's
+form (``scripts/lexam_english.py``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+DING = """# Version :: test
+Untersuchungshaft {f} [jur.] :: pre-trial detention
+Vertrag {m} [jur.] | Verträge {pl} :: contract | contracts
+Kündigung {f} eines Vertrags :: termination of a contract
+Gericht {n} | Gerichte {pl} :: court | courts
+Arbeit {f} :: work
+"""
+
+
+class _Index:
+    """Document frequencies of a stand-in corpus (the translation around them is under test)."""
+
+    analyzer = None
+
+    def __init__(self, dfs: dict[str, int]):
+        self.dfs = dfs
+
+    def doc_freq(self, word: str):
+        return self.dfs.get(word.lower())
+
+
+@pytest.fixture
+def g2e(tmp_path):
+    from english_proxy import GermanToEnglish
+
+    src = tmp_path / "de-en"
+    src.write_text(DING, encoding="utf-8")
+    return GermanToEnglish(src, _Index({"gemeinde": 500, "verwaltungsgericht": 3}))
+
+
+def test_pseudo_english_reads_as_english_and_keeps_names_and_citations(g2e):
+    from lexrag.index.dictionary import is_english
+
+    text, done, dropped = g2e.translate("Darf das Gericht die Untersuchungshaft nach Art. 221 Abs. 1 StPO für Müller anordnen?")
+    words = text.split()
+    assert "court" in words and "pre-trial detention" in text and "the" in words  # the article as an English one
+    assert text.endswith("Art. 221 Abs. 1 StPO") and "Müller" in words  # the citation kept; a name no law holds stays
+    assert "anordnen" in words and dropped == 0  # a word no document holds may be a name: it stays
+    assert is_english(text)
+
+
+def test_a_german_word_without_english_is_dropped_not_leaked(g2e):
+    text, done, dropped = g2e.translate("Die Gemeinde und das Gericht.")
+    assert "Gemeinde" not in text and dropped == 1  # a word the corpus holds as German never reaches the English
+    assert "court" in text.split() and done == 1
+    assert "Verträge" not in g2e.translate("die Verträge")[0] and "contracts" in g2e.translate("die Verträge")[0]
+
+
+def test_lexam_answers_citations_become_competition_keys():
+    from lexam_english import swiss_citations
+
+    answer = ("Under Art. 180 para. 1 lit. c PILA the arbitrator may be challenged; see also Article 29 para. 2 Cst and "
+              "art. 754 CO, as well as Art. 101 TFEU and again Art. 180 para. 1 PILA.")
+    assert swiss_citations(answer) == ["Art. 180 Abs. 1 IPRG", "Art. 29 Abs. 2 BV", "Art. 754 OR"]  # TFEU is no Swiss act
+
+
+def test_lexam_english_without_openpyxl_says_what_to_install(monkeypatch, tmp_path):
+    import lexam_english
+
+    monkeypatch.setitem(sys.modules, "openpyxl", None)  # as where it is not installed
+    with pytest.raises(SystemExit, match="pip install openpyxl"):
+        lexam_english.read_xlsx(tmp_path / "open_questions_dev.xlsx")
