@@ -22,9 +22,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lexrag.citations import extract, normalize_text
 from lexrag.index.analyzer import GERMAN_STOPWORDS, Analyzer
-from lexrag.index.dictionary import MAX_PHRASE, parse_ding
+from lexrag.index.dictionary import MAX_PHRASE, parse_ding, split_citations
 
 GERMAN_DF = 20  # a word more documents hold than this is German, not a name
 # written as English questions write them ("Art. 41 para. 1 OR"): kept, as are abbreviations (ZGB, revOR)
@@ -75,14 +74,8 @@ class GermanToEnglish:
 
     def translate(self, text: str) -> tuple[str, int, int]:
         """(the English text, words translated, German words dropped)."""
-        norm = normalize_text(text)
-        found = extract(norm)
-        kept = [x.citation.format() for x in found]
-        pieces, last = [], 0
-        for x in found:
-            pieces.append(norm[last:x.start])
-            last = max(last, x.end)
-        tokens = _WORD.findall(" ".join(pieces + [norm[last:]]))
+        kept, rest = split_citations(text)
+        tokens = _WORD.findall(rest)
         out, done, dropped, i = [], 0, 0, 0
         while i < len(tokens):
             for n in range(min(PHRASE, len(tokens) - i), 1, -1):
@@ -111,7 +104,8 @@ class GermanToEnglish:
                 i += 1
         return " ".join(out + kept), done, dropped
 
-    def _german(self, w: str) -> bool:  # noqa: D401
+    def _german(self, w: str) -> bool:
+        """Whether the corpus holds ``w`` in more than GERMAN_DF documents (a German word, not a name)."""
         if self.index is None:
             return True
         df = self.index.doc_freq(w)

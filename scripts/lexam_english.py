@@ -27,8 +27,10 @@ import benchkit  # beside this script
 ACTS = {"PILA": "IPRG", "CC": "ZGB", "SCC": "StGB", "CO": "OR", "Cst": "BV", "FC": "BV", "BGG": "BGG", "FSCA": "BGG",
         "FMIA": "FinfraG", "FinMIA": "FinfraG", "DEBA": "SchKG", "CPC": "ZPO", "CrimPC": "StPO", "OR": "OR", "ZGB": "ZGB",
         "StGB": "StGB", "IPRG": "IPRG", "BV": "BV"}
-_CITE = re.compile(r"\bArt(?:icle|s?\.)\s*(\d+[a-z]?)(?:\s*(?:para\.?|par\.|Abs\.|al\.)\s*(\d+))?(?:\s*(?:lit\.|let\.)\s*([a-z]))?"
-                   r"\s+(?:of\s+the\s+)?([A-Z][A-Za-z]{1,7})\b", re.I)
+# "Art. 180 para. 1 lit. c PILA", "article 29 par. 2 Cst": the act's abbreviation as written, case and all
+# ("Art. 29 or Art. 30 Cst": "or" is no act)
+_CITE = re.compile(r"\b(?i:Art(?:icle|s?\.))\s*(\d+[a-z]?)(?:\s*(?i:para\.?|par\.|Abs\.|al\.)\s*(\d+))?"
+                   r"(?:\s*(?i:lit\.|let\.)\s*[a-z])?\s+(?:of\s+the\s+)?([A-Z][A-Za-z]{1,7})\b")
 
 
 def read_xlsx(path: str | Path) -> list[dict[str, str]]:
@@ -42,10 +44,15 @@ def read_xlsx(path: str | Path) -> list[dict[str, str]]:
     except (OSError, zipfile.BadZipFile, KeyError, ElementTree.ParseError) as e:
         raise SystemExit(f"error: {path}: not an Excel workbook ({type(e).__name__}); give LEXam's data/open_questions_*.xlsx") from None
     rows = sheet.iter_rows(values_only=True)
-    header = [str(h) for h in next(rows, ())]
-    for need in ("id", "question", "answer", "course", "language"):
-        if need not in header:
-            raise SystemExit(f"error: {path}: no column {need!r} (has {', '.join(header)}); give LEXam's data/open_questions_*.xlsx")
+    return as_dicts(path, [str(h) for h in next(rows, ())], rows)
+
+
+def as_dicts(path, header: list[str], rows) -> list[dict[str, str]]:
+    """The rows as dicts keyed by the header, which must name LEXam's columns (one line otherwise)."""
+    missing = [c for c in ("id", "question", "answer", "course", "language") if c not in header]
+    if missing:
+        raise SystemExit(f"error: {path}: no column {missing[0]!r} (it has {', '.join(header) or 'none'}); give LEXam's "
+                         "data/open_questions_*.xlsx")
     return [{h: "" if v is None else str(v) for h, v in zip(header, row)} for row in rows]
 
 
@@ -53,11 +60,8 @@ def swiss_citations(answer: str) -> list[str]:
     """The answer's citations of the acts in :data:`ACTS`, in German form, in order, once each."""
     out = []
     for m in _CITE.finditer(answer):
-        act = ACTS.get(m.group(4)) or ACTS.get(m.group(4).upper())
-        if act is None or (m.group(4) not in ACTS and m.group(4).upper() not in ACTS):
-            continue
-        cite = f"Art. {m.group(1)}" + (f" Abs. {m.group(2)}" if m.group(2) else "")  # the competition's keys stop at Abs.
-        out.append(f"{cite} {act}")
+        if m.group(3) in ACTS:
+            out.append(f"Art. {m.group(1)}" + (f" Abs. {m.group(2)}" if m.group(2) else "") + f" {ACTS[m.group(3)]}")  # keys stop at Abs.
     return list(dict.fromkeys(out))
 
 

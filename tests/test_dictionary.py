@@ -77,6 +77,9 @@ class _Index:
     def __init__(self, dfs: dict[str, int], n_docs: int = 1000):
         self.dfs, self.n_docs = dfs, n_docs
 
+    def word_term(self, word: str):
+        return (word.lower(), self.dfs[word.lower()]) if word.lower() in self.dfs else None
+
     def doc_freq(self, word: str):
         return self.dfs.get(word.lower())
 
@@ -102,6 +105,37 @@ def test_the_weightings_share_a_words_weight_among_its_senses():
         weighted(senses, "idf")
 
 
+def test_first_pass_weighs_the_senses_the_top_documents_hold():
+    from lexrag.index.dictionary import weighted
+
+    index = _Index({"einheit": 200, "kraftwerksblock": 2, "grobe": 50, "fahrlässigkeit": 40})
+    # 9 of the top documents hold Einheit, none Kraftwerksblock: (1 + 9) : (1 + 0)
+    assert weighted(["Einheit", "Kraftwerksblock"], "first_pass", index, {"einheit": 9}) == ["Einheit^0.91", "Kraftwerksblock^0.091"]
+    # a sense of two words counts as often as its scarcer word: (1 + 1) : (1 + 3)
+    out = weighted(["grobe Fahrlässigkeit", "Einheit"], "first_pass", index, {"grobe": 6, "fahrlässigkeit": 1, "einheit": 3})
+    assert out == ["grobe^0.33", "Fahrlässigkeit^0.33", "Einheit^0.67"]
+    with pytest.raises(ValueError, match="give top_stems"):  # never a silent indexed weighting
+        weighted(["Einheit", "Kraftwerksblock"], "first_pass", index)
+
+
+def test_a_tiny_weight_is_written_so_bm25_reads_it():
+    from lexrag.index.dictionary import weighted
+    from lexrag.index.lexical import _BOOST
+
+    out = weighted([f"Sinn{i}" for i in range(3000)])  # 1/3000 would print as 0.00033, 1/30000 as 3.3e-05
+    assert out[0] == "Sinn0^0.001" and _BOOST.fullmatch(out[0])
+
+
+def test_the_index_idf_is_the_one_its_weights_were_built_with(tmp_path):
+    from lexrag.index.bm25_build import build_bm25
+
+    docs = ["Vertrag Miete", "Vertrag Kauf", "Vertrag Schenkung", "Miete Pacht"]
+    idx = build_bm25([docs], tmp_path / "bm25")
+    assert idx.doc_freq("Vertrag") == 3 and idx.doc_freq("Schenkung") == 1 and idx.doc_freq("Leasing") is None
+    one, three = idx.scores("Schenkung", cache=False)[2], idx.scores("Vertrag", cache=False)[2]  # one document, tf 1 each
+    assert one / three == pytest.approx(idx.idf(1) / idx.idf(3), rel=1e-4)
+
+
 def test_the_weighting_reads_the_loaded_bm25_index(tmp_path, demo_laws):
     from lexrag.config import load_config
     from lexrag.pipeline.build import build_artifacts
@@ -117,11 +151,15 @@ def test_the_weighting_reads_the_loaded_bm25_index(tmp_path, demo_laws):
     res = run_pipeline([Query("en", "Who signed the agreement?")], art, cfg)
     words = res.states[0].variants["dict_de"].text.split()
     assert "Vertrag" in words and not any(w.startswith("Abmachung") for w in words)  # the sense no law holds is left out
-    cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True, "dictionary.weighting": "structured"})
-    art.bm25 = None
-    from lexrag.errors import ConfigError
+    cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True, "dictionary.weighting": "first_pass"})
+    res = run_pipeline([Query("en", "Who signed the agreement?")], art, cfg)
+    assert "Vertrag" in res.states[0].variants["dict_de"].text.split()  # one sense held: its full weight
+    from lexrag.errors import ConfigError, StageError
 
-    with pytest.raises(ConfigError, match="set dictionary.weighting=uniform"):
+    with pytest.raises(ConfigError, match="set lexical.enabled=true or dictionary.weighting=uniform"):
+        load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "structured", "lexical.enabled": False})
+    art.bm25 = None  # a degraded run without the BM25 artifact
+    with pytest.raises(StageError, match="attach or build it"):
         run_pipeline([Query("en", "Who must pay for the pavement?")], art, cfg)
 
 

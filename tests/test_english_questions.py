@@ -65,6 +65,16 @@ def test_lexam_answers_citations_become_competition_keys():
     answer = ("Under Art. 180 para. 1 lit. c PILA the arbitrator may be challenged; see also Article 29 para. 2 Cst and "
               "art. 754 CO, as well as Art. 101 TFEU and again Art. 180 para. 1 PILA.")
     assert swiss_citations(answer) == ["Art. 180 Abs. 1 IPRG", "Art. 29 Abs. 2 BV", "Art. 754 OR"]  # TFEU is no Swiss act
+    assert swiss_citations("Art. 29 or Art. 30 Cst apply, and art. 41 co.") == ["Art. 30 BV"]  # "or", "co": words, not acts
+
+
+def test_a_workbook_without_lexams_columns_is_one_line():
+    from lexam_english import as_dicts
+
+    with pytest.raises(SystemExit, match="book.xlsx: no column 'answer' .*give LEXam's data/open_questions"):
+        as_dicts("book.xlsx", ["id", "question", "course", "language"], iter([]))
+    assert as_dicts("b.xlsx", ["id", "question", "answer", "course", "language"], iter([("1", "Q", None, "C", "en")])) == \
+        [{"id": "1", "question": "Q", "answer": "", "course": "C", "language": "en"}]
 
 
 def test_lexam_english_without_openpyxl_says_what_to_install(monkeypatch, tmp_path):

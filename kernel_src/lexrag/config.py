@@ -118,6 +118,9 @@ class Config:
         if self.count.method == "expected_f1" and not self.ranker.enabled:
             raise ConfigError("count.method=expected_f1 reads the learned ranker's probabilities: set ranker.enabled=true "
                               "(and build the ranker artifact with --train)")
+        if self.dictionary.enabled and self.dictionary.weighting != "uniform" and not self.lexical.enabled:
+            raise ConfigError(f"dictionary.weighting={self.dictionary.weighting} weighs the senses by the BM25 index, which "
+                              "lexical.enabled=false leaves unloaded: set lexical.enabled=true or dictionary.weighting=uniform")
         if self.count.method == "adaptive" and self.count.w_llm + self.count.w_elbow + self.count.w_cal <= 0:
             raise ConfigError("count.method=adaptive needs a positive count.w_llm, count.w_elbow or count.w_cal")
         if self.count.min_k > self.count.max_k:

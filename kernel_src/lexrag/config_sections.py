@@ -130,10 +130,12 @@ class DictionaryConfig:
                               "into the dict_de variant, searched beside the question (and beside the LLM's translation)")
     weighting: str = _f("uniform", "how an English word's German senses share its weight: uniform (1/n each), indexed (1/n over "
                                    "the senses the BM25 index holds), structured (indexed, each scaled to the idf of the word's "
-                                   "senses taken together, so a rare wrong sense does not outweigh a common right one), feedback "
-                                   "(indexed, each by how many of the top documents of a first search hold it)",
-                        choices=("uniform", "indexed", "structured", "feedback"))
-    feedback_docs: int = _f(20, "top documents of the first search that the feedback weighting counts senses in", range=(1, None))
+                                   "senses taken together, so a rare wrong sense does not outweigh a common right one), "
+                                   "first_pass (indexed, each by how many of the top documents of a first search with the "
+                                   "indexed weighting hold it; not the feedback stage)",
+                        choices=("uniform", "indexed", "structured", "first_pass"))
+    first_pass_docs: int = _f(20, "top documents of the first search that the first_pass weighting counts senses in",
+                              range=(1, None))
 
 
 @dataclass

@@ -37,7 +37,7 @@ from lexrag.artifacts import ArtifactError, read_params, write_params
 from lexrag.index.dictionary_sources import LEGAL, MAX_PHRASE, OTHER_REGION, SWISS, Sense, parse_dictd, parse_ding, read_source
 
 __all__ = ["MAX_PHRASE", "Sense", "parse_ding", "parse_dictd", "build_dictionary", "glossary", "Dictionary", "is_english",
-           "weighted", "WEIGHTINGS", "load_dictionary_step", "build_dictionary_step"]
+           "weighted", "WEIGHTINGS", "split_citations", "load_dictionary_step", "build_dictionary_step"]
 
 log = logging.getLogger(__name__)
 
@@ -152,19 +152,11 @@ class Dictionary:
     def translate(self, text: str, weighting: str = "uniform", index=None, top_stems: dict[str, int] | None = None) -> str:
         """The German search text of an English question (see the module's docstring), its senses
         weighted as :func:`weighted` says (``index``: the BM25 index, for every weighting but
-        ``uniform``; ``top_stems``: for ``feedback``, the stems of the first pass's top documents)."""
+        ``uniform``; ``top_stems``: for ``first_pass``, the terms of the first search's top documents)."""
         if weighting != "uniform" and index is None:
             raise ValueError(f"dictionary weighting {weighting!r} reads the BM25 index: give it")
-        from lexrag.citations import extract, normalize_text
-
-        norm = normalize_text(text)
-        found = extract(norm)
-        kept = [x.citation.format() for x in found]
-        pieces, last = [], 0
-        for x in found:
-            pieces.append(norm[last:x.start])
-            last = max(last, x.end)
-        tokens = _EN_WORD.findall(" ".join(pieces + [norm[last:]]))
+        kept, rest = split_citations(text)
+        tokens = _EN_WORD.findall(rest)
         out: list[str] = []
         i = 0
         while i < len(tokens):
@@ -193,7 +185,21 @@ class Dictionary:
         return " ".join(kept + out).replace("ß", "ss")
 
 
-WEIGHTINGS = ("uniform", "indexed", "structured", "feedback")
+def split_citations(text: str) -> tuple[list[str], str]:
+    """(the citations a text names, in the competition's form; the text without them), so a
+    translation keeps the citations as they are and translates the words around them."""
+    from lexrag.citations import extract, normalize_text
+
+    norm = normalize_text(text)
+    found = extract(norm)
+    pieces, last = [], 0
+    for x in found:
+        pieces.append(norm[last:x.start])
+        last = max(last, x.end)
+    return [x.citation.format() for x in found], " ".join(pieces + [norm[last:]])
+
+
+WEIGHTINGS = ("uniform", "indexed", "structured", "first_pass")
 
 
 def weighted(senses: list[str], weighting: str = "uniform", index=None, top_stems: dict[str, int] | None = None) -> list[str]:
@@ -206,13 +212,20 @@ def weighted(senses: list[str], weighting: str = "uniform", index=None, top_stem
       document frequency is the mean of its senses' (Darwish and Oard's probabilistic structured
       query, approximated over the index's precomputed term weights): the key's senses count as
       one word of one idf, so a rare, wrong sense ("unit" -> Kraftwerksblock) cannot outweigh
-      the common, right one (Einheit) through its idf;
-    - ``feedback``: the indexed senses, each in proportion to 1 + the number of the first pass's top
-      documents that hold it (``top_stems``: stem -> documents; Ballesteros and Croft's disambiguation
-      by the documents the whole question finds: the sense that fits the other words' senses wins).
-    A sense's document frequency is its rarest indexed word's.  One sense keeps weight 1."""
+      the common, right one (Einheit) through its idf; a sense rarer than the key is capped at
+      weight 1 (a single word's), so the senses may sum to more than 1;
+    - ``first_pass``: the indexed senses, each in proportion to 1 + the number of the first search's
+      top documents that hold it (``top_stems``: term -> documents; Ballesteros and Croft's
+      disambiguation by the documents the whole question finds: the sense that fits the other
+      words' senses wins).
+    A word stands for its :meth:`~lexrag.index.lexical.BM25Index.word_term` (its own stem, else its
+    rarest indexed part: a compound whose parts are indexed is held); a sense's document frequency
+    is its rarest word's, its count in the top documents its scarcest word's.  One sense keeps
+    weight 1; no weight is written below 0.001 (BM25's boost syntax takes no exponent)."""
     if weighting not in WEIGHTINGS:
         raise ValueError(f"dictionary weighting {weighting!r}: choose one of {', '.join(WEIGHTINGS)}")
+    if weighting == "first_pass" and top_stems is None:
+        raise ValueError("dictionary weighting 'first_pass' counts senses in the first search's top documents: give top_stems")
     weights = [1.0 / len(senses)] * len(senses)
     if weighting != "uniform" and len(senses) > 1:
         dfs = [min((d for w in sense.split() if (d := index.doc_freq(w)) is not None), default=None) for sense in senses]
@@ -220,8 +233,9 @@ def weighted(senses: list[str], weighting: str = "uniform", index=None, top_stem
         if held:
             senses, dfs = [senses[i] for i in held], [dfs[i] for i in held]
             weights = [1.0 / len(senses)] * len(senses)
-            if weighting == "feedback" and top_stems is not None:
-                hits = [1 + max((top_stems.get(t, 0) for w in sense.split() for t in index.analyzer(w)), default=0) for sense in senses]
+            if weighting == "first_pass":
+                hits = [1 + min(top_stems.get(h[0], 0) for w in sense.split() if (h := index.word_term(w)) is not None)
+                        for sense in senses]
                 weights = [h / sum(hits) for h in hits]
             if weighting == "structured":
                 key_idf = index.idf(sum(dfs) / len(dfs))

@@ -177,17 +177,25 @@ class BM25Index:
             weights = {j: w * question_weight if j in asked else w for j, w in weights.items()}
         return weights
 
-    def doc_freq(self, word: str) -> int | None:
-        """How many documents hold the rarest indexed term the analyzer makes of ``word`` (its most
-        specific one: a compound's own stem before its parts); None when none of them is indexed."""
+    def word_term(self, word: str) -> tuple[str, int] | None:
+        """The indexed term that stands for ``word`` and how many documents hold it: the word's own
+        stem where the index holds it, else its rarest indexed term (a compound's part, a word of a
+        hyphenated one); None when the index holds none of them."""
         vocab, indptr = self.retriever.vocab_dict, self.retriever.scores["indptr"]
-        dfs = [int(indptr[j + 1] - indptr[j]) for t in self.analyzer(word) if (j := vocab.get(t)) is not None]
-        return min(dfs) if dfs else None
+        stems = self.analyzer(word)
+        held = [(t, int(indptr[j + 1] - indptr[j])) for t in stems if (j := vocab.get(t)) is not None]
+        if not held:
+            return None
+        return held[0] if held[0][0] == stems[0] else min(held, key=lambda h: (h[1], h[0]))
+
+    def doc_freq(self, word: str) -> int | None:
+        """How many documents hold :meth:`word_term`'s term of ``word`` (None when none is indexed)."""
+        held = self.word_term(word)
+        return None if held is None else held[1]
 
     def idf(self, df: float) -> float:
         """The index's BM25 idf of a document frequency (its own method's formula)."""
-        method = (self.params.get("params") or {}).get("method", "lucene")
-        return float(bm25_kernel.idf_of(np.asarray([df], dtype=np.float64), self.n_docs, method)[0])
+        return float(bm25_kernel.idf_of(np.asarray([df], dtype=np.float64), self.n_docs, self.params["params"]["method"])[0])
 
     def _accumulate(self, weights: dict[int, float]) -> tuple[np.ndarray, np.ndarray | None]:
         """Σ weight × BM25 column over the query's terms, accumulated in float32 over their postings

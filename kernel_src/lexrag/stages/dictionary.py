@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from lexrag.errors import ConfigError
+from lexrag.errors import StageError
 from lexrag.index.dictionary import is_english
 from lexrag.queries import Variant
 from lexrag.stages.base import Phase, register_stage
@@ -29,22 +29,24 @@ class DictionaryTranslate:
     def run(self, batch, ctx):
         d, weighting = ctx.art.dictionary, ctx.cfg.dictionary.weighting
         index = getattr(ctx.art, "bm25", None)
-        if weighting != "uniform" and index is None:
-            raise ConfigError(f"dictionary.weighting={weighting} weighs the senses by the BM25 index, which is not loaded: "
-                              "build it (python -m lexrag build ...) or set dictionary.weighting=uniform")
+        if weighting != "uniform" and index is None:  # a degraded run without the BM25 artifact: the stage fails, said
+            raise StageError(f"dictionary.weighting={weighting} weighs the senses by the BM25 index, which is missing: "
+                             "attach or build it (python -m lexrag build ...), or set dictionary.weighting=uniform")
         origin = f"dictionary:{d.doc.get('source', '')}@{d.doc.get('source_version', '')}"
         out = {}
         for q in batch.queries:
             if q.text and is_english(q.text):
-                found = self._found(q.text, d, ctx) if weighting == "feedback" else None
-                out[q.query_id] = [Variant("dict_de", d.translate(q.text, weighting, index, found), origin)]
+                top = self._top_terms(q.text, d, ctx) if weighting == "first_pass" else None
+                out[q.query_id] = [Variant("dict_de", d.translate(q.text, weighting, index, top), origin)]
         return out
 
     @staticmethod
-    def _found(text: str, d, ctx) -> dict[str, int]:
-        """stem -> how many of the top documents of the first pass (the indexed senses, 1/n each) hold it."""
-        index, n = ctx.art.bm25, ctx.cfg.dictionary.feedback_docs
-        ids, _ = index.search(d.translate(text, "indexed", index), n, cache=False)
+    def _top_terms(text: str, d, ctx) -> dict[str, int]:
+        """term -> how many of the top documents of the first search (the indexed weighting, searched
+        with the run's query settings) hold it."""
+        index, lc = ctx.art.bm25, ctx.cfg.lexical
+        ids, _ = index.search(d.translate(text, "indexed", index), ctx.cfg.dictionary.first_pass_docs, lc.query_dedup,
+                              0, lc.question_weight, cache=False)
         return Counter(t for doc in ctx.art.corpus.texts(ids.tolist()) for t in set(index.analyzer(doc or "")))
 
 
