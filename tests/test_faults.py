@@ -1299,7 +1299,7 @@ def test_two_validation_runs_into_one_out_dir_never_mix_their_outputs(demo_artif
     finally:
         holder.communicate("")
     validate_run(cfg, art, demo_queries, out)  # the first run has ended: the folder is free
-    assert (out / "submission.csv").is_file() and "first" not in (out / "metrics.json").read_text()
+    assert (out / "submission.csv").is_file() and "first" not in json.loads((out / "metrics.json").read_text())
     validate_run(cfg, art, demo_queries, out)  # this process holds it now: a second run of its own is no conflict
 
 
