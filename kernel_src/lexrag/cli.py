@@ -363,7 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     real, sys.stdout = sys.stdout, MarkedStdout(sys.stdout)
     try:
         result = args.func(args)  # an exit code, or the report of a command defined outside this module
-        rc = print(result) or 0 if isinstance(result, str) else int(result or 0)
+        if isinstance(result, str):
+            print(result)
+            result = 0
+        rc = int(result or 0)
         sys.stdout.flush()  # a full or closed standard output is said here, not as Python exits
         return rc
     except (LexragError, FileNotFoundError) as e:

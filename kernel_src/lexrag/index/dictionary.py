@@ -228,16 +228,16 @@ def weighted(senses: list[str], weighting: str = "uniform", index=None, top_stem
         raise ValueError("dictionary weighting 'first_pass' counts senses in the first search's top documents: give top_stems")
     weights = [1.0 / len(senses)] * len(senses)
     if weighting != "uniform" and len(senses) > 1:
-        dfs = [min((d for w in sense.split() if (d := index.doc_freq(w)) is not None), default=None) for sense in senses]
-        held = [i for i, d in enumerate(dfs) if d is not None]
+        terms = [[h for w in sense.split() if (h := index.word_term(w)) is not None] for sense in senses]  # (term, df)
+        held = [i for i, t in enumerate(terms) if t]
         if held:
-            senses, dfs = [senses[i] for i in held], [dfs[i] for i in held]
+            senses, terms = [senses[i] for i in held], [terms[i] for i in held]
             weights = [1.0 / len(senses)] * len(senses)
             if weighting == "first_pass":
-                hits = [1 + min(top_stems.get(h[0], 0) for w in sense.split() if (h := index.word_term(w)) is not None)
-                        for sense in senses]
+                hits = [1 + min(top_stems.get(term, 0) for term, _ in t) for t in terms]
                 weights = [h / sum(hits) for h in hits]
             if weighting == "structured":
+                dfs = [min(df for _, df in t) for t in terms]
                 key_idf = index.idf(sum(dfs) / len(dfs))
                 weights = [min(1.0, w * key_idf / i) if (i := index.idf(d)) > 0 else w for w, d in zip(weights, dfs)]
     if len(senses) == 1 and weights[0] == 1.0:

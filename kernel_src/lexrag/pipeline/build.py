@@ -93,13 +93,17 @@ def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path
 def warn_left_over_corpus(out: Path, rebuilt: list[str], inputs: BuildInputs | None = None) -> None:
     """Warn about each index in ``out`` over the corpus a build replaces that it does not rebuild
     (``rebuilt``), and a calibration fitted there: it stays over the old corpus, and runs refuse it."""
+    def why(a: ArtifactSpec) -> str:  # why this build leaves it (when the build's inputs are known)
+        if inputs is None:
+            return ""
+        if not a.has_input(inputs):
+            return f" (it is built from {a.input_flag}, not given)"
+        return f" ({a.switch} is off" + (f" and --{a.build_with} is not given)" if a.build_with else ")")
+
     for a in ARTIFACTS:
         if "corpus" in a.depends_on and a.name not in rebuilt and (out / a.name / PARAMS).is_file():
-            why = "" if inputs is None else " (" + (f"it is built from {a.input_flag}, not given" if not a.has_input(inputs)
-                                                    else f"{a.switch} is off" + (f" and --{a.build_with} is not given"
-                                                                                  if a.build_with else "")) + ")"
             log.warning("%s: this build replaces the corpus but not %s%s, so it stays over the old corpus and runs refuse "
-                        "it: rebuild it (%s) or remove the folder", a.name, out / a.name, why, a.rebuild)
+                        "it: rebuild it (%s) or remove the folder", a.name, out / a.name, why(a), a.rebuild)
     if (out / "calibration" / PARAMS).is_file():  # not a build's artifact: `lexrag calibrate` writes it
         log.warning("calibration: %s was fitted over the corpus this build replaces, and runs refuse it when the new one "
                     "differs: run it again (%s) or remove the folder", out / "calibration", rebuild_command("calibration"))
