@@ -2782,13 +2782,31 @@ def test_quality_refuses_a_tuning_file_of_one_question(tmp_path, demo_artifacts)
     assert "Traceback" not in r.stderr
 
 
-def test_a_benchmark_stopped_by_sigterm_or_killed_leaves_no_size_folder_behind(tmp_path):
+@pytest.mark.parametrize("point", ["prepare", "bm25"])  # in the run itself, or while a phase's subprocess runs
+def test_a_benchmark_stopped_by_sigterm_or_killed_leaves_no_size_folder_behind(tmp_path, point):
     import signal
 
-    work = tmp_path / "w"
-    p = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench_bm25.py"), "--sizes", "3000", "--work", str(work)],
+    work, marker = tmp_path / "w", tmp_path / "paused"
+    script = tmp_path / "paused_bench.py"  # bench_bm25 whose run pauses at ``point`` until the test stops it
+    script.write_text(PAUSE_AT + (
+        f"sys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
+        "import benchkit, bench_bm25\n"
+        "point, marker = os.environ['PAUSE_POINT'], os.environ['PAUSE_MARKER']\n"
+        "def prepare(work, n):\n"
+        "    out = bench_bm25.prepare(work, n)\n"
+        "    if point == 'prepare':\n"
+        "        pause(marker)\n"
+        "    return out\n"
+        "def phase(name, work, n):\n"
+        "    if name == point:\n"
+        "        pause(marker)\n"
+        "    return bench_bm25.phase(name, work, n)\n"
+        "sys.exit(benchkit.main(__file__, bench_bm25.__doc__, phase, ('corpus', 'bm25', 'query', 'bm25s'), [3000], '',\n"
+        "                       bench_bm25.table, prepare))\n"), encoding="utf-8")
+    p = subprocess.Popen([sys.executable, str(script), "--sizes", "3000", "--work", str(work)],
+                         env={**os.environ, "PAUSE_POINT": point, "PAUSE_MARKER": str(marker)},
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_for(work / "3000" / "courts.csv", p)  # generating, or a phase running
+    _wait_for(marker, p)
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=120)
     assert p.returncode == 128 + signal.SIGTERM and not (work / "3000").exists(), p.stderr.read()[-400:]

@@ -3,6 +3,7 @@ finished) by the next build, never leaving a half set or hidden old folders behi
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -112,10 +113,21 @@ def test_a_publish_waits_for_one_under_way_in_the_same_folder(tmp_path, caplog):
         fd = os.open(out, os.O_RDONLY)
         fcntl.flock(fd, fcntl.LOCK_EX)
         (out / "holding").write_text("")
-        time.sleep(2)
+        for _ in range(6000):  # until the test says its publish waits (or ten minutes)
+            if (out / "go").exists():
+                break
+            time.sleep(0.1)
         (out / "released").write_text("")
     """)
+
+    class Go(logging.Handler):  # once the publish says it waits, the child may let go
+        def emit(self, record):
+            if "waiting for it to finish" in record.getMessage():
+                (out / "go").write_text("")
+
     child = subprocess.Popen([sys.executable, "-c", script])
+    go = Go()
+    logging.getLogger("lexrag").addHandler(go)
     try:
         for _ in range(600):  # until the child holds the lock
             if (out / "holding").exists():
@@ -129,6 +141,8 @@ def test_a_publish_waits_for_one_under_way_in_the_same_folder(tmp_path, caplog):
         assert (out / "released").exists()  # it published only once the other let go
         assert "another build is publishing there; waiting for it to finish" in caplog.text  # said, not a silent wait
     finally:
+        logging.getLogger("lexrag").removeHandler(go)
+        (out / "go").write_text("")
         child.wait(timeout=60)
 
 
