@@ -125,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--law-keys", help="law citation keys, one per line; keys missing from --laws join with empty text")
     p.add_argument("--abbreviations", help="abbrev-translations.json of the competition's starter kit: the French and "
                    "Italian abbreviations of the law codes, so that 'Art. 267a CO' in a question finds 'Art. 267a OR'")
-    p.add_argument("--dictionary", help="Ding's English-German dictionary file for the dictionary artifact (Debian: apt-get "
-                   "install trans-de-en puts it at /usr/share/trans/de-en; GPL-2+, so the artifact is its own dataset)")
+    p.add_argument("--dictionary", help="the English-German dictionary file for the dictionary artifact: Ding's /usr/share/trans/"
+                   "de-en (Debian trans-de-en) or FreeDict's /usr/share/dictd/freedict-eng-deu.index (dict-freedict-eng-deu); "
+                   "GPL, so the artifact is its own dataset")
     p.add_argument("--llm-cache", help="an LLM cache folder a live run filled (llm.cache_dir): shipped for replay")
     p.add_argument("--only", help="comma-separated artifact names (default: all)")
     p.add_argument("--owner", help="Kaggle user or organisation owning the datasets (default: manifest owner)")

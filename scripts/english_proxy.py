@@ -23,7 +23,9 @@ import re
 from pathlib import Path
 
 from lexrag.index.analyzer import GERMAN_STOPWORDS, Analyzer
-from lexrag.index.dictionary import MAX_PHRASE, parse_ding, split_citations
+from lexrag.errors import ArtifactError
+from lexrag.index.dictionary import MAX_PHRASE, split_citations
+from lexrag.index.dictionary_sources import read_source
 
 GERMAN_DF = 20  # a word more documents hold than this is German, not a name
 # written as English questions write them ("Art. 41 para. 1 OR"): kept, as are abbreviations (ZGB, revOR)
@@ -46,15 +48,17 @@ class GermanToEnglish:
         self.exact: dict[str, str] = {}
         self.by_stem: dict[str, str] = {}
         self.stem = Analyzer("german", 1, stopwords=())
-        with open(ding, encoding="utf-8", errors="replace") as f:
-            for en, sense in parse_ding(f):
-                de = sense.german.lower()
-                if len(de.split()) > PHRASE or len(en.split()) > MAX_PHRASE:
-                    continue
-                self.exact.setdefault(de, en)
-                if " " not in de:
-                    for s in self.stem.expand(de):
-                        self.by_stem.setdefault(s, en)
+        *_, pairs = read_source(Path(ding), {})  # a file that is no dictionary is one line, as in a build
+        for en, sense in pairs:
+            de = sense.german.lower()
+            if len(de.split()) > PHRASE or len(en.split()) > MAX_PHRASE:
+                continue
+            self.exact.setdefault(de, en)
+            if " " not in de:
+                for s in self.stem.expand(de):
+                    self.by_stem.setdefault(s, en)
+        if not self.exact:
+            raise ArtifactError(f"--dictionary {ding}: no German-English pairs found; give Ding's de-en file")
         self.index = index
 
     def word(self, w: str) -> str | None:
@@ -115,3 +119,11 @@ class GermanToEnglish:
 def _abbreviation(w: str) -> bool:
     """ZGB, revOR, SchKG: a capital after the first letter."""
     return any(c.isupper() for c in w[1:])
+
+
+if __name__ == "__main__":
+    import sys
+
+    print("english_proxy.py is a module: scripts/experiment_english.py writes the pseudo-English questions with it; "
+          "run that", file=sys.stderr)
+    raise SystemExit(2)

@@ -37,6 +37,8 @@ from lexrag.eval.metrics import prf, recall_at_k
 from lexrag.eval.stats import bootstrap_ci
 from lexrag.index.dictionary import WEIGHTINGS, is_english
 from lexrag.pipeline import Artifacts, run_pipeline
+from lexrag.csvio import FileReport, read_csv_rows
+from lexrag.errors import CsvInputError
 from lexrag.queries import load_gold, load_queries
 
 import benchkit  # beside this script
@@ -47,8 +49,7 @@ SHIPPED = "uniform"
 
 def write_proxy(src: str, dest: Path, g2e: GermanToEnglish) -> tuple[int, int, int]:
     """``src``'s rows with their questions in pseudo-English; (questions, words translated, German words dropped)."""
-    with open(src, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = [row for _, row in read_csv_rows(src, ("query_id", "query"), FileReport(src))]  # as the kit reads it
     done = dropped = 0
     for row in rows:
         row["query"], d, x = g2e.translate(row["query"])
@@ -98,10 +99,19 @@ def main() -> int:
 
     args = parse_once(ap)
     benchkit.require(ap, args, files=("dictionary",), within=[("artifacts", "dictionary")])
+    dev_file = f"{args.data}/lexam_dev.csv"
+    if Path(args.work).exists() and not Path(args.work).is_dir():
+        ap.error(f"--work {args.work}: a file, not a folder")
     warnings.simplefilter("ignore")
+    for f in (dev_file, f"{args.data}/val.csv", *args.english):  # read whole now: a bad file is one line before any run
+        load_queries(f)
+        load_gold(f)
+    groups = read_groups(dev_file)
+    if not all(groups.get(q.query_id) for q in load_queries(dev_file)):  # the nested choice holds legal areas out
+        raise CsvInputError(f"{dev_file}: a course is missing (column 'course'); give lexam_dev.csv as shared, whose every "
+                            "question names its course")
     logging.basicConfig(level=logging.ERROR)
     k = load_config("lexical").count.k
-    dev_file = f"{args.data}/lexam_dev.csv"
     t0 = time.perf_counter()
     art = Artifacts.load(args.artifacts, load_config("lexical", {"dictionary.enabled": True}))
     g2e = GermanToEnglish(args.dictionary, art.bm25)

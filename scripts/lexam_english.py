@@ -17,11 +17,13 @@ what the reference answer cites, so it is partial.
 import argparse
 import csv
 import re
+import sys
 import zipfile
 from pathlib import Path
 from xml.etree import ElementTree
 
 import benchkit  # beside this script
+from lexrag.errors import CsvInputError
 
 # English abbreviations of Swiss federal acts in LEXam's English answers -> the German ones
 ACTS = {"PILA": "IPRG", "CC": "ZGB", "SCC": "StGB", "CO": "OR", "Cst": "BV", "FC": "BV", "BGG": "BGG", "FSCA": "BGG",
@@ -38,11 +40,13 @@ def read_xlsx(path: str | Path) -> list[dict[str, str]]:
     try:
         import openpyxl
     except ImportError:
-        raise SystemExit("error: reading LEXam's Excel files needs openpyxl (pip install openpyxl)") from None
+        raise CsvInputError("reading LEXam's Excel files needs openpyxl (pip install openpyxl)") from None
+    from openpyxl.utils.exceptions import InvalidFileException  # a file named other than .xlsx
+
     try:
         sheet = openpyxl.load_workbook(path, read_only=True).worksheets[0]
-    except (OSError, zipfile.BadZipFile, KeyError, ElementTree.ParseError) as e:
-        raise SystemExit(f"error: {path}: not an Excel workbook ({type(e).__name__}); give LEXam's data/open_questions_*.xlsx") from None
+    except (OSError, zipfile.BadZipFile, KeyError, ElementTree.ParseError, InvalidFileException) as e:
+        raise CsvInputError(f"{path}: not an Excel workbook ({type(e).__name__}); give LEXam's data/open_questions_*.xlsx") from None
     rows = sheet.iter_rows(values_only=True)
     return as_dicts(path, [str(h) for h in next(rows, ())], rows)
 
@@ -51,8 +55,8 @@ def as_dicts(path, header: list[str], rows) -> list[dict[str, str]]:
     """The rows as dicts keyed by the header, which must name LEXam's columns (one line otherwise)."""
     missing = [c for c in ("id", "question", "answer", "course", "language") if c not in header]
     if missing:
-        raise SystemExit(f"error: {path}: no column {missing[0]!r} (it has {', '.join(header) or 'none'}); give LEXam's "
-                         "data/open_questions_*.xlsx")
+        raise CsvInputError(f"{path}: no column {missing[0]!r} (it has {', '.join(header) or 'none'}); give LEXam's "
+                            "data/open_questions_*.xlsx")
     return [{h: "" if v is None else str(v) for h, v in zip(header, row)} for row in rows]
 
 
@@ -76,11 +80,14 @@ def main() -> int:
     for f in args.xlsx:
         if not Path(f).is_file():
             ap.error(f"{f}: not a file")
-    rows, seen = [], set()
+    rows, seen, blank = [], set(), []
     for f in args.xlsx:
         for r in read_xlsx(f):
             gold = swiss_citations(r["answer"])
             if r["language"] != "en" or not gold or r["id"] in seen:
+                continue
+            if not r["question"].strip():  # nothing to search: said, not written as a question
+                blank.append(r["id"])
                 continue
             seen.add(r["id"])
             rows.append({"query_id": f"lexam_en_{r['id']}", "query": r["question"], "gold_citations": ";".join(gold),
@@ -89,6 +96,9 @@ def main() -> int:
         w = csv.DictWriter(f, fieldnames=["query_id", "query", "gold_citations", "course"])
         w.writeheader()
         w.writerows(rows)
+    if blank:
+        print(f"warning: {len(blank)} English question(s) with Swiss citations but no question text left out (id "
+              f"{', '.join(blank[:5])})", file=sys.stderr)
     courses = sorted({r["course"] for r in rows})
     print(f"{len(rows)} English questions with Swiss citations ({sum(len(r['gold_citations'].split(';')) for r in rows)} "
           f"gold) from {len(courses)} courses -> {args.out}")

@@ -306,3 +306,88 @@ def test_misaligned_lines_and_an_index_of_other_data_are_counted_and_refused(tmp
     with pytest.raises(ArtifactError, match="index lines point outside their entries"):
         build_dictionary(other, tmp_path / "x")
     assert build_dictionary(good, tmp_path / "y").senses("contract") == ["Vertrag"]
+
+
+def test_a_damaged_dict_dz_a_byte_order_mark_and_a_brace_left_open(tmp_path):
+    src = write_dictd(tmp_path / "fd", [("street", "street /ipa/\nStrasse <fem>\n")])
+    data = tmp_path / "fd" / "en-de.dict.dz"
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # the deflate stream broken (zlib.error, not a gzip error)
+    raw[3] = 0xFF
+    data.write_bytes(bytes(raw))
+    with pytest.raises(ArtifactError, match=r"en-de.index: unreadable \(") as e:
+        build_dictionary(src, tmp_path / "x")
+    assert "\n" not in str(e.value) and not (tmp_path / "x").exists()
+    bom = tmp_path / "bom"
+    bom.write_bytes(b"\xef\xbb\xbf" + DING.encode("utf-8"))
+    d = build_dictionary(bom, tmp_path / "b")
+    assert d.doc["source_version"] == "test 2026-12-02" and not any(k.startswith("\ufeff") for k in d.entries)
+    left_open = tmp_path / "open"
+    left_open.write_text("Vertrag {m :: contract\nHaft {f} [jur.] :: detention (of sb.\n", encoding="utf-8")
+    with pytest.raises(ArtifactError, match="no English-German entries"):  # neither line gives a clean pair
+        build_dictionary(left_open, tmp_path / "o")
+    left_open.write_text("Vertrag {m :: contract\nHaft {f} [jur.] :: detention\n", encoding="utf-8")
+    d = build_dictionary(left_open, tmp_path / "o")
+    assert d.entries == {"detention": [("Haft", 1)]} and d.doc["skipped"] == {
+        "synonyms with a brace, bracket or parenthesis left open": 1}
+
+
+def test_a_failed_rebuild_keeps_the_dictionary_that_was_there(tmp_path, dictionary):
+    before = {p.name: p.read_bytes() for p in (tmp_path / "dictionary").iterdir()}
+    empty = tmp_path / "empty"
+    empty.write_text("# nothing\n", encoding="utf-8")
+    with pytest.raises(ArtifactError):
+        build_dictionary(empty, tmp_path / "dictionary")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "dictionary").iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
+
+
+def test_a_damaged_row_is_named_and_an_artifact_of_another_phrase_length_refused(tmp_path, dictionary):
+    import json
+    import shutil
+
+    entries = tmp_path / "dictionary" / "entries.tsv.gz"
+    rows = gzip.decompress(entries.read_bytes()).decode("utf-8").splitlines()
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "dictionary", copy)
+    params = copy / "params.json"
+    doc = json.loads(params.read_text(encoding="utf-8"))
+    doc["params"]["max_phrase"] = 7
+    params.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="phrases of up to 7 words, this lexrag looks up 4; rebuild it"):
+        Dictionary.load(copy)
+    rows[2] = "no tabs here"
+    with gzip.open(entries, "wt", encoding="utf-8") as f:
+        f.write("\n".join(rows) + "\n")
+    from lexrag.artifacts import write_params
+
+    write_params(tmp_path / "dictionary", "dictionary", "lexrag.index.dictionary", {"max_phrase": 4})  # sizes and hashes agree
+    with pytest.raises(ArtifactError, match=r"entries.tsv.gz: damaged at row 3 \(ValueError\)"):
+        Dictionary.load(tmp_path / "dictionary")
+
+
+def test_a_glossary_line_without_its_tab_is_named(monkeypatch, tmp_path):
+    import lexrag.index.dictionary as D
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "glossary_en_de.tsv").write_text("# en\tde\nCivil Code\tZGB\nCode of Obligations OR\n", encoding="utf-8")
+    monkeypatch.setattr("importlib.resources.files", lambda package: tmp_path)
+    with pytest.raises(ArtifactError, match=r"glossary_en_de.tsv: line 3: not 'English<TAB>German' \('Code of Obligations OR'\)"):
+        D.glossary()
+
+
+def test_a_wrong_dictionary_path_fails_before_anything_is_built(tmp_path, demo_laws, capsys):
+    from lexrag.cli import main
+    from lexrag.kaggle.notebook import build_corpus_cell
+
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(bytes(range(256)) * 4)
+    for bad, said in ((tmp_path / "nowhere", "not a file"), (garbage, "not UTF-8 text")):
+        rc = main(["-q", "build", "--laws", str(demo_laws), "--no-courts", "--out", str(tmp_path / "out"), "--dictionary", str(bad),
+                   "--set", "runtime.progress=false"])
+        assert rc == 2 and said in capsys.readouterr().err
+        assert not (tmp_path / "out").exists()  # not the corpus first, then the error
+        with pytest.raises(ArtifactError, match=said):
+            build_corpus_cell(laws=str(demo_laws), courts=False, dictionary=str(bad), out_dir=str(tmp_path / "nb"),
+                              overrides={"runtime.progress": False})
+        assert not (tmp_path / "nb" / "corpus").exists()

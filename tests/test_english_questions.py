@@ -71,7 +71,9 @@ def test_lexam_answers_citations_become_competition_keys():
 def test_a_workbook_without_lexams_columns_is_one_line():
     from lexam_english import as_dicts
 
-    with pytest.raises(SystemExit, match="book.xlsx: no column 'answer' .*give LEXam's data/open_questions"):
+    from lexrag.errors import CsvInputError
+
+    with pytest.raises(CsvInputError, match="book.xlsx: no column 'answer' .*give LEXam's data/open_questions"):
         as_dicts("book.xlsx", ["id", "question", "course", "language"], iter([]))
     assert as_dicts("b.xlsx", ["id", "question", "answer", "course", "language"], iter([("1", "Q", None, "C", "en")])) == \
         [{"id": "1", "question": "Q", "answer": "", "course": "C", "language": "en"}]
@@ -80,6 +82,55 @@ def test_a_workbook_without_lexams_columns_is_one_line():
 def test_lexam_english_without_openpyxl_says_what_to_install(monkeypatch, tmp_path):
     import lexam_english
 
+    from lexrag.errors import CsvInputError
+
     monkeypatch.setitem(sys.modules, "openpyxl", None)  # as where it is not installed
-    with pytest.raises(SystemExit, match="pip install openpyxl"):
+    with pytest.raises(CsvInputError, match="pip install openpyxl"):
         lexam_english.read_xlsx(tmp_path / "open_questions_dev.xlsx")
+
+
+def test_the_english_scripts_refuse_bad_inputs_in_one_line(tmp_path):
+    import subprocess
+
+    from english_proxy import GermanToEnglish
+    from lexrag.errors import ArtifactError
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "arts" / "dictionary").mkdir(parents=True)  # what the options check asks of the folder
+    ding = tmp_path / "de-en"
+    ding.write_text(DING, encoding="utf-8")
+    good = tmp_path / "data"
+    good.mkdir()
+    (good / "val.csv").write_text("query_id,query,gold_citations\nv1,Is the contract void?,Art. 20 OR\n", encoding="utf-8")
+    (good / "lexam_dev.csv").write_text("query_id,query,gold_citations,course\nq1,Ist der Vertrag nichtig?,Art. 20 OR,OR AT\n",
+                                        encoding="utf-8")
+    no_query, no_course = tmp_path / "nq", tmp_path / "nc"
+    for d, text in ((no_query, "query_id,frage,gold_citations,course\nq1,Vertrag?,Art. 20 OR,OR AT\n"),
+                    (no_course, "query_id,query,gold_citations\nq1,Vertrag?,Art. 20 OR\n")):
+        d.mkdir()
+        (d / "val.csv").write_text((good / "val.csv").read_text(encoding="utf-8"), encoding="utf-8")
+        (d / "lexam_dev.csv").write_text(text, encoding="utf-8")
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    base = [sys.executable, str(root / "scripts" / "experiment_english.py"), "--artifacts", str(tmp_path / "arts"),
+            "--dictionary", str(ding)]
+    for args, said in ((["--data", str(tmp_path / "nodata"), "--work", str(tmp_path / "w")], "lexam_dev.csv: file not found"),
+                       (["--data", str(no_query), "--work", str(tmp_path / "w")], "missing column(s) query"),
+                       (["--data", str(no_course), "--work", str(tmp_path / "w")], "a course is missing"),
+                       (["--data", str(good), "--work", str(tmp_path / "afile")], "a file, not a folder"),
+                       (["--data", str(good), "--work", str(tmp_path / "w"), "--english", str(tmp_path / "nope.csv")],
+                        "nope.csv: file not found")):
+        r = subprocess.run(base + args, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-500:])
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(bytes(range(256)))
+    with pytest.raises(ArtifactError, match="not UTF-8 text"):
+        GermanToEnglish(garbage)
+    comments = tmp_path / "comments"
+    comments.write_text("# Version :: x\n", encoding="utf-8")
+    with pytest.raises(ArtifactError, match="no German-English pairs"):
+        GermanToEnglish(comments)
+    csv_in = tmp_path / "lexam.csv"
+    csv_in.write_text("id,question\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, str(root / "scripts" / "lexam_english.py"), str(csv_in), "--out", str(tmp_path / "o.csv")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr, r.stderr[-500:]

@@ -266,8 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-courts", action="store_true", help="laws only, even with court_considerations.csv beside --laws")
     b.add_argument("--train", help="training CSV with gold_citations: builds the prior artifact, and the ranker with "
                    "ranker.enabled (never the validation file)")
-    b.add_argument("--dictionary", help="Ding's English-German dictionary file (Debian: apt-get install trans-de-en puts it at "
-                   "/usr/share/trans/de-en; GPL-2+): builds the dictionary artifact for the dict_de variant")
+    b.add_argument("--dictionary", help="Ding's /usr/share/trans/de-en (Debian trans-de-en) or FreeDict's /usr/share/dictd/"
+                   "freedict-eng-deu.index (dict-freedict-eng-deu): builds the dictionary artifact for the dict_de variant")
     b.add_argument("--law-keys", help="file of law citation keys, one per line; keys missing from --laws join with empty text")
     b.add_argument("--abbreviations", help="abbrev-translations.json (starter kit): French and Italian abbreviations of the law codes")
     b.add_argument("--out", required=True, help="artifacts folder to write")

@@ -124,14 +124,18 @@ def has_court_edges(graph) -> bool:
     return graph.adj.nnz > 0
 
 
-def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, abbreviations=None) -> None:
-    """Raise :class:`CsvInputError` naming the first input that cannot be used for a build into ``out``."""
+def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, abbreviations=None, dictionary=None) -> None:
+    """Raise :class:`CsvInputError` (:class:`ArtifactError` for the dictionary) naming the first
+    input that cannot be used for a build into ``out``."""
     import csv
 
+    from lexrag.index.dictionary import check_source
     from lexrag.outputs import check_outside_artifacts
 
     check_outside_artifacts(out, "--out", "build the artifacts into a folder of their own (nothing was built)")
     replaced = [out / a.name for a in ARTIFACTS if a.in_build]  # the folders `lexrag build` may replace
+    if dictionary is not None:
+        check_source(Path(dictionary))
     for path, what, required in ((laws, "--laws", ("citation", "text")), (courts, "--courts", ("citation", "text")),
                                  (law_keys, "--law-keys", ()), (train, "--train", ("query_id", "gold_citations")),
                                  (abbreviations, "--abbreviations", ())):

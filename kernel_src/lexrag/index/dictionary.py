@@ -31,17 +31,21 @@ from __future__ import annotations
 import gzip
 import logging
 import re
+import zlib
 from pathlib import Path
 
 from lexrag.artifacts import ArtifactError, read_params, write_params
-from lexrag.index.dictionary_sources import LEGAL, MAX_PHRASE, OTHER_REGION, SWISS, Sense, parse_dictd, parse_ding, read_source
+from lexrag.publish import publishes
+from lexrag.index.dictionary_sources import (LEGAL, MAX_PHRASE, OTHER_REGION, SWISS, Sense, check_source, parse_dictd, parse_ding,
+                                              read_source)
 
 __all__ = ["MAX_PHRASE", "Sense", "parse_ding", "parse_dictd", "build_dictionary", "glossary", "Dictionary", "is_english",
-           "weighted", "WEIGHTINGS", "split_citations", "load_dictionary_step", "build_dictionary_step"]
+           "weighted", "WEIGHTINGS", "split_citations", "check_source", "load_dictionary_step", "build_dictionary_step"]
 
 log = logging.getLogger(__name__)
 
 ENTRIES = "entries.tsv.gz"
+GLOSSARY = "data/glossary_en_de.tsv"  # in the package
 
 _EN_WORD = re.compile(r"[^\W\d_][\w'\-]*|\d+[a-z]?|\S")  # words of any script (Zürich, Müller), numbers, punctuation
 _EN_STOP = frozenset("a an the of to in on at by for with from and or as is are was were be been being that this these those "
@@ -55,13 +59,10 @@ _FR_IT_STOP = frozenset("le la les un une des du est sont et ou que qui dans pou
                         "lo gli una della delle dei che di è sono per con non nel nella il del".split())
 
 
+@publishes("out")
 def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
     """Read a Ding file or a dictd dictionary (FreeDict) and write the artifact in ``out``."""
     source, out = Path(source), Path(out)
-    if not source.is_file():
-        raise ArtifactError(f"--dictionary {source}: not a file (Debian: apt-get install trans-de-en puts Ding's file at "
-                            f"/usr/share/trans/de-en; dict-freedict-eng-deu puts FreeDict's at "
-                            f"/usr/share/dictd/freedict-eng-deu.index)")
     skipped: dict[str, int] = {}
     fmt, version, sha, licence, kaggle_licence, pairs = read_source(source, skipped)
     entries: dict[str, dict[str, int]] = {}
@@ -107,9 +108,12 @@ def glossary() -> dict[str, list[str]]:
     from importlib.resources import files
 
     out: dict[str, list[str]] = {}
-    for line in files("lexrag").joinpath("data/glossary_en_de.tsv").read_text(encoding="utf-8").splitlines():
+    for n, line in enumerate(files("lexrag").joinpath(GLOSSARY).read_text(encoding="utf-8").splitlines(), 1):
         if line.strip() and not line.startswith("#"):
-            en, de = line.split("\t")
+            en, tab, de = line.partition("\t")
+            if not tab or "\t" in de or not en.split() or not de.split():
+                raise ArtifactError(f"lexrag/{GLOSSARY}: line {n}: not 'English<TAB>German' ({line[:60]!r}); mend the line "
+                                    "or reinstall lexrag")
             out[" ".join(en.lower().split())] = de.split()
     return out
 
@@ -127,15 +131,20 @@ class Dictionary:
     def load(cls, folder: str | Path) -> "Dictionary":
         folder = Path(folder)
         doc = read_params(folder, "dictionary")
+        rebuild = "rebuild it with `python -m lexrag build ... --dictionary /usr/share/trans/de-en`"
+        if doc.get("params", {}).get("max_phrase") != MAX_PHRASE:  # its keys were cut at another phrase length
+            raise ArtifactError(f"{folder}: built with phrases of up to {doc.get('params', {}).get('max_phrase')!r} words, "
+                                f"this lexrag looks up {MAX_PHRASE}; {rebuild}")
         entries: dict[str, list[tuple[str, int]]] = {}
+        good = 0  # rows read whole
         try:
             with gzip.open(folder / ENTRIES, "rt", encoding="utf-8") as f:
-                for n, line in enumerate(f, 1):
+                for line in f:
                     key, german, flags = line.rstrip("\n").split("\t")
                     entries.setdefault(key, []).append((german, int(flags)))
-        except (OSError, EOFError, ValueError, UnicodeDecodeError) as e:
-            raise ArtifactError(f"{folder / ENTRIES}: damaged ({type(e).__name__}); rebuild it with `python -m lexrag build "
-                                f"... --dictionary /usr/share/trans/de-en`") from e
+                    good += 1
+        except (OSError, EOFError, ValueError, UnicodeDecodeError, zlib.error) as e:
+            raise ArtifactError(f"{folder / ENTRIES}: damaged at row {good + 1} ({type(e).__name__}); {rebuild}") from e
         return cls(entries, doc)
 
     def senses(self, key: str) -> list[str]:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from lexrag.artifacts import ArtifactError
 
-__all__ = ["MAX_PHRASE", "LEGAL", "SWISS", "OTHER_REGION", "Sense", "parse_ding", "parse_dictd", "read_source"]
+__all__ = ["MAX_PHRASE", "LEGAL", "SWISS", "OTHER_REGION", "Sense", "parse_ding", "parse_dictd", "check_source", "read_source"]
 
 MAX_PHRASE = 4  # English words in the longest key looked up
 LEGAL, SWISS, OTHER_REGION = 1, 2, 4  # flags of a sense
@@ -60,6 +61,12 @@ def _synonyms(part: str) -> list[str]:
     return out + [part[start:]]
 
 
+def _left_open(text: str) -> bool:
+    """Whether a cleaned synonym still holds a brace, bracket or parenthesis: one its line left
+    open, whose grammar would otherwise read as a word ("Vertrag {m")."""
+    return any(c in text for c in "{}[]()")
+
+
 def _english_key(part: str) -> str:
     key = _clean(part).lower()
     return key[3:] if key.startswith("to ") else key
@@ -89,11 +96,15 @@ def parse_ding(lines: Iterable[str], skipped: dict | None = None) -> Iterator[tu
             senses = []
             for syn in _synonyms(de):
                 german = _clean(syn)
-                if german and len(german.split()) <= MAX_PHRASE:
+                if _left_open(german):
+                    skip("synonyms with a brace, bracket or parenthesis left open")
+                elif german and len(german.split()) <= MAX_PHRASE:
                     senses.append(Sense(german.replace("ß", "ss"), _flags(syn) | line_flags | (_flags(en) & LEGAL)))
             for syn in _synonyms(en):
                 key = _english_key(syn)
-                if key and len(key.split()) <= MAX_PHRASE:
+                if _left_open(key):
+                    skip("synonyms with a brace, bracket or parenthesis left open")
+                elif key and len(key.split()) <= MAX_PHRASE:
                     for s in senses:
                         yield key, s
 
@@ -162,20 +173,52 @@ def parse_dictd(index: Iterable[str], data: bytes, skipped: dict | None = None) 
                     yield key, Sense(german.replace("ß", "ss"), _flags(part) | line_flags)
 
 
+def _dictd_pair(source: Path) -> tuple[Path, Path] | None:
+    """(its .index, its .dict.dz or .dict) when ``source`` names a dictd file, else None; a
+    missing half is an error naming both."""
+    if not source.name.endswith((".index", ".dict.dz", ".dict")):
+        return None
+    stem = source.name.rsplit(".index", 1)[0] if source.name.endswith(".index") else source.name.split(".dict", 1)[0]
+    index_path = source.with_name(stem + ".index")
+    data_path = next((p for p in (source.with_name(stem + ".dict.dz"), source.with_name(stem + ".dict")) if p.is_file()), None)
+    if not index_path.is_file() or data_path is None:
+        raise ArtifactError(f"--dictionary {source}: a dictd dictionary needs both {stem}.index and {stem}.dict.dz "
+                            f"(Debian: apt-get install dict-freedict-eng-deu puts them in /usr/share/dictd/)")
+    return index_path, data_path
+
+
+def check_source(source: Path) -> None:
+    """Refuse, before any build work, a dictionary file that cannot be one: missing, a folder, a
+    dictd index without its data, or a text file whose start is not UTF-8."""
+    if not source.is_file():
+        raise ArtifactError(f"--dictionary {source}: not a file (Debian: apt-get install trans-de-en puts Ding's file at "
+                            f"/usr/share/trans/de-en; dict-freedict-eng-deu puts FreeDict's at "
+                            f"/usr/share/dictd/freedict-eng-deu.index)")
+    pair = _dictd_pair(source)
+    try:
+        with open(pair[0] if pair else source, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError as e:
+        raise ArtifactError(f"--dictionary {source}: unreadable ({e.strerror or e})") from e
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # not a character cut at the end of the head
+            raise ArtifactError(f"--dictionary {source}: not UTF-8 text (byte {e.start}); give Ding's de-en file or "
+                                f"FreeDict's freedict-eng-deu.index") from e
+
+
 def read_source(source: Path, skipped: dict) -> tuple[str, str, str, str, str, Iterator[tuple[str, Sense]]]:
     """(format, version, sha256, licence, Kaggle's licence name, pairs) of a Ding file or a dictd
     index/.dict.dz pair."""
-    if source.name.endswith((".index", ".dict.dz", ".dict")):
-        stem = source.name.rsplit(".index", 1)[0] if source.name.endswith(".index") else source.name.split(".dict", 1)[0]
-        index_path = source.with_name(stem + ".index")
-        data_path = next((p for p in (source.with_name(stem + ".dict.dz"), source.with_name(stem + ".dict")) if p.is_file()), None)
-        if not index_path.is_file() or data_path is None:
-            raise ArtifactError(f"--dictionary {source}: a dictd dictionary needs both {stem}.index and {stem}.dict.dz "
-                                f"(Debian: apt-get install dict-freedict-eng-deu puts them in /usr/share/dictd/)")
+    check_source(source)
+    pair = _dictd_pair(source)
+    if pair:
+        index_path, data_path = pair
         try:
             raw = gzip.decompress(data_path.read_bytes()) if data_path.name.endswith(".dz") else data_path.read_bytes()
             index = index_path.read_text(encoding="utf-8")
-        except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as e:
+        except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
             raise ArtifactError(f"--dictionary {source}: unreadable ({type(e).__name__}: {e}); reinstall "
                                 f"dict-freedict-eng-deu or give Ding's de-en file") from e
         head = raw[:4000].decode("utf-8", "replace")
@@ -185,7 +228,7 @@ def read_source(source: Path, skipped: dict) -> tuple[str, str, str, str, str, I
                 parse_dictd(index.splitlines(), raw, skipped))
     raw = source.read_bytes()
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark is no part of the first line
     except UnicodeDecodeError as e:
         raise ArtifactError(f"--dictionary {source}: not UTF-8 text (byte {e.start}); give Ding's de-en file") from e
     head = {k.strip("# ").strip().lower(): v.strip() for k, _, v in (ln.partition("::") for ln in text.splitlines()[:20])

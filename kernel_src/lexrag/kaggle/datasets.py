@@ -157,7 +157,7 @@ def rebuild(
 
     check_build_inputs(out, laws if "corpus" in names else None, courts if "corpus" in names else None,
                        law_keys if "corpus" in names else None, train if {"prior", "ranker"} & set(names) else None,
-                       abbreviations if "corpus" in names else None)
+                       abbreviations if "corpus" in names else None, dictionary if "dictionary" in names else None)
     if llm_cache and "llm_cache" in names and not (Path(llm_cache) / "params.json").is_file():
         raise ManifestError(f"--llm-cache {llm_cache}: not an LLM cache folder (the llm.cache_dir of a live run, holding "
                             "params.json and cache.sqlite)")

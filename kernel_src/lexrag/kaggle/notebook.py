@@ -135,7 +135,7 @@ def build_corpus_cell(config: str | None = None, overrides: Mapping[str, Any] | 
 
     from lexrag.index.build import courts_beside
     from lexrag.index.corpus import build_corpus
-    from lexrag.index.dictionary import build_dictionary
+    from lexrag.index.dictionary import build_dictionary, check_source
     from lexrag.notebook_params import notebook_path
     from lexrag.outputs import check_outside_artifacts
 
@@ -152,6 +152,8 @@ def build_corpus_cell(config: str | None = None, overrides: Mapping[str, Any] | 
         dictionary = _input_file(paths, "de-en")
     out = Path(out_dir) if out_dir else paths.output_dir
     check_outside_artifacts(out, "parameter out_dir", "give the artifacts folder that holds (or will hold) corpus/")
+    if dictionary:  # a wrong dictionary path fails now, not after the corpus is built
+        check_source(Path(dictionary))
     courts = courts_beside(laws, courts, say=False)  # said once, here
     lines = [f"courts: {courts or 'none: laws only, so a graph over this corpus has no court edges'}",
              f"abbreviations: {abbreviations or NO_ABBREVIATIONS}"]

@@ -126,7 +126,7 @@ def build_artifacts(
     inside a folder the build replaces), so a wrong path fails in seconds, not after hours; each
     artifact is built in a staging folder and replaces the old one only when it is complete."""
     out = Path(out_dir)
-    index.check_build_inputs(out, laws, courts, law_keys, train, abbreviations)
+    index.check_build_inputs(out, laws, courts, law_keys, train, abbreviations, dictionary)
     inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations,
                          dictionary=dictionary)
     # what this build makes (the graph whenever court considerations are given, so a run may switch it on
