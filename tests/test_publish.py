@@ -273,3 +273,27 @@ def test_a_failed_first_build_leaves_no_empty_folders_it_made(tmp_path):
         with staged(tmp_path / "there" / "corpus"):
             raise ValueError("again")
     assert list(tmp_path.iterdir()) == [tmp_path / "there"] and not list((tmp_path / "there").iterdir())
+    with pytest.raises(ValueError):  # a set of artifacts built together, the same way
+        with staged_set(tmp_path / "new" / "arts") as stage:
+            (stage / "corpus").mkdir()
+            raise ValueError("the courts file is not UTF-8")
+    assert list(tmp_path.iterdir()) == [tmp_path / "there"]
+
+
+def test_a_file_system_without_locks_is_said_for_a_publish_and_a_run_s_folder(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    from lexrag.outputs import claim_folder
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.warns(UserWarning, match="the file system refuses a lock .*; do not build into it from two processes at once"):
+        with staged(tmp_path / "arts" / "bm25") as folder:
+            (folder / "params.json").write_text("{}")
+    assert (tmp_path / "arts" / "bm25" / "params.json").is_file()  # built all the same
+    (tmp_path / "out").mkdir()
+    with pytest.warns(UserWarning, match="out_dir .*out: the file system refuses a lock .*do not write outputs there from two runs"):
+        claim_folder(tmp_path / "out", "out_dir")

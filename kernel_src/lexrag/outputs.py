@@ -13,10 +13,11 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from lexrag.errors import ArtifactError, OutputError
 
-__all__ = ["PARAMS", "check_makeable", "claim_folder", "check_name_room", "check_outside_artifacts", "check_output_file",
+__all__ = ["PARAMS", "check_makeable", "claim_folder", "lock_folder", "check_name_room", "check_outside_artifacts", "check_output_file",
            "check_plain_output", "enclosing_artifact", "file_mode", "owner_gone", "pid_alive", "replace_text", "sweep_leftovers"]
 
 PARAMS = "params.json"
@@ -182,23 +183,38 @@ def claim_folder(folder: str | Path, what: str, error: type[Exception] = OutputE
     outputs are several files (metrics, per-query table, report) so never mixes its files with
     another run's.  While another process holds it, ``error`` names the folder; claiming it again
     in the same process does nothing.  A file system without locks is said in a warning."""
-    import fcntl
-    import warnings
-
     key = os.path.realpath(folder)
     if key in _CLAIMED:
         return
-    fd = os.open(key, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+
+    def held() -> None:
+        raise error(f"{what} {folder}: another run writes its outputs there now (its files would mix with this "
+                    "run's); give another folder, or wait for that run to end")
+
+    _CLAIMED[key] = lock_folder(key, f"{what} {folder}", held, "do not write outputs there from two runs at once")
+
+
+def lock_folder(folder: str | Path, name: str, held: Callable[[], None], unlocked: str) -> int:
+    """An exclusive ``flock`` on ``folder`` itself, released when the returned descriptor is closed
+    or the process ends (also when it is killed).  While another process holds it, ``held()`` runs:
+    it raises to refuse, or says so and returns to wait for the lock.  A file system without locks
+    is a warning naming ``name`` and saying ``unlocked`` (what to avoid), and nothing is locked."""
+    import fcntl
+    import warnings
+
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        os.close(fd)
-        raise error(f"{what} {folder}: another run writes its outputs there now (its files would mix with this "
-                    "run's); give another folder, or wait for that run to end") from None
+        try:
+            held()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
     except OSError as e:
-        warnings.warn(f"{what} {folder}: the file system refuses a lock ({e.strerror or e}); do not write "
-                      "outputs there from two runs at once")
-    _CLAIMED[key] = fd
+        warnings.warn(f"{name}: the file system refuses a lock ({e.strerror or e}); {unlocked}")
+    return fd
 
 
 def sweep_leftovers(path: Path, suffix: str) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from lexrag.errors import ArtifactError
-from lexrag.outputs import PARAMS, check_makeable, owner_gone
+from lexrag.outputs import PARAMS, check_makeable, lock_folder, owner_gone
 
 __all__ = ["OWN_LEFTOVERS", "PARAMS_ONLY", "UNLISTED", "check_replaceable", "publishes", "staged", "staged_set"]
 
@@ -65,18 +65,11 @@ def _publish_lock(folder: Path) -> Iterator[None]:
     """Hold the publish lock of ``folder`` (an exclusive ``flock`` on the folder itself, released
     when the process ends, also when it is killed): one publish at a time, so every journal found
     while holding it is one a killed build left."""
-    import fcntl
-
-    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:  # said, then waited for: another build publishes there (seconds, as a rule)
+    def held() -> None:  # said, then waited for: another build publishes there (seconds, as a rule)
         log.warning("%s: another build is publishing there; waiting for it to finish (stop it, or build into another "
                     "folder, if it never does)", folder)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    except OSError as e:  # a file system without locks: publishes are not serialised there
-        warnings.warn(f"{folder}: the file system refuses a lock ({e.strerror or e}); do not build into it from two "
-                      "processes at once")
+
+    fd = lock_folder(folder, str(folder), held, "do not build into it from two processes at once")
     try:
         yield
     finally:
@@ -170,7 +163,7 @@ def staged(dest: str | Path) -> Iterator[Path]:
     dest = Path(os.path.abspath(dest))  # "~/x" given quoted is a folder named "~" here: no library may expand it
     check_makeable(dest.parent)
     check_replaceable(dest)  # before the work: what the publish would refuse is refused now, not after an hour
-    made = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]  # the folders this build makes
+    made = _to_make(dest.parent)
     dest.parent.mkdir(parents=True, exist_ok=True)
     _sweep(dest)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.building-{os.getpid()}-", dir=dest.parent))
@@ -180,10 +173,21 @@ def staged(dest: str | Path) -> Iterator[Path]:
         _replace_dir(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        for folder in made:  # a failed first build leaves no empty folder that looks like output
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        _remove_empty(made)
         raise
+
+
+def _to_make(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, deepest first: the folders a build makes."""
+    return [p for p in (folder, *folder.parents) if not p.exists()]
+
+
+def _remove_empty(made: list[Path]) -> None:
+    """Remove the folders of ``made`` that are empty, deepest first: a failed first build leaves no
+    empty folder that looks like output."""
+    for folder in made:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 # hidden names a killed build of ours can leave in an artifact folder, and the Finder's folder settings
@@ -317,7 +321,7 @@ def staged_set(out: str | Path) -> Iterator[Path]:
     when it fails, ``out`` is untouched.  So the artifacts of one build (a corpus and the indexes
     built over it) are published together."""
     out = Path(os.path.abspath(out))  # "~/x" given quoted is a folder named "~" here: no library may expand it
-    created = not out.exists()
+    made = _to_make(out)
     check_makeable(out)
     out.mkdir(parents=True, exist_ok=True)
     _sweep(out / ".artifacts")
@@ -328,8 +332,7 @@ def staged_set(out: str | Path) -> Iterator[Path]:
         _replace_many([(b, out / b.name) for b in built])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        if created and not any(out.iterdir()):  # a failed first build leaves no empty folder that looks like output
-            out.rmdir()
+        _remove_empty(made)
 
 
 def publishes(arg: str) -> Callable:
