@@ -58,7 +58,8 @@ class GermanToEnglish:
                 for s in self.stem.expand(de):
                     self.by_stem.setdefault(s, en)
         if not self.exact:
-            raise ArtifactError(f"--dictionary {ding}: no German-English pairs found; give Ding's de-en file")
+            raise ArtifactError(f"--dictionary {ding}: no German-English pairs found; give Ding's de-en file or "
+                                f"FreeDict's freedict-eng-deu.index")
         self.index = index
 
     def word(self, w: str) -> str | None:

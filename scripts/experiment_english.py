@@ -102,10 +102,10 @@ def main() -> int:
     dev_file = f"{args.data}/lexam_dev.csv"
     if Path(args.work).exists() and not Path(args.work).is_dir():
         ap.error(f"--work {args.work}: a file, not a folder")
-    warnings.simplefilter("ignore")
     for f in (dev_file, f"{args.data}/val.csv", *args.english):  # read whole now: a bad file is one line before any run
-        load_queries(f)
+        load_queries(f)  # with its warnings (rows left out, text re-decoded); the runs below are quiet
         load_gold(f)
+    warnings.simplefilter("ignore")
     groups = read_groups(dev_file)
     if not all(groups.get(q.query_id) for q in load_queries(dev_file)):  # the nested choice holds legal areas out
         raise CsvInputError(f"{dev_file}: a course is missing (column 'course'); give lexam_dev.csv as shared, whose every "

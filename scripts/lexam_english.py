@@ -86,10 +86,10 @@ def main() -> int:
             gold = swiss_citations(r["answer"])
             if r["language"] != "en" or not gold or r["id"] in seen:
                 continue
+            seen.add(r["id"])
             if not r["question"].strip():  # nothing to search: said, not written as a question
                 blank.append(r["id"])
                 continue
-            seen.add(r["id"])
             rows.append({"query_id": f"lexam_en_{r['id']}", "query": r["question"], "gold_citations": ";".join(gold),
                          "course": r["course"]})
     with open(args.out, "w", encoding="utf-8", newline="") as f:

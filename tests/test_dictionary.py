@@ -308,14 +308,24 @@ def test_misaligned_lines_and_an_index_of_other_data_are_counted_and_refused(tmp
     assert build_dictionary(good, tmp_path / "y").senses("contract") == ["Vertrag"]
 
 
+def _deflate_start(raw: bytes) -> int:
+    """Where a gzip member's deflate data starts, after its header (RFC 1952)."""
+    flags, pos = raw[3], 10
+    if flags & 4:  # FEXTRA (dictzip's chunk table)
+        pos += 2 + raw[pos] + (raw[pos + 1] << 8)
+    for flag in (8, 16):  # FNAME, FCOMMENT: zero-terminated
+        if flags & flag:
+            pos = raw.index(0, pos) + 1
+    return pos + 2 if flags & 2 else pos
+
+
 def test_a_damaged_dict_dz_a_byte_order_mark_and_a_brace_left_open(tmp_path):
     src = write_dictd(tmp_path / "fd", [("street", "street /ipa/\nStrasse <fem>\n")])
     data = tmp_path / "fd" / "en-de.dict.dz"
     raw = bytearray(data.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF  # the deflate stream broken (zlib.error, not a gzip error)
-    raw[3] = 0xFF
+    raw[_deflate_start(raw)] = 0xFF  # the first block's type is one deflate reserves: zlib.error, not a gzip error
     data.write_bytes(bytes(raw))
-    with pytest.raises(ArtifactError, match=r"en-de.index: unreadable \(") as e:
+    with pytest.raises(ArtifactError, match=r"en-de.index: unreadable \(error: ") as e:  # zlib.error
         build_dictionary(src, tmp_path / "x")
     assert "\n" not in str(e.value) and not (tmp_path / "x").exists()
     bom = tmp_path / "bom"
@@ -332,12 +342,19 @@ def test_a_damaged_dict_dz_a_byte_order_mark_and_a_brace_left_open(tmp_path):
         "synonyms with a brace, bracket or parenthesis left open": 1}
 
 
-def test_a_failed_rebuild_keeps_the_dictionary_that_was_there(tmp_path, dictionary):
+def test_a_failed_rebuild_keeps_the_dictionary_that_was_there(tmp_path, dictionary, monkeypatch):
+    import lexrag.index.dictionary as D
+
     before = {p.name: p.read_bytes() for p in (tmp_path / "dictionary").iterdir()}
-    empty = tmp_path / "empty"
-    empty.write_text("# nothing\n", encoding="utf-8")
-    with pytest.raises(ArtifactError):
-        build_dictionary(empty, tmp_path / "dictionary")
+    other = tmp_path / "other"
+    other.write_text("Haft {f} [jur.] :: detention\n", encoding="utf-8")
+
+    def full_disk(*a, **k):  # the entries written, then the disk is full
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(D, "write_params", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        build_dictionary(other, tmp_path / "dictionary")
     assert {p.name: p.read_bytes() for p in (tmp_path / "dictionary").iterdir()} == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
 
@@ -391,3 +408,17 @@ def test_a_wrong_dictionary_path_fails_before_anything_is_built(tmp_path, demo_l
             build_corpus_cell(laws=str(demo_laws), courts=False, dictionary=str(bad), out_dir=str(tmp_path / "nb"),
                               overrides={"runtime.progress": False})
         assert not (tmp_path / "nb" / "corpus").exists()
+
+
+def test_the_check_before_a_build_reads_a_short_file_to_its_end(tmp_path):
+    from lexrag.index.dictionary import check_source
+
+    short = tmp_path / "short"
+    short.write_bytes("# V :: 1\nHaft :: detention\nStra".encode("utf-8") + b"\xdf")  # Latin-1 in its last byte
+    with pytest.raises(ArtifactError, match="not UTF-8 text"):
+        check_source(short)
+    cut = tmp_path / "long"  # a character cut by the head the check reads: well-formed, accepted
+    head = b"# V :: 1\nHaft :: detention\n"
+    cut.write_bytes(head + b"a" * (65535 - len(head)) + "ß :: sharp s\n".encode("utf-8"))
+    assert cut.read_bytes()[65535:65537] == "ß".encode("utf-8")
+    check_source(cut)

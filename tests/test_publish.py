@@ -129,11 +129,8 @@ def test_a_publish_waits_for_one_under_way_in_the_same_folder(tmp_path, caplog):
     go = Go()
     logging.getLogger("lexrag").addHandler(go)
     try:
-        for _ in range(600):  # until the child holds the lock
-            if (out / "holding").exists():
-                break
-            child.poll()
-            assert child.returncode is None
+        while not (out / "holding").exists():  # until the child holds the lock
+            assert child.poll() is None, "the child ended before it held the lock"
             time.sleep(0.05)
         with caplog.at_level("WARNING"):
             with staged(out / "bm25") as folder:

@@ -189,7 +189,7 @@ def claim_folder(folder: str | Path, what: str, error: type[Exception] = OutputE
 
     def held() -> None:
         raise error(f"{what} {folder}: another run writes its outputs there now (its files would mix with this "
-                    "run's); give another folder, or wait for that run to end")
+                    "run's); give another folder, or wait for that run to end") from None
 
     _CLAIMED[key] = lock_folder(key, f"{what} {folder}", held, "do not write outputs there from two runs at once")
 

@@ -319,7 +319,8 @@ def staged_set(out: str | Path) -> Iterator[Path]:
     """Build several artifacts together: yields a staging folder; when the block succeeds, every
     folder built in it replaces its namesake in ``out`` as one step (the others in ``out`` stay);
     when it fails, ``out`` is untouched.  So the artifacts of one build (a corpus and the indexes
-    built over it) are published together."""
+    built over it) are published together.  The folders it made for ``out`` are removed again when
+    they end empty (a failed first build, or one that built nothing)."""
     out = Path(os.path.abspath(out))  # "~/x" given quoted is a folder named "~" here: no library may expand it
     made = _to_make(out)
     check_makeable(out)

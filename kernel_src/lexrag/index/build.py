@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lexrag.artifacts import corpus_id
 from lexrag.config import Config
-from lexrag.errors import CsvInputError
+from lexrag.errors import ArtifactError, CsvInputError
 from lexrag.csvio import check_input_file
 from lexrag.index.corpus import Corpus, build_corpus
 from lexrag.index.graph import build_graph
@@ -135,7 +135,10 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
     check_outside_artifacts(out, "--out", "build the artifacts into a folder of their own (nothing was built)")
     replaced = [out / a.name for a in ARTIFACTS if a.in_build]  # the folders `lexrag build` may replace
     if dictionary is not None:
-        check_source(Path(dictionary))
+        try:
+            check_source(Path(dictionary))
+        except ArtifactError as e:
+            raise ArtifactError(f"{e} (nothing was built or changed in {out})") from None
     for path, what, required in ((laws, "--laws", ("citation", "text")), (courts, "--courts", ("citation", "text")),
                                  (law_keys, "--law-keys", ()), (train, "--train", ("query_id", "gold_citations")),
                                  (abbreviations, "--abbreviations", ())):

@@ -35,9 +35,9 @@ import zlib
 from pathlib import Path
 
 from lexrag.artifacts import ArtifactError, read_params, write_params
-from lexrag.publish import publishes
 from lexrag.index.dictionary_sources import (LEGAL, MAX_PHRASE, OTHER_REGION, SWISS, Sense, check_source, parse_dictd, parse_ding,
                                               read_source)
+from lexrag.publish import publishes
 
 __all__ = ["MAX_PHRASE", "Sense", "parse_ding", "parse_dictd", "build_dictionary", "glossary", "Dictionary", "is_english",
            "weighted", "WEIGHTINGS", "split_citations", "check_source", "load_dictionary_step", "build_dictionary_step"]

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
 import re
@@ -17,6 +18,7 @@ from lexrag.artifacts import ArtifactError
 __all__ = ["MAX_PHRASE", "LEGAL", "SWISS", "OTHER_REGION", "Sense", "parse_ding", "parse_dictd", "check_source", "read_source"]
 
 MAX_PHRASE = 4  # English words in the longest key looked up
+HEAD_BYTES = 1 << 16  # what the check before a build reads of a dictionary file
 LEGAL, SWISS, OTHER_REGION = 1, 2, 4  # flags of a sense
 
 _TAG = re.compile(r"\[([^\]]*)\]")
@@ -197,15 +199,14 @@ def check_source(source: Path) -> None:
     pair = _dictd_pair(source)
     try:
         with open(pair[0] if pair else source, "rb") as f:
-            head = f.read(1 << 16)
+            head = f.read(HEAD_BYTES)
     except OSError as e:
         raise ArtifactError(f"--dictionary {source}: unreadable ({e.strerror or e})") from e
-    try:
-        head.decode("utf-8")
+    try:  # a character the head cuts short is no error; the end of a shorter file is the file's end
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < HEAD_BYTES)
     except UnicodeDecodeError as e:
-        if e.start < len(head) - 3:  # not a character cut at the end of the head
-            raise ArtifactError(f"--dictionary {source}: not UTF-8 text (byte {e.start}); give Ding's de-en file or "
-                                f"FreeDict's freedict-eng-deu.index") from e
+        raise ArtifactError(f"--dictionary {source}: not UTF-8 text (byte {e.start}); give Ding's de-en file or "
+                            f"FreeDict's freedict-eng-deu.index") from e
 
 
 def read_source(source: Path, skipped: dict) -> tuple[str, str, str, str, str, Iterator[tuple[str, Sense]]]:
