@@ -422,3 +422,17 @@ def test_the_check_before_a_build_reads_a_short_file_to_its_end(tmp_path):
     cut.write_bytes(head + b"a" * (65535 - len(head)) + "ß :: sharp s\n".encode("utf-8"))
     assert cut.read_bytes()[65535:65537] == "ß".encode("utf-8")
     check_source(cut)
+
+
+def test_an_inflected_word_the_dictionary_lacks_is_looked_up_by_its_base(dictionary):
+    from lexrag.index.dictionary import base_forms
+
+    assert base_forms("tenant's") == ["tenant"] and base_forms("tenants'") == ["tenants"]
+    assert base_forms("contains") == ["contain"] and base_forms("taxes") == ["tax", "taxe"]
+    assert base_forms("parties") == ["party", "partie"] and base_forms("status") == [] and base_forms("access") == []
+    assert base_forms("basis") == [] and base_forms("its") == []  # "is", "us" endings; two-letter bases are no words here
+    assert dictionary.senses("detentions") == dictionary.senses("detention") == ["Haft"]
+    assert dictionary.senses("contract's") == dictionary.senses("contract")
+    assert dictionary.senses("contracts") == ["Verträge"]  # its own entry (Ding's plural), not the base's
+    assert dictionary.senses("pre-trial detentions") == []  # a phrase is looked up as written
+    assert "Haft" in dictionary.translate("The detainee's detentions were unlawful").split()

@@ -40,7 +40,7 @@ from lexrag.index.dictionary_sources import (LEGAL, MAX_PHRASE, OTHER_REGION, SW
 from lexrag.publish import publishes
 
 __all__ = ["MAX_PHRASE", "Sense", "parse_ding", "parse_dictd", "build_dictionary", "glossary", "Dictionary", "is_english",
-           "weighted", "WEIGHTINGS", "split_citations", "check_source", "load_dictionary_step", "build_dictionary_step"]
+           "weighted", "WEIGHTINGS", "split_citations", "check_source", "base_forms", "load_dictionary_step", "build_dictionary_step"]
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,17 @@ class Dictionary:
 
     def senses(self, key: str) -> list[str]:
         """The German senses of an English key: legal ones if it has any, Swiss before other
-        regions, in the dictionary's order; the glossary's words (one sense) where it has the key."""
+        regions, in the dictionary's order; the glossary's words (one sense) where it has the key.
+        A word neither has is looked up without its English ending (:func:`base_forms`)."""
+        have = self._senses(key)
+        if have or " " in key:
+            return have
+        for base in base_forms(key):
+            if have := self._senses(base):
+                return have
+        return []
+
+    def _senses(self, key: str) -> list[str]:
         if key in self.glossary:
             return [" ".join(self.glossary[key])]
         have = self.entries.get(key, [])
@@ -192,6 +202,26 @@ class Dictionary:
             if n == 1 and key in _EN_STOP:
                 i += 1
         return " ".join(kept + out).replace("ß", "ss")
+
+
+def base_forms(word: str) -> list[str]:
+    """The forms a dictionary lists for an inflected English word it lacks, most likely first: the
+    possessive's owner ("tenant's", "tenants'"), a third person's or plural's base ("contains",
+    "taxes", "parties" -> "contain", "tax", "party").  Ding lists nouns' plurals and verbs'
+    participles but rarely these; bases of two letters or fewer are left out."""
+    out = []
+    for end in ("'s", "’s", "'", "’"):
+        if word.endswith(end):
+            out.append(word[:-len(end)])
+            break
+    else:
+        if word.endswith("ies"):
+            out += [word[:-3] + "y", word[:-1]]
+        elif word.endswith("es"):
+            out += [word[:-2], word[:-1]]
+        elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+            out.append(word[:-1])
+    return [b for b in out if len(b) > 2]
 
 
 def split_citations(text: str) -> tuple[list[str], str]:
