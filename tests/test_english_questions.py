@@ -134,3 +134,20 @@ def test_the_english_scripts_refuse_bad_inputs_in_one_line(tmp_path):
     r = subprocess.run([sys.executable, str(root / "scripts" / "lexam_english.py"), str(csv_in), "--out", str(tmp_path / "o.csv")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr, r.stderr[-500:]
+
+
+def test_the_coverage_counts_own_entries_bases_and_words_left_without_german(tmp_path):
+    import subprocess
+
+    from lexrag.index.dictionary import build_dictionary
+
+    src = tmp_path / "de-en"
+    src.write_text(DING, encoding="utf-8")
+    build_dictionary(src, tmp_path / "dictionary")
+    q = tmp_path / "q.csv"
+    q.write_text("query_id,query\nq1,The court's ruling on the contracts of Müller under Art. 20 OR\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "scripts" / "english_coverage.py"),
+                        "--dictionary", str(tmp_path / "dictionary"), str(q)], capture_output=True, text=True, timeout=300)
+    # court's (by its base), ruling, contracts (own), müller; the citation and the function words are not counted
+    assert r.returncode == 0, r.stderr[-500:]
+    assert "4 words; 1 with an entry (25.0%), 1 more by their base (25.0%); without German: ruling, müller" in r.stdout

@@ -151,15 +151,16 @@ class Dictionary:
         """The German senses of an English key: legal ones if it has any, Swiss before other
         regions, in the dictionary's order; the glossary's words (one sense) where it has the key.
         A word neither has is looked up without its English ending (:func:`base_forms`)."""
-        have = self._senses(key)
+        have = self.own_senses(key)
         if have or " " in key:
             return have
         for base in base_forms(key):
-            if have := self._senses(base):
+            if have := self.own_senses(base):
                 return have
         return []
 
-    def _senses(self, key: str) -> list[str]:
+    def own_senses(self, key: str) -> list[str]:
+        """The senses of ``key`` as written (the glossary's, else the dictionary's), no base looked up."""
         if key in self.glossary:
             return [" ".join(self.glossary[key])]
         have = self.entries.get(key, [])
