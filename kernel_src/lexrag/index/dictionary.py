@@ -18,12 +18,12 @@ package.
 The artifact (folder ``dictionary/``) holds ``entries.tsv.gz`` (English key, German sense, flags),
 and the source's name, version, sha256 and licence in ``params.json``.  Translation
 (:class:`Dictionary.translate`) looks up the longest phrase first (up to :data:`MAX_PHRASE`
-words), prefers legal senses (``[jur.]``) and Swiss ones (``[Schw.]``) where an English key has
-them, weights each of a key's n senses 1/n in BM25's boost syntax (``Haft^0.5``: a word with many
-senses does not outweigh one with a single sense; ``dictionary.weighting`` offers other shares,
-see :func:`weighted`), writes ``ß`` as ``ss`` (Swiss spelling), and keeps
-the question's citations, its abbreviations and numbers, and its English words beside their
-German senses (English function words dropped).
+words; a single word the dictionary lacks by its base, :func:`base_forms`), prefers legal senses
+(``[jur.]``) and Swiss ones (``[Schw.]``) where an English key has them, weights each of a key's
+n senses 1/n in BM25's boost syntax (``Haft^0.5``: a word with many senses does not outweigh one
+with a single sense; ``dictionary.weighting`` offers other shares, see :func:`weighted`), writes
+``ß`` as ``ss`` (Swiss spelling), and keeps the question's citations, its abbreviations and
+numbers, and its English words beside their German senses (English function words dropped).
 """
 
 from __future__ import annotations
