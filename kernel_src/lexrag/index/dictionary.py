@@ -208,8 +208,8 @@ class Dictionary:
 def base_forms(word: str) -> list[str]:
     """The forms a dictionary lists for an inflected English word it lacks, most likely first: the
     possessive's owner ("tenant's", "tenants'"), a third person's or plural's base ("contains",
-    "taxes", "parties" -> "contain", "tax", "party").  Ding lists nouns' plurals and verbs'
-    participles but rarely these; bases of two letters or fewer are left out."""
+    "taxes", "parties" -> "contain", "tax", "party").  Ding lists many plurals and verb forms,
+    not all; bases of two letters or fewer are left out."""
     out = []
     for end in ("'s", "’s", "'", "’"):
         if word.endswith(end):
