@@ -97,7 +97,7 @@ class GermanToEnglish:
                     out.append(KEEP.get(low, tok))
                 elif low in FUNCTION:
                     out.append(FUNCTION[low])
-                elif low in GERMAN_STOPWORDS and not en:
+                elif low in GERMAN_STOPWORDS:  # a function word without an English one above
                     dropped += 1
                 elif en:
                     out.append(en)

@@ -106,8 +106,8 @@ def main() -> int:
         load_queries(f)  # with its warnings (rows left out, text re-decoded); the runs below are quiet
         load_gold(f)
     warnings.simplefilter("ignore")
-    groups = read_groups(dev_file)
-    if not all(groups.get(q.query_id) for q in load_queries(dev_file)):  # the nested choice holds legal areas out
+    course = read_groups(dev_file)  # query id -> course, for every row
+    if not course or not all(course.values()):  # the nested choice holds legal areas out
         raise CsvInputError(f"{dev_file}: a course is missing (column 'course'); give lexam_dev.csv as shared, whose every "
                             "question names its course")
     logging.basicConfig(level=logging.ERROR)
@@ -123,7 +123,6 @@ def main() -> int:
 
     areas = fold_groups(dev_file, "area")
     locked_courses = {c for a in read_locked_split().get("areas", []) for c in a["courses"]}
-    course = read_groups(dev_file)
     runs = {w: scores(proxy, art, w, k) for w in WEIGHTINGS}
     runs["German questions (no translation)"] = scores(dev_file, art, None, k)
     dev = [q for q in runs[SHIPPED] if course.get(q) not in locked_courses]

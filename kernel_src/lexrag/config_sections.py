@@ -124,6 +124,9 @@ class RankerConfig:
                                 "court citation rewarded)")
 
 
+WEIGHTINGS = ("uniform", "indexed", "structured", "first_pass")  # dictionary.weighting (lexrag.index.dictionary.weighted)
+
+
 @dataclass
 class DictionaryConfig:
     enabled: bool = _f(False, "translate English questions word by word with the dictionary artifact (built with --dictionary) "
@@ -133,7 +136,7 @@ class DictionaryConfig:
                                    "senses taken together, so a rare wrong sense does not outweigh a common right one), "
                                    "first_pass (indexed, each by how many of the top documents of a first search with the "
                                    "indexed weighting hold it; not the feedback stage)",
-                        choices=("uniform", "indexed", "structured", "first_pass"))
+                        choices=WEIGHTINGS)
     first_pass_docs: int = _f(20, "top documents of the first search that the first_pass weighting counts senses in",
                               range=(1, None))
 

@@ -35,6 +35,7 @@ import zlib
 from pathlib import Path
 
 from lexrag.artifacts import ArtifactError, read_params, write_params
+from lexrag.config_sections import WEIGHTINGS
 from lexrag.index.dictionary_sources import (LEGAL, MAX_PHRASE, OTHER_REGION, SWISS, Sense, check_source, parse_dictd, parse_ding,
                                               read_source)
 from lexrag.publish import publishes
@@ -69,8 +70,7 @@ def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
     for key, sense in pairs:
         have = entries.setdefault(key, {})
         have[sense.german] = have.get(sense.german, 0) | sense.flags
-    total = sum(skipped.values())
-    if total:
+    if skipped:
         log.warning("dictionary %s: %s left out", source, ", ".join(f"{n} {what}" for what, n in skipped.items()))
     index_lines = skipped.get("index lines outside the data", 0) + skipped.get("index lines that do not match their entry", 0)
     if index_lines and index_lines > len(entries):  # most of the index points past the data: not this data's index
@@ -83,13 +83,13 @@ def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
     rows = "".join(f"{k}\t{g}\t{f}\n" for k in sorted(entries) for g, f in entries[k].items())
     with gzip.GzipFile(out / ENTRIES, "wb", mtime=0) as f:  # mtime 0: the same bytes from the same source
         f.write(rows.encode("utf-8"))
-    write_params(out, "dictionary", "lexrag.index.dictionary", {"format": fmt, "max_phrase": MAX_PHRASE},
-                 source=source.name, source_version=version, source_sha256=sha,
-                 licence=f"{licence} (the source dictionary's; this artifact is data built from it, not part of lexrag)",
-                 license_id=kaggle_licence,  # the name Kaggle knows the licence by
-                 n_entries=len(entries), skipped=skipped)
+    doc = write_params(out, "dictionary", "lexrag.index.dictionary", {"format": fmt, "max_phrase": MAX_PHRASE},
+                       source=source.name, source_version=version, source_sha256=sha,
+                       licence=f"{licence} (the source dictionary's; this artifact is data built from it, not part of lexrag)",
+                       license_id=kaggle_licence,  # the name Kaggle knows the licence by
+                       n_entries=len(entries), skipped=skipped)
     log.info("dictionary: %d English keys from %s", len(entries), source)
-    return Dictionary.load(out)
+    return Dictionary({k: list(v.items()) for k, v in entries.items()}, doc)  # as load() reads it, without reading it
 
 
 def is_english(text: str) -> bool:
@@ -237,9 +237,6 @@ def split_citations(text: str) -> tuple[list[str], str]:
         pieces.append(norm[last:x.start])
         last = max(last, x.end)
     return [x.citation.format() for x in found], " ".join(pieces + [norm[last:]])
-
-
-WEIGHTINGS = ("uniform", "indexed", "structured", "first_pass")
 
 
 def weighted(senses: list[str], weighting: str = "uniform", index=None, top_stems: dict[str, int] | None = None) -> list[str]:
