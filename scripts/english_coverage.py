@@ -24,13 +24,12 @@ def main() -> int:
 
     args = parse_once(ap)
     benchkit.require(ap, args, positive=("top",))
-    from lexrag.index.dictionary import _EN_STOP, _EN_WORD, Dictionary, split_citations
+    from lexrag.index.dictionary import Dictionary, english_words
     from lexrag.queries import load_queries
 
     d = Dictionary.load(args.dictionary)
     for f in args.queries:
-        words = [t.lower() for q in load_queries(f) for t in _EN_WORD.findall(split_citations(q.text)[1])
-                 if t[0].isalpha() and t.lower() not in _EN_STOP]
+        words = [w for q in load_queries(f) for w in english_words(q.text)]
         own = [w for w in words if d.own_senses(w)]
         by_base = [w for w in words if not d.own_senses(w) and d.senses(w)]
         left = Counter(w for w in words if not d.senses(w))

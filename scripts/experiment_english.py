@@ -23,6 +23,7 @@ choice is on recall, so it is made here.)
 
 import argparse
 import csv
+import functools
 import logging
 import time
 import warnings
@@ -62,6 +63,13 @@ def write_proxy(src: str, dest: Path, g2e: GermanToEnglish) -> tuple[int, int, i
     return len(rows), done, dropped
 
 
+@functools.cache
+def read(path: str) -> tuple[list, dict]:
+    """(the questions with gold, query id -> gold) of a query file, read once however often it is scored."""
+    gold = {q: g for q, g in load_gold(path).items() if g}
+    return [q for q in load_queries(path) if q.query_id in gold], gold
+
+
 def scores(path: str | Path, art: Artifacts, weighting: str | None, k: int,
            extra: dict | None = None) -> dict[str, tuple[float, float | None, float]]:
     """query id -> (Recall@100, law Recall@100 or None, F1@k) of the `lexical` preset's ranking
@@ -71,8 +79,8 @@ def scores(path: str | Path, art: Artifacts, weighting: str | None, k: int,
         over["dictionary.weighting"] = weighting
     over.update(extra or {})
     cfg = load_config("lexical", over)
-    gold = {q: g for q, g in load_gold(str(path)).items() if g}
-    ranked = run_pipeline([q for q in load_queries(str(path)) if q.query_id in gold], art, cfg).ranked
+    queries, gold = read(str(path))
+    ranked = run_pipeline(queries, art, cfg).ranked
     out = {}
     for q, g in gold.items():
         law = [c for c in g if (p := try_parse(c)) is not None and p.kind == "law"]
@@ -103,8 +111,7 @@ def main() -> int:
     if Path(args.work).exists() and not Path(args.work).is_dir():
         ap.error(f"--work {args.work}: a file, not a folder")
     for f in (dev_file, f"{args.data}/val.csv", *args.english):  # read whole now: a bad file is one line before any run
-        load_queries(f)  # with its warnings (rows left out, text re-decoded); the runs below are quiet
-        load_gold(f)
+        read(f)  # with its warnings (rows left out, text re-decoded); the runs below are quiet
     warnings.simplefilter("ignore")
     course = read_groups(dev_file)  # query id -> course, for every row
     if not course or not all(course.values()):  # the nested choice holds legal areas out

@@ -359,7 +359,7 @@ def test_a_failed_rebuild_keeps_the_dictionary_that_was_there(tmp_path, dictiona
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
 
 
-def test_a_damaged_row_is_named_and_an_artifact_of_another_phrase_length_refused(tmp_path, dictionary):
+def test_a_damaged_row_or_stream_is_named_and_an_artifact_of_another_phrase_length_refused(tmp_path, dictionary):
     import json
     import shutil
 
@@ -380,6 +380,11 @@ def test_a_damaged_row_is_named_and_an_artifact_of_another_phrase_length_refused
 
     write_params(tmp_path / "dictionary", "dictionary", "lexrag.index.dictionary", {"max_phrase": 4})  # sizes and hashes agree
     with pytest.raises(ArtifactError, match=r"entries.tsv.gz: damaged at row 3 \(ValueError\)"):
+        Dictionary.load(tmp_path / "dictionary")
+    whole = gzip.compress(("\n".join(r for i, r in enumerate(rows) if i != 2) + "\n").encode("utf-8"))
+    entries.write_bytes(whole[:-4])  # the stream's length field cut off: every row reads, the end does not
+    write_params(tmp_path / "dictionary", "dictionary", "lexrag.index.dictionary", {"max_phrase": 4})
+    with pytest.raises(ArtifactError, match=rf"its compressed data is damaged \(read {len(rows) - 1} rows whole, then EOFError\)"):
         Dictionary.load(tmp_path / "dictionary")
 
 

@@ -41,7 +41,8 @@ from lexrag.index.dictionary_sources import (LEGAL, MAX_PHRASE, OTHER_REGION, SW
 from lexrag.publish import publishes
 
 __all__ = ["MAX_PHRASE", "Sense", "parse_ding", "parse_dictd", "build_dictionary", "glossary", "Dictionary", "is_english",
-           "weighted", "WEIGHTINGS", "split_citations", "check_source", "base_forms", "load_dictionary_step", "build_dictionary_step"]
+           "weighted", "WEIGHTINGS", "split_citations", "english_words", "check_source", "base_forms", "load_dictionary_step",
+           "build_dictionary_step"]
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +144,11 @@ class Dictionary:
                     key, german, flags = line.rstrip("\n").split("\t")
                     entries.setdefault(key, []).append((german, int(flags)))
                     good += 1
-        except (OSError, EOFError, ValueError, UnicodeDecodeError, zlib.error) as e:
+        except (ValueError, UnicodeDecodeError) as e:  # a row that is no key, sense and flags
             raise ArtifactError(f"{folder / ENTRIES}: damaged at row {good + 1} ({type(e).__name__}); {rebuild}") from e
+        except (OSError, EOFError, zlib.error) as e:  # the compressed stream: cut short, a bad block or checksum
+            raise ArtifactError(f"{folder / ENTRIES}: its compressed data is damaged (read {good:,} rows whole, then "
+                                f"{type(e).__name__}); {rebuild}") from e
         return cls(entries, doc)
 
     def senses(self, key: str) -> list[str]:
@@ -203,6 +207,12 @@ class Dictionary:
             if n == 1 and key in _EN_STOP:
                 i += 1
         return " ".join(kept + out).replace("ß", "ss")
+
+
+def english_words(text: str) -> list[str]:
+    """The words of an English text that :meth:`Dictionary.translate` looks up, lowercase: no
+    citation, number, punctuation or English function word."""
+    return [t.lower() for t in _EN_WORD.findall(split_citations(text)[1]) if t[0].isalpha() and t.lower() not in _EN_STOP]
 
 
 def base_forms(word: str) -> list[str]:

@@ -189,9 +189,10 @@ def _dictd_pair(source: Path) -> tuple[Path, Path] | None:
     return index_path, data_path
 
 
-def check_source(source: Path) -> None:
+def check_source(source: Path) -> tuple[Path, Path] | None:
     """Refuse, before any build work, a dictionary file that cannot be one: missing, a folder, a
-    dictd index without its data, or a text file whose start is not UTF-8."""
+    dictd index without its data, or a text file whose start is not UTF-8.  Returns the dictd pair
+    (index, data) when ``source`` names one, else None (a Ding text file)."""
     if not source.is_file():
         raise ArtifactError(f"--dictionary {source}: not a file (Debian: apt-get install trans-de-en puts Ding's file at "
                             f"/usr/share/trans/de-en; dict-freedict-eng-deu puts FreeDict's at "
@@ -207,13 +208,13 @@ def check_source(source: Path) -> None:
     except UnicodeDecodeError as e:
         raise ArtifactError(f"--dictionary {source}: not UTF-8 text (byte {e.start}); give Ding's de-en file or "
                             f"FreeDict's freedict-eng-deu.index") from e
+    return pair
 
 
 def read_source(source: Path, skipped: dict) -> tuple[str, str, str, str, str, Iterator[tuple[str, Sense]]]:
     """(format, version, sha256, licence, Kaggle's licence name, pairs) of a Ding file or a dictd
     index/.dict.dz pair."""
-    check_source(source)
-    pair = _dictd_pair(source)
+    pair = check_source(source)
     if pair:
         index_path, data_path = pair
         try:
