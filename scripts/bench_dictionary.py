@@ -1,11 +1,13 @@
 #!/usr/bin/env python
 """Benchmark (not a test): what the dictionary artifact costs to build and to translate with.
 
-  python scripts/bench_dictionary.py [--dictionary /usr/share/trans/de-en] [--queries ../shared/data/val.csv] [--repeat 20]
+  python scripts/bench_dictionary.py [--dictionary /usr/share/trans/de-en] [--queries ../shared/data/val.csv] [--repeat 20] \
+      [--artifacts ARTIFACTS]
 
 Builds the artifact from Ding's file into a temporary folder (timed), loads it (timed), then
 translates every English question of ``--queries`` ``--repeat`` times in one thread and prints
-questions per second.
+questions per second.  With ``--artifacts`` (a folder with the BM25 index) the same questions are
+also translated with ``dictionary.compounds``, which looks the made compounds up in that index.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ def main() -> int:
     ap.add_argument("--dictionary", default="/usr/share/trans/de-en")
     ap.add_argument("--queries", default="../shared/data/val.csv")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--artifacts", help="an artifacts folder with bm25/: also time the translation with compounds")
     from lexrag.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
@@ -31,6 +34,8 @@ def main() -> int:
             ap.error(f"{opt} {path}: not a file" + (" (Debian: apt-get install trans-de-en)" if opt == "--dictionary" else ""))
     if args.repeat < 1:
         ap.error(f"--repeat {args.repeat}: give 1 or more")
+    if args.artifacts:
+        benchkit.require(ap, args, within=[("artifacts", "bm25")])
     from lexrag.index.dictionary import Dictionary, build_dictionary, is_english
     from lexrag.queries import load_queries
 
@@ -42,15 +47,25 @@ def main() -> int:
         d = Dictionary.load(Path(tmp) / "dictionary")
         t_load = time.perf_counter() - t0
     texts = [q.text for q in load_queries(args.queries) if is_english(q.text)]
-    t0 = time.perf_counter()
-    for _ in range(args.repeat):
-        for t in texts:
-            d.translate(t)
-    t_tr = time.perf_counter() - t0
     n = len(texts) * args.repeat
+
+    def rate(**kw) -> str:
+        t0 = time.perf_counter()
+        for _ in range(args.repeat):
+            for t in texts:
+                d.translate(t, **kw)
+        took = time.perf_counter() - t0
+        return f"{n} questions in {took:.2f} s: {n / took:.0f} questions/s on one thread"
+
     words = sum(len(t.split()) for t in texts) / max(len(texts), 1)
-    print(f"build {t_build:.1f} s ({len(d.entries):,} English keys), load {t_load:.1f} s; translate {n} questions "
-          f"(mean {words:.0f} words) in {t_tr:.2f} s: {n / t_tr:.0f} questions/s on one thread")
+    print(f"build {t_build:.1f} s ({len(d.entries):,} English keys), load {t_load:.1f} s; translate (mean {words:.0f} "
+          f"words a question): {rate()}")
+    if args.artifacts:
+        from lexrag.config import load_config
+        from lexrag.index.lexical import BM25Index
+
+        index = BM25Index.load(Path(args.artifacts) / "bm25", load_config("lexical").lexical)
+        print(f"with compounds: {rate(weighting='uniform', index=index, compounds=True)}")
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Experiment (not a test): how the dictionary variant should weight an English word's German
-senses (``dictionary.weighting``), chosen on English questions grouped by legal area, nested, and
-then scored on the locked areas and on val.csv's 10 real English questions.
+senses (``dictionary.weighting``) and whether it should add the German compounds of adjacent
+English words (``dictionary.compounds``), chosen on English questions grouped by legal area,
+nested, and then scored on the locked areas and on val.csv's 10 real English questions.
 
   python scripts/experiment_english.py --data ../shared/data --artifacts ARTIFACTS --dictionary /usr/share/trans/de-en \
       --work WORK
@@ -9,12 +10,12 @@ then scored on the locked areas and on val.csv's 10 real English questions.
 There are no English questions with gold grouped by area, so lexam_dev's German questions are put
 into pseudo-English with the same Ding dictionary, German -> English (``english_proxy.py``; the
 English is written to WORK/lexam_dev_en.csv to be read).  Each is ranked by the `lexical` preset
-with the dictionary variant under each weighting.  The choice is made on Recall@100 (what a
-translation is for): for each development area, the weighting with the best mean Recall@100 on the
-other development areas is scored on it (nested).  The default changes to the weighting chosen on
-all development areas only when the nested pick's gain over the shipped weighting has a 95%
-bootstrap interval above 0.  With ``--final`` the locked areas are scored under the shipped and
-the chosen weighting; val and the ``--english`` files (LEXam's English questions,
+with the dictionary variant under each weighting, with and without compounds (:data:`OPTIONS`).
+The choice is made on Recall@100 (what a translation is for): for each development area, the
+option with the best mean Recall@100 on the other development areas is scored on it (nested).  The
+default changes to the option chosen on all development areas only when the nested pick's gain
+over the shipped one has a 95% bootstrap interval above 0.  With ``--final`` the locked areas are
+scored under the shipped and the chosen option; val and the ``--english`` files (LEXam's English questions,
 ``lexam_english.py``) are scored under those two and without the dictionary, after the choice and
 never for it.  The German questions themselves, ranked the same way, show what the translation
 loses.  (The project's harness, ``lexrag.eval.experiment``, picks on Macro F1 over k; this
@@ -45,6 +46,7 @@ from lexrag.queries import load_gold, load_queries
 import benchkit  # beside this script
 from english_proxy import GermanToEnglish  # beside this script
 
+OPTIONS = [*WEIGHTINGS, *(f"{w} + compounds" for w in WEIGHTINGS)]  # dictionary.weighting, and dictionary.compounds on
 SHIPPED = "uniform"
 
 
@@ -70,13 +72,14 @@ def read(path: str) -> tuple[list, dict]:
     return [q for q in load_queries(path) if q.query_id in gold], gold
 
 
-def scores(path: str | Path, art: Artifacts, weighting: str | None, k: int,
+def scores(path: str | Path, art: Artifacts, option: str | None, k: int,
            extra: dict | None = None) -> dict[str, tuple[float, float | None, float]]:
     """query id -> (Recall@100, law Recall@100 or None, F1@k) of the `lexical` preset's ranking
-    (``weighting`` None: the dictionary off)."""
-    over = {"runtime.progress": False, "count.method": "fixed", "count.k": 300, "dictionary.enabled": weighting is not None}
-    if weighting is not None:
-        over["dictionary.weighting"] = weighting
+    under one of :data:`OPTIONS` (None: the dictionary off)."""
+    over = {"runtime.progress": False, "count.method": "fixed", "count.k": 300, "dictionary.enabled": option is not None}
+    if option is not None:
+        over["dictionary.weighting"], _, compounds = option.partition(" + ")
+        over["dictionary.compounds"] = bool(compounds)
     over.update(extra or {})
     cfg = load_config("lexical", over)
     queries, gold = read(str(path))
@@ -130,14 +133,14 @@ def main() -> int:
 
     areas = fold_groups(dev_file, "area")
     locked_courses = {c for a in read_locked_split().get("areas", []) for c in a["courses"]}
-    runs = {w: scores(proxy, art, w, k) for w in WEIGHTINGS}
+    runs = {w: scores(proxy, art, w, k) for w in OPTIONS}
     runs["German questions (no translation)"] = scores(dev_file, art, None, k)
     dev = [q for q in runs[SHIPPED] if course.get(q) not in locked_courses]
     locked = [q for q in runs[SHIPPED] if course.get(q) in locked_courses]
     names = sorted({areas[q] for q in dev})
 
-    def pick(qids) -> str:  # the best mean Recall@100; ties to the shipped weighting, then the order of WEIGHTINGS
-        return max(WEIGHTINGS, key=lambda w: (mean(runs[w], qids, 0), w == SHIPPED, -WEIGHTINGS.index(w)))
+    def pick(qids) -> str:  # the best mean Recall@100; ties to the shipped option, then the order of OPTIONS
+        return max(OPTIONS, key=lambda w: (mean(runs[w], qids, 0), w == SHIPPED, -OPTIONS.index(w)))
 
     picks = {a: pick([q for q in dev if areas[q] != a]) for a in names}
     nested = {q: runs[picks[areas[q]]][q] for q in dev}

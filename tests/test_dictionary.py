@@ -158,9 +158,39 @@ def test_the_weighting_reads_the_loaded_bm25_index(tmp_path, demo_laws):
 
     with pytest.raises(ConfigError, match="set lexical.enabled=true or dictionary.weighting=uniform"):
         load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "structured", "lexical.enabled": False})
+    with pytest.raises(ConfigError, match="set lexical.enabled=true or dictionary.compounds=false"):
+        load_config(None, {"dictionary.enabled": True, "dictionary.compounds": True, "lexical.enabled": False})
     art.bm25 = None  # a degraded run without the BM25 artifact
     with pytest.raises(StageError, match="attach or build it"):
         run_pipeline([Query("en", "Who must pay for the pavement?")], art, cfg)
+    cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True, "dictionary.compounds": True})
+    with pytest.raises(StageError, match="dictionary.compounds keeps the compounds the BM25 index holds, and it is missing"):
+        run_pipeline([Query("en", "Who must pay for the pavement?")], art, cfg)
+
+
+def test_compounds_of_adjacent_words_are_added_where_the_index_holds_them(dictionary, tmp_path):
+    from lexrag.config_sections import LexicalConfig
+    from lexrag.index.bm25_build import build_bm25
+    from lexrag.index.dictionary import COMPOUND_MIN_DOCS
+
+    docs = ["Die Arbeitszeit beträgt 45 Stunden.", "Die Arbeitszeit wird erfasst.", "Das Schulgebäude ist alt.",
+            "Im Schulgebäude.", "Zeitarbeit ist Leiharbeit.", "Arbeit und Zeit.", "Schule und Gebäude."]
+    assert COMPOUND_MIN_DOCS == 2  # "Zeitarbeit" stands in one document only
+    src = tmp_path / "ding"
+    src.write_text(DING + "Arbeit {f} :: work; labour\nZeit {f} :: time; period\nSchule {f} :: school\nGebäude {n} :: building\n", encoding="utf-8")
+    d = build_dictionary(src, tmp_path / "dict2")
+    idx = build_bm25([docs], tmp_path / "bm25", LexicalConfig(decompound_min_count=1))
+    words = d.translate("The work time of the school building", "uniform", idx, compounds=True).split()
+    assert "Arbeitszeit" in words  # Arbeit + s + Zeit
+    assert "Schulgebäude" in words  # Schule without its -e, no linking element
+    assert not any(w.startswith("Zeitarbeit") for w in words)  # modifier first ("time work" is not asked); one document
+    assert "Zeitarbeit" not in d.translate("time work", "uniform", idx, compounds=True)  # held by one document only
+    assert "Arbeitszeit" not in d.translate("The work time", "uniform", idx).split()  # off: as before
+    for apart in ("The work, time", "work of time"):  # punctuation or a function word between: no compound
+        assert "Arbeitszeit" not in d.translate(apart, "uniform", idx, compounds=True).split()
+    assert d.translate("work time", "uniform", idx, compounds=True).split()[-1] == "Arbeitszeit"  # one compound: weight 1
+    with pytest.raises(ValueError, match="compounds read the BM25 index"):
+        d.translate("work time", compounds=True)
 
 
 def test_sharp_s_is_written_as_ss(dictionary):

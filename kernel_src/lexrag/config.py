@@ -121,6 +121,9 @@ class Config:
         if self.dictionary.enabled and self.dictionary.weighting != "uniform" and not self.lexical.enabled:
             raise ConfigError(f"dictionary.weighting={self.dictionary.weighting} weighs the senses by the BM25 index, which "
                               "lexical.enabled=false leaves unloaded: set lexical.enabled=true or dictionary.weighting=uniform")
+        if self.dictionary.enabled and self.dictionary.compounds and not self.lexical.enabled:
+            raise ConfigError("dictionary.compounds keeps the compounds the BM25 index holds, which lexical.enabled=false "
+                              "leaves unloaded: set lexical.enabled=true or dictionary.compounds=false")
         if self.count.method == "adaptive" and self.count.w_llm + self.count.w_elbow + self.count.w_cal <= 0:
             raise ConfigError("count.method=adaptive needs a positive count.w_llm, count.w_elbow or count.w_cal")
         if self.count.min_k > self.count.max_k:

@@ -137,6 +137,9 @@ class DictionaryConfig:
                                    "first_pass (indexed, each by how many of the top documents of a first search with the "
                                    "indexed weighting hold it; not the feedback stage)",
                         choices=WEIGHTINGS)
+    compounds: bool = _f(False, "also search German compounds made of two adjacent English words' noun senses, modifier first, "
+                                "that the BM25 index holds whole (\"notice period\" -> Kündigungsfrist); a pair's compounds "
+                                "share one word's weight")
     first_pass_docs: int = _f(20, "top documents of the first search that the first_pass weighting counts senses in",
                               range=(1, None))
 

@@ -59,6 +59,10 @@ class Analyzer:
         """The lowercase words of ``text`` long enough to keep, stopwords included."""
         return [t for t in _TOKEN.findall(normalize_text(text).lower()) if len(t) >= self.min_token_len]
 
+    def stems(self, words: list[str]) -> list[str]:
+        """The stem of each word taken whole: no compound split, no stopword dropped."""
+        return self._stemmer.stemWords(words) if self._stemmer is not None else list(words)
+
     def expand(self, word: str) -> tuple[str, ...]:
         """What one surface word puts in the index: nothing for a stopword, else its stem, then the
         stems of its compound parts (stopwords among them dropped)."""

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from lexrag.artifacts import ArtifactError, read_params, write_params
 from lexrag.config_sections import WEIGHTINGS
+from lexrag.index.decompound import LINKS
 from lexrag.index.dictionary_sources import (LEGAL, MAX_PHRASE, OTHER_REGION, SWISS, Sense, check_source, parse_dictd, parse_ding,
                                               read_source)
 from lexrag.publish import publishes
@@ -47,6 +48,8 @@ __all__ = ["MAX_PHRASE", "Sense", "parse_ding", "parse_dictd", "build_dictionary
 log = logging.getLogger(__name__)
 
 ENTRIES = "entries.tsv.gz"
+COMPOUND_SENSES = 8  # of each word, the first (legal and Swiss senses first), that compounds are made of
+COMPOUND_MIN_DOCS = 2  # documents that must hold a made compound whole: one alone may be a typo or a name
 GLOSSARY = "data/glossary_en_de.tsv"  # in the package
 
 _EN_WORD = re.compile(r"[^\W\d_][\w'\-]*|\d+[a-z]?|\S")  # words of any script (Zürich, Müller), numbers, punctuation
@@ -173,12 +176,14 @@ class Dictionary:
         ranked = sorted(enumerate(have), key=lambda t: (-(t[1][1] & SWISS), bool(t[1][1] & OTHER_REGION), t[0]))
         return [g for _, (g, _) in ranked]
 
-    def translate(self, text: str, weighting: str = "uniform", index=None, top_stems: dict[str, int] | None = None) -> str:
+    def translate(self, text: str, weighting: str = "uniform", index=None, top_stems: dict[str, int] | None = None,
+                  compounds: bool = False) -> str:
         """The German search text of an English question (see the module's docstring), its senses
         weighted as :func:`weighted` says (``index``: the BM25 index, for every weighting but
-        ``uniform``; ``top_stems``: for ``first_pass``, the terms of the first search's top documents)."""
-        if weighting != "uniform" and index is None:
-            raise ValueError(f"dictionary weighting {weighting!r} reads the BM25 index: give it")
+        ``uniform`` and for ``compounds``; ``top_stems``: for ``first_pass``, the terms of the first
+        search's top documents); with ``compounds``, :meth:`compounds` of adjacent words added."""
+        if (weighting != "uniform" or compounds) and index is None:
+            raise ValueError(f"dictionary {'compounds' if compounds else f'weighting {weighting!r}'} read the BM25 index: give it")
         kept, rest = split_citations(text)
         tokens = _EN_WORD.findall(rest)
         out: list[str] = []
@@ -206,7 +211,44 @@ class Dictionary:
                 continue
             if n == 1 and key in _EN_STOP:
                 i += 1
+        if compounds:
+            out += self.compounds(tokens, index)
         return " ".join(kept + out).replace("ß", "ss")
+
+    def compounds(self, tokens: list[str], index) -> list[str]:
+        """German compounds of two adjacent English words (no punctuation or function word between),
+        made of their senses as German makes them, modifier first ("notice period" -> Kündigung + s
+        + Frist): each pair of the first :data:`COMPOUND_SENSES` noun senses of each word, the
+        modifier also without a final -e or -en ("Miete" -> Miet-), joined by each linking element
+        :data:`~lexrag.index.decompound.LINKS`.  Kept are those the index holds as a word of their
+        own in :data:`COMPOUND_MIN_DOCS` documents or more; a pair's compounds share one word's
+        weight.  The index splits its compounds into parts, so the parts' senses already find
+        them; a compound found whole is the rarer and sharper match."""
+        out: dict[str, float] = {}
+        for a, b in zip(tokens, tokens[1:]):
+            if not (a[0].isalpha() and b[0].isalpha()) or a.lower() in _EN_STOP or b.lower() in _EN_STOP:
+                continue
+            mods, heads = self._compound_senses(a.lower()), self._compound_senses(b.lower())
+            if not mods or not heads:
+                continue
+            made = list(dict.fromkeys(m + link + h.lower() for m0 in mods for m in _modifier_forms(m0)
+                                      for h in heads for link in LINKS))
+            parts = set(index.analyzer.stems([w.lower() for w in mods + heads]))
+            held = {st: c for c, (st, df) in zip(made, index.whole_word_terms(made)) if df >= COMPOUND_MIN_DOCS and st not in parts}
+            for c in dict.fromkeys(held.values()):
+                c = c[0].upper() + c[1:]  # a German noun, as the senses are written
+                out[c] = max(out.get(c, 0.0), 1.0 / len(held))
+        return [c if w == 1.0 else f"{c}^{w:.2g}" for c, w in out.items()]
+
+    def _compound_senses(self, word: str) -> list[str]:
+        """The senses of ``word`` a compound is made of: single words written as German nouns."""
+        return [g for g in self.senses(word) if g.isalpha() and g[0].isupper() and not g.isupper()][:COMPOUND_SENSES]
+
+
+def _modifier_forms(noun: str) -> list[str]:
+    """A noun as a compound's modifier: itself, and without a final -en or -e ("Miete" -> miet)."""
+    low = noun.lower()
+    return [low, *(low[:-len(e)] for e in ("en", "e") if low.endswith(e))]
 
 
 def english_words(text: str) -> list[str]:

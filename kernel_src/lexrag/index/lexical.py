@@ -188,6 +188,13 @@ class BM25Index:
             return None
         return held[0] if held[0][0] == stems[0] else min(held, key=lambda h: (h[1], h[0]))
 
+    def whole_word_terms(self, words: list[str]) -> list[tuple[str, int]]:
+        """Each word's own stem, the word taken whole (a compound is not stood for by its parts, as
+        :meth:`word_term` does), and how many documents hold it (0: none)."""
+        vocab, indptr = self.retriever.vocab_dict, self.retriever.scores["indptr"]
+        return [(t, int(indptr[j + 1] - indptr[j]) if (j := vocab.get(t)) is not None else 0)
+                for t in self.analyzer.stems([w.lower() for w in words])]
+
     def doc_freq(self, word: str) -> int | None:
         """How many documents hold :meth:`word_term`'s term of ``word`` (None when none is indexed)."""
         held = self.word_term(word)

@@ -27,17 +27,20 @@ class DictionaryTranslate:
         return cfg.dictionary.enabled and getattr(art, "dictionary", None) is not None
 
     def run(self, batch, ctx):
-        d, weighting = ctx.art.dictionary, ctx.cfg.dictionary.weighting
+        d, weighting, compounds = ctx.art.dictionary, ctx.cfg.dictionary.weighting, ctx.cfg.dictionary.compounds
         index = getattr(ctx.art, "bm25", None)
         if weighting != "uniform" and index is None:  # a degraded run without the BM25 artifact: the stage fails, said
             raise StageError(f"dictionary.weighting={weighting} weighs the senses by the BM25 index, which is missing: "
                              "attach or build it (python -m lexrag build ...), or set dictionary.weighting=uniform")
+        if compounds and index is None:
+            raise StageError("dictionary.compounds keeps the compounds the BM25 index holds, and it is missing: attach or "
+                             "build it (python -m lexrag build ...), or set dictionary.compounds=false")
         origin = f"dictionary:{d.doc.get('source', '')}@{d.doc.get('source_version', '')}"
         out = {}
         for q in batch.queries:
             if q.text and is_english(q.text):
                 top = self._top_terms(q.text, d, ctx) if weighting == "first_pass" else None
-                out[q.query_id] = [Variant("dict_de", d.translate(q.text, weighting, index, top), origin)]
+                out[q.query_id] = [Variant("dict_de", d.translate(q.text, weighting, index, top, compounds), origin)]
         return out
 
     @staticmethod
