@@ -154,7 +154,7 @@ def main() -> int:
     ship = final if lo > 0 else SHIPPED
     print(f"\nnested picks: {', '.join(f'{a}: {w}' for a, w in picks.items())}")
     print(f"chosen on all development areas: {final}; the nested pick's Recall@100 gain over {SHIPPED}: {np.mean(gain):+.4f} "
-          f"[95% CI {lo:+.4f}, {hi:+.4f}] -> the default {'becomes ' + final if ship != SHIPPED else 'stays ' + SHIPPED} "
+          f"[95% CI {lo:+.4f}, {hi:+.4f}] -> the rule {'changes the default to ' + final if ship != SHIPPED else 'keeps ' + SHIPPED} "
           "(it changes only when the interval lies above 0)")
     shown = list(dict.fromkeys([SHIPPED, final]))
     if args.final:

@@ -171,26 +171,33 @@ def test_the_weighting_reads_the_loaded_bm25_index(tmp_path, demo_laws):
 def test_compounds_of_adjacent_words_are_added_where_the_index_holds_them(dictionary, tmp_path):
     from lexrag.config_sections import LexicalConfig
     from lexrag.index.bm25_build import build_bm25
-    from lexrag.index.dictionary import COMPOUND_MIN_DOCS
 
     docs = ["Die Arbeitszeit beträgt 45 Stunden.", "Die Arbeitszeit wird erfasst.", "Das Schulgebäude ist alt.",
-            "Im Schulgebäude.", "Zeitarbeit ist Leiharbeit.", "Arbeit und Zeit.", "Schule und Gebäude."]
-    assert COMPOUND_MIN_DOCS == 2  # "Zeitarbeit" stands in one document only
+            "Im Schulgebäude.", "Zeitarbeit ist Leiharbeit.", "Arbeit und Zeit.", "Schule und Gebäude.",
+            "Der Arbeitsvertrag.", "Ein Arbeitsvertrag.", "Die Ostsee ist kalt.", "An der Ostsee.", "Die Werkzeit.",
+            "Eine Werkzeit im Werk.", "Arbeit, Arbeit, Arbeit und Zeit, Zeit, Zeit."]  # the index splits Arbeitszeit
     src = tmp_path / "ding"
-    src.write_text(DING + "Arbeit {f} :: work; labour\nZeit {f} :: time; period\nSchule {f} :: school\nGebäude {n} :: building\n", encoding="utf-8")
+    src.write_text(DING + "Arbeit {f} :: work; labour\nZeit {f} :: time; period\nSchule {f} :: school\nGebäude {n} :: building\n"
+                   "Werk {n} :: work\nArbeitsvertrag {m} :: work contract\nOsten {m} :: e\nSee {f} :: sea\n", encoding="utf-8")
     d = build_dictionary(src, tmp_path / "dict2")
     idx = build_bm25([docs], tmp_path / "bm25", LexicalConfig(decompound_min_count=1))
     words = d.translate("The work time of the school building", "uniform", idx, compounds=True).split()
-    assert "Arbeitszeit" in words  # Arbeit + s + Zeit
-    assert "Schulgebäude" in words  # Schule without its -e, no linking element
-    assert not any(w.startswith("Zeitarbeit") for w in words)  # modifier first ("time work" is not asked); one document
+    assert "=Arbeitszeit^0.5" in words and "=Werkzeit^0.5" in words  # Arbeit + s + Zeit, Werk + Zeit: they share the pair's weight
+    assert "=Schulgebäude^1" in words  # Schule without its -e, no linking element
+    assert not any("Zeitarbeit" in w for w in words)  # modifier first ("time work" is not asked)
     assert "Zeitarbeit" not in d.translate("time work", "uniform", idx, compounds=True)  # held by one document only
-    assert "Arbeitszeit" not in d.translate("The work time", "uniform", idx).split()  # off: as before
+    assert "Arbeitszeit" not in d.translate("The work time", "uniform", idx)  # off: as before
     for apart in ("The work, time", "work of time"):  # punctuation or a function word between: no compound
-        assert "Arbeitszeit" not in d.translate(apart, "uniform", idx, compounds=True).split()
-    assert d.translate("work time", "uniform", idx, compounds=True).split()[-1] == "Arbeitszeit"  # one compound: weight 1
+        assert "Arbeitszeit" not in d.translate(apart, "uniform", idx, compounds=True)
+    assert "=" not in d.translate("a work contract", "uniform", idx, compounds=True)  # a phrase looked up whole: no pair in it
+    assert "Ostsee" not in d.translate("e sea", "uniform", idx, compounds=True)  # a one-letter token makes no compound
     with pytest.raises(ValueError, match="compounds read the BM25 index"):
         d.translate("work time", compounds=True)
+    # BM25 takes "=Arbeitszeit" whole: the parts keep the weights of their senses
+    vocab = {j: t for t, j in idx.retriever.vocab_dict.items()}
+    terms = {vocab[j]: w for j, w in idx.query_terms("Arbeit^0.25 Werk^0.25 Zeit^0.25 =Arbeitszeit^0.5").items()}
+    assert terms == {"arbeit": 0.25, "werk": 0.25, "zeit": 0.25, "arbeitszeit": 0.5}
+    assert {vocab[j] for j in idx.query_terms("Arbeitszeit^0.5")} == {"arbeitszeit", "arbeit", "zeit"}  # without "=": split
 
 
 def test_sharp_s_is_written_as_ss(dictionary):
@@ -389,7 +396,7 @@ def test_a_failed_rebuild_keeps_the_dictionary_that_was_there(tmp_path, dictiona
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
 
 
-def test_a_damaged_row_or_stream_is_named_and_an_artifact_of_another_phrase_length_refused(tmp_path, dictionary):
+def test_a_damaged_row_or_stream_is_named_and_an_artifact_of_another_phrase_length_refused(tmp_path, dictionary, monkeypatch):
     import json
     import shutil
 
@@ -415,6 +422,12 @@ def test_a_damaged_row_or_stream_is_named_and_an_artifact_of_another_phrase_leng
     entries.write_bytes(whole[:-4])  # the stream's length field cut off: every row reads, the end does not
     write_params(tmp_path / "dictionary", "dictionary", "lexrag.index.dictionary", {"max_phrase": 4})
     with pytest.raises(ArtifactError, match=rf"its compressed data is damaged \(read {len(rows) - 1} rows whole, then EOFError\)"):
+        Dictionary.load(tmp_path / "dictionary")
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(gzip, "open", refused)  # no damage: said as unreadable, with the system's reason
+    with pytest.raises(ArtifactError, match=r"entries.tsv.gz: unreadable \(Permission denied\)"):
         Dictionary.load(tmp_path / "dictionary")
 
 

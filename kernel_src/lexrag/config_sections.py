@@ -138,7 +138,7 @@ class DictionaryConfig:
                                    "indexed weighting hold it; not the feedback stage)",
                         choices=WEIGHTINGS)
     compounds: bool = _f(False, "also search German compounds made of two adjacent English words' noun senses, modifier first, "
-                                "that the BM25 index holds whole (\"notice period\" -> Kündigungsfrist); a pair's compounds "
+                                "that the BM25 index holds whole (\"month period\" -> Monatsfrist); a pair's compounds "
                                 "share one word's weight")
     first_pass_docs: int = _f(20, "top documents of the first search that the first_pass weighting counts senses in",
                               range=(1, None))

@@ -63,6 +63,10 @@ class Analyzer:
         """The stem of each word taken whole: no compound split, no stopword dropped."""
         return self._stemmer.stemWords(words) if self._stemmer is not None else list(words)
 
+    def whole(self, text: str) -> list[str]:
+        """The stems of ``text``'s words taken whole: stopwords dropped, no compound split."""
+        return self.stems([t for t in self.surface(text) if t not in self.stopwords])
+
     def expand(self, word: str) -> tuple[str, ...]:
         """What one surface word puts in the index: nothing for a stopword, else its stem, then the
         stems of its compound parts (stopwords among them dropped)."""

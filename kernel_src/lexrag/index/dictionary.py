@@ -149,9 +149,11 @@ class Dictionary:
                     good += 1
         except (ValueError, UnicodeDecodeError) as e:  # a row that is no key, sense and flags
             raise ArtifactError(f"{folder / ENTRIES}: damaged at row {good + 1} ({type(e).__name__}); {rebuild}") from e
-        except (OSError, EOFError, zlib.error) as e:  # the compressed stream: cut short, a bad block or checksum
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # the compressed stream: cut short, a bad block or checksum
             raise ArtifactError(f"{folder / ENTRIES}: its compressed data is damaged (read {good:,} rows whole, then "
                                 f"{type(e).__name__}); {rebuild}") from e
+        except OSError as e:  # missing, a folder, no permission
+            raise ArtifactError(f"{folder / ENTRIES}: unreadable ({e.strerror or e}); {rebuild}") from e
         return cls(entries, doc)
 
     def senses(self, key: str) -> list[str]:
@@ -183,10 +185,11 @@ class Dictionary:
         ``uniform`` and for ``compounds``; ``top_stems``: for ``first_pass``, the terms of the first
         search's top documents); with ``compounds``, :meth:`compounds` of adjacent words added."""
         if (weighting != "uniform" or compounds) and index is None:
-            raise ValueError(f"dictionary {'compounds' if compounds else f'weighting {weighting!r}'} read the BM25 index: give it")
+            raise ValueError(f"dictionary {'compounds read' if compounds else f'weighting {weighting!r} reads'} the BM25 index: give it")
         kept, rest = split_citations(text)
         tokens = _EN_WORD.findall(rest)
         out: list[str] = []
+        joined: set[int] = set()  # i: tokens i and i + 1 were looked up as one phrase
         i = 0
         while i < len(tokens):
             tok = tokens[i]
@@ -203,6 +206,7 @@ class Dictionary:
                 senses = self.senses(key)
                 if senses:  # the German senses, and the English words beside them (names, loanwords, codes)
                     out += weighted(senses, weighting, index, top_stems) + [w for w in words if w.lower() not in _EN_STOP]
+                    joined.update(range(i, i + n - 1))
                     i += n
                     break
             else:
@@ -212,21 +216,23 @@ class Dictionary:
             if n == 1 and key in _EN_STOP:
                 i += 1
         if compounds:
-            out += self.compounds(tokens, index)
+            out += self.compounds(tokens, index, joined)
         return " ".join(kept + out).replace("ß", "ss")
 
-    def compounds(self, tokens: list[str], index) -> list[str]:
-        """German compounds of two adjacent English words (no punctuation or function word between),
-        made of their senses as German makes them, modifier first ("notice period" -> Kündigung + s
-        + Frist): each pair of the first :data:`COMPOUND_SENSES` noun senses of each word, the
-        modifier also without a final -e or -en ("Miete" -> Miet-), joined by each linking element
+    def compounds(self, tokens: list[str], index, joined: set[int] = frozenset()) -> list[str]:
+        """German compounds of two adjacent English words of three letters or more (no punctuation
+        or function word between, not looked up together as a phrase: indices in ``joined``), made
+        of their senses as German makes them, modifier first ("month period" -> Monat + s + Frist):
+        each pair of the first :data:`COMPOUND_SENSES` noun senses of each word, the modifier also
+        without a final -e or -en ("Miete" -> Miet-), joined by each linking element
         :data:`~lexrag.index.decompound.LINKS`.  Kept are those the index holds as a word of their
         own in :data:`COMPOUND_MIN_DOCS` documents or more; a pair's compounds share one word's
-        weight.  The index splits its compounds into parts, so the parts' senses already find
-        them; a compound found whole is the rarer and sharper match."""
+        weight.  Each is written ``=Word^w``, which BM25 reads as the word's own stem only: the
+        parts' senses keep their weights (the index splits its compounds into parts, so those
+        already find them), and a compound found whole adds the rarer, sharper match."""
         out: dict[str, float] = {}
-        for a, b in zip(tokens, tokens[1:]):
-            if not (a[0].isalpha() and b[0].isalpha()) or a.lower() in _EN_STOP or b.lower() in _EN_STOP:
+        for i, (a, b) in enumerate(zip(tokens, tokens[1:])):
+            if i in joined or not (_content(a) and _content(b)) or len(a) < 3 or len(b) < 3:
                 continue
             mods, heads = self._compound_senses(a.lower()), self._compound_senses(b.lower())
             if not mods or not heads:
@@ -238,7 +244,7 @@ class Dictionary:
             for c in dict.fromkeys(held.values()):
                 c = c[0].upper() + c[1:]  # a German noun, as the senses are written
                 out[c] = max(out.get(c, 0.0), 1.0 / len(held))
-        return [c if w == 1.0 else f"{c}^{w:.2g}" for c, w in out.items()]
+        return [_boost(f"={c}", w) for c, w in out.items()]
 
     def _compound_senses(self, word: str) -> list[str]:
         """The senses of ``word`` a compound is made of: single words written as German nouns."""
@@ -254,7 +260,17 @@ def _modifier_forms(noun: str) -> list[str]:
 def english_words(text: str) -> list[str]:
     """The words of an English text that :meth:`Dictionary.translate` looks up, lowercase: no
     citation, number, punctuation or English function word."""
-    return [t.lower() for t in _EN_WORD.findall(split_citations(text)[1]) if t[0].isalpha() and t.lower() not in _EN_STOP]
+    return [t.lower() for t in _EN_WORD.findall(split_citations(text)[1]) if _content(t)]
+
+
+def _content(token: str) -> bool:
+    """A token that is an English word and no function word."""
+    return token[0].isalpha() and token.lower() not in _EN_STOP
+
+
+def _boost(word: str, w: float) -> str:
+    """``word`` at weight ``w`` in BM25's boost syntax, never below 0.001 (the syntax takes no exponent)."""
+    return f"{word}^{max(w, 0.001):.2g}"
 
 
 def base_forms(word: str) -> list[str]:
@@ -331,7 +347,7 @@ def weighted(senses: list[str], weighting: str = "uniform", index=None, top_stem
                 weights = [min(1.0, w * key_idf / i) if (i := index.idf(d)) > 0 else w for w, d in zip(weights, dfs)]
     if len(senses) == 1 and weights[0] == 1.0:
         return senses[0].split()
-    return [f"{word}^{max(w, 0.001):.2g}" for sense, w in zip(senses, weights) for word in sense.split()]  # never 1e-05
+    return [_boost(word, w) for sense, w in zip(senses, weights) for word in sense.split()]
 
 
 def build_dictionary_step(cfg, dest: Path, inputs) -> None:

@@ -104,7 +104,9 @@ class BM25Index:
         ``question_weight`` counts the terms of the question sentences (those ending in "?")
         that many times, so the question asked outweighs the story told before it.  A word
         written ``word^0.5`` (Lucene's boost syntax) counts its terms with that weight: the
-        dictionary variant weights each of a word's German senses by one over their number.
+        dictionary variant weights each of a word's German senses by one over their number.  A
+        word written ``=word^0.5`` counts its own stem only, not its compound parts (the
+        dictionary's compounds, whose parts are searched at their own weights).
 
         With ``cache`` the result is kept (read-only) among the last ``cache_size`` (what
         :data:`SCORE_CACHE_BYTES` holds): each stage runs over all the questions before the next,
@@ -158,13 +160,14 @@ class BM25Index:
         vocab = self.retriever.vocab_dict
         weights: dict[int, float] = {}
         last = 0
-        pieces: list[tuple[str, float]] = []
+        pieces: list[tuple[str, float, bool]] = []  # (text, weight, a boosted word taken whole)
         for m in _BOOST.finditer(text):
-            pieces += [(text[last:m.start()], 1.0), (m.group(1), float(m.group(2)))]
+            word = m.group(1)
+            pieces += [(text[last:m.start()], 1.0, False), (word.removeprefix("="), float(m.group(2)), word.startswith("="))]
             last = m.end()
-        pieces.append((text[last:], 1.0))
-        for part, w in pieces:
-            for t in self.analyzer(part):
+        pieces.append((text[last:], 1.0, False))
+        for part, w, whole in pieces:
+            for t in (self.analyzer.whole(part) if whole else self.analyzer(part)):
                 j = vocab.get(t)
                 if j is not None and w > 0:
                     weights[j] = max(weights.get(j, 0.0), w) if dedup else weights.get(j, 0.0) + w
