@@ -230,12 +230,10 @@ class Dictionary:
         weight.  Each is written ``=Word^w``, which BM25 reads as the word's own stem only: the
         parts' senses keep their weights (the index splits its compounds into parts, so those
         already find them), and a compound found whole adds the rarer, sharper match."""
+        nouns = [self._compound_senses(t.lower()) if _content(t) and len(t) >= 3 else [] for t in tokens]  # once a token
         out: dict[str, float] = {}
-        for i, (a, b) in enumerate(zip(tokens, tokens[1:])):
-            if i in joined or not (_content(a) and _content(b)) or len(a) < 3 or len(b) < 3:
-                continue
-            mods, heads = self._compound_senses(a.lower()), self._compound_senses(b.lower())
-            if not mods or not heads:
+        for i, (mods, heads) in enumerate(zip(nouns, nouns[1:])):
+            if i in joined or not mods or not heads:
                 continue
             made = list(dict.fromkeys(m + link + h.lower() for m0 in mods for m in _modifier_forms(m0)
                                       for h in heads for link in LINKS))
