@@ -51,6 +51,8 @@ def test_legal_and_swiss_senses_come_first(dictionary):
     assert dictionary.senses("contract") == ["Vertrag"]  # the [jur.] sense only, the [econ.] one dropped
     assert dictionary.senses("pavement") == ["Trottoir", "Gehsteig"]  # Swiss before German usage
     assert [g for g, _ in dictionary.entries["damages"]] == ["Schadenersatz", "Schadensersatz"]
+    dictionary.senses("pavement").append("Strasse")  # a caller's change to the list it got is its own
+    assert dictionary.senses("pavement") == ["Trottoir", "Gehsteig"]
 
 
 def test_a_words_senses_share_its_weight_and_bm25_reads_it(dictionary, tmp_path):

@@ -363,3 +363,24 @@ def test_search_many_gives_each_query_its_own_search_in_order(tmp_path):
     for text, (docs, scores) in zip(texts, many):
         one_docs, one_scores = idx.search(text, 3)
         assert docs.tolist() == one_docs.tolist() and scores.tobytes() == one_scores.tobytes()
+
+
+def test_word_term_is_a_words_own_stem_else_its_rarest_part_however_often_asked(tmp_path, monkeypatch):
+    import lexrag.index.lexical as lexical
+
+    idx = build_bm25([COMPOUND_DOCS], tmp_path / "dc", LexicalConfig(decompound_min_count=1))
+
+    def spelled_out(word):  # the docstring's definition, over the analyzer's whole output
+        stems = idx.analyzer(word)
+        vocab, indptr = idx.retriever.vocab_dict, idx.retriever.scores["indptr"]
+        held = [(t, int(indptr[vocab[t] + 1] - indptr[vocab[t]])) for t in stems if t in vocab]
+        return None if not held else held[0] if held[0][0] == stems[0] else min(held, key=lambda h: (h[1], h[0]))
+
+    words = ["Vertrag", "Mietvertrag", "Mietfrist", "Miet-Frist", "Verträge", "der", "Zebra", "", "Frist-"]
+    assert idx.word_term("Vertrag") == ("vertrag", 4)  # held whole: four documents, the compounds' parts among them
+    assert idx.word_term("Mietfrist") == ("frist", 1)  # not held whole: its rarer part
+    assert idx.word_term("der") is None and idx.word_term("Zebra") is None
+    monkeypatch.setattr(lexical, "WORD_TERM_CACHE", 2)  # the kept answers are dropped and found again
+    for _ in range(3):
+        assert [idx.word_term(w) for w in words] == [spelled_out(w) for w in words]
+    assert len(idx._word_terms) <= 3

@@ -43,8 +43,12 @@ class Analyzer:
             import Stemmer  # PyStemmer; a hard dependency of the lexical stage
 
             self._stemmer = Stemmer.Stemmer(stemmer)
+            # for stems(): the words a query stems whole are mostly new, and PyStemmer's own cache, once
+            # full, purges itself again and again as they come, which costs more than stemming afresh
+            self._stemmer_uncached = Stemmer.Stemmer(stemmer)
+            self._stemmer_uncached.maxCacheSize = 0
         else:
-            self._stemmer = None
+            self._stemmer = self._stemmer_uncached = None
 
     def params(self) -> dict:
         return {
@@ -61,7 +65,7 @@ class Analyzer:
 
     def stems(self, words: list[str]) -> list[str]:
         """The stem of each word taken whole: no compound split, no stopword dropped."""
-        return self._stemmer.stemWords(words) if self._stemmer is not None else list(words)
+        return self._stemmer_uncached.stemWords(words) if self._stemmer is not None else list(words)
 
     def whole(self, text: str) -> list[str]:
         """The stems of ``text``'s words taken whole: stopwords dropped, no compound split."""

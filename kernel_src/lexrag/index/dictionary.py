@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 ENTRIES = "entries.tsv.gz"
 COMPOUND_SENSES = 8  # of each word, the first (legal and Swiss senses first), that compounds are made of
+SENSES_CACHE = 100_000  # English keys whose senses a loaded dictionary keeps (a few hundred bytes each)
 COMPOUND_MIN_DOCS = 2  # documents that must hold a made compound whole: one alone may be a typo or a name
 GLOSSARY = "data/glossary_en_de.tsv"  # in the package
 
@@ -130,6 +131,7 @@ class Dictionary:
         self.doc = doc or {}
         self.glossary = glossary()
         self.max_phrase = max([MAX_PHRASE, *(len(k.split()) for k in self.glossary)])
+        self._senses: dict[str, tuple[str, ...]] = {}  # key -> senses(key): a question's words recur, and across questions
 
     @classmethod
     def load(cls, folder: str | Path) -> "Dictionary":
@@ -160,6 +162,14 @@ class Dictionary:
         """The German senses of an English key: legal ones if it has any, Swiss before other
         regions, in the dictionary's order; the glossary's words (one sense) where it has the key.
         A word neither has is looked up without its English ending (:func:`base_forms`)."""
+        got = self._senses.get(key)
+        if got is None:
+            if len(self._senses) > SENSES_CACHE:
+                self._senses.clear()
+            got = self._senses[key] = tuple(self._find_senses(key))
+        return list(got)
+
+    def _find_senses(self, key: str) -> list[str]:
         have = self.own_senses(key)
         if have or " " in key:
             return have
@@ -230,14 +240,16 @@ class Dictionary:
         weight.  Each is written ``=Word^w``, which BM25 reads as the word's own stem only: the
         parts' senses keep their weights (the index splits its compounds into parts, so those
         already find them), and a compound found whole adds the rarer, sharper match."""
-        nouns = [self._compound_senses(t.lower()) if _content(t) and len(t) >= 3 else [] for t in tokens]  # once a token
+        # once a token: its senses lowercase, their modifier forms, their stems
+        nouns = [[g.lower() for g in self._compound_senses(t.lower())] if _content(t) and len(t) >= 3 else [] for t in tokens]
+        forms = [[m for g in senses for m in _modifier_forms(g)] for senses in nouns]
+        stems = [set(index.analyzer.stems(senses)) for senses in nouns]
         out: dict[str, float] = {}
-        for i, (mods, heads) in enumerate(zip(nouns, nouns[1:])):
+        for i, (mods, heads) in enumerate(zip(forms, nouns[1:])):
             if i in joined or not mods or not heads:
                 continue
-            made = list(dict.fromkeys(m + link + h.lower() for m0 in mods for m in _modifier_forms(m0)
-                                      for h in heads for link in LINKS))
-            parts = set(index.analyzer.stems([w.lower() for w in mods + heads]))
+            made = list(dict.fromkeys([m + link + h for m in mods for h in heads for link in LINKS]))
+            parts = stems[i] | stems[i + 1]
             held = {st: c for c, (st, df) in zip(made, index.whole_word_terms(made)) if df >= COMPOUND_MIN_DOCS and st not in parts}
             for c in dict.fromkeys(held.values()):
                 c = c[0].upper() + c[1:]  # a German noun, as the senses are written
@@ -250,9 +262,8 @@ class Dictionary:
 
 
 def _modifier_forms(noun: str) -> list[str]:
-    """A noun as a compound's modifier: itself, and without a final -en or -e ("Miete" -> miet)."""
-    low = noun.lower()
-    return [low, *(low[:-len(e)] for e in ("en", "e") if low.endswith(e))]
+    """A lowercase noun as a compound's modifier: itself, and without a final -en or -e ("miete" -> miet)."""
+    return [noun, *(noun[:-len(e)] for e in ("en", "e") if noun.endswith(e))]
 
 
 def english_words(text: str) -> list[str]:

@@ -29,6 +29,7 @@ ARTIFACT = "bm25"
 # bytes of question score vectors a loaded index keeps (one float32 per document each: 50 vectors
 # at 2.65M documents, the competition's 40 test questions; every question of a run at 176K)
 SCORE_CACHE_BYTES = 512 * 2**20
+WORD_TERM_CACHE = 100_000  # words whose word_term a loaded index keeps (a few hundred bytes each)
 
 # A word with a weight: "Haft^0.33" (Lucene's query boost syntax)
 _BOOST = re.compile(r"(\S+)\^(\d+(?:\.\d+)?)(?=\s|$)")
@@ -58,6 +59,7 @@ class BM25Index:
         # query -> (score vector, the documents it touched, None without numba) or None
         self._cache: "OrderedDict[tuple, tuple[np.ndarray, np.ndarray | None] | None]" = OrderedDict()
         self.cache_size = max(1, SCORE_CACHE_BYTES // (4 * max(self.n_docs, 1)))
+        self._word_terms: dict[str, tuple[str, int] | None] = {}  # word -> word_term(word): a dictionary's senses recur
 
     @staticmethod
     def expected_params(cfg: LexicalConfig) -> dict:
@@ -184,8 +186,21 @@ class BM25Index:
         """The indexed term that stands for ``word`` and how many documents hold it: the word's own
         stem where the index holds it, else its rarest indexed term (a compound's part, a word of a
         hyphenated one); None when the index holds none of them."""
+        if word in self._word_terms:
+            return self._word_terms[word]
+        if len(self._word_terms) > WORD_TERM_CACHE:
+            self._word_terms.clear()
+        got = self._word_terms[word] = self._find_word_term(word)
+        return got
+
+    def _find_word_term(self, word: str) -> tuple[str, int] | None:
         vocab, indptr = self.retriever.vocab_dict, self.retriever.scores["indptr"]
-        stems = self.analyzer(word)
+        surface = self.analyzer.surface(word)
+        if len(surface) == 1 and surface[0] not in self.analyzer.stopwords:  # one word whose own stem is held: no
+            stem = self.analyzer.stems(surface)[0]                          # need to split it into its parts
+            if (j := vocab.get(stem)) is not None:
+                return stem, int(indptr[j + 1] - indptr[j])
+        stems = [s for t in surface for s in self.analyzer.expand(t)]
         held = [(t, int(indptr[j + 1] - indptr[j])) for t in stems if (j := vocab.get(t)) is not None]
         if not held:
             return None
