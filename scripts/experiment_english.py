@@ -47,7 +47,14 @@ import benchkit  # beside this script
 from english_proxy import GermanToEnglish  # beside this script
 
 OPTIONS = [*WEIGHTINGS, *(f"{w} + compounds" for w in WEIGHTINGS)]  # dictionary.weighting, and dictionary.compounds on
-SHIPPED = "uniform"
+
+
+def option(cfg) -> str:
+    """The entry of :data:`OPTIONS` that a config's dictionary section is."""
+    return cfg.dictionary.weighting + (" + compounds" if cfg.dictionary.compounds else "")
+
+
+SHIPPED = option(load_config("lexical"))  # what the `lexical` preset ships
 
 
 def write_proxy(src: str, dest: Path, g2e: GermanToEnglish) -> tuple[int, int, int]:

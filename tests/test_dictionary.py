@@ -158,16 +158,25 @@ def test_the_weighting_reads_the_loaded_bm25_index(tmp_path, demo_laws):
     assert "Vertrag" in res.states[0].variants["dict_de"].text.split()  # one sense held: its full weight
     from lexrag.errors import ConfigError, StageError
 
-    with pytest.raises(ConfigError, match="set lexical.enabled=true or dictionary.weighting=uniform"):
-        load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "structured", "lexical.enabled": False})
-    with pytest.raises(ConfigError, match="set lexical.enabled=true or dictionary.compounds=false"):
-        load_config(None, {"dictionary.enabled": True, "dictionary.compounds": True, "lexical.enabled": False})
+    both = ("dictionary.weighting=indexed and dictionary.compounds read the BM25 index, which lexical.enabled=false leaves "
+            "unloaded: set lexical.enabled=true, or dictionary.weighting=uniform dictionary.compounds=false")
+    with pytest.raises(ConfigError, match=both):  # the defaults: both ways out in one line
+        load_config(None, {"dictionary.enabled": True, "lexical.enabled": False})
+    with pytest.raises(ConfigError, match="weighting=structured reads the BM25 index, .* or dictionary.weighting=uniform$"):
+        load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "structured", "dictionary.compounds": False,
+                           "lexical.enabled": False})
+    with pytest.raises(ConfigError, match="dictionary.compounds reads the BM25 index, .* or dictionary.compounds=false$"):
+        load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "uniform", "lexical.enabled": False})
+    plain = load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "uniform", "dictionary.compounds": False,
+                               "lexical.enabled": False})  # needs no index
     art.bm25 = None  # a degraded run without the BM25 artifact
-    with pytest.raises(StageError, match="attach or build it"):
+    with pytest.raises(StageError, match="first_pass and dictionary.compounds read the BM25 index, which is missing: attach"):
         run_pipeline([Query("en", "Who must pay for the pavement?")], art, cfg)
-    cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True, "dictionary.compounds": True})
-    with pytest.raises(StageError, match="dictionary.compounds keeps the compounds the BM25 index holds, and it is missing"):
+    cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True, "dictionary.weighting": "uniform"})
+    with pytest.raises(StageError, match="dictionary.compounds reads the BM25 index, which is missing: .* or set dictionary.compounds=false$"):
         run_pipeline([Query("en", "Who must pay for the pavement?")], art, cfg)
+    res = run_pipeline([Query("en", "Who must pay for the pavement?")], art, plain)
+    assert "Trottoir^0.5" in res.states[0].variants["dict_de"].text.split()  # uniform, without compounds: no index read
 
 
 def test_compounds_of_adjacent_words_are_added_where_the_index_holds_them(dictionary, tmp_path):

@@ -118,12 +118,9 @@ class Config:
         if self.count.method == "expected_f1" and not self.ranker.enabled:
             raise ConfigError("count.method=expected_f1 reads the learned ranker's probabilities: set ranker.enabled=true "
                               "(and build the ranker artifact with --train)")
-        if self.dictionary.enabled and self.dictionary.weighting != "uniform" and not self.lexical.enabled:
-            raise ConfigError(f"dictionary.weighting={self.dictionary.weighting} weighs the senses by the BM25 index, which "
-                              "lexical.enabled=false leaves unloaded: set lexical.enabled=true or dictionary.weighting=uniform")
-        if self.dictionary.enabled and self.dictionary.compounds and not self.lexical.enabled:
-            raise ConfigError("dictionary.compounds keeps the compounds the BM25 index holds, which lexical.enabled=false "
-                              "leaves unloaded: set lexical.enabled=true or dictionary.compounds=false")
+        if self.dictionary.enabled and not self.lexical.enabled and (reads := self.dictionary.reads_index()):
+            raise ConfigError(f"{reads[0]}, which lexical.enabled=false leaves unloaded: set "
+                              f"lexical.enabled=true, or {reads[1]}")
         if self.count.method == "adaptive" and self.count.w_llm + self.count.w_elbow + self.count.w_cal <= 0:
             raise ConfigError("count.method=adaptive needs a positive count.w_llm, count.w_elbow or count.w_cal")
         if self.count.min_k > self.count.max_k:

@@ -131,17 +131,27 @@ WEIGHTINGS = ("uniform", "indexed", "structured", "first_pass")  # dictionary.we
 class DictionaryConfig:
     enabled: bool = _f(False, "translate English questions word by word with the dictionary artifact (built with --dictionary) "
                               "into the dict_de variant, searched beside the question (and beside the LLM's translation)")
-    weighting: str = _f("uniform", "how an English word's German senses share its weight: uniform (1/n each), indexed (1/n over "
-                                   "the senses the BM25 index holds), structured (indexed, each scaled to the idf of the word's "
-                                   "senses taken together, so a rare wrong sense does not outweigh a common right one), "
-                                   "first_pass (indexed, each by how many of the top documents of a first search with the "
-                                   "indexed weighting hold it; not the feedback stage)",
+    weighting: str = _f("indexed", "how an English word's German senses share its weight: uniform (1/n each; the only one "
+                                   "that needs no BM25 index), indexed (1/n over the senses the BM25 index holds), structured "
+                                   "(indexed, each scaled to the idf of the word's senses taken together, so a rare wrong sense "
+                                   "does not outweigh a common right one), first_pass (indexed, each by how many of the top "
+                                   "documents of a first search with the indexed weighting hold it; not the feedback stage)",
                         choices=WEIGHTINGS)
-    compounds: bool = _f(False, "also search German compounds made of two adjacent English words' noun senses, modifier first, "
-                                "that the BM25 index holds whole (\"month period\" -> Monatsfrist); a pair's compounds "
-                                "share one word's weight")
+    compounds: bool = _f(True, "also search German compounds made of two adjacent English words' noun senses, modifier first, "
+                               "that the BM25 index holds whole (\"month period\" -> Monatsfrist); a pair's compounds "
+                               "share one word's weight")
     first_pass_docs: int = _f(20, "top documents of the first search that the first_pass weighting counts senses in",
                               range=(1, None))
+
+    def reads_index(self) -> tuple[str, str] | None:
+        """("<the settings that read the BM25 index> read(s) the BM25 index", the settings that
+        translate without it), or None when none does: the one message of a config or a run without
+        the index."""
+        reads = [f"dictionary.weighting={self.weighting}"] * (self.weighting != "uniform") + ["dictionary.compounds"] * self.compounds
+        if not reads:
+            return None
+        ways_out = ["dictionary.weighting=uniform"] * (self.weighting != "uniform") + ["dictionary.compounds=false"] * self.compounds
+        return " and ".join(reads) + (" read" if len(reads) > 1 else " reads") + " the BM25 index", " ".join(ways_out)
 
 
 @dataclass

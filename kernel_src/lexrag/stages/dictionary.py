@@ -29,12 +29,9 @@ class DictionaryTranslate:
     def run(self, batch, ctx):
         d, weighting, compounds = ctx.art.dictionary, ctx.cfg.dictionary.weighting, ctx.cfg.dictionary.compounds
         index = getattr(ctx.art, "bm25", None)
-        if weighting != "uniform" and index is None:  # a degraded run without the BM25 artifact: the stage fails, said
-            raise StageError(f"dictionary.weighting={weighting} weighs the senses by the BM25 index, which is missing: "
-                             "attach or build it (python -m lexrag build ...), or set dictionary.weighting=uniform")
-        if compounds and index is None:
-            raise StageError("dictionary.compounds keeps the compounds the BM25 index holds, and it is missing: attach or "
-                             "build it (python -m lexrag build ...), or set dictionary.compounds=false")
+        if index is None and (reads := ctx.cfg.dictionary.reads_index()):  # a degraded run without the BM25 artifact: said
+            raise StageError(f"{reads[0]}, which is missing: attach or build it (python -m lexrag "
+                             f"build ...), or set {reads[1]}")
         origin = f"dictionary:{d.doc.get('source', '')}@{d.doc.get('source_version', '')}"
         out = {}
         for q in batch.queries:
