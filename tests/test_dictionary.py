@@ -198,7 +198,7 @@ def test_compounds_of_adjacent_words_are_added_where_the_index_holds_them(dictio
     assert not any("Zeitarbeit" in w for w in words)  # modifier first ("time work" is not asked)
     assert "Zeitarbeit" not in d.translate("time work", "uniform", idx, compounds=True)  # held by one document only
     assert "Arbeitszeit" not in d.translate("The work time", "uniform", idx)  # off: as before
-    for apart in ("The work, time", "work of time"):  # punctuation or a function word between: no compound
+    for apart in ("The work, time", "work of time", "work Art. 5 OR time"):  # punctuation, a function word or a citation between
         assert "Arbeitszeit" not in d.translate(apart, "uniform", idx, compounds=True)
     assert "=" not in d.translate("a work contract", "uniform", idx, compounds=True)  # a phrase looked up whole: no pair in it
     assert "Ostsee" not in d.translate("e sea", "uniform", idx, compounds=True)  # a one-letter token makes no compound

@@ -304,7 +304,8 @@ def base_forms(word: str) -> list[str]:
 
 def split_citations(text: str) -> tuple[list[str], str]:
     """(the citations a text names, in the competition's form; the text without them), so a
-    translation keeps the citations as they are and translates the words around them."""
+    translation keeps the citations as they are and translates the words around them.  Where a
+    citation was, the text has a semicolon: the words on either side are no phrase and no compound."""
     from lexrag.citations import extract, normalize_text
 
     norm = normalize_text(text)
@@ -313,7 +314,7 @@ def split_citations(text: str) -> tuple[list[str], str]:
     for x in found:
         pieces.append(norm[last:x.start])
         last = max(last, x.end)
-    return [x.citation.format() for x in found], " ".join(pieces + [norm[last:]])
+    return [x.citation.format() for x in found], " ; ".join(pieces + [norm[last:]])
 
 
 def weighted(senses: list[str], weighting: str = "uniform", index=None, top_stems: dict[str, int] | None = None) -> list[str]:
