@@ -169,14 +169,54 @@ def test_the_weighting_reads_the_loaded_bm25_index(tmp_path, demo_laws):
         load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "uniform", "lexical.enabled": False})
     plain = load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "uniform", "dictionary.compounds": False,
                                "lexical.enabled": False})  # needs no index
-    art.bm25 = None  # a degraded run without the BM25 artifact
+    art.bm25 = None  # the stage itself, called where enabled() would have kept it off, says why and never goes uniform
     with pytest.raises(StageError, match="first_pass and dictionary.compounds read the BM25 index, which is missing: attach"):
-        run_pipeline([Query("en", "Who must pay for the pavement?")], art, cfg)
+        stage_run(cfg, art, [Query("en", "Who must pay for the pavement?")])
     cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True, "dictionary.weighting": "uniform"})
     with pytest.raises(StageError, match="dictionary.compounds reads the BM25 index, which is missing: .* or set dictionary.compounds=false$"):
-        run_pipeline([Query("en", "Who must pay for the pavement?")], art, cfg)
+        stage_run(cfg, art, [Query("en", "Who must pay for the pavement?")])
     res = run_pipeline([Query("en", "Who must pay for the pavement?")], art, plain)
     assert "Trottoir^0.5" in res.states[0].variants["dict_de"].text.split()  # uniform, without compounds: no index read
+
+
+def stage_run(cfg, art, queries):
+    """The dictionary stage's own run over ``queries`` (no pipeline around it)."""
+    from lexrag.queries import QueryState
+    from lexrag.stages.base import BatchState, Context
+    from lexrag.stages.dictionary import DictionaryTranslate
+
+    states = [QueryState(q.query_id, q.text) for q in queries]
+    return DictionaryTranslate().run(BatchState(queries=states), Context(cfg=cfg, art=art))
+
+
+def test_without_the_bm25_index_the_dictionary_stage_is_missing_and_the_run_goes_on(demo_artifacts, demo_queries, tmp_path):
+    import shutil
+
+    from lexrag.config import load_config
+    from lexrag.eval.status import run_status
+    from lexrag.eval.validation import ablation_table
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import Query
+
+    shutil.copytree(demo_artifacts, tmp_path / "art", ignore=lambda d, names: ["bm25"] if d == str(demo_artifacts) else [])
+    question = [Query("en", "Who must pay for the pavement of the street?")]
+    for preset in ("kaggle", "lexical"):  # the defaults read the index: the stage is off, its row says which part is missing
+        cfg = load_config(preset, {"runtime.progress": False, "semantic.enabled": False, "rerank.enabled": False,
+                                   "llm.enabled": False, "count.method": "fixed"})
+        art = Artifacts.load(tmp_path / "art", cfg, degrade=True)
+        assert art.bm25 is None and "bm25" in art.missing and art.dictionary is not None
+        res = run_pipeline(question, art, cfg)
+        assert "dict_de" not in res.states[0].variants and not res.failed
+        row = next(r for r in run_status(cfg, art, res).rows if r.stage == "dictionary")
+        assert row.state == "missing" and row.why.startswith("bm25: ") and "lexrag-bm25" in row.fix, (row.why, row.fix)
+    plain = load_config("lexical", {"runtime.progress": False, "dictionary.weighting": "uniform", "dictionary.compounds": False})
+    art = Artifacts.load(tmp_path / "art", plain, degrade=True)
+    res = run_pipeline(question, art, plain)
+    assert "dict_de" in res.states[0].variants  # uniform without compounds reads no index: it runs
+    assert next(r for r in run_status(plain, art, res).rows if r.stage == "dictionary").state == "ran"
+    rows = ablation_table(load_config("lexical", {"runtime.progress": False}), Artifacts.load(demo_artifacts, load_config("lexical")),
+                          demo_queries, tmp_path / "ablation")  # "without BM25" takes the dictionary off with it
+    assert {"full", "without BM25", "without dictionary"} <= {r["run"] for r in rows}, [r["run"] for r in rows]
 
 
 def test_compounds_of_adjacent_words_are_added_where_the_index_holds_them(dictionary, tmp_path):

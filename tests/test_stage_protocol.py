@@ -239,13 +239,14 @@ def test_every_registered_stage_keeps_the_contract(name, demo_artifacts):
     from lexrag.pipeline.context import make_context
     from lexrag.pipeline.run import _merge
     from lexrag.signals import known_signals
-    from lexrag.stages.base import PARTS, BatchState
+    from lexrag.stages.base import PARTS, BatchState, needs_of
 
     stage = next(s for s in registered_stages() if s.name == name)
     assert isinstance(stage.phase, Phase) and isinstance(stage.essential, bool)
     assert isinstance(stage.signals, tuple) and set(stage.signals) <= set(known_signals())
     assert isinstance(stage.needs, tuple) and set(stage.needs) <= set(PARTS) and all(fix_for(n) for n in stage.needs)
     cfg = load_config("exam", {"runtime.progress": False})
+    assert set(needs_of(stage, cfg)) <= set(stage.needs)  # what it needs under a config is among what it declares
     art = Artifacts.load(demo_artifacts, cfg, degrade=True)  # what the demo lacks (the prior) is left out
     on = stage.enabled(cfg, art)
     assert on in (True, False)

@@ -18,7 +18,7 @@ from typing import Any
 from lexrag.config import Config
 from lexrag.procmem import process_memory
 from lexrag.registry import names, spec
-from lexrag.stages.base import Phase, asked_for, blocked, registered_stages
+from lexrag.stages.base import Phase, asked_for, blocked, needs_of, registered_stages
 
 __all__ = ["StageRow", "RunStatus", "run_status", "failed_status", "measured", "measured_table", "fix_for"]
 
@@ -127,7 +127,7 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
             off.append(stage.name)
             continue
         if not stage.enabled(cfg, art):
-            parts = [p for p in getattr(stage, "needs", ()) if p in art.missing] or list(getattr(stage, "needs", ()))
+            parts = [p for p in needs_of(stage, cfg) if p in art.missing] or list(needs_of(stage, cfg))
             why = "; ".join(f"{p}: {_brief(art.missing[p])}" for p in parts if p in art.missing) or \
                 f"needs {', '.join(parts) or 'a part'} that was not loaded"
             fix = "; ".join(f for f in (_fix(art, p) for p in parts) if f)

@@ -197,9 +197,9 @@ def validate_run(cfg: Config, artifacts: Artifacts, queries_path: str | Path, ou
 def _parts_left(cfg: Config, art: Artifacts) -> Artifacts:
     """``art`` without the loaded parts no stage ``cfg`` asks for needs (so switching a stage off
     also drops, e.g., BM25's choice of a graph node's document when no stage reads BM25)."""
-    from lexrag.stages.base import asked_for
+    from lexrag.stages.base import asked_for, needs_of
 
-    needed = {n for s in asked_for(cfg) for n in getattr(s, "needs", None) or ()}
+    needed = {n for s in asked_for(cfg) for n in needs_of(s, cfg)}
     return dataclasses.replace(art, **{f: None for n, f in _PARTS.items() if n not in needed and getattr(art, f) is not None})
 
 

@@ -19,9 +19,10 @@ The artifact (folder ``dictionary/``) holds ``entries.tsv.gz`` (English key, Ger
 and the source's name, version, sha256 and licence in ``params.json``.  Translation
 (:class:`Dictionary.translate`) looks up the longest phrase first (up to :data:`MAX_PHRASE`
 words; a single word the dictionary lacks by its base, :func:`base_forms`), prefers legal senses
-(``[jur.]``) and Swiss ones (``[Schw.]``) where an English key has them, weights each of a key's
-n senses 1/n in BM25's boost syntax (``Haft^0.5``: a word with many senses does not outweigh one
-with a single sense; ``dictionary.weighting`` offers other shares, see :func:`weighted`), writes
+(``[jur.]``) and Swiss ones (``[Schw.]``) where an English key has them, shares a key's weight
+among its senses in BM25's boost syntax (``Haft^0.5``: a word with many senses does not outweigh
+one with a single sense; how, ``dictionary.weighting`` says, see :func:`weighted`), adds the
+German compounds of adjacent words the index holds (``dictionary.compounds``), writes
 ``ß`` as ``ss`` (Swiss spelling), and keeps the question's citations, its abbreviations and
 numbers, and its English words beside their German senses (English function words dropped).
 """

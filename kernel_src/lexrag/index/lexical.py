@@ -29,6 +29,7 @@ ARTIFACT = "bm25"
 # bytes of question score vectors a loaded index keeps (one float32 per document each: 50 vectors
 # at 2.65M documents, the competition's 40 test questions; every question of a run at 176K)
 SCORE_CACHE_BYTES = 512 * 2**20
+_UNSEEN = object()  # a word not looked up yet (None is an answer: no indexed term)
 WORD_TERM_CACHE = 100_000  # words whose word_term a loaded index keeps (a few hundred bytes each)
 
 # A word with a weight: "Haft^0.33" (Lucene's query boost syntax)
@@ -186,8 +187,9 @@ class BM25Index:
         """The indexed term that stands for ``word`` and how many documents hold it: the word's own
         stem where the index holds it, else its rarest indexed term (a compound's part, a word of a
         hyphenated one); None when the index holds none of them."""
-        if word in self._word_terms:
-            return self._word_terms[word]
+        got = self._word_terms.get(word, _UNSEEN)
+        if got is not _UNSEEN:
+            return got
         if len(self._word_terms) > WORD_TERM_CACHE:
             self._word_terms.clear()
         got = self._word_terms[word] = self._find_word_term(word)

@@ -27,6 +27,7 @@ from lexrag.registry import ARTIFACTS
 from lexrag.stages.base import (
     asked_for,
     check_degrade_order,
+    needs_of,
 )
 from lexrag.stages.ranker import load_ranker_step
 
@@ -117,7 +118,7 @@ class Artifacts:
                 art.missing[step.part] = f"{type(e).__name__}: {e}".splitlines()[0]
                 if getattr(e, "fix", ""):  # a model not found: the folders seen and the setting that picks one
                     art.fixes[step.part] = e.fix
-                off = [s.name for s in asked_for(cfg) if step.part in getattr(s, "needs", ())]
+                off = [s.name for s in asked_for(cfg) if step.part in needs_of(s, cfg)]
                 log.warning("%s is not available (%s); stages switched off: %s", step.part, art.missing[step.part],
                             ", ".join(off) or "none the config asks for")
         if "llm" in art.missing and (art.cache_dirs or cfg.llm.replay_dirs):

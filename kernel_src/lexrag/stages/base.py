@@ -53,6 +53,7 @@ __all__ = [
     "registered_stages",
     "stages_for",
     "asked_for",
+    "needs_of",
     "STAGE_ORDER",
     "check_degrade_order",
     "RETRIEVAL_PHASES",
@@ -93,6 +94,7 @@ class Stage(Protocol):
     essential: bool
     signals: tuple[str, ...]  # signal names it may emit (registered for config validation)
     needs: tuple[str, ...]  # the loaded parts it reads (of PARTS), so a run says which stages a missing part turned off
+    # (a stage whose parts depend on its config also has needs_for(cfg): see needs_of)
 
     def enabled(self, cfg: "Config", art: Any) -> bool: ...
 
@@ -317,6 +319,13 @@ def blocked(cfg: "Config") -> dict[str, list[str]]:
                 out.setdefault(s.name, []).append(f"{name}.enabled")
         out.setdefault(s.name, [])
     return out
+
+
+def needs_of(stage: Stage, cfg: "Config") -> tuple[str, ...]:
+    """The loaded parts ``stage`` reads under ``cfg``: what its ``needs_for(cfg)`` says where it has
+    one (a subset of its ``needs``), else its ``needs``."""
+    for_cfg = getattr(stage, "needs_for", None)
+    return tuple(for_cfg(cfg)) if for_cfg is not None else tuple(getattr(stage, "needs", ()))
 
 
 def asked_for(cfg: "Config") -> list[Stage]:

@@ -18,20 +18,27 @@ __all__ = ["DictionaryTranslate"]
 class DictionaryTranslate:
     name = "dictionary"
     family = "rewrite"
-    needs = ("dictionary",)
+    needs = ("dictionary", "bm25")  # bm25: for every weighting but uniform, and for compounds (needs_for)
     phase = Phase.REWRITE
     essential = False
     signals = ()
 
+    def needs_for(self, cfg) -> tuple[str, ...]:
+        return self.needs if cfg.dictionary.reads_index() else ("dictionary",)
+
     def enabled(self, cfg, art) -> bool:
-        return cfg.dictionary.enabled and getattr(art, "dictionary", None) is not None
+        """On with its artifact, and with the BM25 index where the config's weighting or compounds
+        read it (lexical on and its artifact loaded): without it the stage is off and the run's
+        status says which part is missing, as for any stage."""
+        if not cfg.dictionary.enabled or getattr(art, "dictionary", None) is None:
+            return False
+        return "bm25" not in self.needs_for(cfg) or (cfg.lexical.enabled and getattr(art, "bm25", None) is not None)
 
     def run(self, batch, ctx):
         d, weighting, compounds = ctx.art.dictionary, ctx.cfg.dictionary.weighting, ctx.cfg.dictionary.compounds
         index = getattr(ctx.art, "bm25", None)
-        if index is None and (reads := ctx.cfg.dictionary.reads_index()):  # a degraded run without the BM25 artifact: said
-            raise StageError(f"{reads[0]}, which is missing: attach or build it (python -m lexrag "
-                             f"build ...), or set {reads[1]}")
+        if index is None and (reads := ctx.cfg.dictionary.reads_index()):  # enabled() keeps it off then: never a quiet uniform
+            raise StageError(f"{reads[0]}, which is missing: attach or build it (python -m lexrag build ...), or set {reads[1]}")
         origin = f"dictionary:{d.doc.get('source', '')}@{d.doc.get('source_version', '')}"
         out = {}
         for q in batch.queries:
