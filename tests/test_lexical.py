@@ -368,6 +368,7 @@ def test_search_many_gives_each_query_its_own_search_in_order(tmp_path):
 def test_word_term_is_a_words_own_stem_else_its_rarest_part_however_often_asked(tmp_path, monkeypatch):
     import lexrag.index.lexical as lexical
 
+    monkeypatch.setattr(lexical, "WORD_TERM_CACHE", 2)  # the kept answers are dropped and found again
     idx = build_bm25([COMPOUND_DOCS], tmp_path / "dc", LexicalConfig(decompound_min_count=1))
 
     def spelled_out(word):  # the docstring's definition, over the analyzer's whole output
@@ -380,7 +381,8 @@ def test_word_term_is_a_words_own_stem_else_its_rarest_part_however_often_asked(
     assert idx.word_term("Vertrag") == ("vertrag", 4)  # held whole: four documents, the compounds' parts among them
     assert idx.word_term("Mietfrist") == ("frist", 1)  # not held whole: its rarer part
     assert idx.word_term("der") is None and idx.word_term("Zebra") is None
-    monkeypatch.setattr(lexical, "WORD_TERM_CACHE", 2)  # the kept answers are dropped and found again
     for _ in range(3):
         assert [idx.word_term(w) for w in words] == [spelled_out(w) for w in words]
-    assert len(idx._word_terms) <= 3
+        assert idx.word_term("Vertrag") == idx.word_term("Vertrag") == ("vertrag", 4)  # asked again at once: kept
+    kept = idx._kept_word_term.cache_info()
+    assert kept.currsize <= 2 and kept.hits >= 3

@@ -29,6 +29,7 @@ numbers, and its English words beside their German senses (English function word
 
 from __future__ import annotations
 
+import functools
 import gzip
 import logging
 import re
@@ -132,7 +133,8 @@ class Dictionary:
         self.doc = doc or {}
         self.glossary = glossary()
         self.max_phrase = max([MAX_PHRASE, *(len(k.split()) for k in self.glossary)])
-        self._senses: dict[str, tuple[str, ...]] = {}  # key -> senses(key): a question's words recur, and across questions
+        # key -> its senses, the most recent kept: a question's words recur, and across questions
+        self._kept_senses = functools.lru_cache(maxsize=SENSES_CACHE)(self._find_senses)
 
     @classmethod
     def load(cls, folder: str | Path) -> "Dictionary":
@@ -163,21 +165,16 @@ class Dictionary:
         """The German senses of an English key: legal ones if it has any, Swiss before other
         regions, in the dictionary's order; the glossary's words (one sense) where it has the key.
         A word neither has is looked up without its English ending (:func:`base_forms`)."""
-        got = self._senses.get(key)
-        if got is None:
-            if len(self._senses) > SENSES_CACHE:
-                self._senses.clear()
-            got = self._senses[key] = tuple(self._find_senses(key))
-        return list(got)
+        return list(self._kept_senses(key))  # the caller's own list
 
-    def _find_senses(self, key: str) -> list[str]:
+    def _find_senses(self, key: str) -> tuple[str, ...]:
         have = self.own_senses(key)
         if have or " " in key:
-            return have
+            return tuple(have)
         for base in base_forms(key):
             if have := self.own_senses(base):
-                return have
-        return []
+                return tuple(have)
+        return ()
 
     def own_senses(self, key: str) -> list[str]:
         """The senses of ``key`` as written (the glossary's, else the dictionary's), no base looked up."""

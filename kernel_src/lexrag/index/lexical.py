@@ -8,6 +8,7 @@ of :mod:`lexrag.index.analyzer`; the scoring kernel is :mod:`lexrag.index.bm25_k
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import OrderedDict
 from pathlib import Path
@@ -29,7 +30,6 @@ ARTIFACT = "bm25"
 # bytes of question score vectors a loaded index keeps (one float32 per document each: 50 vectors
 # at 2.65M documents, the competition's 40 test questions; every question of a run at 176K)
 SCORE_CACHE_BYTES = 512 * 2**20
-_UNSEEN = object()  # a word not looked up yet (None is an answer: no indexed term)
 WORD_TERM_CACHE = 100_000  # words whose word_term a loaded index keeps (a few hundred bytes each)
 
 # A word with a weight: "Haft^0.33" (Lucene's query boost syntax)
@@ -60,7 +60,8 @@ class BM25Index:
         # query -> (score vector, the documents it touched, None without numba) or None
         self._cache: "OrderedDict[tuple, tuple[np.ndarray, np.ndarray | None] | None]" = OrderedDict()
         self.cache_size = max(1, SCORE_CACHE_BYTES // (4 * max(self.n_docs, 1)))
-        self._word_terms: dict[str, tuple[str, int] | None] = {}  # word -> word_term(word): a dictionary's senses recur
+        # word -> word_term(word), the most recent kept: a dictionary's senses recur within and across questions
+        self._kept_word_term = functools.lru_cache(maxsize=WORD_TERM_CACHE)(self._find_word_term)
 
     @staticmethod
     def expected_params(cfg: LexicalConfig) -> dict:
@@ -187,13 +188,7 @@ class BM25Index:
         """The indexed term that stands for ``word`` and how many documents hold it: the word's own
         stem where the index holds it, else its rarest indexed term (a compound's part, a word of a
         hyphenated one); None when the index holds none of them."""
-        got = self._word_terms.get(word, _UNSEEN)
-        if got is not _UNSEEN:
-            return got
-        if len(self._word_terms) > WORD_TERM_CACHE:
-            self._word_terms.clear()
-        got = self._word_terms[word] = self._find_word_term(word)
-        return got
+        return self._kept_word_term(word)
 
     def _find_word_term(self, word: str) -> tuple[str, int] | None:
         vocab, indptr = self.retriever.vocab_dict, self.retriever.scores["indptr"]
