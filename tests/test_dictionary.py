@@ -262,6 +262,17 @@ def test_english_is_told_from_german():
     assert not is_english("Il contratto è nullo se la parte è stata ingannata dall'altra parte.")
 
 
+def test_short_german_questions_with_party_letters_are_not_english():
+    # "Was", "an", "will", "hat" are English words too, and "A" is no article: none of them makes German English
+    for german in ("Was kann A an B verlangen?", "Hat B gegen A einen Anspruch?", "Kann X die Sache von Y herausverlangen?",
+                   "Was gilt, wenn A stirbt?", "Was will C von A?", "Ist A an B gebunden?", "Haftet A nach Art. 41 OR?",
+                   "Art. 41 OR, Art. 97 OR"):  # "OR" is the Code of Obligations, no conjunction
+        assert not is_english(german), german
+    for english in ("What can A claim from B?", "Is B liable to A?", "Does B owe A?", "May X sue Y?", "What if A dies?",
+                    "Can C also claim damages from A?"):
+        assert is_english(english), english
+
+
 def test_the_artifact_records_its_source_and_licence_and_loads_back(dictionary, tmp_path):
     doc = dictionary.doc
     assert doc["source_version"] == "test 2026-12-02" and doc["licence"].startswith("GPL-2+") and len(doc["source_sha256"]) == 64
