@@ -207,3 +207,96 @@ def test_citation_lookups_come_from_the_keys_the_build_parsed(tmp_path, tiny_inp
     (folder / "params.json").write_text(json.dumps(params))
     old = Corpus(folder)
     assert _index_state(old.index) == _index_state(c.index)
+
+
+# --- statute headings (--headings) ------------------------------------------------------------------
+
+TINY_HEADINGS = """citation,article_heading,path
+Art. 1 OR,Abschluss des Vertrages,Erste Abteilung: Allgemeine Bestimmungen > Die Entstehung durch Vertrag
+Art. 41 Abs. 1 OR,Haftung aus unerlaubter Handlung,Die Entstehung durch unerlaubte Handlungen
+Art. 2 Abs. 1 ZGB,  Handeln   nach Treu und Glauben ,Einleitung
+Art. 2 Abs. 2 ZGB,Rechtsmissbrauch,Einleitung
+Art. 999 OR,Gibt es nicht,Nirgends
+kein Zitat,Kopf,Pfad
+Art. 2 Abs. 2 ZGB,Anderer Kopf,Einleitung
+Art. 8 ZGB,,
+"""
+
+
+def test_headings_join_the_corpus_as_two_columns_by_key_else_by_article(tmp_path, tiny_inputs):
+    laws, courts = tiny_inputs
+    heads = tmp_path / "headings.csv"
+    heads.write_text(TINY_HEADINGS, encoding="utf-8")
+    report = build_corpus(tmp_path / "corpus", laws, courts, headings=heads)
+    rows = {r["citation"]: r for r in pq.read_table(tmp_path / "corpus" / "corpus.parquet").to_pylist()}
+    assert (rows["Art. 1 Abs. 2 OR"]["heading"], rows["Art. 1 Abs. 2 OR"]["path"]) == (
+        "Abschluss des Vertrages", "Erste Abteilung: Allgemeine Bestimmungen > Die Entstehung durch Vertrag")  # by its article
+    assert rows["Art. 2 Abs. 1 ZGB"]["heading"] == "Handeln nach Treu und Glauben"  # whitespace collapsed
+    assert rows["Art. 2 Abs. 2 ZGB"]["heading"] == "Rechtsmissbrauch"  # the first of a key given twice
+    assert rows["Art. 8 ZGB"]["heading"] == rows["Art. 8 ZGB"]["path"] == ""  # a row with neither: skipped
+    assert rows["BGE 145 II 32 E. 3.1"]["heading"] == ""  # court considerations have none
+    h = report["headings"]
+    assert (h["rows"], h["law_docs"], h["law_docs_with_heading"], h["law_docs_without"], h["rows_matching_no_document"]) == (
+        5, 7, 5, 2, 1)
+    read = h["read"]
+    assert (read["malformed"], read["same_key"], read["empty_text"]) == (1, 1, 1)
+    assert {e["line"] for e in read["examples"]} == {7, 8}
+    params = json.loads((tmp_path / "corpus" / "params.json").read_text())
+    assert params["sources"]["headings.csv"] == h["sha256"] and params["params"]["schema"][-2:] == ["heading", "path"]
+    c = Corpus(tmp_path / "corpus")
+    assert c.has_headings and c.missing_fields(["text", "heading"]) == []
+    doc = c.docs_of("Art. 1 Abs. 2 OR")[0]
+    assert c.field_texts([doc], ["text", "heading", "heading"]) == [
+        "Die Willensäusserung kann eine ausdrückliche oder stillschweigende sein. Abschluss des Vertrages Abschluss des Vertrages"]
+
+
+def test_a_corpus_built_without_headings_is_the_same_bytes_and_reads_them_as_empty(tmp_path, tiny_inputs):
+    laws, courts = tiny_inputs
+    build_corpus(tmp_path / "a", laws, courts)
+    heads = tmp_path / "headings.csv"
+    heads.write_text(TINY_HEADINGS, encoding="utf-8")
+    build_corpus(tmp_path / "h", laws, courts, headings=heads)
+    build_corpus(tmp_path / "b", laws, courts)
+    for name in ("corpus.parquet", "texts.bin", "text_offsets.npy", "citation_keys.parquet", "build_report.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert (tmp_path / "a" / "texts.bin").read_bytes() == (tmp_path / "h" / "texts.bin").read_bytes()
+    plain = json.loads((tmp_path / "a" / "params.json").read_text())
+    assert plain["params"]["schema"] == ["doc_id", "citation", "text", "title", "source", "parent", "lang"]
+    assert "headings" not in json.loads((tmp_path / "a" / "build_report.json").read_text())
+    c = Corpus(tmp_path / "a")
+    assert not c.has_headings and c.missing_fields(["text", "heading", "path", "heading"]) == ["heading", "path"]
+    assert [t for b in c.iter_texts(fields=["text", "heading"]) for t in b] == [t for b in c.iter_texts() for t in b]
+    with pytest.raises(ArtifactError, match="no column of the corpus"):
+        c.missing_fields(["text", "marginalie"])
+
+
+def test_bm25_finds_a_paragraph_by_its_heading_only_when_built_with_it(tmp_path, tiny_inputs):
+    from lexrag.config import load_config
+    from lexrag.pipeline.build import build_index
+
+    laws, courts = tiny_inputs
+    heads = tmp_path / "headings.csv"
+    heads.write_text(TINY_HEADINGS, encoding="utf-8")
+    build_corpus(tmp_path / "corpus", laws, courts, headings=heads)
+    c = Corpus(tmp_path / "corpus")
+    doc = c.docs_of("Art. 2 Abs. 2 ZGB")[0]
+    for fields, found in ((["citation", "title", "text"], False), (["citation", "title", "text", "heading", "heading", "path"], True)):
+        cfg = load_config(None, {"lexical.fields": fields, "lexical.decompound": False})
+        index = build_index("bm25", cfg, tmp_path / "corpus", tmp_path / f"bm25-{len(fields)}", corpus=c)
+        s = index.scores("Rechtsmissbrauch")
+        assert (s is not None and int(s.argmax()) == doc) is found
+
+
+@pytest.mark.parametrize("text, message", [
+    ("citation,heading,path\nArt. 1 OR,Kopf,Pfad\n", "missing column"),
+    ("citation,article_heading,path\nkein Zitat,Kopf,Pfad\n", "no usable row"),
+    ("citation,article_heading,path\n", "no usable row"),
+])
+def test_a_headings_file_that_cannot_be_used_is_refused_before_the_corpus_is_written(tmp_path, tiny_inputs, text, message):
+    laws, courts = tiny_inputs
+    heads = tmp_path / "headings.csv"
+    heads.write_text(text, encoding="utf-8")
+    with pytest.raises(CorpusError, match=message) as e:
+        build_corpus(tmp_path / "corpus", laws, courts, headings=heads)
+    assert "--headings" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "corpus" / "corpus.parquet").exists()

@@ -1,4 +1,5 @@
 import pytest
+from conftest import DEMO
 from lexrag.ranking import Ranking, RankingError
 from lexrag.stages.count import choose_count, elbow_count
 from lexrag.stages.fusion import reciprocal_rank_fusion
@@ -129,3 +130,64 @@ def test_fusion_head_puts_the_top_in_the_order_of_the_head_weights(demo_artifact
     assert changed  # the head's weights do change some orders here, so the test can fail
     with pytest.raises(ConfigError, match="fusion.head_weights.ppr"):
         load_config(None, {"fusion.head_weights.ppr": -1})
+
+
+def test_an_article_with_two_paragraphs_in_the_head_is_emitted_whole_before_them():
+    from lexrag.stages.count import with_articles_first
+
+    cits = ["Art. 62 Abs. 1 ZPO", "Art. 8 ZGB", "Art. 62 Abs. 2 ZPO", "Art. 41 Abs. 1 OR", "Art. 41 Abs. 2 OR", "Art. 62 ZPO"]
+    scores = [6.0, 5.0, 4.0, 3.0, 2.0, 1.0]
+    out, s = with_articles_first(cits, scores, 3)
+    # ZPO 62 has two paragraphs in the first three: whole, right before the first; OR 41's pair lies below the head
+    assert out == ["Art. 62 ZPO", "Art. 62 Abs. 1 ZPO", "Art. 8 ZGB", "Art. 62 Abs. 2 ZPO", "Art. 41 Abs. 1 OR", "Art. 41 Abs. 2 OR"]
+    assert s == [6.0, 6.0, 5.0, 4.0, 3.0, 2.0]  # the article takes the score of its first paragraph; the later copy is gone
+    assert with_articles_first(cits, scores, 5)[0][:6] == ["Art. 62 ZPO", "Art. 62 Abs. 1 ZPO", "Art. 8 ZGB", "Art. 62 Abs. 2 ZPO",
+                                                          "Art. 41 OR", "Art. 41 Abs. 1 OR"]
+    assert with_articles_first(cits, scores, 2) == (cits, scores)  # one paragraph of each in the head: nothing
+    assert with_articles_first(cits, scores, 0) == (cits, scores)  # off
+    court = ["BGE 145 II 32 E. 3.1", "BGE 145 II 32 E. 3.2", "Art. 8 ZGB"]  # decisions are never made whole
+    assert with_articles_first(court, [3.0, 2.0, 1.0], 3)[0] == court
+    # what is inserted depends on the head only: any cut of the full order is the order of the cut
+    full = with_articles_first(cits, scores, 3)[0]
+    for k in range(3, len(cits) + 1):
+        assert with_articles_first(cits[:k], scores[:k], 3)[0] == [c for c in full if c in set(cits[:k]) | {"Art. 62 ZPO"}]
+
+
+def test_the_relative_count_keeps_what_scores_near_the_first():
+    from lexrag.stages.count import relative_count
+
+    scores = [10.0, 9.0, 8.1, 5.0, 4.9, 1.0]
+    assert relative_count(scores, 0.8, 1, 50) == 3  # 10, 9 and 8.1 reach 0.8 x 10
+    assert relative_count(scores, 0.45, 1, 50) == 5
+    assert relative_count(scores, 0.45, 1, 4) == 4  # at most max_k
+    assert relative_count(scores, 0.99, 2, 50) == 2  # at least min_k
+    assert relative_count(scores[:1], 0.5, 3, 50) == 1  # never more than the list
+    assert relative_count([0.0, 0.0], 0.5, 1, 50) == 1  # no positive first score: min_k
+    assert relative_count([], 0.5, 1, 50) == 0
+
+
+def test_count_relative_and_articles_first_shape_what_a_run_emits(demo_artifacts, demo_queries):
+    from lexrag.citations import parent
+    from lexrag.config import load_config
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import load_queries
+    from lexrag.stages.count import relative_count, unique_citations
+
+    queries = load_queries(demo_queries)
+    cfg = load_config(str(DEMO / "config.yaml"), {"count.method": "relative", "count.threshold": 0.9, "count.max_k": 8})
+    art = Artifacts.load(demo_artifacts, cfg)
+    res = run_pipeline(queries, art, cfg)
+    for q in queries:
+        _, cits, scores = unique_citations(res.current.hits.get(q.query_id, []), art.corpus)
+        assert res.predictions[q.query_id] == cits[: relative_count(scores, 0.9, 1, 8)]
+    assert len({len(p) for p in res.predictions.values()}) > 1  # a count per query
+    base = run_pipeline(queries, art, load_config(str(DEMO / "config.yaml"), {"count.k": 5}))
+    first = run_pipeline(queries, art, load_config(str(DEMO / "config.yaml"), {"count.articles_first": 3, "count.k": 5}))
+    inserted = 0
+    for q in queries:
+        head = [parent(c) for c in base.ranked[q.query_id][:3] if c.startswith("Art.") and parent(c) != c]
+        due = {a for a in head if head.count(a) >= 2}
+        assert {c for c in first.ranked[q.query_id] if c not in base.ranked[q.query_id]} == due
+        assert first.predictions[q.query_id] == first.ranked[q.query_id][:5]  # the emitted list is the ranking's head
+        inserted += len(due)
+    assert inserted > 0

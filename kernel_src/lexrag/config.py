@@ -58,6 +58,9 @@ def unregister_section(name: str) -> None:
     EXTRA_SECTIONS.pop(name, None)
 
 
+LEXICAL_FIELDS = ("citation", "title", "text", "heading", "path")  # heading, path: a corpus built with --headings
+
+
 @dataclass
 class Config:
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
@@ -123,11 +126,14 @@ class Config:
                               f"lexical.enabled=true, or {reads[1]}")
         if self.count.method == "adaptive" and self.count.w_llm + self.count.w_elbow + self.count.w_cal <= 0:
             raise ConfigError("count.method=adaptive needs a positive count.w_llm, count.w_elbow or count.w_cal")
-        if self.count.min_k > self.count.max_k:
+        if self.count.method in ("elbow", "adaptive") and self.count.min_k > self.count.max_k:
             raise ConfigError("count.min_k must be <= count.max_k")
-        bad = [f for f in self.lexical.fields if f not in ("citation", "title", "text")]
+        if self.count.method == "relative" and self.count.relative_min_k > self.count.max_k:
+            raise ConfigError("count.relative_min_k must be <= count.max_k")
+        bad = [f for f in self.lexical.fields if f not in LEXICAL_FIELDS]
         if bad or not self.lexical.fields:
-            raise ConfigError(f"lexical.fields must be a non-empty subset of citation, title, text; got {self.lexical.fields}")
+            raise ConfigError(f"lexical.fields must name corpus columns of {', '.join(LEXICAL_FIELDS)} (one named n times "
+                              f"weighs n times); got {self.lexical.fields}")
         for name, value in (("llm.cache_dir", self.llm.cache_dir), *(("llm.replay_dirs", d) for d in self.llm.replay_dirs)):
             try:  # "~user/..." of a user this machine does not have
                 Path(str(value or "")).expanduser()

@@ -55,8 +55,10 @@ class LexicalConfig:
     decompound_min_count: int = _f(5, "times a compound part occurs in the corpus at least", range=(1, None))
     top_k: int = _f(100, "documents kept per BM25 signal", range=(1, None))
     fields: list = _f(
-        ["citation", "title", "text"],
-        "corpus columns joined into each BM25 document (the citation brings the code abbreviation, the title the law's name)",
+        ["citation", "title", "text", "heading", "heading", "path"],
+        "corpus columns joined into each BM25 document, a column named n times weighing n times (the citation brings the "
+        "code abbreviation, the title the law's name; heading and path, the article's heading and the headings above it, "
+        "come from a corpus built with --headings and are empty otherwise: weights chosen by area, nested, docs/results.md)",
     )
     query_dedup: bool = _f(True, "count each query term once")
     question_weight: int = _f(1, "the terms of the question's sentences that end in '?' count this many times (1: "
@@ -274,13 +276,17 @@ class AgentConfig:
 
 @dataclass
 class CountConfig:
-    method: str = _f("fixed", "how many citations to emit per query: fixed | elbow | adaptive | expected_f1 (the cut that maximises "
-                              "expected F1 under the learned ranker's relevance probabilities; needs ranker.enabled)",
-                     choices=('fixed', 'elbow', 'adaptive', 'expected_f1'))
+    method: str = _f("fixed", "how many citations to emit per query: fixed | elbow | adaptive | relative (those scoring at least "
+                              "count.threshold times the first, within [relative_min_k, max_k]) | expected_f1 (the cut that "
+                              "maximises expected F1 under the learned ranker's relevance probabilities; needs ranker.enabled)",
+                     choices=('fixed', 'elbow', 'adaptive', 'relative', 'expected_f1'))
     k: int = _f(3, "citations emitted per query when method=fixed (the k the held-out legal areas of lexam_dev chose "
                    "for these defaults: repro/lexam_dev.yaml)", range=(1, None))
     min_k: int = _f(8, "lower clip of the elbow and adaptive counts (paper: 8)")
     max_k: int = _f(50, "upper clip of the elbow and adaptive counts (paper: 50)", range=(1, None))
+    threshold: float = _f(0.8, "relative: emit the citations whose final score reaches this share of the first one's",
+                          range=(0, 1))
+    relative_min_k: int = _f(1, "relative: citations emitted at least", range=(1, None))
     w_llm: float = _f(0.4, "adaptive: weight of n_LLM, the count the LLM estimated in concept extraction (paper: 0.4)")
     w_elbow: float = _f(0.3, "adaptive: weight of n_elbow, the elbow of the final score curve (paper: 0.3)")
     w_cal: float = _f(0.3, "adaptive: weight of n_cal, the count above the calibrated score threshold (paper: 0.3)")
@@ -290,6 +296,9 @@ class CountConfig:
                                 "the final order, taking a slot of the count (exam answers and the competition's train.csv "
                                 "cite whole articles that are no corpus key; val.csv's gold is all corpus keys); 0: off",
                              range=(0, None))
+    articles_first: int = _f(0, "where the first n citations of the final order hold two or more paragraphs of one law "
+                                "article, also emit the article as a whole ('Art. 62 ZPO') right before the first of them, "
+                                "taking a slot of the count; 0: off", range=(0, None))
     whole_articles_from: int = _f(0, "with whole_articles: keep the first n slots as ranked (paragraphs stay on top, "
                                      "where they are the gold form more often) and insert the articles due there right "
                                      "after them; 0: insert from the first slot on", range=(0, None))

@@ -30,6 +30,7 @@ class BuildInputs:
     law_keys: str | Path | None = None
     train: str | Path | None = None
     abbreviations: str | Path | None = None
+    headings: str | Path | None = None  # citation,article_heading,path: the laws' headings, indexed beside their text
     llm_cache: str | Path | None = None
     dictionary: str | Path | None = None  # a bilingual dictionary file (Ding's de-en)
     corpus_dir: str | Path | None = None
@@ -79,7 +80,7 @@ ARTIFACTS: list[ArtifactSpec] = [
     ArtifactSpec("corpus", needs_input="laws", input_flag="--laws laws_de.csv", dataset="lexrag-corpus",
                  notebook="01_build_corpus", attr="corpus",
                  rebuild="python -m lexrag build --laws LAWS.csv [--courts COURTS.csv] [--abbreviations abbrev-translations.json] "
-                         "--out ARTIFACTS (or build_datasets.py --only corpus)"),
+                         "[--headings HEADINGS.csv] --out ARTIFACTS (or build_datasets.py --only corpus)"),
     ArtifactSpec("bm25", ("corpus",),
                  switch="lexical.enabled", dataset="lexrag-bm25", notebook="02_build_bm25", attr="bm25",
                  rebuild="python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only bm25)"),

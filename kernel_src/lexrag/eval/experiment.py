@@ -242,28 +242,47 @@ def read_tuning_file(path: str | Path) -> tuple[dict[str, list[str]], dict[str, 
     return gold, courses
 
 
-def _refuse_build_time_changes(variants: Sequence[Variant], config, base_cfg: Config, artifacts) -> None:
-    """Refuse a variant changing what the BM25 index fixes when built (k1, b, the analyzer): the one
-    loaded index would score it as the variant without the change (``run`` and ``tune`` refuse it too)."""
+def _bm25_of_variants(variants: Sequence[Variant], config, base_cfg: Config, artifacts, art: Artifacts,
+                      bm25: Sequence[str | Path] = ()) -> dict[str, Any]:
+    """The BM25 index each variant is scored with: the artifacts' own, or for a variant that changes
+    what an index fixes when it is built (its fields, k1, b, the analyzer) the one of ``bm25``
+    (further index folders over the same corpus) built with its settings.  A variant no index
+    fits is refused: the loaded index would score it as the variant without the change."""
+    from lexrag.artifacts import corpus_id, read_params
     from lexrag.index.lexical import BM25Index
 
     built = BM25Index.expected_params(base_cfg.lexical)
+    others = {str(f): read_params(f, "bm25").get("params", {}) for f in bm25}
+    loaded: dict[str, Any] = {}
+    out: dict[str, Any] = {}
     for v in variants:
-        changed = [k for k, x in BM25Index.expected_params(v.config(config).lexical).items() if built.get(k) != x]
-        if changed and v.config(config).lexical.enabled:
+        want = BM25Index.expected_params(v.config(config).lexical)
+        changed = [k for k, x in want.items() if built.get(k) != x]
+        if not changed or not v.config(config).lexical.enabled:
+            continue
+        folder = next((f for f, p in others.items() if all(p.get(k) == x for k, x in want.items())), None)
+        if folder is None:
             raise ConfigError(f"variant {v.name!r} changes {', '.join(changed)} of BM25, which the index in {artifacts} fixes "
-                              "when it is built, so it would score as the variant without the change; build artifacts "
-                              "with it (python -m lexrag build --set ...) and pass them with --artifacts")
+                              "when it is built, so it would score as the variant without the change; build an index "
+                              "with it over the same corpus (lexrag.pipeline.build.build_index) and pass it with --bm25, "
+                              "or build artifacts with it (python -m lexrag build --set ...) and pass them with --artifacts")
+        if folder not in loaded:
+            loaded[folder] = BM25Index.load(folder, v.config(config).lexical, corpus_id=corpus_id(Path(artifacts) / "corpus"),
+                                            n_docs=len(art.corpus))
+        out[v.name] = loaded[folder]
+    return out
 
 
 def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str | Path, tune_on: str = "lexam_dev.csv",
                    others: Sequence[str] = ("train_dev.csv", "val.csv"), by: Sequence[str] = ("course", "area"),
                    final: bool = False, locked: dict | None = None, dev_areas: int | None = None, nested: bool = True,
-                   config: str | Path | None = None) -> dict:
+                   config: str | Path | None = None, bm25: Sequence[str | Path] = ()) -> dict:
     """Measure ``variants``: on ``tune_on`` held out and nested under each grouping of ``by``
     (``course``, ``area``, ``query``), with a nested pick among the variants; ``others`` scored at
     the k the area-grouped outer rankings favour; with ``final`` the locked areas too.  Returns the
-    metrics document (``rows``, the flat ``metrics`` that check-scores reads, the area map, picks)."""
+    metrics document (``rows``, the flat ``metrics`` that check-scores reads, the area map, picks).
+    ``bm25``: further BM25 index folders over the artifacts' corpus, for variants built otherwise
+    (other ``lexical.fields``: the statute headings' weights)."""
     t_start = time.perf_counter()
     data = Path(data)
     tune_file = data / tune_on
@@ -300,7 +319,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
     for f, gold in ((tune_on, all_gold), *other_gold.items()):
         cited = [c for cs in gold.values() for c in cs]
         outside[f] = [len(outside_corpus(base_art.corpus, cited)), len(cited)]
-    _refuse_build_time_changes(variants, config, base_cfg, artifacts)
+    own_bm25 = _bm25_of_variants(variants, config, base_cfg, artifacts, base_art, bm25)
     timings: dict[str, float] = {}
     for v in variants:
         t0 = time.perf_counter()
@@ -310,7 +329,8 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
                               f"`python -m lexrag build ... --dictionary /usr/share/trans/de-en --out {artifacts}`")
         art = dataclasses.replace(base_art, graph=base_art.graph if cfg.graph.enabled else None,
                                   prior=base_art.prior if cfg.uses_prior() else None,
-                                  dictionary=base_art.dictionary if cfg.dictionary.enabled else None)
+                                  dictionary=base_art.dictionary if cfg.dictionary.enabled else None,
+                                  bm25=own_bm25.get(v.name, base_art.bm25))
         qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
         if cfg.ranker.enabled:  # fitted per fold, on the rows of the training questions only
             art = dataclasses.replace(art, ranker=harness_ranker(cfg, art, qs, dev))

@@ -78,6 +78,9 @@ def arg_parser(description: str = __doc__) -> argparse.ArgumentParser:
     ap.add_argument("--dev-areas", type=int, help="fold over only this many of the development areas (a quick run)")
     ap.add_argument("--not-nested", action="store_true", help="inner rankings = the outer ones (faster, optimistic)")
     ap.add_argument("--config", help="base config under variants without a preset")
+    ap.add_argument("--bm25", nargs="*", default=[], metavar="FOLDER", help="further BM25 index folders over the "
+                    "artifacts' corpus, each built with other lexical.fields (or k1, b, analyzer): a variant that sets "
+                    "those is scored with the one built with them")
     ap.add_argument("--json", help="write the metrics document here")
     ap.add_argument("--expected", help="check the metrics against this reproduction file (e.g. repro/lexam_dev.yaml)")
     return ap
@@ -177,7 +180,8 @@ def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
     document, report text, reproduction checks; empty without ``--expected``); writes ``--json``."""
     variants = check_args(args)
     doc = run_experiment(variants, args.data, args.artifacts, args.tune_on, args.queries, args.by,
-                         args.final, dev_areas=args.dev_areas, nested=not args.not_nested, config=args.config)
+                         args.final, dev_areas=args.dev_areas, nested=not args.not_nested, config=args.config,
+                         bm25=getattr(args, "bm25", ()))
     text = (f"legal areas of {doc['tune_on']}:\n{doc['area_map']}\n\n" + format_report(doc)
             + f"\n\n{doc['date']}, {doc['seconds']:.0f} s ({doc['seconds'] / 60:.1f} min); {doc['questions']} questions in the "
             f"folds" + (f", {doc['locked_questions']} locked (scored)" if doc["final"] else ", the locked areas not read"))

@@ -102,21 +102,20 @@ class _Citations:
 
 def fuse_again(run: RunFile, cfg: Config, gold: dict[str, list[str]], k: int) -> dict:
     """Re-fuse the run's signals with ``cfg``'s fusion settings and score the fused order: its
-    distinct citations (with whole articles as ``count.whole_articles`` asks), the first ``k``
+    distinct citations (with whole articles as ``count.articles_first`` and ``count.whole_articles`` ask), the first ``k``
     emitted.  The same function scores the run's own settings, so two rows compare like with
     like; the stages after fusion (reranker, learned ranker, agentic loop, an adaptive count) are
     not run again."""
-    from lexrag.stages.count import unique_citations, with_whole_articles
+    from lexrag.stages.count import emitted_order, unique_citations
     from lexrag.stages.fusion import fuse
 
     qids = sorted(set(run.fused.hits) | set(gold))
     fused = fuse(run.signals, cfg, qids, cfg.fusion.boost)
     corpus = _Citations(run.citations)
-    whole, start = cfg.count.whole_articles, cfg.count.whole_articles_from
     ranked: dict[str, list[str]] = {}
     for q in qids:
         _, cits, scores = unique_citations(fused.hits.get(q, []), corpus)
-        ranked[q] = with_whole_articles(cits, scores, whole, start)[0]
+        ranked[q] = emitted_order(cits, scores, cfg.count)[0]
     return {**evaluate(gold, {q: r[:k] for q, r in ranked.items()}, ranked), "same_as_saved": all(
         [d for d, _ in fused.hits.get(q, [])] == [d for d, _ in run.fused.hits.get(q, [])] for q in run.fused.hits)}
 

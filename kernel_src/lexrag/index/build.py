@@ -29,11 +29,16 @@ log = logging.getLogger(__name__)
 
 def build_corpus_step(cfg: Config, dest: Path, inputs) -> dict:
     return build_corpus(dest, inputs.laws, inputs.courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=inputs.law_keys,
-                 abbreviations=inputs.abbreviations)
+                 abbreviations=inputs.abbreviations, headings=inputs.headings)
 
 
 def build_bm25_step(cfg: Config, dest: Path, inputs):
     corpus = inputs.corpus or Corpus(inputs.corpus_dir, lookups=False)
+    absent = corpus.missing_fields(cfg.lexical.fields)
+    if absent:  # said, not silent: the index is built, without what those fields would add
+        log.warning("bm25: lexical.fields names %s, which the corpus lacks (it was built without --headings): indexed as "
+                    "empty; build the corpus with --headings HEADINGS.csv (scripts/make_headings.py makes one) for the "
+                    "statute headings", " and ".join(absent))
     return build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), dest, cfg.lexical, corpus_id=corpus_id(inputs.corpus_dir),
                       progress=cfg.runtime.progress, n_docs_hint=len(corpus))
 
@@ -124,7 +129,8 @@ def has_court_edges(graph) -> bool:
     return graph.adj.nnz > 0
 
 
-def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, abbreviations=None, dictionary=None) -> None:
+def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, abbreviations=None, dictionary=None,
+                       headings=None) -> None:
     """Raise :class:`CsvInputError` (:class:`ArtifactError` for the dictionary) naming the first
     input that cannot be used for a build into ``out``."""
     import csv
@@ -141,7 +147,8 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
             raise ArtifactError(f"{e} (nothing was built or changed in {out})") from None
     for path, what, required in ((laws, "--laws", ("citation", "text")), (courts, "--courts", ("citation", "text")),
                                  (law_keys, "--law-keys", ()), (train, "--train", ("query_id", "gold_citations")),
-                                 (abbreviations, "--abbreviations", ())):
+                                 (abbreviations, "--abbreviations", ()),
+                                 (headings, "--headings", ("citation", "article_heading", "path"))):
         if path is None:
             continue
         p = Path(path)

@@ -14,13 +14,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lexrag import citations as cit
-from lexrag.artifacts import ArtifactError, check_params, reading, rebuild_hint
+from lexrag.artifacts import ArtifactError, check_params, read_params, reading, rebuild_hint
 from lexrag.errors import short
 from lexrag.citation_index import CitationIndex
 from lexrag.index.corpus_build import (  # noqa: F401  (the build's names are part of this module's interface)
     ALIASES_FILE,
     ARTIFACT,
     CORPUS_FILE,
+    HEADING_COLUMNS,
+    HEADINGS_SCHEMA,
     KEYS_FILE,
     KEYS_SCHEMA,
     OFFSETS_FILE,
@@ -47,7 +49,11 @@ class Corpus:
 
     def __init__(self, folder: str | Path, lookups: bool = True):
         self.folder = Path(folder)
-        self.params = check_params(self.folder, ARTIFACT, {"schema": SCHEMA.names})
+        schema = read_params(self.folder, ARTIFACT).get("params", {}).get("schema")
+        # built with a headings file, the table has two columns more (build_corpus)
+        self.params = check_params(self.folder, ARTIFACT, {"schema": HEADINGS_SCHEMA.names if schema == HEADINGS_SCHEMA.names
+                                                           else SCHEMA.names})
+        self.has_headings = schema == HEADINGS_SCHEMA.names
         with reading(ARTIFACT, self.folder):
             table = pq.read_table(self.folder / CORPUS_FILE, columns=["doc_id", "citation", "source", "parent"])
         n = table.num_rows
@@ -172,22 +178,41 @@ class Corpus:
         starts = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
         out = {}
         for g in sorted({int(np.searchsorted(starts, d, side="right")) - 1 for d in doc_ids}):
-            table = pf.read_row_group(g, columns=list(fields))
+            cols = self._field_columns(lambda names: pf.read_row_group(g, columns=names), fields)
             for d in doc_ids:
                 if starts[g] <= d < starts[g + 1]:
-                    vals = [table.column(i)[int(d - starts[g])].as_py() for i in range(len(fields))]
-                    out[d] = " ".join(v for v in vals if v)
+                    out[d] = " ".join(v for v in (c[int(d - starts[g])] for c in cols) if v)
         return [out[d] for d in doc_ids]
+
+    def missing_fields(self, fields: Sequence[str]) -> list[str]:
+        """Those of ``fields`` this corpus has no column for: the heading columns of a corpus built
+        without a headings file (they read as empty); any other unknown name is an error."""
+        absent = [f for f in dict.fromkeys(fields) if f in HEADING_COLUMNS and not self.has_headings]
+        unknown = [f for f in dict.fromkeys(fields) if f not in HEADINGS_SCHEMA.names]
+        if unknown:
+            raise ArtifactError(f"lexical/semantic fields {', '.join(unknown)}: no column of the corpus (columns: "
+                                f"{', '.join(HEADINGS_SCHEMA.names[1:])})")
+        return absent
+
+    def _field_columns(self, table_of, fields: Sequence[str]) -> list[list]:
+        """Each of ``fields`` as a column of values, a field named twice read once (a field named
+        n times counts n times in what is joined: a weight), an absent heading column as empty."""
+        absent = set(self.missing_fields(fields))
+        names = [f for f in dict.fromkeys(fields) if f not in absent]
+        table = table_of(names)
+        cols = {f: table.column(i).to_pylist() for i, f in enumerate(names)}
+        n = table.num_rows
+        del table
+        return [cols[f] if f in cols else [""] * n for f in fields]
 
     def iter_texts(self, batch_rows: int = 50_000, fields: Sequence[str] = ("text",)) -> Iterator[list[str]]:
         """Document texts in doc_id order, a batch at a time (bounded memory); several
-        ``fields`` are joined with a space, empty ones skipped."""
+        ``fields`` are joined with a space, empty ones skipped; a field named twice is joined
+        twice (its words weigh twice in BM25)."""
         pf = pq.ParquetFile(self.folder / CORPUS_FILE)
         pool = pa.default_memory_pool()
         for g in range(pf.num_row_groups):
-            table = pf.read_row_group(g, columns=list(fields))
-            cols = [table.column(i).to_pylist() for i in range(len(fields))]
-            del table
+            cols = self._field_columns(lambda names: pf.read_row_group(g, columns=names), fields)
             pool.release_unused()  # arrow's allocator keeps freed pages otherwise: GBs at 2.47M docs
             texts = cols[0] if len(cols) == 1 else [" ".join(v for v in vals if v) for vals in zip(*cols)]
             del cols

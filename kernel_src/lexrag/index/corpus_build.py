@@ -8,6 +8,11 @@ stays bounded at 2.47M rows.  Nothing is lost silently: exact duplicate rows (sa
 text) are dropped and counted; malformed rows (wrong field count, empty or unparseable citation,
 csv errors) are dropped, counted and quoted with their line number; rows that are not valid
 UTF-8 are decoded as cp1252 (or latin-1), kept, counted and quoted.
+
+With a headings file (``citation,article_heading,path``: each law key's article heading, its
+Marginalie, and the headings above it) the table gains two columns, ``heading`` and ``path``, that
+BM25 can index beside the text (``lexical.fields``); without one the corpus is written exactly as
+before.
 """
 
 
@@ -20,6 +25,8 @@ import os
 import re
 from array import array
 from collections import Counter
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Iterator
 
@@ -35,7 +42,8 @@ from lexrag.csvio import CsvInputError as CorpusError
 from lexrag.csvio import FileReport, check_input_file, read_csv_rows, repair_text
 
 __all__ = ["build_corpus", "CorpusError", "guess_lang", "read_abbreviations", "ARTIFACT", "CORPUS_FILE", "REPORT_FILE",
-           "TEXTS_FILE", "OFFSETS_FILE", "KEYS_FILE", "ALIASES_FILE", "SCHEMA", "KEYS_SCHEMA"]
+           "TEXTS_FILE", "OFFSETS_FILE", "KEYS_FILE", "ALIASES_FILE", "SCHEMA", "KEYS_SCHEMA",
+           "HEADING_COLUMNS", "HEADINGS_SCHEMA", "Headings", "read_headings"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +69,9 @@ SCHEMA = pa.schema(
 )
 
 KEYS_SCHEMA = pa.schema([("key", pa.string()), ("code", pa.string())])
+HEADING_COLUMNS = ("heading", "path")  # written only by a build with a headings file
+HEADINGS_SCHEMA = pa.schema([*SCHEMA, *((c, pa.string()) for c in HEADING_COLUMNS)])
+HEADINGS_HEADER = ("citation", "article_heading", "path")  # the headings file's columns
 
 _LANG_WORDS = {
     "de": {"der", "die", "das", "und", "nicht", "ist", "des", "dem", "mit", "eine", "zu", "auf", "wird"},
@@ -83,22 +94,23 @@ class _Writer:
     (``texts.bin``, ``text_offsets.npy``) for random access by doc_id (the reranker reads the
     texts of a few hundred documents per query)."""
 
-    def __init__(self, folder: Path, chunk_rows: int):
+    def __init__(self, folder: Path, chunk_rows: int, schema: pa.Schema = SCHEMA):
         self.folder = folder
-        self.writer = pq.ParquetWriter(folder / (CORPUS_FILE + ".tmp"), SCHEMA, compression="zstd")
+        self.schema = schema
+        self.writer = pq.ParquetWriter(folder / (CORPUS_FILE + ".tmp"), schema, compression="zstd")
         self.blob = open(folder / (TEXTS_FILE + ".tmp"), "wb")
         self.keys = pq.ParquetWriter(folder / (KEYS_FILE + ".tmp"), KEYS_SCHEMA, compression="zstd")
         self.key_buf: dict[str, list] = {"key": [], "code": []}
         self.offsets = array("Q", [0])
         self.chunk_rows = chunk_rows
-        self.buf: dict[str, list] = {n: [] for n in SCHEMA.names}
+        self.buf: dict[str, list] = {n: [] for n in schema.names}
         self.n = 0
 
     def add(self, key: str, code: str, **row: object) -> None:
         row["doc_id"] = self.n
         self.key_buf["key"].append(key)
         self.key_buf["code"].append(code)
-        for k in SCHEMA.names:
+        for k in self.schema.names:
             self.buf[k].append(row[k])
         self.n += 1
         if len(self.buf["doc_id"]) >= self.chunk_rows:
@@ -106,7 +118,7 @@ class _Writer:
 
     def flush(self) -> None:
         if self.buf["doc_id"]:
-            self.writer.write_table(pa.table(self.buf, schema=SCHEMA))
+            self.writer.write_table(pa.table(self.buf, schema=self.schema))
             self.keys.write_table(pa.table(self.key_buf, schema=KEYS_SCHEMA))
             self.key_buf = {"key": [], "code": []}
             pos = self.offsets[-1]
@@ -115,7 +127,7 @@ class _Writer:
                 self.blob.write(b)
                 pos += len(b)
                 self.offsets.append(pos)
-            self.buf = {n: [] for n in SCHEMA.names}
+            self.buf = {n: [] for n in self.schema.names}
 
     def close(self) -> None:
         self.flush()
@@ -181,13 +193,89 @@ def read_abbreviations(path: str | Path) -> list[tuple[str, str]]:
     return pairs
 
 
+@dataclass
+class Headings:
+    """A headings file read for a build: law key -> (article heading, heading path), with the
+    file's report; :meth:`of` finds a document's pair by its own key, else by its article's."""
+
+    path: Path
+    by_key: dict[str, tuple[str, str]]
+    report: FileReport
+    sha256: str
+    docs: Counter = dataclass_field(default_factory=Counter)  # law documents by what they got (heading, path only, none)
+    used: set = dataclass_field(default_factory=set)  # keys of the file some document took its pair from
+
+    def of(self, citation: str, article: str) -> tuple[str, str]:
+        for key in (" ".join(citation.split()), " ".join(article.split())):
+            pair = self.by_key.get(key)
+            if pair is not None:
+                self.used.add(key)
+                self.docs["heading" if pair[0] else "path only"] += 1
+                return pair
+        self.docs["none"] += 1
+        return "", ""
+
+    def summary(self) -> dict:
+        n = sum(self.docs.values())
+        return {"file": self.path.name, "sha256": self.sha256, "rows": len(self.by_key),
+                "law_docs": n, "law_docs_with_heading": self.docs["heading"], "law_docs_with_path_only": self.docs["path only"],
+                "law_docs_without": self.docs["none"], "rows_matching_no_document": len(self.by_key) - len(self.used),
+                "read": {k: v for k, v in self.report.__dict__.items() if k not in ("max_examples", "columns")}}
+
+
+def read_headings(path: str | Path, cfg: CorpusConfig | None = None) -> Headings:
+    """Read a headings file (columns ``citation,article_heading,path``; e.g. ``laws_de_headings.csv``
+    or what ``scripts/make_headings.py`` writes).  Whitespace inside the fields is collapsed; a row
+    without a law citation is dropped and quoted (line and reason); a key given twice keeps its
+    first pair and quotes the other; a row with neither a heading nor a path is skipped and
+    counted.  A file without one usable row is refused: it would change nothing."""
+    cfg = cfg or CorpusConfig()
+    path = Path(path)
+    report = FileReport(file=path.name, max_examples=cfg.max_error_examples)
+    by_key: dict[str, tuple[str, str]] = {}
+    try:
+        rows = read_csv_rows(path, HEADINGS_HEADER, report, strict=cfg.strict_quotes)
+        for line, row in rows:
+            key = " ".join(row["citation"].split())
+            heading, above = " ".join(row["article_heading"].split()), " ".join(row["path"].split())
+            parsed = cit.try_parse(key) if key else None
+            if parsed is None or parsed.kind != "law":
+                report.malformed += 1
+                report.note("malformed", line, f"not a law citation: {key[:80]!r}")
+                continue
+            if not heading and not above:
+                report.empty_text += 1
+                continue
+            if key in by_key:
+                report.duplicates += 1
+                if by_key[key] != (heading, above):
+                    report.same_key += 1
+                    report.note("same_key", line, f"{key!r} was given before with another heading or path; the first is kept")
+                continue
+            by_key[key] = (heading, above)
+            report.written += 1
+    except CorpusError as e:
+        raise CorpusError(f"--headings {e} (give a CSV with columns {','.join(HEADINGS_HEADER)}: "
+                          "scripts/make_headings.py writes one)") from None
+    if not by_key:
+        raise CorpusError(f"--headings {path}: no usable row ({report.rows_read} rows read, {report.malformed} without a law "
+                          f"citation, {report.empty_text} without heading and path); give a CSV with columns "
+                          f"{','.join(HEADINGS_HEADER)} such as 'Art. 505 Abs. 1 ZGB,Eigenhändige Verfügung,...'")
+    if report.malformed or report.same_key or report.encoding_repaired or report.lines_lost:
+        log.warning("--headings %s: %d rows read, %d used, %d without a law citation dropped, %d keys given again with another "
+                    "pair (the first kept), %d re-decoded from cp1252/latin-1; the build report lists them; first: %s", path,
+                    report.rows_read, report.written, report.malformed, report.same_key, report.encoding_repaired,
+                    "; ".join(f"line {x['line']}: {x['reason']}" for x in report.examples[:3]))
+    return Headings(path, by_key, report, sha256_file(path))
+
+
 _INVISIBLE = re.compile("[\ufeff\u200b\u200c\u200d\u2060]")
 _ODD_SPACE = re.compile("[\t\n\r\v\f\u00a0\u2007\u202f\u2000-\u200a\u3000]")  # any space but the plain one
 
 
 def _ingest(
     path: Path, kind: str, w: _Writer, seen: set[int], cfg: CorpusConfig, progress: bool,
-    laws_seen: dict[str, str], keys_only: bool = False,
+    laws_seen: dict[str, str], keys_only: bool = False, headings: Headings | None = None,
 ) -> FileReport:
     report = FileReport(file=path.name, max_examples=cfg.max_error_examples)
     rows = _key_rows(path, report) if keys_only else read_csv_rows(path, ("citation", "text"), report, strict=cfg.strict_quotes)
@@ -229,6 +317,10 @@ def _ingest(
                 report.note("same_key", line, f"{citation!r} was given before with other text; both texts kept as "
                             "documents of that citation: remove the wrong row")
             laws_seen[citation] = parsed.code  # the codes the aliases are kept for, parsed once
+        article = parsed.parent().format()
+        extra = {}
+        if headings is not None:
+            extra = dict(zip(HEADING_COLUMNS, headings.of(citation, article) if kind == "law" else ("", "")))
         w.add(
             key=parsed.key(),
             code=parsed.code if kind == "law" else "",
@@ -236,8 +328,9 @@ def _ingest(
             text=text,
             title=row.get("title", "") if kind == "law" else "",
             source=parsed.kind,
-            parent=parsed.parent().format(),
+            parent=article,
             lang="de" if kind == "law" else guess_lang(text),
+            **extra,
         )
         report.written += 1
     return report
@@ -252,6 +345,7 @@ def build_corpus(
     progress: bool = False,
     law_keys: str | Path | None = None,
     abbreviations: str | Path | None = None,
+    headings: str | Path | None = None,
 ) -> dict:
     """Build the corpus artifact in ``out_dir``; returns the build report (also written as JSON).
 
@@ -260,28 +354,42 @@ def build_corpus(
     seeds and the citation field of BM25 can still reach (the local laws file lacks 35% of the
     competition's keys' text).  ``abbreviations`` (the competition's ``abbrev-translations.json``)
     writes ``code_aliases.json``: the French and Italian abbreviations of the corpus's law codes,
-    so that "Art. 17 LAI" in a question finds "Art. 17 IVG" (:func:`lexrag.citations.code_aliases`)."""
+    so that "Art. 17 LAI" in a question finds "Art. 17 IVG" (:func:`lexrag.citations.code_aliases`).
+    ``headings`` (a ``citation,article_heading,path`` file, :func:`read_headings`) adds the
+    ``heading`` and ``path`` columns: each law document gets its own key's pair, else its
+    article's; the report counts the documents with and without one, and the file's sha256 is
+    among the corpus's sources."""
     cfg = cfg or CorpusConfig()
     out = Path(out_dir)
     pairs = read_abbreviations(abbreviations) if abbreviations else None  # a bad file fails before anything is written
+    heads = read_headings(headings, cfg) if headings else None
     out.mkdir(parents=True, exist_ok=True)
     (out / "params.json").unlink(missing_ok=True)
     (out / ALIASES_FILE).unlink(missing_ok=True)
-    w = _Writer(out, cfg.chunk_rows)
+    schema = HEADINGS_SCHEMA if heads is not None else SCHEMA
+    w = _Writer(out, cfg.chunk_rows, schema)
     seen: set[int] = set()
     laws_seen: dict[str, str] = {}  # law citation -> its code
     reports = []
     try:
-        reports.append(_ingest(Path(laws), "law", w, seen, cfg, progress, laws_seen))
+        reports.append(_ingest(Path(laws), "law", w, seen, cfg, progress, laws_seen, headings=heads))
         if law_keys:
-            reports.append(_ingest(Path(law_keys), "law", w, seen, cfg, progress, laws_seen, keys_only=True))
+            reports.append(_ingest(Path(law_keys), "law", w, seen, cfg, progress, laws_seen, keys_only=True, headings=heads))
         if courts:
-            reports.append(_ingest(Path(courts), "court", w, seen, cfg, progress, laws_seen))
+            reports.append(_ingest(Path(courts), "court", w, seen, cfg, progress, laws_seen, headings=heads))
     finally:
         w.close()
     _refuse_unusable(reports, [("laws", Path(laws))] + ([("keys", Path(law_keys))] if law_keys else [])
                      + ([("courts", Path(courts))] if courts else []))
     report = {"files": [r.__dict__ for r in reports], "n_docs": w.n}
+    if heads is not None:
+        report["headings"] = heads.summary()
+        got = heads.docs["heading"] + heads.docs["path only"]
+        (log.info if got else log.warning)(
+            "%s: %d of %d law documents got a heading or path (%d a heading, %d a path only), %d none; %d of its %d keys "
+            "match no document%s", heads.path.name, got, sum(heads.docs.values()), heads.docs["heading"],
+            heads.docs["path only"], heads.docs["none"], len(heads.by_key) - len(heads.used), len(heads.by_key),
+            "" if got else ": is it the headings file of these laws?")
     if pairs is not None:
         aliases = cit.code_aliases(pairs, set(laws_seen.values()))
         (out / ALIASES_FILE).write_text(json.dumps(aliases, indent=1, ensure_ascii=False, sort_keys=True), encoding="utf-8")
@@ -301,10 +409,12 @@ def build_corpus(
         sources[Path(law_keys).name] = sha256_file(law_keys)
     if courts:
         sources[Path(courts).name] = sha256_file(courts)
+    if heads is not None:  # the headings change what BM25 indexes: another corpus
+        sources[heads.path.name] = heads.sha256
     # the aliases are recorded beside the sources, not among them: they change no document, so the
     # corpus keeps its identity (corpus_id) and the indexes built over it stay valid
     extra = {"aliases": {Path(abbreviations).name: sha256_file(abbreviations), "count": report["code_aliases"]}} if abbreviations else {}
-    write_params(out, ARTIFACT, "lexrag.index.corpus.build_corpus", {"schema": SCHEMA.names}, n_docs=w.n, sources=sources, **extra)
+    write_params(out, ARTIFACT, "lexrag.index.corpus.build_corpus", {"schema": schema.names}, n_docs=w.n, sources=sources, **extra)
     for r in reports:  # a file with dropped or repaired rows is a warning (with -q too), with its first lines
         lossy = r.malformed or r.lines_lost or r.encoding_repaired or r.same_key or r.citation_repaired
         (log.warning if lossy else log.info)("%s%s", r.summary(), f"; every one is listed in {REPORT_FILE}" if lossy else "")

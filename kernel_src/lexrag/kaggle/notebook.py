@@ -127,10 +127,10 @@ def build_artifact(name: str, config: str | None = None, overrides: Mapping[str,
 
 
 def build_corpus_cell(config: str | None = None, overrides: Mapping[str, Any] | None = None, laws=None, courts=None,
-                      abbreviations=None, dictionary=None, out_dir=None) -> str:
+                      abbreviations=None, dictionary=None, out_dir=None, headings=None) -> str:
     """Notebook 01's one call: the corpus (and the dictionary, when a dictionary file is given or
-    attached) built from its parameters; ``courts`` or ``dictionary`` False: left out; None: the
-    input's, when there is one.  Returns the lines the notebook prints."""
+    attached) built from its parameters; ``courts``, ``dictionary`` or ``headings`` False: left
+    out; None: the input's, when there is one (the headings: ``laws_de_headings.csv``).  Returns the lines the notebook prints."""
     import json
 
     from lexrag.index.build import courts_beside
@@ -141,6 +141,7 @@ def build_corpus_cell(config: str | None = None, overrides: Mapping[str, Any] | 
 
     laws, abbreviations, out_dir = (notebook_path(n, v) for n, v in
                                     (("laws", laws), ("abbreviations", abbreviations), ("out_dir", out_dir)))
+    headings = False if headings is False else notebook_path("headings", headings)  # False: none
     courts = False if courts is False else notebook_path("courts", courts)  # False: laws only
     dictionary = False if dictionary is False else notebook_path("dictionary", dictionary)
     cfg = load_config(config, overrides)
@@ -150,15 +151,22 @@ def build_corpus_cell(config: str | None = None, overrides: Mapping[str, Any] | 
         abbreviations = _input_file(paths, "abbrev-translations.json")
     if dictionary is None:
         dictionary = _input_file(paths, "de-en")
+    if headings is None:  # the statute headings file a user made (scripts/make_headings.py) and attached
+        headings = _input_file(paths, "laws_de_headings.csv")
     out = Path(out_dir) if out_dir else paths.output_dir
     check_outside_artifacts(out, "parameter out_dir", "give the artifacts folder that holds (or will hold) corpus/")
     if dictionary:  # a wrong dictionary path fails now, not after the corpus is built
         check_source(Path(dictionary))
     courts = courts_beside(laws, courts, say=False)  # said once, here
     lines = [f"courts: {courts or 'none: laws only, so a graph over this corpus has no court edges'}",
-             f"abbreviations: {abbreviations or NO_ABBREVIATIONS}"]
-    report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, abbreviations=abbreviations)
-    lines.append(json.dumps({"n_docs": report["n_docs"], "code_aliases": report.get("code_aliases", 0)}))
+             f"abbreviations: {abbreviations or NO_ABBREVIATIONS}",
+             f"headings: {headings or NO_HEADINGS}"]
+    report = build_corpus(out / "corpus", laws, courts, cfg.corpus, progress=cfg.runtime.progress, abbreviations=abbreviations,
+                          headings=headings or None)
+    h = report.get("headings", {})
+    lines.append(json.dumps({"n_docs": report["n_docs"], "code_aliases": report.get("code_aliases", 0),
+                             **({"law_docs_with_heading": h["law_docs_with_heading"], "law_docs_without": h["law_docs_without"]}
+                                if h else {})}))
     if dictionary:
         d = build_dictionary(dictionary, out / "dictionary")
         lines.append(f"dictionary: {len(d.entries)} English keys from {dictionary} ({d.doc['licence'].split(' (')[0]})")
@@ -167,6 +175,8 @@ def build_corpus_cell(config: str | None = None, overrides: Mapping[str, Any] | 
     return "\n".join(lines)
 
 
+NO_HEADINGS = ("none: BM25 indexes the laws without their article headings (make laws_de_headings.csv with "
+               "scripts/make_headings.py and attach it, or pass headings=PATH)")
 NO_ABBREVIATIONS = "none: questions citing a French or Italian abbreviation (Art. 17 LAI) find nothing for it"
 
 

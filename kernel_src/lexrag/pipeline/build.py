@@ -118,6 +118,7 @@ def build_artifacts(
     train: str | Path | None = None,
     abbreviations: str | Path | None = None,
     dictionary: str | Path | None = None,
+    headings: str | Path | None = None,
 ) -> dict:
     """Build every artifact this config needs under ``out_dir``: ``corpus/``, then ``bm25/``,
     ``embeddings/`` and ``graph/`` as switched on, and ``prior/`` when a training file is given.
@@ -126,9 +127,9 @@ def build_artifacts(
     inside a folder the build replaces), so a wrong path fails in seconds, not after hours; each
     artifact is built in a staging folder and replaces the old one only when it is complete."""
     out = Path(out_dir)
-    index.check_build_inputs(out, laws, courts, law_keys, train, abbreviations, dictionary)
+    index.check_build_inputs(out, laws, courts, law_keys, train, abbreviations, dictionary, headings)
     inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations,
-                         dictionary=dictionary)
+                         dictionary=dictionary, headings=headings)
     # what this build makes (the graph whenever court considerations are given, so a run may switch it on
     # though the defaults leave it off)
     todo = [a for a in ARTIFACTS if a.to_build(cfg, inputs)]

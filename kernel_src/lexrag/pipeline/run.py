@@ -38,7 +38,7 @@ from lexrag.stages.base import (
     check_degrade_order,
     stages_for,
 )
-from lexrag.stages.count import unique_citations, with_forms, with_whole_articles
+from lexrag.stages.count import emitted_order, unique_citations, with_forms
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +324,6 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     predictions: dict[str, list[str]] = {}
     ranked: dict[str, list[str]] = {}
     corpus = art.corpus
-    whole, start = cfg.count.whole_articles, cfg.count.whole_articles_from
     for q in states:
         _, cits, scores = unique_citations(batch.current.get(q.query_id, []), corpus)
         final = batch.final.get(q.query_id, [])
@@ -334,8 +333,8 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
             cits, scores = with_forms(cits, scores, forms)
             emitted = cits[: len(emitted)]
             final = list(zip(emitted, scores[: len(emitted)]))
-        ranked[q.query_id] = with_whole_articles(cits, scores, whole, start)[0]
-        predictions[q.query_id] = with_whole_articles(emitted, [s for _, s in final], whole, start)[0][: len(emitted)]
+        ranked[q.query_id] = emitted_order(cits, scores, cfg.count)[0]
+        predictions[q.query_id] = emitted_order(emitted, [s for _, s in final], cfg.count)[0][: len(emitted)]
     timings = dict(batch.timings)
     timings["total"] = time.perf_counter() - t_start
     fused = Ranking("fused", "fused", dict(batch.fused))

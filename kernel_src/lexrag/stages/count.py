@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "elbow_count", "choose_count", "adaptive_count", "calibrated_count", "expected_f1_count", "curve_cut",
-    "unique_citations", "with_forms", "with_whole_articles", "Count", "Calibration",
+    "unique_citations", "with_forms", "with_whole_articles", "with_articles_first", "emitted_order", "relative_count",
+    "Count", "Calibration",
 ]
 
 
@@ -187,6 +188,57 @@ def with_whole_articles(citations: Sequence[str], scores: Sequence[float], after
     return [c for c, _ in out], [s for _, s in out]
 
 
+def with_articles_first(citations: Sequence[str], scores: Sequence[float], depth: int) -> tuple[list[str], list[float]]:
+    """The citation order with each law article of which the first ``depth`` citations hold two or
+    more paragraphs also cited as a whole ("Art. 62 ZPO") right before the first of them, with its
+    score; ``depth`` 0 changes nothing.  Two paragraphs of one article near the top say the question
+    is about the article, which exam answers cite whole; the paragraphs stay, one slot later.  An
+    article string already in the order moves up to that place; one already above stays.  What
+    is inserted depends on the first ``depth`` citations only, so the first k of the result are
+    the same whether the order is cut before or after (the emitted list and the full ranking
+    agree).  Like :func:`with_whole_articles`, the inserted strings are ``citations.parent``."""
+    from lexrag.citations import parent
+
+    cits, out_scores = list(citations), list(scores)
+    if depth <= 0:
+        return cits, out_scores
+    head: dict[str, int] = {}
+    for c in cits[:depth]:
+        whole = parent(c) if c.startswith("Art") else c
+        if whole != c:
+            head[whole] = head.get(whole, 0) + 1
+    due = {a for a, n in head.items() if n >= 2}
+    if not due:
+        return cits, out_scores
+    out: list[tuple[str, float]] = []
+    emitted: set[str] = set()
+    for c, s in zip(cits, out_scores):
+        whole = parent(c) if c.startswith("Art") else c
+        if whole in due and whole not in emitted:
+            out.append((whole, s))
+            emitted.add(whole)
+        if c not in emitted:
+            out.append((c, s))
+            emitted.add(c)
+    return [c for c, _ in out], [s for _, s in out]
+
+
+def emitted_order(citations: Sequence[str], scores: Sequence[float], cc) -> tuple[list[str], list[float]]:
+    """A query's distinct citations in the form the count section asks (``cc``: :class:`CountConfig`):
+    whole articles first where the head holds two of their paragraphs (``articles_first``), then
+    after their n-th paragraph (``whole_articles``).  The one place both are applied: the run's
+    emitted list and full ranking, and ``lexrag fuse``."""
+    cits, sc = with_articles_first(citations, scores, cc.articles_first)
+    return with_whole_articles(cits, sc, cc.whole_articles, cc.whole_articles_from)
+
+
+def relative_count(scores: Sequence[float], threshold: float, min_k: int, max_k: int) -> int:
+    """How many citations score at least ``threshold`` times the first one, clipped to
+    ``[min_k, max_k]`` and to the list (a first score that is not positive: ``min_k``)."""
+    n = calibrated_count(scores, threshold)
+    return int(min(max(n if n is not None else min_k, min_k), max_k, len(scores)))
+
+
 def with_forms(citations: Sequence[str], scores: Sequence[float], forms: dict[str, str]) -> tuple[list[str], list[float]]:
     """The citation order with each citation in ``forms`` written as its form there (a law
     paragraph as its whole article, where the learned ranker judged the article the likelier
@@ -255,6 +307,9 @@ class Count:
                 else:  # the ranker is missing, was dropped, or a later stage reordered with scores of its own
                     fallback[q.query_id] = by
                     k = min(cc.k, len(scores))
+                q.add_cost("count", k=k)
+            elif cc.method == "relative":
+                k = relative_count(scores, cc.threshold, cc.relative_min_k, cc.max_k)
                 q.add_cost("count", k=k)
             else:
                 k = choose_count(np.asarray(scores), cc.method, cc.k, cc.min_k, cc.max_k)
