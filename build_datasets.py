@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                    "Italian abbreviations of the law codes, so that 'Art. 267a CO' in a question finds 'Art. 267a OR'")
     p.add_argument("--headings", help="citation,article_heading,path CSV (scripts/make_headings.py makes one from public "
                    "Fedlex-derived snapshots): the laws' article headings, indexed beside their text")
+    p.add_argument("--laws-en", help="citation,text,title CSV of the laws' English texts keyed by their German citations: the "
+                   "bm25_en artifact; the translations' licence is not settled, so its dataset says 'unknown' and stays private")
     p.add_argument("--dictionary", help="the English-German dictionary file for the dictionary artifact: Ding's /usr/share/trans/"
                    "de-en (Debian trans-de-en) or FreeDict's /usr/share/dictd/freedict-eng-deu.index (dict-freedict-eng-deu); "
                    "GPL, so the artifact is its own dataset")
@@ -166,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             given = [f for f, v in (("--laws", args.laws), ("--courts", args.courts), ("--train", args.train),
                                     ("--law-keys", args.law_keys), ("--abbreviations", args.abbreviations),
-                                    ("--headings", args.headings), ("--llm-cache", args.llm_cache), ("--dictionary", args.dictionary),
+                                    ("--headings", args.headings), ("--laws-en", args.laws_en),
+                                    ("--llm-cache", args.llm_cache), ("--dictionary", args.dictionary),
                                     ("--owner", args.owner if not args.upload else None),
                                     ("--no-courts", args.no_courts), ("--set", args.set), ("--record", args.record),
                                     ("--config", args.config)) if v]
@@ -209,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
                 courts = courts_beside(args.laws, False if args.no_courts else args.courts) if args.laws else args.courts
                 doc = rebuild(args.manifest, args.out, cfg, laws=args.laws, courts=courts, only=only, owner=args.owner,
                               law_keys=args.law_keys, train=args.train, llm_cache=args.llm_cache,
-                              abbreviations=args.abbreviations, dictionary=args.dictionary, headings=args.headings)
+                              abbreviations=args.abbreviations, dictionary=args.dictionary, headings=args.headings,
+                              laws_en=args.laws_en)
             except BaseException:  # the copy recorded into goes with the failed build (and a folder it alone made)
                 if staged is not None:
                     staged.unlink(missing_ok=True)

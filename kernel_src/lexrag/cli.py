@@ -75,7 +75,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise ConfigError(f"--no-courts and --courts {args.courts} contradict each other: give one of them")
     courts = courts_beside(args.laws, False if args.no_courts else args.courts)
     build_artifacts(cfg, args.laws, args.out, courts=courts, law_keys=args.law_keys, train=args.train,
-                    abbreviations=args.abbreviations, dictionary=args.dictionary, headings=args.headings)
+                    abbreviations=args.abbreviations, dictionary=args.dictionary, headings=args.headings,
+                    laws_en=args.laws_en)
     print(f"artifacts written to {args.out}")
     return 0
 
@@ -272,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--abbreviations", help="abbrev-translations.json (starter kit): French and Italian abbreviations of the law codes")
     b.add_argument("--headings", help="citation,article_heading,path CSV (scripts/make_headings.py): each law paragraph's "
                    "article heading and the headings above it, indexed beside its text (lexical.fields)")
+    b.add_argument("--laws-en", help="citation,text,title CSV of the laws' English texts keyed by their German citations: builds "
+                   "the bm25_en artifact (english.enabled searches English questions in it); its licence is not settled, so "
+                   "keep it private")
     b.add_argument("--out", required=True, help="artifacts folder to write")
     cfg_args(b)
     b.set_defaults(func=cmd_build)

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import yaml
 
 from lexrag.config_sections import (  # noqa: F401  (the sections are part of this module's interface)
-    MOVED, REMOVED, AgentConfig, ArticlesConfig, CorpusConfig, CountConfig, DictionaryConfig, FeedbackConfig,
+    MOVED, REMOVED, AgentConfig, ArticlesConfig, CorpusConfig, CountConfig, DictionaryConfig, EnglishConfig, FeedbackConfig,
     FusionConfig, GraphConfig, LexicalConfig, LLMConfig, PathsConfig, PriorConfig, QueryConfig, RankerConfig,
     RerankConfig, RuntimeConfig, SeedConfig, SemanticConfig, StatutesConfig, VerifyConfig, check_ranges,
 )
@@ -69,6 +69,7 @@ class Config:
     rerank: RerankConfig = field(default_factory=RerankConfig)
     seeds: SeedConfig = field(default_factory=SeedConfig)
     dictionary: DictionaryConfig = field(default_factory=DictionaryConfig)
+    english: EnglishConfig = field(default_factory=EnglishConfig)
     statutes: StatutesConfig = field(default_factory=StatutesConfig)
     articles: ArticlesConfig = field(default_factory=ArticlesConfig)
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)

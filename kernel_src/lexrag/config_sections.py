@@ -130,6 +130,12 @@ WEIGHTINGS = ("uniform", "indexed", "structured", "first_pass")  # dictionary.we
 
 
 @dataclass
+class EnglishConfig:
+    enabled: bool = _f(False, "search an English question as written in the laws' English texts (the bm25_en artifact, built "
+                              "with --laws-en), as the bm25_en signal fused with the others; German questions are left alone")
+
+
+@dataclass
 class DictionaryConfig:
     enabled: bool = _f(False, "translate English questions word by word with the dictionary artifact (built with --dictionary) "
                               "into the dict_de variant, searched beside the question (and beside the LLM's translation)")
@@ -357,7 +363,7 @@ class RuntimeConfig:
     resident_models: int = _f(1, "models kept loaded at once (encoder, reranker, LLM take turns on one GPU when 1)", range=(1, None))
     degrade_order: list = _f(
         [["agent"], ["verify"], ["rerank"], ["dense", "graph", "prior"], ["rewrite"],
-         ["statutes", "feedback", "articles", "ranker", "dictionary"]],
+         ["statutes", "feedback", "articles", "ranker", "dictionary", "english"]],
         "groups of optional stages dropped, first group first, when the projected time of the rest of the run exceeds the budget left "
         "(the extra BM25 passes last: one BM25 query each, the cheapest to keep)",
     )

@@ -31,6 +31,7 @@ class BuildInputs:
     train: str | Path | None = None
     abbreviations: str | Path | None = None
     headings: str | Path | None = None  # citation,article_heading,path: the laws' headings, indexed beside their text
+    laws_en: str | Path | None = None  # citation,text,title: English texts of the laws keyed by their German citations
     llm_cache: str | Path | None = None
     dictionary: str | Path | None = None  # a bilingual dictionary file (Ding's de-en)
     corpus_dir: str | Path | None = None
@@ -102,6 +103,11 @@ ARTIFACTS: list[ArtifactSpec] = [
                  dataset="lexrag-dictionary", attr="dictionary",
                  rebuild="python -m lexrag build ... --dictionary /usr/share/trans/de-en --out ARTIFACTS "
                          "(or build_datasets.py --only dictionary --dictionary FILE)"),
+    ArtifactSpec("bm25_en", ("corpus",), switch="english.enabled", needs_input="laws_en", build_with="laws_en",
+                 input_flag="--laws-en laws_en.csv (English texts of the laws keyed by their German citations)",
+                 dataset="lexrag-bm25-en", attr="bm25_en",
+                 rebuild="python -m lexrag build ... --laws-en laws_en.csv --out ARTIFACTS "
+                         "(or build_datasets.py --only corpus,bm25_en --laws-en laws_en.csv)"),
     ArtifactSpec("llm_cache", switch="llm.enabled", needs_input="llm_cache",
                  input_flag="--llm-cache DIR (the llm.cache_dir of a live run)", dataset="lexrag-llm-cache", in_build=False,
                  rebuild="a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "

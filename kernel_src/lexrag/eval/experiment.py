@@ -55,7 +55,7 @@ from lexrag.eval.submission import outside_corpus
 from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
 
-__all__ = ["held_out_runs", "held_out_rankings", "harness_ranker", "f1_at_ks", "ranking_f1", "own_count_f1", "FoldScores",
+__all__ = ["compare", "held_out_runs", "held_out_rankings", "harness_ranker", "f1_at_ks", "ranking_f1", "own_count_f1", "FoldScores",
            "fold_scores", "nested_picks", "ceilings", "run_experiment", "KS"]
 
 log = logging.getLogger(__name__)
@@ -226,6 +226,27 @@ def ceilings(gold: Mapping[str, Sequence[str]], ranked: Mapping[str, Sequence[st
     return {name: v / max(len(gold), 1) for name, v in out.items()}
 
 
+def compare(base: Mapping[str, tuple[dict, dict]], other: Mapping[str, tuple[dict, dict]]) -> dict[str, dict]:
+    """Per part (a grouping's nested F1, a scored file, the locked areas) the paired difference
+    ``other - base`` over the queries both scored: mean Macro F1 difference with its 95% bootstrap
+    interval (of the per-query differences) and the sign-flip permutation p-value, and the
+    Recall@100 difference.  "No significant loss" is an interval that reaches above 0."""
+    from lexrag.eval.stats import paired_p_value
+
+    out = {}
+    for part in base.keys() & other.keys():
+        (bf, br), (of, orr) = base[part], other[part]
+        qs = [q for q in bf if q in of]
+        if not qs:
+            continue
+        d = [of[q] - bf[q] for q in qs]
+        lo, hi = bootstrap_ci(d)
+        out[part] = {"f1_delta": round(float(np.mean(d)), 4), "ci": [round(lo, 4), round(hi, 4)],
+                     "p": round(paired_p_value([bf[q] for q in qs], [of[q] for q in qs]), 4),
+                     "recall@100_delta": round(float(np.mean([orr[q] - br[q] for q in qs])), 4), "n": len(qs)}
+    return out
+
+
 # --- an experiment --------------------------------------------------------------------------------
 
 def read_tuning_file(path: str | Path) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -276,13 +297,14 @@ def _bm25_of_variants(variants: Sequence[Variant], config, base_cfg: Config, art
 def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str | Path, tune_on: str = "lexam_dev.csv",
                    others: Sequence[str] = ("train_dev.csv", "val.csv"), by: Sequence[str] = ("course", "area"),
                    final: bool = False, locked: dict | None = None, dev_areas: int | None = None, nested: bool = True,
-                   config: str | Path | None = None, bm25: Sequence[str | Path] = ()) -> dict:
+                   config: str | Path | None = None, bm25: Sequence[str | Path] = (), baselines: Sequence[str] = ()) -> dict:
     """Measure ``variants``: on ``tune_on`` held out and nested under each grouping of ``by``
     (``course``, ``area``, ``query``), with a nested pick among the variants; ``others`` scored at
     the k the area-grouped outer rankings favour; with ``final`` the locked areas too.  Returns the
     metrics document (``rows``, the flat ``metrics`` that check-scores reads, the area map, picks).
     ``bm25``: further BM25 index folders over the artifacts' corpus, for variants built otherwise
-    (other ``lexical.fields``: the statute headings' weights)."""
+    (other ``lexical.fields``: the statute headings' weights).  ``baselines``: variant names;
+    every other variant's per-query differences from each, paired (:func:`compare`)."""
     t_start = time.perf_counter()
     data = Path(data)
     tune_file = data / tune_on
@@ -309,7 +331,9 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
     groupings = {"course": courses, "area": q_area, "query": {}}
     # every part a variant may switch on, loaded once (the dictionary where the artifacts hold one)
     has_dictionary = (Path(artifacts) / "dictionary" / "params.json").is_file()
-    base_cfg = load_config(config, {**RANK, "graph.enabled": True, "prior.enabled": True, "dictionary.enabled": has_dictionary})
+    has_english = (Path(artifacts) / "bm25_en" / "params.json").is_file()
+    base_cfg = load_config(config, {**RANK, "graph.enabled": True, "prior.enabled": True, "dictionary.enabled": has_dictionary,
+                                    "english.enabled": has_english})
     base_art = Artifacts.load(artifacts, base_cfg)
     cache = SignalCache()
     rows: dict[str, dict] = {}
@@ -321,15 +345,23 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
         outside[f] = [len(outside_corpus(base_art.corpus, cited)), len(cited)]
     own_bm25 = _bm25_of_variants(variants, config, base_cfg, artifacts, base_art, bm25)
     timings: dict[str, float] = {}
+    per_query: dict[str, dict[str, tuple[dict, dict]]] = {v.name: {} for v in variants}  # part -> (F1, Recall@100) per query
+    unknown = [b for b in baselines if b not in per_query]
+    if unknown:  # before the run, not after it
+        raise ConfigError(f"--baseline {unknown[0]!r} is none of the variants ({', '.join(per_query)})")
     for v in variants:
         t0 = time.perf_counter()
         cfg = v.config(config)
         if cfg.dictionary.enabled and base_art.dictionary is None:
             raise ConfigError(f"variant {v.name!r} switches the dictionary on, but {artifacts} holds none: build it with "
                               f"`python -m lexrag build ... --dictionary /usr/share/trans/de-en --out {artifacts}`")
+        if cfg.english.enabled and base_art.bm25_en is None:
+            raise ConfigError(f"variant {v.name!r} switches the English route on, but {artifacts} holds no bm25_en: build it "
+                              f"with `python -m lexrag build ... --laws-en laws_en.csv --out {artifacts}`")
         art = dataclasses.replace(base_art, graph=base_art.graph if cfg.graph.enabled else None,
                                   prior=base_art.prior if cfg.uses_prior() else None,
                                   dictionary=base_art.dictionary if cfg.dictionary.enabled else None,
+                                  bm25_en=base_art.bm25_en if cfg.english.enabled else None,
                                   bm25=own_bm25.get(v.name, base_art.bm25))
         qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
         if cfg.ranker.enabled:  # fitted per fold, on the rows of the training questions only
@@ -349,6 +381,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             row[g] = {"folds": len(fs.folds), "f1@3": round(float(np.mean([x[0] for x in at.values()])), 4),
                       "f1@5": round(float(np.mean([x[1] for x in at.values()])), 4),
                       "nested": _row(chosen, fs.recall100), "k_picks": cfg.count.method if own else picks}
+            per_query[v.name][g] = (chosen, fs.recall100)
             if own:
                 row[g]["mean_k"] = round(float(np.mean([len(fs.predicted.get(q, [])) for q in fs.outer])), 2)
         # the count for everything outside the folds: the k the area-grouped (else first) outer rankings favour
@@ -366,8 +399,9 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             fq = {q.query_id: q for q in load_queries(data / f, cfg.query.max_chars) if q.query_id in other_gold[f]}
             res = run_pipeline(list(fq.values()), fit, cfg, cache=cache)
             gold = other_gold[f]
-            row[f] = {**_row({q: prf(gold[q], emitted(res, q))[2] for q in gold},
-                             {q: recall_at_k(gold[q], res.ranked.get(q, []), 100) for q in gold}),
+            per_query[v.name][f] = ({q: prf(gold[q], emitted(res, q))[2] for q in gold},
+                                    {q: recall_at_k(gold[q], res.ranked.get(q, []), 100) for q in gold})
+            row[f] = {**_row(*per_query[v.name][f]),
                       "f1@3": round(float(np.mean([prf(gold[q], res.ranked.get(q, [])[:3])[2] for q in gold])), 4)}
         if final and locked_q:
             if once is not None and not own:
@@ -376,8 +410,9 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
                 lres = run_pipeline([qs[q] for q in locked_q], fit, cfg, cache=cache)
                 lr, lp = lres.ranked, {q: emitted(lres, q) for q in locked_q}
             lg = {q: all_gold[q] for q in locked_q}
-            row["locked"] = {**_row({q: prf(lg[q], lp.get(q, []))[2] for q in lg},
-                                    {q: recall_at_k(lg[q], lr.get(q, []), 100) for q in lg}),
+            per_query[v.name]["locked"] = ({q: prf(lg[q], lp.get(q, []))[2] for q in lg},
+                                           {q: recall_at_k(lg[q], lr.get(q, []), 100) for q in lg})
+            row["locked"] = {**_row(*per_query[v.name]["locked"]),
                              "f1@3": round(float(np.mean([prf(lg[q], lr.get(q, [])[:3])[2] for q in lg])), 4)}
         ref_ranked = scores["area" if "area" in by else by[0]][v.name].ranked
         row["ceilings"] = {k: round(x, 4) for k, x in ceilings({q: dev[q] for q in ref_ranked}, ref_ranked).items()}
@@ -398,6 +433,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             own = [rows[n]["k"] if isinstance(rows[n]["k"], str) else None for n in names]  # a count of its own: no k
             selection[g] = {**_row(chosen, r100),
                             "picks": [f"{names[vi]} ({own[vi]})" if own[vi] else f"{names[vi]} k={k}" for vi, k in picks]}
+    paired = {b: {name: compare(per_query[b], parts) for name, parts in per_query.items() if name != b} for b in baselines}
     metrics: dict[str, float] = {}
     for name, row in rows.items():
         if isinstance(row["k"], int):  # the count the preset should ship with (tests/test_presets_k.py)
@@ -415,5 +451,5 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             "tune_on": tune_on, "questions": len(dev), "locked_questions": len(locked_q), "final": final,
             "areas": sorted(set(q_area[q] for q in dev)), "locked_areas": [a.get("area") for a in locked.get("areas", [])],
             "area_map": format_area_map(all_gold, courses, areas), "by": list(by), "rows": rows, "selection": selection,
-            "metrics": metrics, "seconds_per_variant": timings, "gold_outside_corpus": outside,
+            "metrics": metrics, "seconds_per_variant": timings, "vs_baseline": paired, "gold_outside_corpus": outside,
             "signals_computed": sum(cache.computed.values()) + sum(cache.text_computed.values()), "reused": cache.reused}

@@ -56,7 +56,14 @@ def format_report(doc: dict) -> str:
         picks.append(f"  nested pick ({g}): " + ", ".join(s["picks"]))
     g = "area" if "area" in by else by[0]
     ceil = [f"| {name} | " + " | ".join(f"{r['ceilings'][c]:.3f}" for c in CEILINGS) + " |" for name, r in doc["rows"].items()]
-    return "\n".join(lines + ["", "choices made on the inner folds:"] + picks
+    vs = []
+    for base, others in doc.get("vs_baseline", {}).items():
+        vs += ["", f"paired differences from {base} (Macro F1 [95% CI] p, Recall@100):"]
+        for name, parts in others.items():
+            vs.append(f"  {name}: " + "; ".join(f"{part} {d['f1_delta']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}] "
+                                                f"p={d['p']:.3f}, R@100 {d['recall@100_delta']:+.4f}"
+                                                for part, d in sorted(parts.items())))
+    return "\n".join(lines + vs + ["", "choices made on the inner folds:"] + picks
                      + ["", f"where F1@3 is lost ({g}-grouped held-out rankings; each column changes one thing, as an oracle)",
                         "| variant | " + " | ".join(CEILINGS) + " |", "| --- |" + " --- |" * len(CEILINGS)] + ceil)
 
@@ -81,6 +88,9 @@ def arg_parser(description: str = __doc__) -> argparse.ArgumentParser:
     ap.add_argument("--bm25", nargs="*", default=[], metavar="FOLDER", help="further BM25 index folders over the "
                     "artifacts' corpus, each built with other lexical.fields (or k1, b, analyzer): a variant that sets "
                     "those is scored with the one built with them")
+    ap.add_argument("--baseline", nargs="*", default=[], metavar="VARIANT", help="variant names: every other variant's "
+                    "paired difference from each (Macro F1 with a 95%% bootstrap interval and a permutation p-value, "
+                    "Recall@100), per grouping, scored file and the locked areas")
     ap.add_argument("--json", help="write the metrics document here")
     ap.add_argument("--expected", help="check the metrics against this reproduction file (e.g. repro/lexam_dev.yaml)")
     return ap
@@ -181,7 +191,7 @@ def run_from_args(args: argparse.Namespace) -> tuple[dict, str, list[dict]]:
     variants = check_args(args)
     doc = run_experiment(variants, args.data, args.artifacts, args.tune_on, args.queries, args.by,
                          args.final, dev_areas=args.dev_areas, nested=not args.not_nested, config=args.config,
-                         bm25=getattr(args, "bm25", ()))
+                         bm25=getattr(args, "bm25", ()), baselines=getattr(args, "baseline", ()))
     text = (f"legal areas of {doc['tune_on']}:\n{doc['area_map']}\n\n" + format_report(doc)
             + f"\n\n{doc['date']}, {doc['seconds']:.0f} s ({doc['seconds'] / 60:.1f} min); {doc['questions']} questions in the "
             f"folds" + (f", {doc['locked_questions']} locked (scored)" if doc["final"] else ", the locked areas not read"))

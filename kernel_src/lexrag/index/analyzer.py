@@ -9,7 +9,7 @@ from typing import Iterable
 from lexrag.citations import normalize_text
 from lexrag.index.decompound import Decompounder
 
-__all__ = ["GERMAN_STOPWORDS", "Analyzer"]
+__all__ = ["GERMAN_STOPWORDS", "ENGLISH_STOPWORDS", "Analyzer"]
 
 # 86 German stopwords: the 86 words of the Snowball German stopword list that occur most often
 # in laws_de.csv (counted once over the 114,886 paragraphs in ../shared/data), so the list
@@ -24,6 +24,17 @@ GERMAN_STOPWORDS = frozenset(
     """.split()
 )
 
+# English function words: the English BM25 index of the laws' English texts drops them (and the
+# dictionary's language guess counts them)
+ENGLISH_STOPWORDS = frozenset(
+    """
+    a an the of to in on at by for with from and or as is are was were be been being that this these those
+    it its his her their our your my he she they we you i which who whom whose what when where whether if
+    than then so such not no do does did has have had can could may might must shall should will would
+    there here any some all each every other into under over about after before between
+    """.split()
+)
+
 _TOKEN = re.compile(r"[^\W_]+")
 
 
@@ -32,10 +43,12 @@ class Analyzer:
     compound is followed by the stems of its parts.  Expansions are cached per surface form (the
     hot path)."""
 
-    def __init__(self, stemmer: str = "german", min_token_len: int = 2, stopwords: Iterable[str] = GERMAN_STOPWORDS,
+    def __init__(self, stemmer: str = "german", min_token_len: int = 2, stopwords: Iterable[str] | None = None,
                  decompounder: Decompounder | None = None):
         self.language = stemmer
         self.min_token_len = min_token_len
+        if stopwords is None:  # the stemmer's language's: English for the English law texts, else German
+            stopwords = ENGLISH_STOPWORDS if stemmer == "english" else GERMAN_STOPWORDS
         self.stopwords = frozenset(stopwords)
         self.decompounder = decompounder
         self._cache: dict[str, tuple[str, ...]] = {}

@@ -130,7 +130,7 @@ def has_court_edges(graph) -> bool:
 
 
 def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, abbreviations=None, dictionary=None,
-                       headings=None) -> None:
+                       headings=None, laws_en=None) -> None:
     """Raise :class:`CsvInputError` (:class:`ArtifactError` for the dictionary) naming the first
     input that cannot be used for a build into ``out``."""
     import csv
@@ -148,7 +148,8 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
     for path, what, required in ((laws, "--laws", ("citation", "text")), (courts, "--courts", ("citation", "text")),
                                  (law_keys, "--law-keys", ()), (train, "--train", ("query_id", "gold_citations")),
                                  (abbreviations, "--abbreviations", ()),
-                                 (headings, "--headings", ("citation", "article_heading", "path"))):
+                                 (headings, "--headings", ("citation", "article_heading", "path")),
+                                 (laws_en, "--laws-en", ("citation", "text"))):
         if path is None:
             continue
         p = Path(path)

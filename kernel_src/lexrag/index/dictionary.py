@@ -38,6 +38,7 @@ from pathlib import Path
 
 from lexrag.artifacts import ArtifactError, read_params, write_params
 from lexrag.config_sections import WEIGHTINGS
+from lexrag.index.analyzer import ENGLISH_STOPWORDS
 from lexrag.index.decompound import LINKS
 from lexrag.index.dictionary_sources import (LEGAL, MAX_PHRASE, OTHER_REGION, SWISS, Sense, check_source, parse_dictd, parse_ding,
                                               read_source)
@@ -56,10 +57,7 @@ COMPOUND_MIN_DOCS = 2  # documents that must hold a made compound whole: one alo
 GLOSSARY = "data/glossary_en_de.tsv"  # in the package
 
 _EN_WORD = re.compile(r"[^\W\d_][\w'\-]*|\d+[a-z]?|\S")  # words of any script (Zürich, Müller), numbers, punctuation
-_EN_STOP = frozenset("a an the of to in on at by for with from and or as is are was were be been being that this these those "
-                     "it its his her their our your my he she they we you i which who whom whose what when where whether if "
-                     "than then so such not no do does did has have had can could may might must shall should will would "
-                     "there here any some all each every other into under over about after before between".split())
+_EN_STOP = ENGLISH_STOPWORDS
 # German function words: Snowball's German stopword list, "dass" and "muß" added beside "daß" and "muss"
 _DE_STOP = frozenset("aber alle allem allen aller alles als also am an ander andere anderem anderen anderer anderes anderm andern "
                      "anderr anders auch auf aus bei bin bis bist da damit dann der den des dem die das dass daß derselbe derselben "

@@ -134,6 +134,7 @@ def rebuild(
     abbreviations: str | Path | None = None,
     dictionary: str | Path | None = None,
     headings: str | Path | None = None,
+    laws_en: str | Path | None = None,
 ) -> dict:
     """Build the selected artifacts into ``out_dir/<name>/`` and record them in the manifest.
     The prior is built only when a training file is given (never from validation gold); the LLM
@@ -159,13 +160,13 @@ def rebuild(
     check_build_inputs(out, laws if "corpus" in names else None, courts if "corpus" in names else None,
                        law_keys if "corpus" in names else None, train if {"prior", "ranker"} & set(names) else None,
                        abbreviations if "corpus" in names else None, dictionary if "dictionary" in names else None,
-                       headings if "corpus" in names else None)
+                       headings if "corpus" in names else None, laws_en if "bm25_en" in names else None)
     if llm_cache and "llm_cache" in names and not (Path(llm_cache) / "params.json").is_file():
         raise ManifestError(f"--llm-cache {llm_cache}: not an LLM cache folder (the llm.cache_dir of a live run, holding "
                             "params.json and cache.sqlite)")
     ignored = [flag for flag, v, arts in (("--laws", laws, {"corpus"}), ("--courts", courts, {"corpus"}),
                                           ("--train", train, {"prior", "ranker"}), ("--llm-cache", llm_cache, {"llm_cache"}),
-                                          ("--dictionary", dictionary, {"dictionary"}))
+                                          ("--dictionary", dictionary, {"dictionary"}), ("--laws-en", laws_en, {"bm25_en"}))
                if v and not arts & set(names)]
     if ignored:
         log.warning("%s: not read, because --only leaves out what reads them", ", ".join(ignored))
@@ -175,7 +176,8 @@ def rebuild(
         log.warning("%s: read only when the corpus is built, and --only leaves it out; add corpus to --only "
                     "(then rebuild the graph too) or leave %s out", ", ".join(unread), "them" if len(unread) > 1 else "it")
     built: list[str] = []
-    inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations, headings=headings,
+    inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations,
+                         headings=headings, laws_en=laws_en,
                          llm_cache=llm_cache, dictionary=dictionary, corpus_dir=out / "corpus")
     done: list[tuple[str, dict, dict]] = []
     # every dataset folder is built in one staging folder with its dataset-metadata.json, and the set is put in

@@ -23,6 +23,7 @@ from lexrag.index.prior import TrainingPrior
 from lexrag.models import load_encoder, usable_gpus
 from lexrag.procmem import process_memory
 from lexrag.index.dictionary import load_dictionary_step
+from lexrag.index.english import load_english_step
 from lexrag.registry import ARTIFACTS
 from lexrag.stages.base import (
     asked_for,
@@ -43,6 +44,7 @@ LOADS: dict[str, Callable] = {
     "prior": index.load_prior_step,
     "ranker": load_ranker_step,
     "dictionary": load_dictionary_step,
+    "bm25_en": load_english_step,
 }
 
 
@@ -58,6 +60,7 @@ class Artifacts:
     dense: object | None = None  # lexrag.index.dense.DenseIndex
     ranker: object | None = None  # lexrag.stages.ranker.LearnedRanker
     dictionary: object | None = None  # lexrag.index.dictionary.Dictionary
+    bm25_en: object | None = None  # lexrag.index.english.EnglishIndex
     model_paths: dict[str, Path] = field(default_factory=dict)  # encoder, reranker, llm
     loaders: dict[str, Callable[[], Any]] = field(default_factory=dict)
     cache_dirs: list[Path] = field(default_factory=list)  # read-only LLM caches found by the resolver

@@ -27,6 +27,7 @@ from lexrag.config import Config
 from lexrag.index import build as index
 from lexrag.index.corpus import Corpus
 from lexrag.index.dictionary import build_dictionary_step
+from lexrag.index.english import build_english_step
 from lexrag.llm.cache import build_cache_step
 from lexrag.outputs import PARAMS
 from lexrag.pipeline.artifacts import LOADS
@@ -48,6 +49,7 @@ BUILDS: dict[str, Callable] = {
     "prior": index.build_prior_step,
     "ranker": build_ranker_step,
     "dictionary": build_dictionary_step,
+    "bm25_en": build_english_step,
     "llm_cache": build_cache_step,
     "wheels": build_wheels_step,
 }
@@ -119,6 +121,7 @@ def build_artifacts(
     abbreviations: str | Path | None = None,
     dictionary: str | Path | None = None,
     headings: str | Path | None = None,
+    laws_en: str | Path | None = None,
 ) -> dict:
     """Build every artifact this config needs under ``out_dir``: ``corpus/``, then ``bm25/``,
     ``embeddings/`` and ``graph/`` as switched on, and ``prior/`` when a training file is given.
@@ -127,9 +130,9 @@ def build_artifacts(
     inside a folder the build replaces), so a wrong path fails in seconds, not after hours; each
     artifact is built in a staging folder and replaces the old one only when it is complete."""
     out = Path(out_dir)
-    index.check_build_inputs(out, laws, courts, law_keys, train, abbreviations, dictionary, headings)
+    index.check_build_inputs(out, laws, courts, law_keys, train, abbreviations, dictionary, headings, laws_en)
     inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations,
-                         dictionary=dictionary, headings=headings)
+                         dictionary=dictionary, headings=headings, laws_en=laws_en)
     # what this build makes (the graph whenever court considerations are given, so a run may switch it on
     # though the defaults leave it off)
     todo = [a for a in ARTIFACTS if a.to_build(cfg, inputs)]

@@ -11,6 +11,7 @@ from lexrag.stages import (  # noqa: F401
     articles,
     count,
     dictionary,
+    english,
     feedback,
     fusion,
     graph,

@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 
 
 # the loaded parts a stage may need (``Stage.needs``): what Artifacts.load can leave missing
-PARTS = ("bm25", "semantic", "graph", "prior", "ranker", "dictionary", "reranker", "llm", "calibration")
+PARTS = ("bm25", "bm25_en", "semantic", "graph", "prior", "ranker", "dictionary", "reranker", "llm", "calibration")
 
 
 def known_parts() -> tuple[str, ...]:
@@ -223,7 +223,7 @@ class Context:
 # stages of its phase, in the order it was registered.
 STAGE_ORDER: tuple[str, ...] = (
     "rewrite", "dictionary",
-    "statutes", "articles", "bm25", "citation_seeds", "llm_seeds", "dense", "feedback",
+    "statutes", "articles", "bm25", "english", "citation_seeds", "llm_seeds", "dense", "feedback",
     "seed_fusion",
     "graph", "prior",
     "fusion",
