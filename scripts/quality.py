@@ -6,10 +6,13 @@ Each variant (default: the presets ``lexical``, the defaults, ``exam`` and the `
 CPU stages) ranks every lexam_dev question held out, by course and by legal area side by side,
 with the prior and learned statute model refitted without the question's fold, and its count k
 chosen on inner folds (nested); train_dev.csv and val.csv are only scored at the k the areas
-chose.  The locked areas (repro/locked_split.yaml) are read only with --final.
+chose.  The locked areas (repro/locked_split.yaml) are read only with --final.  Without
+--artifacts it builds them from --data, with the statute headings (laws_de_headings.csv) and the
+laws' English texts (laws_en.csv: the bm25_en artifact) where --data holds them.
 
   python scripts/quality.py --data ../shared/data --artifacts ARTIFACTS [--final] [--json OUT] [--expected repro/lexam_dev.yaml]
   python scripts/quality.py ... --ablation exam          # the preset's incremental ablation, one row per stage
+  python scripts/quality.py ... --baseline lexical --variants lexical "with English=lexical;english.enabled=true"  # paired
   python scripts/quality.py ... --variants exam "no learned=exam;statutes.learned=false"
   python scripts/quality.py --data ../shared/data --dictionary /usr/share/trans/de-en --by area \
       --variants "lexical - dict_de=lexical;dictionary.enabled=false" lexical   # English questions (val) without and with the dictionary
@@ -74,12 +77,14 @@ def _main() -> int:
         made = args.artifacts
         courts = Path(args.courts) if args.courts else data / "court_considerations_sample.csv"
         keys, abbrev = data / "laws_de_citations.txt", data / "abbrev-translations.json"
+        heads, english = data / "laws_de_headings.csv", data / "laws_en.csv"  # the statute headings; the laws in English
         t0 = time.perf_counter()
         try:
             build_artifacts(load_config(None, {"runtime.progress": False, "graph.enabled": True}), data / "laws_de.csv",
                             args.artifacts, courts=courts if args.courts or courts.is_file() else None,
                             law_keys=keys if keys.is_file() else None, train=data / args.tune_on,
-                            abbreviations=abbrev if abbrev.is_file() else None, dictionary=args.dictionary)
+                            abbreviations=abbrev if abbrev.is_file() else None, dictionary=args.dictionary,
+                            headings=heads if heads.is_file() else None, laws_en=english if english.is_file() else None)
         except BaseException:
             import shutil
 

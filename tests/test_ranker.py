@@ -230,56 +230,11 @@ def test_laws_only_moves_the_law_candidates_and_keeps_the_court_slots(tiny_input
             assert any(not law for law in is_law) and sum(is_law) > 1
 
 
-def test_with_forms_writes_paragraphs_as_articles_and_frees_repeated_slots():
-    from lexrag.stages.count import with_forms
+def test_the_removed_article_form_is_named_as_removed():
+    from lexrag.errors import ConfigError
 
-    cits = ["Art. 62 Abs. 1 ZPO", "Art. 8 ZGB", "Art. 62 Abs. 2 ZPO", "Art. 41 Abs. 1 OR", "Art. 62 ZPO"]
-    forms = {"Art. 62 Abs. 1 ZPO": "Art. 62 ZPO", "Art. 62 Abs. 2 ZPO": "Art. 62 ZPO"}
-    out, scores = with_forms(cits, [5, 4, 3, 2, 1], forms)
-    assert out == ["Art. 62 ZPO", "Art. 8 ZGB", "Art. 41 Abs. 1 OR"] and scores == [5, 4, 2]
-    for n in range(len(cits) + 1):  # the output for a prefix is a prefix of the output
-        assert out[: len(with_forms(cits[:n], [0] * n, forms)[0])] == with_forms(cits[:n], [0] * n, forms)[0]
-    assert with_forms(cits, [0] * 5, {})[0] == cits
-
-
-def test_the_article_form_writes_whole_articles_only_where_its_model_says(ranked_artifacts, demo_queries):
-    from lexrag.citations import parent
-    from lexrag.pipeline import Artifacts, run_pipeline
-
-    cfg = load_config(None, {**CANDIDATES, "ranker.enabled": True, "ranker.article_form": True, "count.k": 10})
-    art = Artifacts.load(ranked_artifacts, cfg)
-    assert art.ranker.article_booster is not None  # the training gold cites some articles whole
-    queries = load_queries(demo_queries)
-    res = run_pipeline(queries, art, cfg)
-    plain = run_pipeline(queries, art, load_config(None, {**CANDIDATES, "ranker.enabled": True, "count.k": 10}))
-    for q in res.query_ids:
-        assert res.predictions[q] == res.ranked[q][:10]
-        for c in res.ranked[q][:30]:  # every citation is a corpus key or the article of one of the plain order's
-            assert art.corpus.docs_of(c) or any(parent(p) == c for p in plain.ranked[q])
-
-
-def test_an_article_judged_likelier_than_its_best_paragraph_replaces_its_paragraphs(ranked_artifacts, demo_queries):
-    from lexrag.citations import parent
-    from lexrag.pipeline import Artifacts, run_pipeline
-
-    cfg = load_config(None, {**CANDIDATES, "ranker.enabled": True, "ranker.article_form": True, "count.k": 10})
-    art = Artifacts.load(ranked_artifacts, cfg)
-    queries = load_queries(demo_queries)[:5]
-    plain = run_pipeline(queries, art, load_config(None, {**CANDIDATES, "ranker.enabled": True, "count.k": 10}))
-    for p_article, expect_whole in ((1.0, True), (0.0, False)):  # a stand-in article model: always / never whole
-        art.ranker.article_probabilities = lambda A, p=p_article: np.full(len(A), p)
-        res = run_pipeline(queries, art, cfg)
-        for q in res.query_ids:
-            if not expect_whole:
-                assert res.ranked[q] == plain.ranked[q]
-                continue
-            expected = []
-            for c in plain.ranked[q]:
-                up = parent(c)
-                whole = up if c.startswith("Art") and up != c and up not in art.corpus.index.children.get(up, ()) else c
-                if whole not in expected:
-                    expected.append(whole)
-            assert res.ranked[q][:50] == expected[:50]
+    with pytest.raises(ConfigError, match="ranker.article_form.*removed|removed.*ranker.article_form"):
+        load_config(None, {"ranker.article_form": True})
 
 
 def test_a_held_out_fold_is_ranked_by_a_ranker_fitted_without_it(ranked_artifacts, training_file):

@@ -120,8 +120,6 @@ class RankerConfig:
                            "(blend/(61 + learned rank) + (1 - blend)/(61 + fused rank)); 0: the fused order kept, "
                            "only the expected_f1 count reads the ranker",
                       range=(0, 1))
-    article_form: bool = _f(False, "write a law paragraph as its whole article ('Art. 62 ZPO') where the ranker's article model "
-                                   "judges the article the likelier gold than its best paragraph")
     laws_only: bool = _f(False, "only law candidates move; court decisions keep their slots (a ranker trained on exam gold never saw a "
                                 "court citation rewarded)")
 
@@ -387,7 +385,9 @@ MOVED = {"graph.preference_variants": "query.preference_variants"}
 # keys (and graph signals) that were removed because no measurement ever supported them: a config that sets one is
 # told so, not left to guess why the key is unknown
 REMOVED = {"seeds.expand_decisions": "a decision named without a consideration expanded to all its considerations",
-           "graph.signals.popular": "the question's BM25 hits weighted by how often the court cites them"}
+           "graph.signals.popular": "the question's BM25 hits weighted by how often the court cites them",
+           "ranker.article_form": "a law paragraph written as its whole article where the ranker's article model judged the "
+                                  "article the likelier gold (count.articles_first emits the article beside its paragraphs)"}
 
 
 

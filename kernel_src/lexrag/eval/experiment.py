@@ -106,7 +106,7 @@ def harness_ranker(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold
 
     rows, signals = training_rows([queries[q] for q in gold if q in queries], gold, dataclasses.replace(art, ranker=None),
                                   candidate_config(cfg))
-    return LearnedRanker.fit(rows, signals, calibrate=cfg.count.method == "expected_f1" or cfg.ranker.article_form)
+    return LearnedRanker.fit(rows, signals, calibrate=cfg.count.method == "expected_f1")
 
 
 def f1_at_ks(gold: Sequence[str], ranked: Sequence[str], ks: Sequence[int] = KS) -> np.ndarray:

@@ -77,7 +77,7 @@ def arg_parser(description: str = __doc__) -> argparse.ArgumentParser:
     ap.add_argument("--variants", nargs="*", help="PRESET, PRESET;section.field=value;... or NAME=PRESET;... "
                     "(default: lexical, default, exam, kaggle (CPU stages))")
     ap.add_argument("--ablation", metavar="PRESET", help="the preset's incremental ablation as the variants (one row per stage); "
-                    "'ranker': the learned ranker's steps (its candidates, order, count, article form)")
+                    "'ranker': the learned ranker's steps (its candidates, order, count)")
     ap.add_argument("--by", nargs="*", default=["course", "area"], choices=["course", "area", "query"])
     ap.add_argument("--tune-on", default="lexam_dev.csv")
     ap.add_argument("--queries", nargs="*", default=["train_dev.csv", "val.csv"], help="files only scored")

@@ -49,7 +49,7 @@ PRESET_VARIANTS = (
 
 # The learned ranker's steps (``--ablation ranker``): on candidates that fit nothing on gold
 # (statutes by the codes a question names and by the BM25 vote, articles, feedback), so the
-# ranker, its count and its article form are the only things fitted, per fold; then on the exam
+# ranker and its count are the only things fitted, per fold; then on the exam
 # preset's.  Variants with their own count are scored as they emit (no k chosen for them).
 _CANDIDATES = {"statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True}
 _LEARNED = {**_CANDIDATES, "ranker.enabled": True, "count.method": "expected_f1"}
@@ -60,7 +60,6 @@ RANKER_VARIANTS = (
     Variant("blend 0.3, learned count", "lexical", {**_LEARNED, "ranker.blend": 0.3}),
     Variant("blend 0.5, learned count", "lexical", {**_LEARNED, "ranker.blend": 0.5}),
     Variant("learned order, learned count", "lexical", _LEARNED),
-    Variant("blend 0.3, learned count, article form", "lexical", {**_LEARNED, "ranker.blend": 0.3, "ranker.article_form": True}),
     Variant("blend 0.3, learned count, whole-article rule", "lexical",
             {**_LEARNED, "ranker.blend": 0.3, "count.whole_articles": 1, "count.whole_articles_from": 5}),
     Variant("exam", "exam"),

@@ -17,7 +17,7 @@ from lexrag.config import Config, with_overrides
 from lexrag.errors import ArtifactError
 from lexrag.queries import load_gold, load_queries
 from lexrag.stages.ranker import LearnedRanker, TrainingRows
-from lexrag.stages.ranker_features import article_candidates, candidate_features
+from lexrag.stages.ranker_features import candidate_features
 
 __all__ = ["CANDIDATE_OFF", "candidate_config", "training_rows", "build_ranker_step"]
 
@@ -51,12 +51,9 @@ def training_rows(queries: Sequence, gold: Mapping[str, Sequence[str]], art, cfg
         hits = {r.signal: r.hits.get(q.query_id, []) for r in res.signals}
         _, cits, X = candidate_features(fused, hits, signals, q.text, art.corpus, run_cfg.ranker.depth)
         gs = {scoring_form(g) for g in gold[q.query_id]}
-        articles, A = article_candidates(cits, X[:, 2], q.text, art.corpus)
         rows.qids.append(q.query_id)
         rows.X.append(X)
         rows.y.append(np.array([scoring_form(c) in gs for c in cits], dtype=np.int32))
-        rows.A.append(A)
-        rows.ya.append(np.array([scoring_form(a) in gs for a in articles], dtype=np.int32))
     return rows, signals
 
 

@@ -38,7 +38,7 @@ from lexrag.stages.base import (
     check_degrade_order,
     stages_for,
 )
-from lexrag.stages.count import emitted_order, unique_citations, with_forms
+from lexrag.stages.count import emitted_order, unique_citations
 
 log = logging.getLogger(__name__)
 
@@ -328,11 +328,6 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
         _, cits, scores = unique_citations(batch.current.get(q.query_id, []), corpus)
         final = batch.final.get(q.query_id, [])
         emitted = [corpus.citations[d] for d, _ in final]
-        forms = batch.forms.get(q.query_id) if batch.current_by.get(q.query_id) == "ranker" else None
-        if forms:  # paragraphs written as their articles; a repeated article frees its slot for the next citation
-            cits, scores = with_forms(cits, scores, forms)
-            emitted = cits[: len(emitted)]
-            final = list(zip(emitted, scores[: len(emitted)]))
         ranked[q.query_id] = emitted_order(cits, scores, cfg.count)[0]
         predictions[q.query_id] = emitted_order(emitted, [s for _, s in final], cfg.count)[0][: len(emitted)]
     timings = dict(batch.timings)

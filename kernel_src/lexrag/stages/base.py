@@ -131,7 +131,6 @@ class BatchState:
     current_by: dict[str, str] = field(default_factory=dict)  # query id -> stage that made its current order
     final: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # emitted documents
     relevance: dict[str, list[float]] = field(default_factory=dict)  # the learned ranker's probabilities, in its order
-    forms: dict[str, dict[str, str]] = field(default_factory=dict)  # paragraph -> the article to write instead (ranker)
     skipped: dict[str, list[str]] = field(default_factory=dict)  # stage -> query ids it skipped
     failed: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> query id -> error
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds

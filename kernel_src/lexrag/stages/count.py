@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "elbow_count", "choose_count", "adaptive_count", "calibrated_count", "expected_f1_count", "curve_cut",
-    "unique_citations", "with_forms", "with_whole_articles", "with_articles_first", "emitted_order", "relative_count",
+    "unique_citations", "with_whole_articles", "with_articles_first", "emitted_order", "relative_count",
     "Count", "Calibration",
 ]
 
@@ -237,23 +237,6 @@ def relative_count(scores: Sequence[float], threshold: float, min_k: int, max_k:
     ``[min_k, max_k]`` and to the list (a first score that is not positive: ``min_k``)."""
     n = calibrated_count(scores, threshold)
     return int(min(max(n if n is not None else min_k, min_k), max_k, len(scores)))
-
-
-def with_forms(citations: Sequence[str], scores: Sequence[float], forms: dict[str, str]) -> tuple[list[str], list[float]]:
-    """The citation order with each citation in ``forms`` written as its form there (a law
-    paragraph as its whole article, where the learned ranker judged the article the likelier
-    gold); a form already written above is not repeated, so the next citation moves up.  Each
-    output position depends only on the input up to it (the emitted list stays a prefix)."""
-    out: list[str] = []
-    out_scores: list[float] = []
-    seen: set[str] = set()
-    for c, s in zip(citations, scores):
-        c = forms.get(c, c)
-        if c not in seen:
-            seen.add(c)
-            out.append(c)
-            out_scores.append(s)
-    return out, out_scores
 
 
 def unique_citations(hits, corpus) -> tuple[list[int], list[str], list[float]]:

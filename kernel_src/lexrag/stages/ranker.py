@@ -17,19 +17,17 @@ whose feature list is not the one this code computes is refused with a one-line 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from lexrag.artifacts import read_params, write_params
-from lexrag.citations import parent
 from lexrag.errors import ArtifactError
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
-from lexrag.stages.ranker_features import (ARTICLE_FEATURES, FEATURE_SET, article_candidates, candidate_features,
-                                           feature_names)
+from lexrag.stages.ranker_features import FEATURE_SET, candidate_features, feature_names
 
 __all__ = ["PARAMS", "TrainingRows", "LearnedRanker", "load_ranker_step", "Ranker"]
 
@@ -41,29 +39,22 @@ PARAMS: dict[str, Any] = {"objective": "lambdarank", "num_iterations": 300, "lea
                           "min_data_in_leaf": 50, "bagging_fraction": 0.8, "bagging_freq": 1, "feature_fraction": 0.8,
                           "lambdarank_truncation_level": 30, "seed": 0, "deterministic": True, "force_row_wise": True,
                           "num_threads": 2, "verbose": -1}
-# a binary model of "the gold cites this article as a whole"
-ARTICLE_PARAMS: dict[str, Any] = {"objective": "binary", "num_iterations": 200, "learning_rate": 0.05, "num_leaves": 7,
-                                  "min_data_in_leaf": 30, "bagging_fraction": 0.8, "bagging_freq": 1, "feature_fraction": 0.9,
-                                  "seed": 0, "deterministic": True, "force_row_wise": True, "num_threads": 2, "verbose": -1}
 
 
 @dataclass
 class TrainingRows:
     """Feature rows of training questions: per question its candidates' rows and 0/1 labels
-    (the candidate is a gold citation), and its articles' rows and labels (the gold cites the
-    article as a whole)."""
+    (the candidate is a gold citation)."""
 
     qids: list[str]
     X: list[np.ndarray]
     y: list[np.ndarray]
-    A: list[np.ndarray] = field(default_factory=list)
-    ya: list[np.ndarray] = field(default_factory=list)
 
     def subset(self, keep) -> "TrainingRows":
         keep = set(keep)
         idx = [i for i, q in enumerate(self.qids) if q in keep]
         pick = lambda xs: [xs[i] for i in idx] if xs else []  # noqa: E731
-        return TrainingRows(pick(self.qids), pick(self.X), pick(self.y), pick(self.A), pick(self.ya))
+        return TrainingRows(pick(self.qids), pick(self.X), pick(self.y))
 
 
 def _train(rows: TrainingRows, params: Mapping[str, Any]):
@@ -75,15 +66,6 @@ def _train(rows: TrainingRows, params: Mapping[str, Any]):
     data = lgb.Dataset(np.vstack([rows.X[i] for i in keep]), np.concatenate([rows.y[i] for i in keep]),
                        group=[len(rows.y[i]) for i in keep], free_raw_data=True)
     return lgb.train(dict(params), data)
-
-
-def _train_articles(rows: TrainingRows, params: Mapping[str, Any]):
-    """The article-form model, or None when the rows hold no article the gold cites whole."""
-    import lightgbm as lgb
-
-    if not rows.A or not any(t.any() for t in rows.ya):
-        return None
-    return lgb.train(dict(params), lgb.Dataset(np.vstack(rows.A), np.concatenate(rows.ya), free_raw_data=True))
 
 
 def _platt_inputs(raw: Sequence[np.ndarray]) -> np.ndarray:
@@ -112,13 +94,11 @@ class LearnedRanker:
     calibration of its scores to relevance probabilities (fitted on out-of-fold scores)."""
 
     def __init__(self, model_text: str, signals: Sequence[str], params: Mapping[str, Any], calibration: Sequence[float],
-                 doc: Mapping[str, Any] | None = None, rows: TrainingRows | None = None, article_text: str | None = None):
+                 doc: Mapping[str, Any] | None = None, rows: TrainingRows | None = None):
         import lightgbm as lgb
 
         self.model_text = model_text
         self.booster = lgb.Booster(model_str=model_text)
-        self.article_text = article_text  # the article-form model (None: no training article was cited whole)
-        self.article_booster = lgb.Booster(model_str=article_text) if article_text else None
         self.signals = list(signals)
         self.features = feature_names(self.signals)
         self.params = dict(params)
@@ -135,10 +115,8 @@ class LearnedRanker:
         the probabilities are then a plain sigmoid of the scores)."""
         params = dict(PARAMS if params is None else params)
         booster = _train(rows, params)
-        articles = _train_articles(rows, ARTICLE_PARAMS)
-        article_text = articles.model_to_string() if articles is not None else None
         if not calibrate:
-            model = cls(booster.model_to_string(), signals, params, [0.0, 1.0, 0.0], doc, rows, article_text)
+            model = cls(booster.model_to_string(), signals, params, [0.0, 1.0, 0.0], doc, rows)
             model.calibrated = False
             return model
         halves = [[q for i, q in enumerate(rows.qids) if i % 2 == h] for h in (0, 1)]
@@ -154,7 +132,7 @@ class LearnedRanker:
             cal = _fit_logistic(_platt_inputs(raw), np.concatenate(labels).astype(np.float64))
         else:  # too few questions to hold half out: probabilities from the in-sample scores
             cal = _fit_logistic(_platt_inputs([booster.predict(x) for x in rows.X]), np.concatenate(rows.y).astype(np.float64))
-        return cls(booster.model_to_string(), signals, params, cal, doc, rows, article_text)
+        return cls(booster.model_to_string(), signals, params, cal, doc, rows)
 
     def refit(self, keep) -> "LearnedRanker":
         """The same model fitted only on the training questions in ``keep`` (an evaluation's
@@ -176,23 +154,13 @@ class LearnedRanker:
         z = _platt_inputs([raw]) @ np.asarray(self.calibration[1:]) + self.calibration[0]
         return 1.0 / (1.0 + np.exp(-np.clip(z, -35, 35)))
 
-    def article_probabilities(self, A: np.ndarray) -> np.ndarray:
-        """P(the gold cites the article as a whole) for article rows (:func:`article_candidates`)."""
-        if self.article_booster is None or not len(A):
-            return np.zeros(len(A))
-        return self.article_booster.predict(A)
-
     def save(self, folder: str | Path, builder: str = "lexrag.pipeline.ranker_fit") -> None:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "model.txt").write_bytes(self.model_text.encode("utf-8"))
-        articles = {}
-        if self.article_text:
-            (folder / "article.txt").write_bytes(self.article_text.encode("utf-8"))
-            articles = {"article_features": list(ARTICLE_FEATURES), "article_lightgbm": ARTICLE_PARAMS}
         write_params(folder, "ranker", builder, {"feature_set": FEATURE_SET, "features": self.features,
                                                  "signals": self.signals, "lightgbm": self.params,
-                                                 "calibration": self.calibration, **articles, **self.doc})
+                                                 "calibration": self.calibration, **self.doc})
 
     @classmethod
     def load(cls, folder: str | Path) -> "LearnedRanker":
@@ -214,19 +182,14 @@ class LearnedRanker:
         cal = p.get("calibration")
         if not isinstance(cal, list) or len(cal) != 3 or not all(isinstance(x, (int, float)) for x in cal):
             raise ArtifactError(f"{folder / 'params.json'}: 'calibration' must be three numbers; rebuild the ranker")
-        if "article_features" in p and p["article_features"] != list(ARTICLE_FEATURES):
-            raise ArtifactError(f"ranker at {folder} was trained on other article features (this code computes "
-                                f"{len(ARTICLE_FEATURES)}); rebuild it with `python -m lexrag build ... --train TRAIN.csv` "
-                                f"(or build_datasets.py --only ranker)")
+        # an earlier build's article-form model (article.txt) is no longer read
         own = ("feature_set", "features", "signals", "lightgbm", "calibration", "article_features", "article_lightgbm")
         extra = {k: v for k, v in p.items() if k not in own}
         try:
-            article = (folder / "article.txt").read_text(encoding="utf-8") if "article_features" in p else None
-            return cls((folder / "model.txt").read_text(encoding="utf-8"), signals, p.get("lightgbm", {}), cal, extra,
-                       article_text=article)
+            return cls((folder / "model.txt").read_text(encoding="utf-8"), signals, p.get("lightgbm", {}), cal, extra)
         except Exception as e:  # LightGBM's own error for a damaged model file
             why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
-            raise ArtifactError(f"{folder}: model.txt or article.txt is not a LightGBM model ({why}); rebuild the ranker") from e
+            raise ArtifactError(f"{folder}: model.txt is not a LightGBM model ({why}); rebuild the ranker") from e
 
 
 def load_ranker_step(folder: Path, cfg, art) -> LearnedRanker:
@@ -291,21 +254,7 @@ class Ranker:
             hits += [(d, 0.0) for d, _ in fused if corpus.citations[d] not in placed]
             out.hits[q.query_id] = hits
             batch.relevance[q.query_id] = [float(prob[i]) for i in order] + [0.0] * (len(hits) - len(order))
-            if rc.article_form and model.article_booster is not None:
-                batch.forms[q.query_id] = self._forms(model, cits, X, prob, q.text, corpus)
         return out
-
-    @staticmethod
-    def _forms(model: LearnedRanker, cits: list[str], X: np.ndarray, prob: np.ndarray, text: str, corpus) -> dict[str, str]:
-        """paragraph -> its article, for the articles the gold more likely cites whole than by
-        their best paragraph (every paragraph of such an article is written as the article)."""
-        articles, A = article_candidates(cits, X[:, 2], text, corpus)
-        p_article = model.article_probabilities(A)
-        best = {}
-        for i, c in enumerate(cits):
-            best.setdefault(parent(c), i)
-        whole = {a for a, pa in zip(articles, p_article) if pa > prob[best[a]]}
-        return {c: parent(c) for c in cits if c.startswith("Art") and parent(c) in whole}
 
 
 register_stage(Ranker())

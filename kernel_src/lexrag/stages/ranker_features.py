@@ -1,4 +1,4 @@
-"""The learned ranker's features: per candidate citation and per law article, numbers that name no
+"""The learned ranker's features: per candidate citation, numbers that name no
 law code or legal area (ranks and scores in the fused list and in each signal, how its article
 and its code stand in the list, whether the question names its code, its kind and length), so
 what a model learns from them can carry over to legal areas the training questions never touched.
@@ -14,8 +14,7 @@ import numpy as np
 from lexrag.citations import extract, parent, try_parse
 from lexrag.stages.count import unique_citations
 
-__all__ = ["FEATURE_SET", "ABSENT", "GENERIC", "ARTICLE_FEATURES", "feature_names", "candidate_features",
-           "article_candidates"]
+__all__ = ["FEATURE_SET", "ABSENT", "GENERIC", "feature_names", "candidate_features"]
 
 FEATURE_SET = 1  # raise when a feature changes meaning: older models are then refused, not misread
 ABSENT = 1000.0  # the rank of a candidate a signal does not list
@@ -87,35 +86,3 @@ def candidate_features(fused: Sequence[tuple[int, float]], signal_hits: Mapping[
                 float(para) if para is not None and str(para).isdigit() else 0.0, math.log1p(lengths[i]), qlen]
         rows[i] = row
     return docs, ranked, rows
-
-
-ARTICLE_FEATURES = ("best_log_rank", "in_top3", "in_top10", "in_top30", "in_depth", "corpus_paragraphs_log",
-                    "share_in_depth", "best_fused_rel", "best_paragraph", "code_named", "codes_named", "query_log_len")
-
-
-def article_candidates(ranked: Sequence[str], fused_rel: Sequence[float], text: str, corpus) -> tuple[list[str], np.ndarray]:
-    """The law articles whose paragraphs are among a query's candidates ``ranked`` (an article that
-    is a corpus key itself needs no decision and is left out) and their feature rows
-    (:data:`ARTICLE_FEATURES`): how its paragraphs rank, how many it has in the corpus."""
-    children = corpus.index.children
-    named = {x.citation.code for x in extract(text) if x.citation.kind == "law"}
-    qlen = math.log1p(len(text.split()))
-    seen: dict[str, list[int]] = {}
-    for i, c in enumerate(ranked):
-        if not c.startswith("Art"):
-            continue
-        a = parent(c)
-        if a != c:
-            seen.setdefault(a, []).append(i)
-    articles = [a for a in seen if a not in children.get(a, ())]
-    A = np.zeros((len(articles), len(ARTICLE_FEATURES)), dtype=np.float64)
-    for j, a in enumerate(articles):
-        pos = seen[a]
-        n_corpus = max(len(children.get(a, ())), len(pos))
-        p = try_parse(ranked[pos[0]])
-        para = getattr(p, "paragraph", None)
-        code = getattr(p, "code", "")
-        A[j] = [math.log1p(pos[0]), sum(i < 3 for i in pos), sum(i < 10 for i in pos), sum(i < 30 for i in pos), len(pos),
-                math.log1p(n_corpus), len(pos) / n_corpus, fused_rel[pos[0]],
-                float(para) if para is not None and str(para).isdigit() else 0.0, float(code in named), len(named), qlen]
-    return articles, A
