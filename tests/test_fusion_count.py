@@ -92,44 +92,12 @@ def test_boost_exclude_keeps_a_signal_out_of_the_boost():
     assert fused[2] == pytest.approx(1 / 62 + 1 / 61)
 
 
-def test_head_reorder_by_hand_keeps_the_score_values_and_the_tail():
-    from lexrag.stages.fusion import reorder_head
-
-    fused = Ranking("fused", "fused", {"q": [(1, 0.5), (2, 0.4), (3, 0.3), (4, 0.2)], "r": [(7, 1.0)]})
-    head = Ranking("head", "fused", {"q": [(4, 9.0), (3, 8.0), (1, 7.0)]})
-    out = reorder_head(fused, head, 3)
-    # 4 stays below the head; 2, which the head's fusion lacks, goes last among the top three
-    assert out.hits["q"] == [(3, 0.5), (1, 0.4), (2, 0.3), (4, 0.2)]
-    assert out.hits["r"] == [(7, 1.0)]  # a query the head lacks keeps its order
-    assert reorder_head(fused, head, 0).hits == fused.hits
-    out.validate()  # still sorted, no document twice
-
-
-def test_fusion_head_puts_the_top_in_the_order_of_the_head_weights(demo_artifacts):
-    from conftest import DEMO
+def test_the_removed_head_reorder_is_named_as_removed():
     from lexrag.config import ConfigError, load_config
-    from lexrag.pipeline import Artifacts, run_pipeline
-    from lexrag.queries import load_queries
 
-    base = {"runtime.progress": False, "count.method": "fixed", "count.k": 5}
-    head = {**base, "fusion.head": 4, "fusion.head_boost": 1.0, "fusion.head_weights.citation_seeds": 0.0,
-            "fusion.head_weights.bm25_de": 0.0}
-    cfg, on = load_config(DEMO / "config.yaml", base), load_config(DEMO / "config.yaml", head)
-    qs = load_queries(DEMO / "queries_demo.csv")
-    art = Artifacts.load(demo_artifacts, cfg)
-    plain, reordered = run_pipeline(qs, art, cfg), run_pipeline(qs, art, on)
-    changed = 0
-    for q in plain.query_ids:
-        before, after = plain.fused.hits[q], reordered.fused.hits[q]
-        assert after[4:] == before[4:] and [s for _, s in after] == [s for _, s in before]
-        want = reciprocal_rank_fusion(reordered.signals, weights={**on.fusion.weights, **on.fusion.head_weights}, boost=1.0,
-                                      boost_exclude=frozenset(on.fusion.boost_exclude)).doc_ids(q)
-        top = [d for d, _ in before[:4]]
-        assert [d for d, _ in after[:4]] == sorted(top, key=want.index)
-        changed += [d for d, _ in after[:4]] != top
-    assert changed  # the head's weights do change some orders here, so the test can fail
-    with pytest.raises(ConfigError, match="fusion.head_weights.ppr"):
-        load_config(None, {"fusion.head_weights.ppr": -1})
+    for key, value in (("fusion.head", 30), ("fusion.head_weights.prior_frequent", 2.0), ("fusion.head_boost", 1.0)):
+        with pytest.raises(ConfigError, match="was removed"):
+            load_config(None, {key: value})
 
 
 def test_an_article_with_two_paragraphs_in_the_head_is_emitted_whole_before_them():

@@ -67,7 +67,7 @@ def test_a_registered_stage_runs_in_its_phase_is_timed_and_yields_to_the_budget(
     assert "echo" not in res.skipped and "echo" in {r.signal for r in res.signals}
 
 
-@pytest.mark.parametrize("over", [{}, {"fusion.head": 5, "fusion.head_boost": 1.0, "count.whole_articles": 1,
+@pytest.mark.parametrize("over", [{}, {"count.articles_first": 3, "count.whole_articles": 1,
                                        "count.whole_articles_from": 2}])
 def test_chunks_see_every_signal_and_give_the_same_answer(demo_artifacts, over):
     cfg = load_config(None, {"runtime.progress": False, **over})

@@ -169,7 +169,7 @@ class Config:
                 raise ConfigError(f"graph.signals.{name} must be true or false, got {str(on)[:40]!r}")
         import math
 
-        for field_name in ("weights", "head_weights"):
+        for field_name in ("weights",):
             check_signal_names(getattr(self.fusion, field_name), f"fusion.{field_name}")
             setattr(self.fusion, field_name, _numbers(getattr(self.fusion, field_name)))
             for name, w in getattr(self.fusion, field_name).items():

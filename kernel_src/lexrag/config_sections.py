@@ -177,11 +177,6 @@ class FusionConfig:
     depth: int = _f(300, "fused candidates kept per query", range=(1, None))
     boost: float = _f(5.0, "score factor for documents found by a content family and the graph family (paper: 5.0)")
     boost_exclude: list = _f(["siblings"], "signals that do not count towards the cross-signal boost (siblings restate content hits)")
-    head: int = _f(0, "reorder the top n fused documents by a second fusion with head_boost and head_weights (the weights that put the "
-                      "best citations first cost depth when used for the whole list); their scores keep their sorted values; "
-                      "0: off", range=(0, None))
-    head_boost: float = _f(2.0, "cross-signal boost of the head's fusion", range=(0, None))
-    head_weights: dict = _f({"prior_frequent": 2.0}, "per-signal RRF weights of the head's fusion that differ from weights")
 
 
 @dataclass
@@ -386,6 +381,9 @@ MOVED = {"graph.preference_variants": "query.preference_variants"}
 # told so, not left to guess why the key is unknown
 REMOVED = {"seeds.expand_decisions": "a decision named without a consideration expanded to all its considerations",
            "graph.signals.popular": "the question's BM25 hits weighted by how often the court cites them",
+           "fusion.head": "the fused top n reordered by a second fusion with other weights (measured on exam: no change)",
+           "fusion.head_boost": "the cross-signal boost of the fusion.head reorder",
+           "fusion.head_weights": "the signal weights of the fusion.head reorder",
            "ranker.article_form": "a law paragraph written as its whole article where the ranker's article model judged the "
                                   "article the likelier gold (count.articles_first emits the article beside its paragraphs)"}
 

@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
 
-__all__ = ["reciprocal_rank_fusion", "fuse", "reorder_head", "SeedFusion", "Fusion", "BOOST_PAIRS"]
+__all__ = ["reciprocal_rank_fusion", "fuse", "SeedFusion", "Fusion", "BOOST_PAIRS"]
 
 # The family pairs the cross-signal boost applies to: a document that a content family (lexical,
 # semantic, seeds) and the citation graph both find.  The training prior (family "prior") is not
@@ -78,20 +78,6 @@ def fuse(signals, cfg, query_ids: list[str], boost: float, signal: str = "fused"
     )
 
 
-def reorder_head(fused: Ranking, head: Ranking, n: int) -> Ranking:
-    """``fused`` with its top ``n`` documents per query put in their order in ``head`` (documents
-    ``head`` lacks go last among them, in their old order).  The head keeps its sorted score values,
-    so the score curve a count reads is unchanged and scores still fall down the list; below the
-    head nothing moves."""
-    out = Ranking(fused.signal, fused.family)
-    for qid, hits in fused.hits.items():
-        pos = {doc: i for i, (doc, _) in enumerate(head.hits.get(qid, []))}
-        top = hits[:n]
-        order = sorted(range(len(top)), key=lambda i: (pos.get(top[i][0], len(pos)), i))
-        out.hits[qid] = [(top[i][0], s) for i, (_, s) in zip(order, top)] + list(hits[n:])
-    return out
-
-
 class SeedFusion:
     """The content signals fused without boost: the candidates whose top ``graph.seed_k`` seed
     the graph and prior signals."""
@@ -111,8 +97,7 @@ class SeedFusion:
 
 
 class Fusion:
-    """Every signal fused by weighted RRF with the cross-signal boost (paper: 5.0); with
-    ``fusion.head`` the top of that order is put in the order of a second fusion (``reorder_head``)."""
+    """Every signal fused by weighted RRF with the cross-signal boost (paper: 5.0)."""
 
     name = "fusion"
     family = "fused"
@@ -130,12 +115,7 @@ class Fusion:
         if found and not any(float(fc.weights.get(s, fc.default_weight)) > 0 for s in found):
             ctx.note("fusion_all_zero", "every signal that found documents has fusion weight 0 (fusion.weights, "
                      "fusion.default_weight): the fused order is document-id order, not a ranking")
-        fused = fuse(batch.signals.values(), ctx.cfg, batch.query_ids, fc.boost)
-        if fc.head <= 0:
-            return fused
-        head = fuse(batch.signals.values(), ctx.cfg, batch.query_ids, fc.head_boost, weights={**fc.weights, **fc.head_weights},
-                    depth=None)
-        return reorder_head(fused, head, fc.head)
+        return fuse(batch.signals.values(), ctx.cfg, batch.query_ids, fc.boost)
 
 
 register_stage(SeedFusion())
