@@ -54,7 +54,7 @@ from scipy.stats import spearmanr
 import benchkit  # beside this script
 from head_citations import article_of, code_of, law, law_references, part_references, position
 
-HEAD = 30  # the head the kaggle preset reorders (fusion.head)
+HEAD = 30  # the first slots whose order this script studies
 DEPTH = 300  # ranks kept per question
 def held_out(art_dir: Path, tune_file: Path) -> tuple[dict, Counter]:
     """Per question of ``tune_file``: gold (scoring form), course, text length, the held-out
