@@ -87,14 +87,22 @@ endif
 ifeq ($(wildcard $(DICTIONARY)),)
 $(error make quality needs Ding's English-German dictionary at $(DICTIONARY) (apt-get install trans-de-en); set DICTIONARY=FILE)
 endif
+ifeq ($(wildcard $(DATA)/laws_de_headings.csv),)
+$(error make quality needs laws_de_headings.csv in $(DATA) (scripts/make_headings.py makes it): repro/ is measured with the statute headings)
+endif
+ifeq ($(wildcard $(DATA)/laws_en.csv),)
+$(error make quality needs laws_en.csv (the laws' English texts keyed by their German citations) in $(DATA): repro/ measures the English route)
+endif
 endif
 quality: venv
 	$(PY) scripts/quality.py --data $(DATA) --dictionary $(DICTIONARY) --final --expected repro/lexam_dev.yaml \
 		--json out/quality/lexam_dev.json
 	$(PY) scripts/quality.py --data $(DATA) --dictionary $(DICTIONARY) --final --by area --ablation ranker \
 		--expected repro/lexam_dev_ranker.yaml --json out/quality/lexam_dev_ranker.json
-	$(PY) scripts/quality.py --data $(DATA) --dictionary $(DICTIONARY) --by area --variants \
-		"lexical - dict_de=lexical;dictionary.enabled=false" lexical "exam - dict_de=exam;dictionary.enabled=false" exam \
+	$(PY) scripts/quality.py --data $(DATA) --dictionary $(DICTIONARY) --by area --baseline lexical --variants \
+		"lexical - dict_de=lexical;dictionary.enabled=false" lexical "lexical + English=lexical;english.enabled=true" \
+		"English route alone=lexical;english.enabled=true;dictionary.enabled=false" \
+		"exam - dict_de=exam;dictionary.enabled=false" exam "exam + English=exam;english.enabled=true" \
 		--expected repro/val_dictionary.yaml --json out/quality/val_dictionary.json
 
 bench: venv

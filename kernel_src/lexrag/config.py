@@ -127,7 +127,7 @@ class Config:
                               f"lexical.enabled=true, or {reads[1]}")
         if self.count.method == "adaptive" and self.count.w_llm + self.count.w_elbow + self.count.w_cal <= 0:
             raise ConfigError("count.method=adaptive needs a positive count.w_llm, count.w_elbow or count.w_cal")
-        if self.count.method in ("elbow", "adaptive") and self.count.min_k > self.count.max_k:
+        if self.count.min_k > self.count.max_k:
             raise ConfigError("count.min_k must be <= count.max_k")
         if self.count.method == "relative" and self.count.relative_min_k > self.count.max_k:
             raise ConfigError("count.relative_min_k must be <= count.max_k")
