@@ -174,7 +174,7 @@ class _ReverseModel:
         return raw / (raw.max() + 1.0)
 
 
-def test_blend_mixes_the_learned_and_the_fused_order(tiny_inputs, tmp_path):
+def test_reorder_puts_the_learned_order_and_false_keeps_the_fused_one(tiny_inputs, tmp_path):
     from lexrag.pipeline.build import build_artifacts
     from lexrag.pipeline import Artifacts
     from lexrag.queries import QueryState
@@ -187,13 +187,14 @@ def test_blend_mixes_the_learned_and_the_fused_order(tiny_inputs, tmp_path):
     art.ranker = _ReverseModel()
     docs = list(range(len(art.corpus.citations)))
     fused = [(d, 1.0 - i / 100) for i, d in enumerate(docs)]
-    orders = {}
-    for blend in (0.0, 0.5, 1.0):
+    orders, relevance = {}, {}
+    for reorder in (False, True):
         batch = BatchState([QueryState("q", "Vertrag")], current={"q": fused})
-        cfg = load_config(None, {"ranker.enabled": True, "ranker.blend": blend})
-        orders[blend] = [d for d, _ in Ranker().run(batch, Context(cfg, art)).hits["q"]]
-    assert orders[0.0] == docs and orders[1.0] == docs[::-1]
-    assert orders[0.5] not in (docs, docs[::-1]) and sorted(orders[0.5]) == docs
+        cfg = load_config(None, {"ranker.enabled": True, "ranker.reorder": reorder})
+        orders[reorder] = [d for d, _ in Ranker().run(batch, Context(cfg, art)).hits["q"]]
+        relevance[reorder] = batch.relevance["q"]
+    assert orders[False] == docs and orders[True] == docs[::-1]
+    assert relevance[False] == relevance[True][::-1]  # each candidate keeps its own probability, in the list's order
 
 
 def test_laws_only_moves_the_law_candidates_and_keeps_the_court_slots(tiny_inputs, tmp_path):

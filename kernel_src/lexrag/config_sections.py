@@ -116,10 +116,8 @@ class RankerConfig:
     enabled: bool = _f(False, "reorder the top of the fused list by the learned ranker (LambdaRank over features that name "
                               "no code or area; needs the ranker artifact, built with --train and ranker.enabled)")
     depth: int = _f(300, "distinct citations of the fused list the ranker reorders (and a build trains on)", range=(1, None))
-    blend: float = _f(1.0, "1: the learned order; below 1 it is mixed with the fused order by reciprocal ranks "
-                           "(blend/(61 + learned rank) + (1 - blend)/(61 + fused rank)); 0: the fused order kept, "
-                           "only the expected_f1 count reads the ranker",
-                      range=(0, 1))
+    reorder: bool = _f(True, "put the candidates in the learned order; false: keep the fused order, and only the "
+                             "expected_f1 count reads the ranker's probabilities (the part that carried over to unseen areas)")
     laws_only: bool = _f(False, "only law candidates move; court decisions keep their slots (a ranker trained on exam gold never saw a "
                                 "court citation rewarded)")
 
@@ -384,6 +382,8 @@ REMOVED = {"seeds.expand_decisions": "a decision named without a consideration e
            "fusion.head": "the fused top n reordered by a second fusion with other weights (measured on exam: no change)",
            "fusion.head_boost": "the cross-signal boost of the fusion.head reorder",
            "fusion.head_weights": "the signal weights of the fusion.head reorder",
+           "ranker.blend": "the learned order mixed with the fused one by reciprocal ranks (ranker.reorder=false keeps the "
+                           "fused order)",
            "ranker.article_form": "a law paragraph written as its whole article where the ranker's article model judged the "
                                   "article the likelier gold (count.articles_first emits the article beside its paragraphs)"}
 

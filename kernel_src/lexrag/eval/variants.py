@@ -56,14 +56,11 @@ _LEARNED = {**_CANDIDATES, "ranker.enabled": True, "count.method": "expected_f1"
 RANKER_VARIANTS = (
     Variant("lexical", "lexical"),
     Variant("ranker candidates (fused)", "lexical", _CANDIDATES),
-    Variant("fused order, learned count", "lexical", {**_LEARNED, "ranker.blend": 0.0}),
-    Variant("blend 0.3, learned count", "lexical", {**_LEARNED, "ranker.blend": 0.3}),
-    Variant("blend 0.5, learned count", "lexical", {**_LEARNED, "ranker.blend": 0.5}),
+    Variant("fused order, learned count", "lexical", {**_LEARNED, "ranker.reorder": False}),
     Variant("learned order, learned count", "lexical", _LEARNED),
-    Variant("blend 0.3, learned count, whole-article rule", "lexical",
-            {**_LEARNED, "ranker.blend": 0.3, "count.whole_articles": 1, "count.whole_articles_from": 5}),
     Variant("exam", "exam"),
-    Variant("exam, blend 0.3, learned count", "exam", {"ranker.enabled": True, "count.method": "expected_f1", "ranker.blend": 0.3}),
+    Variant("exam, fused order, learned count", "exam", {"ranker.enabled": True, "count.method": "expected_f1",
+                                                         "ranker.reorder": False}),
 )
 
 

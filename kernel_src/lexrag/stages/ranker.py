@@ -198,7 +198,7 @@ def load_ranker_step(folder: Path, cfg, art) -> LearnedRanker:
 
 class Ranker:
     """Reorder the first ``ranker.depth`` citations of each query's fused list by the learned
-    ranker (``ranker.blend`` < 1 mixes its order with the fused one by reciprocal ranks); with
+    ranker (``ranker.reorder`` false keeps the fused order: only the count reads the ranker); with
     ``ranker.laws_only`` only the law candidates move (court decisions keep their slots: the exam
     gold it learns from is almost all law).  The output scores are the relevance probabilities
     sorted down the slots (the rest of the list follows at score 0); each candidate's own
@@ -236,12 +236,8 @@ class Ranker:
             signal_hits = {s: r.hits.get(q.query_id, []) for s, r in batch.signals.items() if s in model.signals}
             docs, cits, X = candidate_features(fused, signal_hits, model.signals, q.text, corpus, rc.depth)
             prob = model.probabilities(model.scores(X))
-            order = np.lexsort((np.arange(len(docs)), -prob))  # ties keep the fused order
-            if rc.blend < 1:  # reciprocal ranks of the learned and the fused order, mixed
-                learned_rank = np.empty(len(docs))
-                learned_rank[order] = np.arange(len(docs))
-                mixed = rc.blend / (61 + learned_rank) + (1 - rc.blend) / (61 + np.arange(len(docs)))
-                order = np.lexsort((np.arange(len(docs)), -mixed))
+            # the learned order (ties keep the fused order), or the fused order kept
+            order = np.lexsort((np.arange(len(docs)), -prob)) if rc.reorder else np.arange(len(docs))
             if rc.laws_only:
                 law = X[:, model.features.index("is_law")] > 0
                 slots = np.flatnonzero(law)
