@@ -2728,16 +2728,25 @@ def test_a_benchmark_size_beyond_the_free_disk_is_refused_before_anything_is_gen
     assert not (tmp_path / "w").exists()
 
 
-def test_a_quality_variant_changing_what_the_bm25_index_fixes_when_built_is_refused():
+def test_a_quality_variant_changing_what_the_bm25_index_fixes_is_refused_unless_an_index_built_so_is_given(tmp_path,
+                                                                                                        demo_artifacts):
     from lexrag.config import load_config
     from lexrag.errors import ConfigError
-    from lexrag.eval.experiment import _refuse_build_time_changes
+    from lexrag.eval.experiment import _bm25_of_variants
     from lexrag.eval.variants import parse_variant
+    from lexrag.pipeline import Artifacts
+    from lexrag.pipeline.build import build_index
 
-    base = load_config(None)
-    _refuse_build_time_changes([parse_variant("lexical"), parse_variant("k=lexical;count.k=3")], None, base, "ARTS")
-    with pytest.raises(ConfigError, match="variant 'k1' changes k1 of BM25, which the index in ARTS fixes when it is built"):
-        _refuse_build_time_changes([parse_variant("lexical"), parse_variant("k1=lexical;lexical.k1=2")], None, base, "ARTS")
+    base = load_config(None, {"runtime.progress": False})
+    art = Artifacts.load(demo_artifacts, base)
+    assert _bm25_of_variants([parse_variant("lexical"), parse_variant("k=lexical;count.k=3")], None, base, demo_artifacts, art) == {}
+    k1 = parse_variant("k1=lexical;lexical.k1=2")
+    with pytest.raises(ConfigError, match="variant 'k1' changes k1 of BM25, which the index in .* fixes when it is built"):
+        _bm25_of_variants([k1], None, base, demo_artifacts, art)
+    build_index("bm25", load_config(None, {"lexical.k1": 2, "runtime.progress": False}), demo_artifacts / "corpus", tmp_path / "k1",
+                corpus=art.corpus)
+    got = _bm25_of_variants([k1], None, base, demo_artifacts, art, [tmp_path / "k1"])
+    assert got["k1"].params["params"]["k1"] == 2 and got["k1"] is not art.bm25  # scored with the index built with it
 
 
 def test_quality_refuses_courts_it_would_not_read(tmp_path, demo_artifacts):
