@@ -50,30 +50,27 @@ def read_laws_en(path: str | Path, corpus) -> tuple[list[str], list[int], FileRe
     texts: list[str] = []
     docs: list[int] = []
     seen: set[str] = set()
-    try:
-        rows = list(read_csv_rows(path, ("citation", "text"), report))
+    try:  # read row by row: a row the CSV reader refuses is named with its line, the rows before it are counted
+        for line, row in read_csv_rows(path, ("citation", "text"), report):
+            key = " ".join(row["citation"].split())
+            text = " ".join(v for v in (row.get("title", ""), row["text"]) if v and v.strip())
+            hits = corpus.docs_of(key) if key else []
+            if not hits or corpus.sources[hits[0]] != "law":
+                report.malformed += 1
+                report.note("malformed", line, f"no law citation of the corpus: {key[:80]!r}")
+            elif key in seen:
+                report.duplicates += 1
+                report.note("duplicate", line, f"{key!r} given again; the first is kept")
+            elif not text:
+                report.empty_text += 1
+            else:
+                seen.add(key)
+                texts.append(text)
+                docs.append(hits[0])
+                report.written += 1
     except CsvInputError as e:
         raise CsvInputError(f"--laws-en {e} (give a CSV with columns citation,text[,title], keyed by the German law "
                             "citations of the corpus)") from None
-    for line, row in rows:
-        key = " ".join(row["citation"].split())
-        text = " ".join(v for v in (row.get("title", ""), row["text"]) if v and v.strip())
-        hits = corpus.docs_of(key) if key else []
-        if not hits or corpus.sources[hits[0]] != "law":
-            report.malformed += 1
-            report.note("malformed", line, f"no law citation of the corpus: {key[:80]!r}")
-            continue
-        if key in seen:
-            report.duplicates += 1
-            report.note("duplicate", line, f"{key!r} given again; the first is kept")
-            continue
-        if not text.strip():
-            report.empty_text += 1
-            continue
-        seen.add(key)
-        texts.append(text)
-        docs.append(hits[0])
-        report.written += 1
     return texts, docs, report
 
 

@@ -103,8 +103,7 @@ def calibrated_count(scores: Sequence[float], threshold: float) -> int | None:
 def curve_cut(citations: Sequence[str], scores: Sequence[float], threshold: float, max_k: int) -> list[str]:
     """The citations a score-curve threshold emits: those reaching ``threshold`` times the top
     score, at least one and at most ``max_k`` (what ``calibrate`` fits and evaluates)."""
-    n = calibrated_count(scores, threshold)
-    return list(citations[: min(max(n or 1, 1), max_k)])
+    return list(citations[: relative_count(scores, threshold, 1, max_k)])
 
 
 @dataclass
