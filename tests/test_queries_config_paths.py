@@ -342,7 +342,7 @@ def test_outside_kaggle_every_missing_part_is_named_at_once(demo_artifacts):
     assert "parts the config asks for cannot be loaded" in msg and "\n" not in msg
     assert all(f"[{p}]" in msg for p in ("prior", "semantic", "reranker", "llm")), msg
     with pytest.raises(ArtifactError, match=r"^(?!.*parts the config).*prior"):  # one missing part: its own message
-        Artifacts.load(demo_artifacts, load_config("exam"))
+        Artifacts.load(demo_artifacts, load_config("exam", {"ranker.enabled": False, "count.method": "fixed"}))
 
 
 def test_a_version_folder_named_with_a_superscript_digit_is_not_a_version(tmp_path):

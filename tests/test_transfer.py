@@ -176,11 +176,13 @@ def every_stage():
 
 
 def test_the_exam_preset_is_the_kaggle_retrieval_with_whole_articles():
-    # the "exam" preset: the kaggle preset's CPU retrieval, plus whole articles and a fixed count
+    # the "exam" preset: the kaggle preset's CPU retrieval, plus whole articles, cut by the learned
+    # count over the fused order (the ranker's probabilities, not its order)
     exam, kaggle = load_config("exam"), load_config("kaggle")
     for section in ("lexical", "seeds", "graph", "prior", "statutes", "feedback", "articles", "fusion"):
         assert getattr(exam, section) == getattr(kaggle, section), section
-    assert exam.count.method == "fixed" and exam.count.whole_articles == 1
+    assert exam.count.method == "expected_f1" and exam.count.whole_articles == 1
+    assert exam.ranker.enabled and not exam.ranker.reorder
     assert not exam.semantic.enabled and not exam.llm.enabled and not exam.rerank.enabled  # runs on a CPU
 
 

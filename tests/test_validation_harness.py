@@ -190,9 +190,11 @@ def test_the_incremental_ablation_has_one_row_per_stage_of_the_preset(preset):
     for st in steps:  # each row's config asks for exactly the stages added so far
         done |= {n for n in st["adds"] if n != "count"}
         assert {s.name for s in asked_for(_apply(cfg, st["overrides"]))} & stages == done
-    if preset == "exam":
-        assert len(steps) == len(stages) == 8 and all(len(st["adds"]) == 1 for st in steps)
-        assert {"dictionary", "statutes", "articles", "feedback", "graph", "prior"} <= stages
+    if preset == "exam":  # a row per stage, then the learned count over the last row's order
+        assert len(steps) == len(stages) + 1 == 10 and all(len(st["adds"]) == 1 for st in steps)
+        assert {"dictionary", "statutes", "articles", "feedback", "graph", "prior", "ranker"} <= stages
+        assert steps[-1]["run"] == "+learned count" and steps[-1]["overrides"]["count.method"] == "expected_f1"
+        assert all(st["overrides"]["count.method"] == "fixed" for st in steps[:-1])
     else:  # the LLM seeds need the rewrite's switch and the seeds' together: they share the rewrite's row
         shared = [st["adds"] for st in steps if len(st["adds"]) > 1]
         assert shared == [["rewrite", "llm_seeds"]] and steps[-1]["run"] == "+adaptive count"

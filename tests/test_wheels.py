@@ -28,6 +28,27 @@ def test_the_manifest_lists_every_pinned_wheel_for_every_python_kaggle_may_run()
         assert not any(n.lower().startswith(banned) for n in names), banned
 
 
+def test_the_wheels_carry_each_extra_the_installer_installs_at_the_pin_requirements_txt_names():
+    import re
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {canonicalize_name(Requirement(ln).name): ln.strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()
+            if ln.strip() and not ln.startswith("#")}
+    carried = {canonicalize_name(Requirement(r).name): r for r in _wheels_entry()["params"]["extra_wheels"]}
+    for req in carried.values():  # one pin for a package, here and in the local install
+        assert pins.get(canonicalize_name(Requirement(req).name), req) == req, req
+    extras = tomllib.loads((ROOT / "kernel_src" / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    installer = (ROOT / "kernel_src" / "lexrag" / "kaggle" / "install.py").read_text()
+    installed = re.search(r"lexrag\[([a-z,]+)\]", installer).group(1).split(",")
+    assert "ranker" in installed  # the exam preset's learned count
+    for extra in installed:
+        for dep in extras[extra]:
+            assert canonicalize_name(Requirement(dep).name) in carried, f"lexrag[{extra}] needs {dep}, not in the wheels"
+
+
 def test_a_missing_compiled_wheel_is_named_with_its_python_version():
     params = _wheels_entry()["params"]
     names = [f["path"] for f in _wheels_entry()["files"] if not f["path"].startswith("pystemmer-3.1.0-cp313")]

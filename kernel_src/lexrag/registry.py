@@ -96,8 +96,8 @@ ARTIFACTS: list[ArtifactSpec] = [
                  rebuild="python -m lexrag build ... --train TRAIN.csv --out ARTIFACTS (or build_datasets.py --only prior)"),
     ArtifactSpec("ranker", ("corpus", "bm25"), switch="ranker.enabled", needs_input="train", only_when_wanted=True,
                  input_flag="--train TRAIN.csv (a training CSV with gold_citations)", dataset="lexrag-ranker", attr="ranker",
-                 rebuild="python -m lexrag build ... --train TRAIN.csv --set ranker.enabled=true --out ARTIFACTS "
-                         "(or build_datasets.py --only ranker --train TRAIN.csv)"),
+                 rebuild="python -m lexrag build ... --train TRAIN.csv --config CONFIG --out ARTIFACTS, CONFIG the one "
+                         "that runs it (exam) (or build_datasets.py --only ranker --train TRAIN.csv --config CONFIG)"),
     ArtifactSpec("dictionary", switch="dictionary.enabled", needs_input="dictionary",
                  input_flag="--dictionary FILE (Ding's de-en file: apt-get install trans-de-en puts it at /usr/share/trans/de-en)",
                  dataset="lexrag-dictionary", attr="dictionary",

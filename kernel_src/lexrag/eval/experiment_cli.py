@@ -109,8 +109,10 @@ def variants_from_args(args: argparse.Namespace) -> list[Variant]:
 
         preset = None if args.ablation == "default" else args.ablation
         cpu = GPU_STAGES_OFF if preset == "kaggle" else {}  # what this harness can run
-        return [Variant(s["run"], preset, {**cpu, **s["overrides"]})
-                for s in incremental_steps(load_config(preset, cpu)) if "count.method" not in s["overrides"]]
+        steps = incremental_steps(load_config(preset, cpu))
+        # the adaptive count reads the LLM's estimate and a calibration this harness fits for no fold
+        return [Variant(s["run"], preset, {**cpu, **s["overrides"]}) for s in steps
+                if s["overrides"].get("count.method") != "adaptive"]
     blank = next((i for i, s in enumerate(args.variants or [], start=1) if not s.strip()), None)
     if blank is not None:  # an empty shell variable: never the defaults under a blank name
         raise ConfigError(f"--variants: value {blank} is empty; give NAME=PRESET[;KEY=VALUE...] (or leave --variants out "

@@ -34,6 +34,9 @@ __all__ = ["validate_run", "format_metrics", "ablation_table",
 STAGE_LABELS = {"bm25": "BM25", "citation_seeds": "citation seeds", "llm_seeds": "LLM seeds", "dense": "semantic",
                 "rerank": "reranker", "rewrite": "LLM rewrite", "verify": "verification", "agent": "agentic loop",
                 "articles": "article ranking", "feedback": "feedback (PRF)", "ranker": "learned ranker"}
+# the count methods that read what a stage made (the LLM's estimate and the calibration, the ranker's
+# probabilities): the rows before use a fixed count, the last row switches the method on
+COUNT_ROWS = {"adaptive": "+adaptive count", "expected_f1": "+learned count"}
 # Artifacts field of each part a stage ``needs``
 # loaded part -> the Artifacts attribute holding it: the registry's, and the dense index (semantic) it does not list
 _PARTS = {**{a.name: a.attr for a in ARTIFACTS if a.attr and a.name != "corpus"}, "semantic": "dense"}
@@ -71,14 +74,15 @@ def incremental_steps(cfg: Config) -> list[dict]:
     runs BM25 alone (every other stage's section off), each later row switches on the sections of
     one more stage (the essential ones first, then pipeline order), until the row is ``cfg``'s own retrieval; a stage is taken
     out of order when the next one would switch on another stage too, and stages no section
-    separates share a row.  With an adaptive count the last row switches it on (earlier rows use a
-    fixed count).  Each step: ``run`` (its name), ``adds`` (stage names) and ``overrides``
+    separates share a row.  With a count that reads a stage (:data:`COUNT_ROWS`: adaptive,
+    expected_f1) the last row switches it on (earlier rows use a fixed count).  Each step: ``run`` (its name), ``adds`` (stage names) and ``overrides``
     (dotted config keys from ``cfg``)."""
     from lexrag.stages.base import asked_for
 
     switches = stage_switches(cfg)
     sections = sorted({sec for need in switches.values() for sec in need})
-    fixed = {"count.method": "fixed"} if cfg.count.method == "adaptive" else {}
+    own = cfg.count.method if cfg.count.method in COUNT_ROWS else None  # a count that reads a stage: its own last row
+    fixed = {"count.method": "fixed"} if own else {}
 
     def asked(on: set[str]) -> set[str]:
         return {s.name for s in asked_for(_with(cfg, {sec: sec in on for sec in sections})) if s.name in switches}
@@ -99,8 +103,8 @@ def incremental_steps(cfg: Config) -> list[dict]:
         adds = sorted(asked(on) - done, key=order.index)
         done |= set(adds)
         steps.append(step("+" + " +".join(STAGE_LABELS.get(n, n) for n in adds), adds, set(on)))
-    if fixed:
-        steps.append({"run": "+adaptive count", "adds": ["count"], "overrides": {**steps[-1]["overrides"], "count.method": "adaptive"}})
+    if own:
+        steps.append({"run": COUNT_ROWS[own], "adds": ["count"], "overrides": {**steps[-1]["overrides"], "count.method": own}})
     return steps
 
 

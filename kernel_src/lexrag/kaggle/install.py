@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     if wheels is None:
         print(f"lexrag-install: no lexrag wheel under {args.input}: attach the lexrag-wheels dataset")
         return 1
-    ok, msg = _pip(wheels, "lexrag[graph]")  # the graph build's igraph and leidenalg are in the wheels dataset
+    # the graph build's igraph and leidenalg and the ranker's LightGBM are in the wheels dataset
+    ok, msg = _pip(wheels, "lexrag[graph,ranker]")
     print(f"lexrag-install: lexrag from {wheels}: {'ok' if ok else 'FAILED'}")
     if not ok:
         print(msg)

@@ -16,7 +16,7 @@ from lexrag.citations import scoring_form
 from lexrag.config import Config, with_overrides
 from lexrag.errors import ArtifactError
 from lexrag.queries import load_gold, load_queries
-from lexrag.stages.ranker import LearnedRanker, TrainingRows
+from lexrag.stages.ranker import LIGHTGBM_HINT, LearnedRanker, TrainingRows
 from lexrag.stages.ranker_features import candidate_features
 
 __all__ = ["CANDIDATE_OFF", "candidate_config", "training_rows", "build_ranker_step"]
@@ -65,7 +65,7 @@ def build_ranker_step(cfg: Config, dest: Path, inputs) -> None:
     try:
         import lightgbm
     except ImportError as e:
-        raise ArtifactError("building the ranker needs LightGBM: pip install -r requirements.txt") from e
+        raise ArtifactError(f"building the ranker needs LightGBM: {LIGHTGBM_HINT}") from e
     t0 = time.perf_counter()
     run_cfg = candidate_config(cfg)
     art = Artifacts.load(Path(inputs.corpus_dir).parent, run_cfg)

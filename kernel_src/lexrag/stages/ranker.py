@@ -29,7 +29,11 @@ from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
 from lexrag.stages.ranker_features import FEATURE_SET, candidate_features, feature_names
 
-__all__ = ["PARAMS", "TrainingRows", "LearnedRanker", "load_ranker_step", "Ranker"]
+__all__ = ["PARAMS", "LIGHTGBM_HINT", "TrainingRows", "LearnedRanker", "load_ranker_step", "Ranker"]
+
+# the one install hint for the ranker's LightGBM (a run's and a build's)
+LIGHTGBM_HINT = ("pip install 'lexrag[ranker]' (or pip install -r requirements.txt; on Kaggle the lexrag-wheels dataset "
+                 "carries it)")
 
 log = logging.getLogger(__name__)
 _WARNED: set[tuple[str, ...]] = set()  # signal sets the ranker was not trained with, warned about once
@@ -167,8 +171,7 @@ class LearnedRanker:
         try:
             import lightgbm  # noqa: F401
         except ImportError as e:
-            raise ArtifactError("the ranker needs LightGBM: pip install lightgbm (it is in requirements.txt and the "
-                                "lexrag-wheels dataset)") from e
+            raise ArtifactError(f"the ranker needs LightGBM: {LIGHTGBM_HINT}") from e
         folder = Path(folder)
         doc = read_params(folder, "ranker")
         p = doc.get("params", {})
