@@ -72,11 +72,12 @@ def stage_switches(cfg: Config) -> dict[str, list[str]]:
 def incremental_steps(cfg: Config) -> list[dict]:
     """The incremental ablation of ``cfg``, generated from its stages' declarations: the first row
     runs BM25 alone (every other stage's section off), each later row switches on the sections of
-    one more stage (the essential ones first, then pipeline order), until the row is ``cfg``'s own retrieval; a stage is taken
-    out of order when the next one would switch on another stage too, and stages no section
-    separates share a row.  With a count that reads a stage (:data:`COUNT_ROWS`: adaptive,
-    expected_f1) the last row switches it on (earlier rows use a fixed count).  Each step: ``run`` (its name), ``adds`` (stage names) and ``overrides``
-    (dotted config keys from ``cfg``)."""
+    one more stage (the essential ones first, then pipeline order), until the row is ``cfg``'s own
+    retrieval; a stage is taken out of order when the next one would switch on another stage too,
+    and stages no section separates share a row.  With a count that reads a stage
+    (:data:`COUNT_ROWS`: adaptive, expected_f1) the last row switches it on (earlier rows use a
+    fixed count).  Each step: ``run`` (its name), ``adds`` (stage names) and ``overrides`` (dotted
+    config keys from ``cfg``)."""
     from lexrag.stages.base import asked_for
 
     switches = stage_switches(cfg)
