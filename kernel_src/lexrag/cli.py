@@ -85,11 +85,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lexrag.eval.status import run_status
     from lexrag.eval.submission import read_submission, write_submission
     from lexrag.pipeline import run_pipeline
+    from lexrag.pipeline.run import scored_rankings
     from lexrag.queries import load_queries
 
     cfg = _config(args)
     _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config},
                protected=dict([_artifacts_dir(args, cfg)]))
+    if args.run_file:
+        _check_out(args.run_file, "--run-file", {"--queries": args.queries, "--config": args.config, "--out": args.out},
+                   dict([_artifacts_dir(args, cfg)]), "run.trec")
     if Path(args.out).suffix.lower() in (".gz", ".bz2", ".xz", ".zip", ".zst"):  # pandas would read it as compressed
         from lexrag.errors import ConfigError
 
@@ -99,6 +103,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     queries = load_queries(args.queries, cfg.query.max_chars)
     result = run_pipeline(queries, art, cfg, paths=paths)
     write_submission(args.out, result.predictions, result.query_ids)
+    if args.run_file:
+        from lexrag.eval.trec import write_trec_run
+
+        n_lines = write_trec_run(args.run_file, scored_rankings(result, art.corpus, cfg), args.run_tag, result.query_ids)
+        print(f"wrote {args.run_file}: a TREC run of {n_lines} lines (the ranking before the count)")
     n = sum(len(v) for v in read_submission(args.out).values())  # as written: a row over the limits is cut (and said)
     totals = result.cost_totals()
     llm = {k: sum(a.get(k, 0.0) for a in totals.values()) for k in ("llm_calls", "prompt_tokens", "gen_tokens")}
@@ -192,12 +201,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from lexrag.eval.validation import format_metrics
     from lexrag.queries import load_gold
 
-    gold = load_gold(args.gold)
+    from lexrag.eval.trec import read_qrels, read_trec_run, trec_kind
+
+    gold = read_qrels(args.gold) if trec_kind(args.gold) == "qrels" else load_gold(args.gold)
     if not gold:
         from lexrag.errors import CsvInputError
 
         raise CsvInputError(f"{args.gold}: no rows with gold citations (only a header?)")
-    pred = read_submission(args.pred)
+    ranked = None
+    if trec_kind(args.pred) == "run":
+        if args.k < 1:
+            from lexrag.errors import ConfigError
+
+            raise ConfigError(f"--k {args.k}: give the citations per query to score as the prediction (1 or more)")
+        ranked = {q: [c for c, _ in hits] for q, hits in read_trec_run(args.pred).items()}
+        pred = {q: r[: args.k] for q, r in ranked.items()}
+        print(f"{args.pred}: a TREC run of {len(ranked)} queries; the first {args.k} citations of each are the prediction "
+              "(--k), the whole ranking is scored for recall@k and nDCG", file=sys.stderr)
+    else:
+        pred = read_submission(args.pred)
     missing = [q for q in gold if q not in pred]
     if missing:
         print(f"warning: {len(missing)} gold queries have no row in {args.pred} (scored as empty): {missing[:5]}", file=sys.stderr)
@@ -205,7 +227,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if extra:
         print(f"warning: {len(extra)} rows of {args.pred} name no query with gold in {args.gold} (not scored): {extra[:5]}",
               file=sys.stderr)
-    metrics = evaluate(gold, pred, ks=(10,))
+    metrics = evaluate(gold, pred, ranked, ks=(10, 100)) if ranked is not None else evaluate(gold, pred, ks=(10,))
     if args.json:
         print(json.dumps(metrics, sort_keys=True))
     else:
@@ -284,8 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find "
                                        "them (on Kaggle the attached datasets, else paths.artifacts_dir or "
                                        "./artifacts)")
-    r.add_argument("--queries", required=True)
-    r.add_argument("--out", required=True)
+    r.add_argument("--queries", required=True, help="a CSV with query_id,query (test.csv)")
+    r.add_argument("--out", required=True, help="the submission CSV to write (query_id,predicted_citations)")
+    r.add_argument("--run-file", help="also write the full ranking before the count as a TREC run (QUERY_ID Q0 DOCNO RANK "
+                   "SCORE TAG; DOCNO the citation with spaces as %%20), for trec_eval, ir_measures or ranx")
+    r.add_argument("--run-tag", default="lexrag", help="the run file's TAG column (default: lexrag)")
     cfg_args(r)
     r.set_defaults(func=cmd_run)
 
@@ -316,8 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
     x.set_defaults(func=cmd_check_scores)
 
     e = sub.add_parser("evaluate", help="score a submission against a gold CSV (competition Macro F1)")
-    e.add_argument("--gold", required=True)
-    e.add_argument("--pred", required=True)
+    e.add_argument("--gold", required=True, help="a CSV with query_id,gold_citations, or TREC qrels")
+    e.add_argument("--pred", required=True, help="a submission CSV, or a TREC run (its ranking scored, the first --k "
+                   "citations as the prediction)")
+    e.add_argument("--k", type=int, default=3, help="with a TREC run: the citations per query taken as the prediction "
+                   "(default 3)")
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(func=cmd_evaluate)
 

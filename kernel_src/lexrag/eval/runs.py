@@ -135,7 +135,17 @@ def cmd_fuse(args: argparse.Namespace) -> str:
     from lexrag.eval.expect import read_metrics_file
     from lexrag.queries import load_gold
 
-    run_path, metrics_path = _run_files(args.run)
+    from lexrag.eval.trec import trec_kind
+
+    given = args.run if isinstance(args.run, list) else [args.run]
+    if any(trec_kind(g) == "run" for g in given if Path(g).is_file()):
+        return fuse_trec_runs(given, args)
+    if len(given) > 1:
+        raise ConfigError(f"fuse: {len(given)} runs given; several are fused only as TREC run files (QUERY_ID Q0 DOCNO RANK "
+                          "SCORE TAG), a validation run's out_dir is re-fused alone")
+    if args.out or args.weights:
+        raise ConfigError("--out and --weights are for TREC run files; a validation run's out_dir is re-fused with --set")
+    run_path, metrics_path = _run_files(given[0])
     run = read_run_file(run_path)
     changes = parse_overrides(args.set)
     unknown = sorted(set(changes) - {"fusion", "count"})
@@ -179,12 +189,68 @@ def cmd_fuse(args: argparse.Namespace) -> str:
     return "\n".join(out)
 
 
+def fuse_trec_runs(given: list[str], args: argparse.Namespace) -> str:
+    """``lexrag fuse A.trec B.trec ...``: the runs fused by weighted reciprocal ranks (``fusion.rrf_k``
+    of ``--set``), written to ``--out`` as a TREC run and, with ``--queries``, scored with each run."""
+    from lexrag.eval.trec import read_qrels, read_trec_run, rrf_fuse, trec_kind, write_trec_run
+    from lexrag.queries import load_gold
+
+    bad = [g for g in given if not Path(g).is_file() or trec_kind(g) != "run"]
+    if bad:
+        raise CsvInputError(f"{bad[0]}: not a TREC run file (QUERY_ID Q0 DOCNO RANK SCORE TAG); runs to fuse are all TREC runs")
+    changes = parse_overrides(args.set)
+    if set(changes) - {"fusion"} or set(changes.get("fusion", {})) - {"rrf_k"}:
+        raise ConfigError("--set: TREC runs are fused with fusion.rrf_k only (weights: --weights)")
+    cfg = load_config(None, changes)
+    weights = [1.0] * len(given)
+    if args.weights:
+        try:
+            weights = [float(w) for w in args.weights.split(",")]
+        except ValueError:
+            raise ConfigError(f"--weights {args.weights}: comma-separated numbers, one per run") from None
+        if len(weights) != len(given):
+            raise ConfigError(f"--weights: {len(weights)} numbers for {len(given)} runs")
+    runs = [read_trec_run(g) for g in given]
+    fused = rrf_fuse(runs, weights, cfg.fusion.rrf_k)
+    out = [f"fused {len(given)} TREC runs ({', '.join(given)}), weights {weights}, rrf_k {cfg.fusion.rrf_k}: "
+           f"{len(fused)} queries"]
+    if args.out:
+        from lexrag.outputs import check_output_file
+
+        check_output_file(args.out, "--out", {f"run {i}": g for i, g in enumerate(given, 1)}, {}, "fused.trec", ConfigError)
+        n = write_trec_run(args.out, fused, "lexrag-fused")
+        out.append(f"wrote {args.out}: {n} lines")
+    if args.queries:
+        gold = read_qrels(args.queries) if trec_kind(args.queries) == "qrels" else load_gold(args.queries)
+        if not gold:
+            raise CsvInputError(f"{args.queries}: no query has gold citations, so there is nothing to score")
+        k = args.k or cfg.count.k
+        out.append(f"scored on {len(gold)} gold queries of {args.queries}, the first k = {k} of each ranking as the prediction")
+        out.append(f"{'':<24} {'macro_f1':>8} {'recall@10':>9} {'recall@100':>10} {'ndcg@10':>8}")
+        for name, r in [*zip(given, runs), ("fused", fused)]:
+            ranked = {q: [c for c, _ in h] for q, h in r.items()}
+            m = evaluate(gold, {q: v[:k] for q, v in ranked.items()}, ranked)
+            out.append(f"{Path(name).name[:24]:<24} {m['macro_f1']:>8.4f} {m['recall@10']:>9.4f} {m['recall@100']:>10.4f} "
+                       f"{m['ndcg@10']:>8.4f}")
+    elif not args.out:
+        raise ConfigError("fuse: give --out FILE to write the fused run and/or --queries GOLD to score it")
+    return "\n".join(out)
+
+
 def add_fuse_command(sub) -> None:
     f = sub.add_parser("fuse", help="re-fuse a saved validation run with other fusion settings and score the fused order "
-                                    "(no stage runs again)")
-    f.add_argument("run", help="a validation run's out_dir (or its signals.parquet)")
+                                    "(no stage runs again), or fuse TREC run files",
+                       description="Re-fuse a validation run's saved signals with other fusion or count settings and "
+                                   "score the fused order, or fuse TREC runs (of lexrag run --run-file or any other "
+                                   "system) by weighted reciprocal ranks.  Examples:  lexrag fuse out/demo --set "
+                                   "fusion.rrf_k=30   |   lexrag fuse a.trec b.trec --weights 1,0.5 --out fused.trec "
+                                   "--queries val.csv")
+    f.add_argument("run", nargs="+", help="a validation run's out_dir (or its signals.parquet), or TREC run files")
     f.add_argument("--set", action="append", metavar="fusion.FIELD=VALUE",
-                   help="a fusion or count setting to compare with the run's own (repeatable)")
-    f.add_argument("--queries", help="the gold file (default: the one the run's metrics.json names)")
+                   help="a fusion or count setting to compare with the run's own (repeatable); TREC runs: fusion.rrf_k")
+    f.add_argument("--queries", help="the gold file, a CSV or TREC qrels (default for a validation run: the one its "
+                   "metrics.json names)")
     f.add_argument("--k", type=int, help="cut the fused order at k citations (default: count.k)")
+    f.add_argument("--weights", help="TREC runs: one weight per run, comma-separated (default: 1 each)")
+    f.add_argument("--out", help="TREC runs: write the fused run here")
     f.set_defaults(func=cmd_fuse)

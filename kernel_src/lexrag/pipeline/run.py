@@ -280,6 +280,19 @@ def retrieve(states: list[QueryState], ctx: Context, budget: Budget | None = Non
     return {q.query_id: batch.fused.get(q.query_id, []) for q in states}
 
 
+def _scored_ranking(hits, corpus, cfg: Config) -> list[tuple[str, float]]:
+    """A query's full ranking before the count, as (citation, score): the distinct citations of the
+    order the count cuts, in the form the count section asks (whole articles beside their paragraphs)."""
+    _, cits, scores = unique_citations(hits, corpus)
+    return list(zip(*emitted_order(cits, scores, cfg.count)))
+
+
+def scored_rankings(result: "RunResult", corpus, cfg: Config) -> dict[str, list[tuple[str, float]]]:
+    """Query id -> its ranking with scores (``result.ranked`` with the scores of the order), for a
+    TREC run file (:mod:`lexrag.eval.trec`)."""
+    return {q: _scored_ranking(result.current.hits.get(q, []), corpus, cfg) for q in result.query_ids}
+
+
 def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: Config, paths=None,
                  ctx: Context | None = None, budget: Budget | None = None, cache: SignalCache | None = None) -> RunResult:
     """Answer ``queries``: every phase over all queries, then the count cut.  Queries with an
@@ -325,10 +338,9 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     ranked: dict[str, list[str]] = {}
     corpus = art.corpus
     for q in states:
-        _, cits, scores = unique_citations(batch.current.get(q.query_id, []), corpus)
         final = batch.final.get(q.query_id, [])
         emitted = [corpus.citations[d] for d, _ in final]
-        ranked[q.query_id] = emitted_order(cits, scores, cfg.count)[0]
+        ranked[q.query_id] = [c for c, _ in _scored_ranking(batch.current.get(q.query_id, []), corpus, cfg)]
         predictions[q.query_id] = emitted_order(emitted, [s for _, s in final], cfg.count)[0][: len(emitted)]
     timings = dict(batch.timings)
     timings["total"] = time.perf_counter() - t_start
