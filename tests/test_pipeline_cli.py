@@ -105,6 +105,26 @@ def test_cli_names_a_missing_model_folder_in_one_line(tmp_path, demo_artifacts, 
     assert r.returncode == 2 and "did you mean 'bm25_query'" in r.stderr
 
 
+def test_run_without_an_optional_artifact_is_degraded_and_names_its_dataset(tmp_path, demo_artifacts, demo_queries):
+    # the lexical preset wants the dictionary; artifacts without one run without its stage, as the
+    # inference notebook does, and the status says so with the fix; --strict refuses in one line
+    arts = tmp_path / "art"
+    arts.mkdir()
+    for part in ("corpus", "bm25"):
+        (arts / part).symlink_to(demo_artifacts / part, target_is_directory=True)
+    args = ("run", "--artifacts", arts, "--queries", demo_queries, "--config", "lexical", "--out", tmp_path / "s.csv")
+    r = cli(*args)
+    assert r.returncode == 0, r.stderr
+    assert "DEGRADED" in r.stdout and "dictionary" in r.stdout and "lexrag-dictionary" in r.stdout
+    assert (tmp_path / "s.csv").is_file()
+    r = cli(*args, "--strict")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "artifact 'dictionary' not found" in r.stderr
+    (arts / "bm25").unlink()
+    (arts / "bm25").mkdir()  # there but empty: damaged, not missing, so refused even without --strict
+    r = cli(*args)
+    assert r.returncode == 2 and "bm25" in r.stderr
+
+
 def test_graph_and_prior_signals_in_the_pipeline(tmp_path, tiny_inputs):
     from lexrag.pipeline.build import build_artifacts
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from lexrag import __version__
-from lexrag.errors import ArtifactError, short
+from lexrag.errors import ArtifactError, ArtifactMissing, short
 from lexrag.outputs import PARAMS, enclosing_artifact, replace_text
 from lexrag.publish import PARAMS_ONLY, UNLISTED
 
@@ -248,8 +248,8 @@ def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:
             raise ArtifactError(f"artifact {artifact!r} not found: {folder} is missing, and {aside[0].name} beside it holds "
                                 "the earlier one, set aside by a build killed while publishing: the next build into "
                                 f"{folder.parent} puts the earlier set back first (or rename it back by hand)")
-        raise ArtifactError(f"artifact {artifact!r} not found: {folder} is not a folder (make it: {rebuild_command(artifact)}; "
-                            "or attach its Kaggle dataset)")
+        raise ArtifactMissing(f"artifact {artifact!r} not found: {folder} is not a folder (make it: {rebuild_command(artifact)}; "
+                              "or attach its Kaggle dataset)")
     if not path.is_file():
         raise ArtifactError(f"artifact {artifact!r} at {folder} has no {PARAMS}: the build did not finish; {rebuild_hint(artifact)}")
     try:

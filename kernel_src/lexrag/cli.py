@@ -35,18 +35,20 @@ def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protec
     return check_output_file(out, what, inputs, protected, example, ConfigError)
 
 
-def _artifacts(args: argparse.Namespace, cfg):
+def _artifacts(args: argparse.Namespace, cfg, degrade: bool = False):
     """(artifacts, paths) of a run: the ``--artifacts`` folder, or without it the resolver's, as
     the notebooks find them (on Kaggle every attached dataset in either input
     layout, model names such as ``bge-m3`` looked up among the inputs, the LLM cache in the working
-    folder; locally ``paths.artifacts_dir`` or ./artifacts)."""
+    folder; locally ``paths.artifacts_dir`` or ./artifacts).  With ``degrade`` (``run`` without
+    ``--strict``, as the inference notebook) an artifact that is not there (other than the corpus)
+    switches its stages off and the run's status names it with its fix; a damaged one is an error."""
     from lexrag.errors import ArtifactError
     from lexrag.paths import on_kaggle, paths_for
     from lexrag.pipeline import Artifacts
 
     paths = paths_for(args.artifacts, cfg.paths)
     try:
-        return Artifacts.load(None, cfg, paths=paths), paths
+        return Artifacts.load(None, cfg, paths=paths, skip_missing=degrade), paths
     except ArtifactError as e:
         if on_kaggle() or args.artifacts:
             raise
@@ -99,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         raise ConfigError(f"--out {args.out}: the submission is written as plain CSV (what Kaggle reads), not "
                           f"{Path(args.out).suffix} compressed; give a .csv name")
-    art, paths = _artifacts(args, cfg)
+    art, paths = _artifacts(args, cfg, degrade=not args.strict)
     queries = load_queries(args.queries, cfg.query.max_chars)
     result = run_pipeline(queries, art, cfg, paths=paths)
     write_submission(args.out, result.predictions, result.query_ids)
@@ -311,6 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--run-file", help="also write the full ranking before the count as a TREC run (QUERY_ID Q0 DOCNO RANK "
                    "SCORE TAG; DOCNO the citation with spaces as %%20), for trec_eval, ir_measures or ranx")
     r.add_argument("--run-tag", default="lexrag", help="the run file's TAG column (default: lexrag)")
+    r.add_argument("--strict", action="store_true", help="refuse to run when an artifact the config asks for is missing "
+                   "(default: as on Kaggle, its stages are switched off and the status says DEGRADED with the fix)")
     cfg_args(r)
     r.set_defaults(func=cmd_run)
 

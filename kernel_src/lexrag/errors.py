@@ -17,6 +17,7 @@ __all__ = [
     "LexragError",
     "ConfigError",
     "ArtifactError",
+    "ArtifactMissing",
     "CsvInputError",
     "ModelLoadError",
     "PromptError",
@@ -39,6 +40,11 @@ class ConfigError(LexragError, ValueError):
 
 class ArtifactError(LexragError, RuntimeError):
     """A missing, incomplete or mismatched artifact."""
+
+
+class ArtifactMissing(ArtifactError):
+    """An artifact that is not there at all (never built or not attached), as against one that is
+    there but damaged: a run may go on without its stages (``lexrag run`` without ``--strict``)."""
 
 
 class CsvInputError(LexragError, RuntimeError):

@@ -25,7 +25,7 @@ from typing import Iterator
 
 from lexrag.artifacts import corpus_id
 from lexrag.config import PathsConfig
-from lexrag.errors import ArtifactError, ConfigError, LexragError
+from lexrag.errors import ArtifactError, ArtifactMissing, ConfigError, LexragError
 from lexrag.inputfiles import read_json_file
 from lexrag.modelpaths import find_model
 
@@ -190,9 +190,9 @@ class Paths:
             return found[0]
         have = sorted({a for d in walk_dirs(self.artifacts_dir, MAX_DEPTH - 2) if (d / "params.json").is_file()
                        for a in [_artifact_name(d / "params.json")] if a})
-        raise ArtifactError(f"artifact {name!r} not found: searched {self.artifacts_dir} ({MAX_DEPTH - 2} levels) for a "
-                            f"params.json of artifact {name!r}; found {', '.join(have) or 'no lexrag artifacts'}; "
-                            f"attach the lexrag-{name.replace('_', '-')} dataset")
+        raise ArtifactMissing(f"artifact {name!r} not found: searched {self.artifacts_dir} ({MAX_DEPTH - 2} levels) for a "
+                              f"params.json of artifact {name!r}; found {', '.join(have) or 'no lexrag artifacts'}; "
+                              f"attach the lexrag-{name.replace('_', '-')} dataset")
 
     def artifact_set(self, names: list[str], notes: list[str] | None = None) -> dict[str, Path]:
         """The folders of artifacts ``names`` (``corpus`` among them) chosen as one set: where

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from lexrag import stages as _stages  # noqa: F401  (registers the built-in stages)
 from lexrag.config import Config
-from lexrag.errors import ArtifactError, LexragError
+from lexrag.errors import ArtifactError, ArtifactMissing, LexragError
 from lexrag.artifacts import corpus_id
 from lexrag.paths import Paths
 from lexrag.index import build as index
@@ -82,14 +82,17 @@ class Artifacts:
         return self.loaders[name]
 
     @classmethod
-    def load(cls, folder: str | Path | None, cfg: Config, paths: Paths | None = None, degrade: bool = False) -> "Artifacts":
+    def load(cls, folder: str | Path | None, cfg: Config, paths: Paths | None = None, degrade: bool = False,
+             skip_missing: bool = False) -> "Artifacts":
         """Load through ``paths`` (a :class:`lexrag.paths.Paths`), from wherever it finds each
         artifact and model; without it, from ``folder`` (holding ``corpus/``, ``bm25/``, ...:
         :meth:`Paths.local`).  Only what the config switches on is loaded; a missing artifact or
         model folder is an error now, before any query runs (in LLM replay mode the LLM folder
         is not needed).  With ``degrade=True`` (the Kaggle notebook) only the corpus is required:
         any other part that is missing or broken is logged, listed in ``missing``, and its stages
-        stay off; a missing LLM folder falls back to replaying an attached cache."""
+        stay off; a missing LLM folder falls back to replaying an attached cache.  With
+        ``skip_missing=True`` (``lexrag run``) the same for an artifact that is not there at all
+        (:class:`~lexrag.errors.ArtifactMissing`), while a damaged one is still an error."""
         check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)  # before any slow load
         wanted = [a for a in ARTIFACTS if a.name == "corpus" or (a.in_build and a.wanted(cfg))]
         paths = paths if paths is not None else Paths.local(folder, cfg.paths)
@@ -113,7 +116,10 @@ class Artifacts:
                 with _measure(art.loads, step.part) as done:
                     done.append(step.load(ld) is not False)  # False: nothing there to load (kept out of art.loads)
             except Exception as e:  # noqa: BLE001 - degrading: any broken part is left out, logged
-                if not degrade:
+                off = [s.name for s in asked_for(cfg) if step.part in needs_of(s, cfg)]
+                # skip_missing: an absent part whose stages can be left out (one no stage needs, such as a
+                # calibration the count reads, would change the run without a stage to name: an error)
+                if not degrade and not (skip_missing and isinstance(e, ArtifactMissing) and off):
                     if not isinstance(e, LexragError):
                         raise
                     failures.append((step.part, e))
@@ -121,7 +127,6 @@ class Artifacts:
                 art.missing[step.part] = f"{type(e).__name__}: {e}".splitlines()[0]
                 if getattr(e, "fix", ""):  # a model not found: the folders seen and the setting that picks one
                     art.fixes[step.part] = e.fix
-                off = [s.name for s in asked_for(cfg) if step.part in needs_of(s, cfg)]
                 log.warning("%s is not available (%s); stages switched off: %s", step.part, art.missing[step.part],
                             ", ".join(off) or "none the config asks for")
         if "llm" in art.missing and (art.cache_dirs or cfg.llm.replay_dirs):
