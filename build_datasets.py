@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     from lexrag.kaggle.datasets import check, rebuild, upload
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--manifest", default=str(ROOT / "artifacts_manifest.yaml"))
+    p.add_argument("--manifest", help="the manifest to record into and check against (default: the committed "
+                   "artifacts_manifest.yaml; --check: OUT/artifacts_manifest.yaml where a build of other data wrote one)")
     p.add_argument("--out", required=True, help="folder holding one dataset folder per artifact")
     p.add_argument("--laws", help="laws_de.csv (needed to build the corpus)")
     p.add_argument("--courts", help="court_considerations.csv (default: the one beside --laws, when there is one)")
@@ -158,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         except LexragError as e:
             print(f"error: --owner: {e}", file=sys.stderr)
             return 2
+    if args.manifest is None:  # a build of your own data records OUT/artifacts_manifest.yaml: --check reads that one
+        own = Path(args.out) / "artifacts_manifest.yaml"
+        args.manifest = str(own if args.check and own.is_file() else COMMITTED)
+        if args.check and own.is_file():
+            print(f"checking against {own}, which the build of these datasets wrote (--manifest picks another)",
+                  file=sys.stderr)
     only = [s.strip() for s in args.only.split(",")] if args.only else None
     if only is not None and "" in only and any(only):  # "corpus,,bm25": a slip of the comma, read as the names given
         print(f"warning: --only {args.only!r} has an empty name between its commas; read as {','.join(filter(None, only))}",

@@ -407,6 +407,10 @@ def test_a_build_of_other_data_in_parts_keeps_every_part_s_record(tmp_path, caps
     capsys.readouterr()
     assert bd.main(["--check", "--only", "corpus,bm25,dictionary", "--out", str(out), "--manifest",
                     str(out / "artifacts_manifest.yaml")]) == 0, capsys.readouterr().out
+    # the README's check, as written (no --manifest): it reads the manifest this build wrote, and says so
+    assert bd.main(["--check", "--out", str(out)]) == 0, capsys.readouterr().out
+    out_, err = capsys.readouterr()
+    assert f"checking against {out / 'artifacts_manifest.yaml'}" in err and "OK:" in out_
 
 
 @pytest.mark.parametrize("kind", ["torn", "folder", "link"])
