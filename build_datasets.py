@@ -266,4 +266,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    try:
+        import lexrag  # noqa: F401
+    except ModuleNotFoundError:  # run with a Python that lacks the package: one line, not a traceback
+        print(f"error: {sys.executable} cannot import lexrag: run .venv/bin/python build_datasets.py ... (make venv makes "
+              "the venv; or activate it with . .venv/bin/activate)", file=sys.stderr)
+        raise SystemExit(2)
     raise SystemExit(main())

@@ -287,6 +287,54 @@ def test_a_dictionary_dataset_carries_its_sources_licence(tmp_path, manifest):
     assert json.loads((tmp_path / "fd" / "dictionary" / "dataset-metadata.json").read_text())["licenses"] == [{"name": "GPL-3.0"}]
 
 
+def test_datasets_built_from_competition_data_say_the_competition_s_rules_govern_them(tmp_path, manifest, tiny_inputs):
+    laws, _ = tiny_inputs
+    out = tmp_path / "ds"
+    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--no-courts", "--only", "corpus,bm25")
+    assert r.returncode == 0, r.stderr
+    for name in ("corpus", "bm25"):
+        meta = json.loads((out / name / "dataset-metadata.json").read_text())
+        assert meta["licenses"] == [{"name": "other"}] and "competition's rules" in meta["description"], meta
+        assert "private" in meta["description"]
+
+
+def _wheel(folder, name, version, meta_lines, files):
+    import zipfile
+
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{name}-{version}.dist-info/METADATA", "\n".join([f"Name: {name}", f"Version: {version}", *meta_lines]) + "\n")
+        for rel, text in files.items():
+            z.writestr(f"{name}-{version}.dist-info/{rel}", text)
+        z.writestr(f"{name}/__init__.py", "")
+    return path
+
+
+def test_the_wheels_dataset_lists_each_package_s_licence_and_carries_its_files(tmp_path):
+    from lexrag.kaggle.datasets import dataset_licence
+    from lexrag.wheels import LICENCES_FILE, write_licences
+
+    _wheel(tmp_path, "gplthing", "1.0", ["License-Expression: GPL-3.0-or-later"], {"licenses/COPYING": "GPL text"})
+    _wheel(tmp_path, "mitthing", "2.0", ["License: MIT"], {"LICENSE.txt": "MIT text"})
+    _wheel(tmp_path, "oldthing", "3.0", ["Classifier: License :: OSI Approved :: BSD License"], {})
+    rows = write_licences(tmp_path)
+    assert rows[0] == ("gplthing", "1.0", "GPL-3.0-or-later")  # the GPL ones first
+    assert (tmp_path / "licenses" / "gplthing-1.0" / "COPYING").read_text() == "GPL text"
+    assert (tmp_path / "licenses" / "mitthing-2.0" / "LICENSE.txt").read_text() == "MIT text"
+    listed = (tmp_path / LICENCES_FILE).read_text()
+    assert "| oldthing | 3.0 | BSD License | none in the wheel |" in listed and "Under the GPL: gplthing" in listed
+    name, note = dataset_licence(tmp_path, {"name": "wheels"})
+    assert name == "other" and "under the GPL: gplthing (GPL-3.0-or-later)" in note
+
+
+def test_the_recorded_wheels_dataset_carries_its_licence_list():
+    doc = yaml.safe_load((ROOT / "artifacts_manifest.yaml").read_text(encoding="utf-8"))
+    files = [f["path"] for f in next(a for a in doc["artifacts"] if a["name"] == "wheels")["files"]]
+    assert "LICENSES.md" in files
+    for pkg in ("igraph", "leidenalg", "lexrag", "lightgbm"):
+        assert any(f.startswith(f"licenses/{pkg}-") for f in files), pkg
+
+
 def test_a_failed_rebuild_keeps_the_dataset_folder_that_was_there(tmp_path, manifest):
     """A re-export of the LLM cache from a damaged source fails in one line and leaves the good
     export (and its metadata) as it was: every artifact is built aside and put in place whole."""

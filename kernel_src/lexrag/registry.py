@@ -55,6 +55,10 @@ class ArtifactSpec:
     build_with: str | None = None  # BuildInputs field: built whenever it is given, even with the switch off
     rebuild: str = ""  # the command that rebuilds it, for the messages that refuse a broken one
     only_when_wanted: bool = False  # with needs_input: built only when the config also asks for it (the ranker)
+    # what its dataset's licence is: "competition" (built from the competition's files or its training gold:
+    # the competition's rules govern it, kept private), "own" (the licence its params.json records: its
+    # source's), "wheels" (the carried packages' own licences, listed in the dataset)
+    licence: str = "competition"
 
     def to_build(self, cfg: "Config", inputs: "BuildInputs") -> bool:
         """``lexrag build`` makes it: its input is there, and the config asks for it, or it reads an
@@ -98,12 +102,12 @@ ARTIFACTS: list[ArtifactSpec] = [
                  input_flag="--train TRAIN.csv (a training CSV with gold_citations)", dataset="lexrag-ranker", attr="ranker",
                  rebuild="python -m lexrag build ... --train TRAIN.csv --config CONFIG --out ARTIFACTS, CONFIG the one "
                          "that runs it (exam) (or build_datasets.py --only ranker --train TRAIN.csv --config CONFIG)"),
-    ArtifactSpec("dictionary", switch="dictionary.enabled", needs_input="dictionary",
+    ArtifactSpec("dictionary", switch="dictionary.enabled", needs_input="dictionary", licence="own",
                  input_flag="--dictionary FILE (Ding's de-en file: apt-get install trans-de-en puts it at /usr/share/trans/de-en)",
                  dataset="lexrag-dictionary", attr="dictionary",
                  rebuild="python -m lexrag build ... --dictionary /usr/share/trans/de-en --out ARTIFACTS "
                          "(or build_datasets.py --only dictionary --dictionary FILE)"),
-    ArtifactSpec("bm25_en", ("corpus",), switch="english.enabled", needs_input="laws_en", build_with="laws_en",
+    ArtifactSpec("bm25_en", ("corpus",), switch="english.enabled", needs_input="laws_en", build_with="laws_en", licence="own",
                  input_flag="--laws-en laws_en.csv (English texts of the laws keyed by their German citations)",
                  dataset="lexrag-bm25-en", attr="bm25_en",
                  rebuild="python -m lexrag build ... --laws-en laws_en.csv --out ARTIFACTS "
@@ -112,7 +116,7 @@ ARTIFACTS: list[ArtifactSpec] = [
                  input_flag="--llm-cache DIR (the llm.cache_dir of a live run)", dataset="lexrag-llm-cache", in_build=False,
                  rebuild="a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "
                          "(or attach the lexrag-llm-cache dataset)"),
-    ArtifactSpec("wheels", dataset="lexrag-wheels", in_build=False,
+    ArtifactSpec("wheels", dataset="lexrag-wheels", in_build=False, licence="wheels",
                  rebuild="python build_datasets.py --only wheels --out DATASETS"),
 ]
 

@@ -11,7 +11,9 @@ from typing import Sequence
 
 from lexrag.errors import ManifestError
 
-__all__ = ["build_lexrag_wheel", "build_wheels_step", "missing_wheels"]
+__all__ = ["build_lexrag_wheel", "build_wheels_step", "missing_wheels", "wheel_licences", "write_licences", "LICENCES_FILE"]
+
+LICENCES_FILE = "LICENSES.md"  # the wheels dataset's list of what it carries under which licence
 
 
 SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, the earliest zip timestamp: the lexrag wheel builds byte-identical
@@ -62,6 +64,7 @@ def build_wheels_step(folder: Path, entry: dict) -> None:
     missing = missing_wheels(params, [p.name for p in folder.glob("*.whl")])
     if missing:
         raise ManifestError("wheels missing after the download: " + "; ".join(missing))
+    write_licences(folder)
     from lexrag.artifacts import write_params
 
     write_params(folder, "wheels", "lexrag.wheels.build_wheels_step", params, files=False)  # the manifest hashes them
@@ -124,3 +127,77 @@ def _manylinux_ok(have: str, allowed: str) -> bool:
 
     (hv, harch), (av, aarch) = glibc(have), glibc(allowed)
     return hv is not None and av is not None and harch == aarch and hv <= av
+
+
+_LICENCE_NAMES = ("LICENSE", "LICENCE", "COPYING", "NOTICE", "AUTHORS", "COPYRIGHT")
+
+
+def _licence_of(meta) -> str:
+    """A wheel's licence as its METADATA states it: License-Expression (PEP 639), else a short
+    License field, else the License classifiers; "not stated" when none is there."""
+    expr = (meta.get("License-Expression") or "").strip()
+    if expr:
+        return expr
+    lic = (meta.get("License") or "").strip()
+    if lic and "\n" not in lic and len(lic) <= 80:
+        return lic
+    classifiers = [c.split("::")[-1].strip() for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
+    return "; ".join(classifiers) or (lic.splitlines()[0][:80] if lic else "not stated")
+
+
+def wheel_licences(wheel: Path) -> tuple[str, str, str, dict[str, bytes]]:
+    """(name, version, licence, licence files by their name) of one wheel, read from its
+    ``.dist-info``: METADATA and the files PEP 639 puts under ``licenses/`` or that are named like
+    a licence (LICENSE, COPYING, NOTICE, ...)."""
+    import zipfile
+    from email.parser import HeaderParser
+
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        meta_name = next((n for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+        if meta_name is None:
+            raise ManifestError(f"wheels: {wheel.name} has no .dist-info/METADATA, so its licence cannot be read")
+        meta = HeaderParser().parsestr(z.read(meta_name).decode("utf-8", "replace"))
+        dist_info = meta_name.rsplit("/", 1)[0] + "/"
+        files = {}
+        for n in names:
+            if not n.startswith(dist_info) or n.endswith("/"):
+                continue
+            rel = n[len(dist_info):]
+            if rel.startswith("licenses/") or rel.split("/")[-1].upper().startswith(_LICENCE_NAMES):
+                files[rel.removeprefix("licenses/")] = z.read(n)
+    return meta.get("Name", wheel.name.split("-")[0]), meta.get("Version", "?"), _licence_of(meta), files
+
+
+def write_licences(folder: Path) -> list[tuple[str, str, str]]:
+    """Under ``folder/licenses/NAME-VERSION/`` every licence file of every wheel there (the
+    project's own LICENSE for the lexrag wheel), and ``LICENSES.md``: a row per package with its
+    licence, the GPL ones named first.  Returns (name, version, licence) per package."""
+    rows: dict[tuple[str, str], str] = {}
+    n_files: dict[tuple[str, str], int] = {}
+    out = folder / "licenses"
+    if out.is_dir():
+        shutil.rmtree(out)
+    for whl in sorted(folder.glob("*.whl")):
+        name, version, lic, files = wheel_licences(whl)
+        if name.lower() == "lexrag":
+            own = Path(__file__).resolve().parents[2] / "LICENSE"
+            if own.is_file() and not files:
+                files = {"LICENSE": own.read_bytes()}
+        rows[(name, version)] = lic
+        n_files[(name, version)] = max(n_files.get((name, version), 0), len(files))
+        for rel, data in files.items():
+            target = out / f"{name}-{version}" / rel
+            if ".." in Path(rel).parts or Path(rel).is_absolute():
+                continue  # a name that would leave the folder is not copied
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+    table = sorted(((n, v, lic) for (n, v), lic in rows.items()), key=lambda r: ("GPL" not in r[2].upper(), r[0].lower()))
+    gpl = [f"{n} ({lic})" for n, _, lic in table if "GPL" in lic.upper()]
+    lines = ["# What this dataset carries, under which licence", "",
+             "Each wheel keeps its own licence; the licence files are under `licenses/NAME-VERSION/`. "
+             + (f"Under the GPL: {', '.join(gpl)}." if gpl else "None is under the GPL."), "",
+             "| package | version | licence | licence files |", "| --- | --- | --- | --- |"]
+    lines += [f"| {n} | {v} | {lic} | {n_files[(n, v)] or 'none in the wheel'} |" for n, v, lic in table]
+    (folder / LICENCES_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return table

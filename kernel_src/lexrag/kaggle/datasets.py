@@ -95,18 +95,45 @@ def _entry(doc: dict, name: str) -> dict:
     raise ManifestError(f"artifact {name!r} is not in the manifest; known: {[a['name'] for a in doc['artifacts']]}")
 
 
+COMPETITION_RULES = ("Built from the competition's files or its training questions' gold: their use is governed by the "
+                     "competition's rules, so this dataset is created private (kaggle datasets create; never make it "
+                     "public) and is for the competition only.")
+
+
+def dataset_licence(folder: Path, entry: dict) -> tuple[str, str]:
+    """(Kaggle licence name, a sentence for the description) of an artifact's dataset, from its
+    registry entry: the competition's rules for what is built from competition data, its source's
+    licence where its params.json records one (the dictionary, the English texts), the carried
+    packages' licences for the wheels (``LICENSES.md``, written by the wheels build)."""
+
+    kind = spec(entry["name"]).licence if entry.get("name") in {a.name for a in ARTIFACTS} else "competition"
+    if kind == "own":
+        try:
+            own = json.loads((folder / "params.json").read_text(encoding="utf-8")).get("license_id")
+        except (OSError, ValueError, AttributeError):
+            own = None
+        return (own if isinstance(own, str) and own else entry.get("license", "unknown")), ""
+    if kind == "wheels":
+        from lexrag.wheels import LICENCES_FILE
+
+        listed = folder / LICENCES_FILE
+        gpl = ""
+        if listed.is_file():
+            rows = [ln.split("|")[1:4] for ln in listed.read_text(encoding="utf-8").splitlines() if ln.startswith("| ")][1:]
+            gpl = ", ".join(f"{n.strip()} ({lic.strip()})" for n, _, lic in rows if "GPL" in lic.upper())
+        return "other", ("Each package keeps its own licence (LICENSES.md lists them, licenses/ holds their files); "
+                         + (f"under the GPL: {gpl}; " if gpl else "") + "lexrag itself is MIT.")
+    return "other", COMPETITION_RULES
+
+
 def _dataset_metadata(folder: Path, entry: dict, owner: str) -> None:
-    """Kaggle's dataset-metadata.json; the licence is the artifact's own where its params.json
-    records one (a dictionary carries its source's), else the manifest's."""
-    try:
-        own = json.loads((folder / "params.json").read_text(encoding="utf-8")).get("license_id")
-    except (OSError, ValueError, AttributeError):
-        own = None
+    """Kaggle's dataset-metadata.json, its licence and description from :func:`dataset_licence`."""
+    name, note = dataset_licence(folder, entry)
     meta = {
         "title": entry.get("title", entry["dataset"]),
         "id": f"{owner}/{entry['dataset']}",
-        "licenses": [{"name": own if isinstance(own, str) and own else entry.get("license", "CC0-1.0")}],
-        "description": entry.get("description", ""),
+        "licenses": [{"name": name}],
+        "description": " ".join(x for x in (entry.get("description", ""), note) if x),
     }
     (folder / "dataset-metadata.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
