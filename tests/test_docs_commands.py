@@ -140,15 +140,24 @@ def test_a_wrong_option_or_a_missing_argument_is_caught(monkeypatch):
         ("lexrag", ["build", "--laws", "L", "--courts", "C", "--out", "A"], True)
 
 
-def test_the_readme_python_example_runs(demo_artifacts, capsys):
-    """The README's Python example, run as written over the demo artifacts."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 1, "the README has one Python example"
-    code = blocks[0].replace('"out/demo/artifacts"', repr(str(demo_artifacts)))
-    exec(compile(code, "README.md", "exec"), {})
-    printed = capsys.readouterr().out.strip()
+def test_the_readme_python_examples_run(demo_artifacts, capsys):
+    """The README's Python examples (the Searcher, then the pipeline's parts), run as written over
+    the demo artifacts."""
     from lexrag.index.corpus import Corpus
 
-    cited = ast.literal_eval(printed)
-    assert len(cited) == 3 and not Corpus(demo_artifacts / "corpus").lacks(cited)
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 2, "the README has two Python examples"
+    corpus = Corpus(demo_artifacts / "corpus")
+    for i, block in enumerate(blocks):
+        code = block.replace('"out/demo/artifacts"', repr(str(demo_artifacts)))
+        exec(compile(code, "README.md", "exec"), {})
+        printed = capsys.readouterr().out.strip().splitlines()
+        cited = ast.literal_eval(printed[-1])  # the last line: the citations a run emits
+        assert cited and len(cited) <= 5 and not corpus.lacks(cited), printed
+        if i == 0:  # three hits, each "rank citation score text"
+            hits = printed[:-1]
+            assert [h.split()[0] for h in hits] == ["1", "2", "3"]
+            assert all(any(h.split(" ", 1)[1].startswith(c + " ") for c in cited) for h in hits[: len(cited)])
+        else:
+            assert len(cited) == 3

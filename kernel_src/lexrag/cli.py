@@ -1,4 +1,4 @@
-"""Command line: ``python -m lexrag {build,run,calibrate,evaluate,validate-submission,show-metrics,config}``."""
+"""Command line: ``python -m lexrag VERB`` with the verbs of :data:`VERBS` and ``fuse`` (``lexrag --help`` lists them)."""
 
 from __future__ import annotations
 
@@ -274,18 +274,76 @@ def cmd_show_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+# what each verb does and one example, shown by `lexrag VERB --help` (the one-line help is the list's)
+VERBS = {
+    "build": ("Build the artifacts a run reads from the competition's CSVs: the corpus and its BM25 index always, "
+              "the citation graph from court considerations, the prior (and with ranker.enabled the learned ranker) "
+              "from --train, the dictionary from --dictionary, the English index from --laws-en.",
+              "lexrag build --laws laws_de.csv --courts court_considerations.csv --train train.csv "
+              "--dictionary /usr/share/trans/de-en --headings laws_de_headings.csv --config exam --out ARTIFACTS"),
+    "run": ("Answer every question of a queries CSV and write the submission; prints the run's status (OK, "
+            "DEGRADED with the fix per stage, FAILED) and a row per stage.",
+            "lexrag run --artifacts ARTIFACTS --queries test.csv --out submission.csv --config exam"),
+    "calibrate": ("Fit the adaptive count's score thresholds on a file with gold citations, out of fold, and write "
+                  "the calibration artifact that count.method=adaptive reads.",
+                  "lexrag calibrate --artifacts ARTIFACTS --queries lexam_dev.csv --config kaggle"),
+    "tune": ("Try a grid of config values, each scored by nested cross-validation grouped by legal area and by "
+             "course, and print (or write with --out) the config the held-out numbers choose.",
+             "lexrag tune --artifacts ARTIFACTS --queries lexam_dev.csv --config lexical --grid count.k=3,4,5"),
+    "check-scores": ("Compare a validation run's metrics with expected values and tolerances: OK, OKish (within twice "
+                     "the tolerance) or FAIL per row; exit 1 on a FAIL.",
+                     "lexrag check-scores out/demo/metrics.json --expected demo/expected.yaml"),
+    "evaluate": ("Score predictions against gold: the competition's Macro F1 (exact citation strings per question, "
+                 "averaged), precision, recall, Recall@k and nDCG.  Gold as a CSV or TREC qrels; predictions as a "
+                 "submission CSV or a TREC run.",
+                 "lexrag evaluate --gold val.csv --pred submission.csv"),
+    "validate-submission": ("Check a submission file against the questions (and with --artifacts against the "
+                            "corpus's citation strings) and name every problem; exit 1 if any.",
+                            "lexrag validate-submission submission.csv --queries test.csv --artifacts ARTIFACTS"),
+    "show-metrics": ("Print a validation run's metrics, status table and count, and the ablation tables and outputs "
+                     "beside its metrics.json.",
+                     "lexrag show-metrics out/demo/metrics.json"),
+    "config": ("Print every config field with its default and help, or with --config/--set the resolved config.",
+               "lexrag config --config exam --set count.k=5"),
+}
+
+
+def _verb(sub, name: str, help: str, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    what, example = VERBS[name]
+    import textwrap
+
+    return sub.add_parser(name, help=help, description=textwrap.fill(what, 100), epilog=f"example:\n  {example}", parents=[common],
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _log_options(parser: argparse.ArgumentParser, top: bool) -> None:
+    """-q and -v, before the verb or after it (after it they must not reset what was given before)."""
+    default = False if top else argparse.SUPPRESS
+    parser.add_argument("-q", "--quiet", action="store_true", default=default, help="only warnings and errors on stderr")
+    parser.add_argument("-v", "--verbose", action="store_true", default=default, help="also debug messages on stderr")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lexrag", description="Cross-lingual Swiss legal citation retrieval")
+    from lexrag.config import presets
+
+    p = argparse.ArgumentParser(prog="lexrag", description="Cross-lingual Swiss legal citation retrieval: build the "
+                                "artifacts, answer questions, score and tune.  `lexrag VERB --help` says what a verb does, "
+                                "with an example.", epilog="example:\n  lexrag run --artifacts ARTIFACTS --queries test.csv "
+                                "--out submission.csv --config lexical", formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"lexrag {__version__}")
-    p.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors on stderr")
-    sub = p.add_subparsers(dest="command", required=True)
+    _log_options(p, top=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _log_options(common, top=False)
+    sub = p.add_subparsers(dest="command", required=True, metavar="VERB")
+    names = ", ".join(presets())
 
     def cfg_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--config", help="YAML config file")
+        sp.add_argument("--config", help=f"a YAML config file or a preset: {names} (default: the defaults; "
+                        "`lexrag config` lists every field)")
         sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override a config field (repeatable)")
 
-    b = sub.add_parser("build", help="build the artifacts from the competition CSVs: corpus and BM25, the graph with "
-                                     "court considerations, the prior with --train, the dictionary with --dictionary")
+    b = _verb(sub, "build", "build the artifacts from the competition CSVs: corpus and BM25, the graph with "
+                            "court considerations, the prior with --train, the dictionary with --dictionary", common)
     b.add_argument("--laws", required=True, help="laws_de.csv")
     b.add_argument("--courts", help="court_considerations.csv (default: the one beside --laws, when there is one)")
     b.add_argument("--no-courts", action="store_true", help="laws only, even with court_considerations.csv beside --laws")
@@ -304,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     cfg_args(b)
     b.set_defaults(func=cmd_build)
 
-    r = sub.add_parser("run", help="answer a queries CSV and write submission.csv")
+    r = _verb(sub, "run", "answer a queries CSV and write submission.csv", common)
     r.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find "
                                        "them (on Kaggle the attached datasets, else paths.artifacts_dir or "
                                        "./artifacts)")
@@ -318,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     cfg_args(r)
     r.set_defaults(func=cmd_run)
 
-    k = sub.add_parser("calibrate", help="fit the adaptive count's score thresholds on a validation file (writes an artifact)")
+    k = _verb(sub, "calibrate", "fit the adaptive count's score thresholds on a validation file (writes an artifact)", common)
     k.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find "
                                        "them (on Kaggle the attached datasets, else paths.artifacts_dir or "
                                        "./artifacts)")
@@ -328,7 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     cfg_args(k)
     k.set_defaults(func=cmd_calibrate)
 
-    t = sub.add_parser("tune", help="grid over config fields, scored by nested cross-validation on held-out legal areas and courses")
+    t = _verb(sub, "tune", "grid over config fields, scored by nested cross-validation on held-out legal areas and courses",
+              common)
     t.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find "
                                        "them (on Kaggle the attached datasets, else paths.artifacts_dir or "
                                        "./artifacts)")
@@ -339,12 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
     cfg_args(t)
     t.set_defaults(func=cmd_tune)
 
-    x = sub.add_parser("check-scores", help="compare a metrics.json with expected scores (OK / OKish / FAIL per row)")
+    x = _verb(sub, "check-scores", "compare a metrics.json with expected scores (OK / OKish / FAIL per row)", common)
     x.add_argument("metrics", help="metrics.json of a validation run")
     x.add_argument("--expected", required=True, help="YAML of expected metrics with tolerances (e.g. demo/expected.yaml)")
     x.set_defaults(func=cmd_check_scores)
 
-    e = sub.add_parser("evaluate", help="score a submission against a gold CSV (competition Macro F1)")
+    e = _verb(sub, "evaluate", "score a submission (or a TREC run) against gold (competition Macro F1)", common)
     e.add_argument("--gold", required=True, help="a CSV with query_id,gold_citations, or TREC qrels")
     e.add_argument("--pred", required=True, help="a submission CSV, or a TREC run (its ranking scored, the first --k "
                    "citations as the prediction)")
@@ -353,22 +412,22 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(func=cmd_evaluate)
 
-    v = sub.add_parser("validate-submission", help="check a submission file and name every problem")
-    v.add_argument("submission")
-    v.add_argument("--queries", required=True)
+    v = _verb(sub, "validate-submission", "check a submission file and name every problem", common)
+    v.add_argument("submission", help="the submission CSV (query_id,predicted_citations)")
+    v.add_argument("--queries", required=True, help="the questions it answers (query_id,query), e.g. test.csv")
     v.add_argument("--artifacts", help="artifacts folder; checks that every citation is a corpus string")
     v.set_defaults(func=cmd_validate)
 
-    m = sub.add_parser("show-metrics", help="print a validation run's metrics, status table and count, and the ablation tables "
-                                      "and outputs beside its metrics.json")
-    m.add_argument("metrics")
+    m = _verb(sub, "show-metrics", "print a validation run's metrics, status table and count, and the ablation tables "
+                                   "and outputs beside its metrics.json", common)
+    m.add_argument("metrics", help="metrics.json of a validation run (the validation notebook writes it in out_dir)")
     m.set_defaults(func=cmd_show_metrics)
 
     from lexrag.eval.runs import add_fuse_command
 
-    add_fuse_command(sub)
+    add_fuse_command(sub, common)
 
-    c = sub.add_parser("config", help="print every config field with its default and help, or the resolved config")
+    c = _verb(sub, "config", "print every config field with its default and help, or the resolved config", common)
     cfg_args(c)
     c.set_defaults(func=cmd_config)
     return p
@@ -396,7 +455,8 @@ def main(argv: list[str] | None = None) -> int:
     from lexrag.cliargs import MarkedStdout, drop_stdout, parse_once
 
     args = parse_once(parser, argv)  # an option given twice, or an empty one (an empty shell variable), is refused
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     warnings.formatwarning = _one_line_warning
     real, sys.stdout = sys.stdout, MarkedStdout(sys.stdout)
     try:

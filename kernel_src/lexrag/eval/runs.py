@@ -237,14 +237,15 @@ def fuse_trec_runs(given: list[str], args: argparse.Namespace) -> str:
     return "\n".join(out)
 
 
-def add_fuse_command(sub) -> None:
+def add_fuse_command(sub, common=None) -> None:
     f = sub.add_parser("fuse", help="re-fuse a saved validation run with other fusion settings and score the fused order "
-                                    "(no stage runs again), or fuse TREC run files",
+                                    "(no stage runs again), or fuse TREC run files", parents=[common] if common else [],
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Re-fuse a validation run's saved signals with other fusion or count settings and "
                                    "score the fused order, or fuse TREC runs (of lexrag run --run-file or any other "
-                                   "system) by weighted reciprocal ranks.  Examples:  lexrag fuse out/demo --set "
-                                   "fusion.rrf_k=30   |   lexrag fuse a.trec b.trec --weights 1,0.5 --out fused.trec "
-                                   "--queries val.csv")
+                                   "system) by weighted reciprocal ranks.",
+                       epilog="examples:\n  lexrag fuse out/demo --set fusion.rrf_k=30\n  lexrag fuse a.trec b.trec "
+                              "--weights 1,0.5 --out fused.trec --queries val.csv")
     f.add_argument("run", nargs="+", help="a validation run's out_dir (or its signals.parquet), or TREC run files")
     f.add_argument("--set", action="append", metavar="fusion.FIELD=VALUE",
                    help="a fusion or count setting to compare with the run's own (repeatable); TREC runs: fusion.rrf_k")
