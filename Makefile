@@ -3,7 +3,7 @@
 # make demo-manifest  re-record the demo artifacts' hashes after a change that alters their bytes
 # make test       the test suite (after caching the wheels of the emulated Kaggle runtime)
 # make quality    retrieval quality on the competition data in DATA (default ../shared/data)
-# All create .venv and install requirements.txt plus the package on first use.
+# All create .venv on first use: demo the smaller install of requirements-demo.txt, the others requirements.txt (everything).
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -28,18 +28,29 @@ export PYTHONUNBUFFERED := 1
 # the tests keep their own hash cache in a temporary folder (tests/conftest.py)
 demo demo-llm quality bench: export LEXRAG_CACHE_DIR ?= $(CACHE_DIR)/lexrag
 
-.PHONY: demo demo-llm demo-manifest test venv notebooks bench quality clean kaggle-sim
+.PHONY: demo demo-llm demo-manifest test venv demo-venv notebooks bench quality clean kaggle-sim
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt kernel_src/pyproject.toml
+	@mkdir -p $(IPYTHONDIR)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e ./kernel_src
 	touch $@
 
-demo: venv
+# the demo's smaller install (requirements-demo.txt: no torch, transformers, faiss, LightGBM); a full
+# venv serves it as it is
+demo-venv: $(VENV)/.demo-installed
+
+$(VENV)/.demo-installed: requirements-demo.txt requirements.txt kernel_src/pyproject.toml
+	@mkdir -p $(IPYTHONDIR)
+	@if [ -f $(VENV)/.installed ] && [ $(VENV)/.installed -nt requirements.txt ]; then touch $@; else \
+		$(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
+		$(PY) -m pip install -q -r requirements-demo.txt && $(PY) -m pip install -q --no-deps -e ./kernel_src && touch $@; fi
+
+demo: demo-venv
 	$(PY) -m lexrag build --laws demo/laws_demo.csv --courts demo/courts_demo.csv --out $(DEMO_OUT)/artifacts --config demo/config.yaml \
 		--dictionary demo/dictionary_demo.txt
 	$(PY) -m papermill -k python3 notebooks/validation.ipynb $(DEMO_OUT)/validation.ipynb \

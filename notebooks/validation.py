@@ -76,15 +76,15 @@ print(json.dumps({"timings_s": result.timings, "cost": result.cost_totals(), "mo
 # %%
 if ablation:
     rows = ablation_table(cfg, art, queries, out_dir)
-    plot_ablation(rows, Path(out_dir) / "ablation.png")
+    plot_ablation(rows, Path(out_dir) / "ablation.png", title="ablation: the full run, then each stage switched off")
     for r in rows:
-        print(f"{r['run']:<18} macro_f1 {r['macro_f1']:.4f} ({r['delta_macro_f1']:+.4f})  "
+        print(f"{r['run']:<18} macro_f1 {r['macro_f1']:.4f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] ({r['delta_macro_f1']:+.4f})  "
               f"recall@100 {r['recall@100']:.4f} ({r['delta_recall@100']:+.4f})")
 
 # %%
 if incremental:
     rows = incremental_ablation(cfg, art, queries, out_dir, paths=paths)
-    plot_ablation(rows, Path(out_dir) / "incremental.png")
+    plot_ablation(rows, Path(out_dir) / "incremental.png", title="incremental ablation: BM25, then one stage added per row")
     for r in rows:
         if "macro_f1" in r:
             print(f"{r['run']:<20} macro_f1 {r['macro_f1']:.4f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "

@@ -17,7 +17,7 @@ __all__ = ["run_summary", "csv_as_text"]
 # written beside metrics.json by the validation notebook's ablations, shown as tables when present
 TABLES = {"incremental.csv": "incremental ablation (each row adds one stage to the row above)",
           "ablation.csv": "ablation (each row drops one stage from the full run)"}
-EXTRA = ("incremental.csv", "incremental_per_query.csv", "ablation.csv", "validation.ipynb")
+EXTRA = ("incremental.csv", "incremental_per_query.csv", "ablation.csv", "ablation.png", "incremental.png", "validation.ipynb")
 
 
 def _number(v: str) -> float | None:

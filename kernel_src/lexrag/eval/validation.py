@@ -248,10 +248,15 @@ def _claimed(out_dir: str | Path) -> Path:
 
 
 def _measure(name: str, c: Config, art: Artifacts, queries, gold, paths=None, cache=None) -> dict:
+    """One ablation row: the run's metrics, Macro F1's 95% bootstrap interval over queries, seconds."""
+    from lexrag.eval.stats import bootstrap_ci
+
     res = run_pipeline(queries, art, c, paths=paths, cache=cache)
     m = evaluate(gold, res.predictions, res.ranked)
+    lo, hi = bootstrap_ci([r["f1"] for r in per_query_table(gold, res.predictions, res.ranked)])
     n = max(len(res.query_ids), 1)
-    return {"run": name, **{k: m[k] for k in ("macro_f1", "precision", "recall", "recall@10", "recall@100", "ndcg@10")},
+    return {"run": name, "macro_f1": m["macro_f1"], "ci_low": lo, "ci_high": hi,
+            **{k: m[k] for k in ("precision", "recall", "recall@10", "recall@100", "ndcg@10")},
             "seconds": round(res.timings["total"], 2), "seconds_per_query": round(res.timings["total"] / n, 4)}
 
 
