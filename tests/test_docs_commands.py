@@ -161,3 +161,50 @@ def test_the_readme_python_examples_run(demo_artifacts, capsys):
             assert all(any(h.split(" ", 1)[1].startswith(c + " ") for c in cited) for h in hits[: len(cited)])
         else:
             assert len(cited) == 3
+
+
+# the documented `lexrag` verbs that run in seconds on the demo artifacts, and what their
+# placeholders stand for there (the files a reader would have)
+_CHEAP = {"run", "evaluate", "validate-submission", "config"}
+
+
+def _on_demo(argv: list[str], demo_artifacts: Path, tmp_path: Path) -> list[str] | None:
+    """argv with the docs' placeholders put on the demo (None: it names something the demo lacks)."""
+    queries = str(ROOT / "demo" / "queries_demo.csv")
+    subs = {"ARTIFACTS": str(demo_artifacts), "out/demo/artifacts": str(demo_artifacts), "test.csv": queries,
+            "val.csv": queries, "demo/queries_demo.csv": queries, "submission.csv": str(tmp_path / "submission.csv"),
+            "g.csv": str(tmp_path / "submission.csv"), "CFG.yaml": str(ROOT / "demo" / "config.yaml"),
+            "demo/config.yaml": str(ROOT / "demo" / "config.yaml")}
+    out = []
+    for i, t in enumerate(argv):
+        if t in subs:
+            out.append(subs[t])
+        elif ("/" in t or t.endswith((".csv", ".yaml", ".json"))) and not (i and argv[i - 1] == "--set"):
+            return None  # a file of the reader's own
+        else:
+            out.append(t)
+    if argv[0] == "run" and "--artifacts" not in argv:
+        return None  # the resolver's default folder
+    return out
+
+
+def test_the_cheap_documented_commands_run_on_the_demo(demo_artifacts, tmp_path, monkeypatch, capsys):
+    """Each `lexrag run/evaluate/validate-submission/config` command of README.md and docs/ that
+    the demo can answer, run as written (its placeholders on the demo's files): exit 0."""
+    from lexrag.cli import main
+
+    monkeypatch.setenv("CI", "true")
+    ran = []
+    runs_first = sorted(COMMANDS, key=lambda wc: _argv(wc[1])[1][:1] != ["run"])  # evaluate reads what run wrote
+    for where, command in runs_first:
+        target, argv, elided = _argv(command)
+        if target != "lexrag" or elided or not argv or argv[0] not in _CHEAP:
+            continue
+        demo = _on_demo(argv, demo_artifacts, tmp_path)
+        if demo is None:
+            continue
+        rc = main(["-q", *demo])
+        out = capsys.readouterr()
+        assert rc == 0, f"{where}: `{command}` exited {rc}: {out.err[-400:]}"
+        ran.append(where)
+    assert len(ran) >= 6, ran

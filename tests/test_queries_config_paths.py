@@ -383,3 +383,11 @@ def test_an_empty_kaggle_root_is_refused_not_read_as_the_current_folder(monkeypa
     monkeypatch.setenv(variable, " ")
     with pytest.raises(ConfigError, match=f"{variable} is set but empty; unset it"):
         resolve_paths(load_config(None).paths)
+
+
+def test_replay_needs_only_the_name_that_keys_the_cache():
+    # docs/cli.md's "from a cache" command: llm.model_name in replay mode, no model folder
+    cfg = load_config(None, {"llm.enabled": True, "llm.model_name": "Qwen2.5-7B-Instruct", "llm.mode": "replay"})
+    assert cfg.llm.model == "" and cfg.llm.model_name == "Qwen2.5-7B-Instruct"
+    with pytest.raises(ConfigError, match="llm.enabled needs llm.model .* or in replay mode llm.model_name"):
+        load_config(None, {"llm.enabled": True, "llm.model_name": "Qwen2.5-7B-Instruct"})  # live: the folder is needed

@@ -186,8 +186,9 @@ class Config:
         check_variant_names(self.query.preference_variants, "query.preference_variants")
         check_task_names(self.llm.tasks, "llm.tasks")
         self._check_runtime_stages()
-        if self.llm.enabled and not self.llm.model:
-            raise ConfigError("llm.enabled needs llm.model (the causal LM folder; in replay mode its name keys the cache)")
+        if self.llm.enabled and not self.llm.model and not (self.llm.mode == "replay" and self.llm.model_name):
+            raise ConfigError("llm.enabled needs llm.model (the causal LM folder), or in replay mode llm.model_name (the "
+                              "name that keys the cache)")
         return self
 
 

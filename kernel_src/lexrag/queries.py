@@ -84,13 +84,19 @@ class QueryState:
             acc[k] = acc.get(k, 0.0) + float(v)
 
 
+_SAID: set[tuple[str, int, int]] = set()  # (file, rows, lines) already logged in this process
+
+
 def _rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
     report = FileReport(file=str(path), max_examples=10)
     rows = list(read_csv_rows(path, required, report))
     if report.malformed:
         bad = "; ".join(f"line {e['line']}: {e['reason']}" for e in report.examples if e["kind"] == "malformed")
         raise QueryFileError(f"{path}: {report.malformed} malformed row(s): {bad}")
-    log.info("%s: %d rows from %d lines", path, len(rows), report.lines)
+    said = (str(path), len(rows), report.lines)
+    if said not in _SAID:  # the queries and their gold are read from one file: said once
+        _SAID.add(said)
+        log.info("%s: %d rows from %d lines", path, len(rows), report.lines)
     if report.repeated_header:
         lines = ", ".join(str(e["line"]) for e in report.examples if e["kind"] == "header")
         warnings.warn(f"{path}: line(s) {lines} repeat the header (files joined together?); skipped, not read as questions")

@@ -224,6 +224,6 @@ def tune(cfg: Config, art: Artifacts, queries_path: str | Path, grid: Mapping[st
                   f"# best point {points[best]}: Macro F1 nested by {result['grouped_by']} ({n_folds[head]} folds) "
                   f"{nested[head]:.4f}{others}; held out {held_means[best]:.4f}, in-sample {means[best]:.4f}\n")
         replace_text(out, header + yaml.safe_dump(configs[best].to_dict(), sort_keys=False, allow_unicode=True))
-    log.info("tune: best %s, nested by %s %.4f, held out %.4f, in-sample %.4f", points[best], head, nested[head],
+    log.debug("tune: best %s, nested by %s %.4f, held out %.4f, in-sample %.4f", points[best], head, nested[head],
              held_means[best], means[best])
     return result
