@@ -211,6 +211,12 @@ def test_variants_parse_as_presets_plus_overrides():
     assert kaggle.preset == "kaggle" and dict(kaggle.overrides) == GPU_STAGES_OFF
     cfg = kaggle.config()
     assert not (cfg.semantic.enabled or cfg.llm.enabled or cfg.rerank.enabled) and cfg.count.method == "fixed"
+    # a preset that counts with the learned count keeps it (scored as emitted); the others rank deep at a fixed count
+    exam = parse_variant("exam").config()
+    assert (exam.count.method, exam.count.k, exam.ranker.enabled) == ("expected_f1", 5, True)
+    fixed = parse_variant("exam fixed=exam;ranker.enabled=false;count.method=fixed").config()
+    assert (fixed.count.method, fixed.count.k) == ("fixed", 300)
+    assert parse_variant("lexical").config().count.k == 300
 
 
 def test_the_score_checker_passes_the_demo_and_fails_a_regression(tmp_path):

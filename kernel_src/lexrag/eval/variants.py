@@ -20,6 +20,9 @@ __all__ = ["Variant", "PRESET_VARIANTS", "RANKER_VARIANTS", "GPU_STAGES_OFF", "R
 
 RANK_DEPTH = 300  # every variant ranks this deep (Recall@100, whole articles); the count cuts it
 RANK = {"runtime.progress": False, "count.method": "fixed", "count.k": RANK_DEPTH}
+# counts a variant keeps as its preset (or overrides) set them, scored as emitted: the learned count,
+# whose ranker the harness refits per fold (the adaptive count reads an LLM and a calibration it cannot)
+OWN_COUNTS = ("expected_f1",)
 # the kaggle preset without the stages that need a GPU or an LLM: what this harness can run on a CPU
 GPU_STAGES_OFF = {"semantic.enabled": False, "rerank.enabled": False, "llm.enabled": False, "verify.enabled": False,
                   "agent.enabled": False}
@@ -34,8 +37,12 @@ class Variant:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def config(self, base: str | Path | None = None) -> Config:
-        """The variant's config ranking :data:`RANK_DEPTH` deep (the count is chosen by the harness);
-        ``base`` replaces the defaults under a variant without a preset."""
+        """The variant's config ranking :data:`RANK_DEPTH` deep (the count is chosen by the harness),
+        or, where its preset counts with a rule the harness fits per fold (:data:`OWN_COUNTS`), that
+        rule, scored as emitted; ``base`` replaces the defaults under a variant without a preset."""
+        own = load_config(self.preset or base, {"runtime.progress": False, **self.overrides})
+        if own.count.method in OWN_COUNTS:
+            return own
         return load_config(self.preset or base, {**RANK, **self.overrides})
 
 
