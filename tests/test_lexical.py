@@ -219,7 +219,7 @@ def test_score_cache_serves_repeated_questions_read_only_and_bounded(tmp_path, m
     assert len(calls) == 4 and len(idx._cache) == 2  # asked once (feedback): not kept
     idx.cache_size = 2
     idx.scores("Verjährung zehn Jahre")  # a third question pushes out the oldest
-    assert list(idx._cache) == [(q, True, 0, 2), ("Verjährung zehn Jahre", True, 0, 1)]
+    assert list(idx._cache) == [(q, True, 2), ("Verjährung zehn Jahre", True, 1)]
     np.testing.assert_array_equal(idx.scores(q), first)  # scored again, the same numbers
     assert len(calls) == 6
     from lexrag.index.lexical import SCORE_CACHE_BYTES

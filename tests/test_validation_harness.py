@@ -357,20 +357,6 @@ def test_feedback_expands_the_question_with_the_words_of_its_top_documents(demo_
     assert next(s for s in res.signals if s.signal == "bm25_prf").hits  # the signal reaches fusion
 
 
-def test_query_term_selection_keeps_the_rarest_terms(demo_artifacts):
-    from lexrag.index.lexical import BM25Index
-
-    idx = BM25Index.load(demo_artifacts / "bm25")
-    q = "Wer haftet für den Schaden aus unerlaubter Handlung nach dem Obligationenrecht"
-    full, one = idx.scores(q), idx.scores(q, max_terms=1)
-    assert full is not None and one is not None and np_count(one) < np_count(full)
-    assert (idx.scores(q, max_terms=50) == full).all()  # more allowed than the question has: unchanged
-
-
-def np_count(a):
-    return int((a > 0).sum())
-
-
 def test_the_report_without_matplotlib_keeps_its_tables_and_says_the_plots_are_left_out(tmp_path, monkeypatch):
     import json
     import sys

@@ -99,13 +99,10 @@ class BM25Index:
                                 f"{rebuild_hint(ARTIFACT)}")
         return cls(retriever, Analyzer(cfg.stemmer, cfg.min_token_len, decompounder=decompounder), params)
 
-    def scores(self, text: str, dedup: bool = True, max_terms: int = 0, question_weight: int = 1,
-               cache: bool = True) -> np.ndarray | None:
+    def scores(self, text: str, dedup: bool = True, question_weight: int = 1, cache: bool = True) -> np.ndarray | None:
         """BM25 score of every document for ``text`` (None when no query term is indexed).
         ``dedup`` counts each query term once, so a long query that repeats a word does not
-        drown its other terms; ``max_terms`` (0: all) keeps only that many distinct terms, the
-        rarest in the corpus (a long case story keeps its legal vocabulary, not its narrative);
-        ``question_weight`` counts the terms of the question sentences (those ending in "?")
+        drown its other terms; ``question_weight`` counts the terms of the question sentences (those ending in "?")
         that many times, so the question asked outweighs the story told before it.  A word
         written ``word^0.5`` (Lucene's boost syntax) counts its terms with that weight: the
         dictionary variant weights each of a word's German senses by one over their number.  A
@@ -116,17 +113,16 @@ class BM25Index:
         :data:`SCORE_CACHE_BYTES` holds): each stage runs over all the questions before the next,
         and four of them (BM25, statutes, articles, graph) ask for the same question's scores;
         a query asked once (feedback's expanded question) passes ``cache=False``."""
-        hit = self._scored(text, dedup, max_terms, question_weight, cache)
+        hit = self._scored(text, dedup, question_weight, cache)
         return None if hit is None else hit[0]
 
-    def _scored(self, text: str, dedup: bool, max_terms: int, question_weight: int,
-                cache: bool) -> tuple[np.ndarray, np.ndarray | None] | None:
+    def _scored(self, text: str, dedup: bool, question_weight: int, cache: bool) -> tuple[np.ndarray, np.ndarray | None] | None:
         """(scores, touched documents) of a query, through the cache (see :meth:`scores`)."""
-        key = (text, dedup, max_terms, question_weight)
+        key = (text, dedup, question_weight)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        weights = self.query_terms(text, dedup, max_terms, question_weight)
+        weights = self.query_terms(text, dedup, question_weight)
         hit = self._accumulate(weights) if weights else None
         if cache:
             if hit is not None:
@@ -159,7 +155,7 @@ class BM25Index:
                     raise ArtifactError(f"BM25 index {folder}: document {int(d)} is not in the postings of its own words: "
                                         f"the index was built over other texts than this corpus; {rebuild_hint(ARTIFACT)}")
 
-    def query_terms(self, text: str, dedup: bool = True, max_terms: int = 0, question_weight: int = 1) -> dict[int, float]:
+    def query_terms(self, text: str, dedup: bool = True, question_weight: int = 1) -> dict[int, float]:
         """Indexed term id -> weight of a query (see :meth:`scores`), in the order of first use."""
         vocab = self.retriever.vocab_dict
         weights: dict[int, float] = {}
@@ -175,10 +171,6 @@ class BM25Index:
                 j = vocab.get(t)
                 if j is not None and w > 0:
                     weights[j] = max(weights.get(j, 0.0), w) if dedup else weights.get(j, 0.0) + w
-        if max_terms and len(weights) > max_terms:
-            indptr = self.retriever.scores["indptr"]
-            keep = set(sorted(weights, key=lambda j: (int(indptr[j + 1] - indptr[j]), j))[:max_terms])
-            weights = {j: w for j, w in weights.items() if j in keep}
         if question_weight > 1 and weights:
             asked = {j for t in self.analyzer(_BOOST.sub(r"\1", " ".join(_QUESTION.findall(text)))) if (j := vocab.get(t)) in weights}
             weights = {j: w * question_weight if j in asked else w for j, w in weights.items()}
@@ -229,17 +221,17 @@ class BM25Index:
     def query_scores(self, text: str, lc: LexicalConfig, cache: bool = True) -> np.ndarray | None:
         """:meth:`scores` of a question with the query settings of ``lc`` (every stage that
         searches the question asks through here, so they all see the same query)."""
-        return self.scores(text, lc.query_dedup, 0, lc.question_weight, cache)
+        return self.scores(text, lc.query_dedup, lc.question_weight, cache)
 
     def query_search(self, text: str, lc: LexicalConfig, k: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`search` of a question with the query settings of ``lc`` (the score vector it
         makes is the one :meth:`query_scores` gives the other stages)."""
-        return self.search(text, k, lc.query_dedup, 0, lc.question_weight)
+        return self.search(text, k, lc.query_dedup, lc.question_weight)
 
-    def search(self, text: str, k: int, dedup: bool = True, max_terms: int = 0, question_weight: int = 1,
+    def search(self, text: str, k: int, dedup: bool = True, question_weight: int = 1,
                cache: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` documents with a positive score, best first (ties as :meth:`top`)."""
-        hit = self._scored(text, dedup, max_terms, question_weight, cache)
+        hit = self._scored(text, dedup, question_weight, cache)
         if hit is None or k <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         return bm25_kernel.top_k(hit[0], k, hit[1])
@@ -251,12 +243,12 @@ class BM25Index:
         scores, touched = self._accumulate(weights)
         return bm25_kernel.top_k(scores, k, touched)
 
-    def search_many(self, texts: Sequence[str], k: int, dedup: bool = True, max_terms: int = 0, question_weight: int = 1,
+    def search_many(self, texts: Sequence[str], k: int, dedup: bool = True, question_weight: int = 1,
                     threads: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`search` of many queries, in their order, the same documents and scores; the
         scoring runs on ``threads`` threads (0: every core) with numba.  Nothing is cached
         (validation and tuning ask each query once)."""
-        weights = [self.query_terms(t, dedup, max_terms, question_weight) for t in texts]
+        weights = [self.query_terms(t, dedup, question_weight) for t in texts]
         sc = self.retriever.scores
         return bm25_kernel.top_k_many(sc["data"], sc["indices"], sc["indptr"], weights, self.n_docs, k, threads)
 

@@ -50,7 +50,7 @@ class DictionaryTranslate:
         with the run's query settings) hold it."""
         index, lc = ctx.art.bm25, ctx.cfg.lexical
         ids, _ = index.search(d.translate(text, "indexed", index), ctx.cfg.dictionary.first_pass_docs, lc.query_dedup,
-                              0, lc.question_weight, cache=False)
+                              lc.question_weight, cache=False)
         return Counter(t for doc in ctx.art.corpus.texts(ids.tolist()) for t in set(index.analyzer(doc or "")))
 
 
