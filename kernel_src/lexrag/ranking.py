@@ -8,9 +8,21 @@ import numpy as np
 
 from lexrag.errors import StageError
 
-__all__ = ["Ranking", "RankingError", "FAMILIES"]
+__all__ = ["Ranking", "RankingError", "FAMILIES", "best_first_order", "best_first"]
 
 FAMILIES = ("seed", "lexical", "semantic", "graph", "prior", "fused", "rerank", "agent", "final")
+
+
+def best_first_order(ids, scores) -> np.ndarray:
+    """Positions of ``ids`` by ``scores`` falling, ties by the lower id: the one top-k rule, so
+    that results repeat exactly whatever order the candidates came in."""
+    return np.lexsort((np.asarray(ids), -np.asarray(scores)))
+
+
+def best_first(ids, scores) -> np.ndarray:
+    """``ids`` (with their ``scores``, aligned) reordered by :func:`best_first_order`."""
+    ids = np.asarray(ids)
+    return ids[best_first_order(ids, scores)]
 
 
 class RankingError(StageError, ValueError):

@@ -23,6 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
+from lexrag.ranking import best_first
+
 __all__ = ["BACKEND", "accumulate", "top_k", "top_k_many", "idf_of"]
 
 _ASKED = os.environ.get("LEXRAG_BM25_BACKEND", "").strip().lower()
@@ -324,7 +326,7 @@ def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None,
             above = top[vals > kth]
             tied = np.sort(top[vals == kth])[: k - len(above)]
             top = np.concatenate([above, tied])
-    top = top[np.lexsort((top, -scores[top]))]
+    top = best_first(top, scores[top])
     return top, scores[top]
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from lexrag.index.embeddings import Embeddings, SemanticError
 from lexrag.procmem import mem_available
+from lexrag.ranking import best_first_order
 
 __all__ = ["DenseIndex", "choose_index_kind", "exact_scores"]
 
@@ -92,7 +93,7 @@ def _order_head(ids: np.ndarray, fetch, q: np.ndarray, k: int) -> tuple[np.ndarr
         part = np.asarray(ids[a : a + RESCORE_ROWS], dtype=np.int64)
         cand_i = np.concatenate([best_i, part])
         cand_s = np.concatenate([best_s, exact_scores(fetch(part), q)])
-        keep = np.lexsort((cand_i, -cand_s))[:k]
+        keep = best_first_order(cand_i, cand_s)[:k]
         best_i, best_s = cand_i[keep], cand_s[keep]
     out_i = np.full(k, -1, dtype=np.int64)
     out_s = np.full(k, _PAD_SCORE, dtype=np.float32)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lexrag import citations as cit
+from lexrag.ranking import best_first_order
 
 __all__ = ["StatuteDetector", "detector_for", "statute_codes", "predicted_codes", "agreed_codes", "KNOWN_NAMES", "ENGLISH_NAMES"]
 
@@ -167,7 +168,7 @@ class StatuteDetector:
         """The ``k`` codes the best ``depth`` law paragraphs vote for most (the statute vote's
         choice, reported beside the named and learned codes by ``scripts/quality.py``)."""
         v = self._votes(np.asarray(scores, dtype=np.float32), depth)
-        order = np.lexsort((np.arange(len(v)), -v))[:k]
+        order = best_first_order(np.arange(len(v)), v)[:k]
         return [self._names[i] for i in order if v[i] > 0]
 
 

@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 
-from lexrag.ranking import Ranking
+from lexrag.ranking import Ranking, best_first
 from lexrag.stages.base import OptionalBM25Stage, register_stage
 
 __all__ = ["Articles", "article_scores"]
@@ -64,7 +64,7 @@ class Articles(OptionalBM25Stage):
                 continue
             a = article_scores(index, scores, ac.sum_weight)
             top = np.flatnonzero(a > 0)
-            top = top[np.lexsort((top, -a[top]))][: ac.top_articles]
+            top = best_first(top, a[top])[: ac.top_articles]
             if len(top) == 0:
                 continue
             rank = np.full(index.n, -1, dtype=np.int64)

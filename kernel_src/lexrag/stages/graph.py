@@ -3,9 +3,7 @@ seed fusion) to new candidates through the citation graph, and through training 
 
 from __future__ import annotations
 
-import numpy as np
-
-from lexrag.ranking import Ranking
+from lexrag.ranking import Ranking, best_first_order
 from lexrag.signals import GRAPH_SIGNALS, PRIOR_SIGNALS
 from lexrag.stages import graph_signals as gs
 from lexrag.stages.base import Phase, register_stage
@@ -55,7 +53,7 @@ class GraphSignals:
             sub, hub, auth = gs.hits(g, nodes, gc.hits_max_nodes)
             for name, vec in (("hits_authority", auth), ("hits_hub", hub)):
                 if name in on:
-                    order = [i for i in np.lexsort((sub, -vec)) if vec[i] > 0][: gc.top_k]
+                    order = [i for i in best_first_order(sub, vec) if vec[i] > 0][: gc.top_k]
                     yield name, docs([(int(sub[i]), float(vec[i])) for i in order])
         if "coupling" in on:
             yield "coupling", docs(gs.top_nodes(gs.bibliographic_coupling(g, nodes, w), nodes, gc.top_k))

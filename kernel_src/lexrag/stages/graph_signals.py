@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lexrag.index.graph import CitationGraph
+from lexrag.ranking import best_first
 
 __all__ = [
     "seed_vector",
@@ -254,5 +255,4 @@ def top_nodes(scores: np.ndarray, exclude: np.ndarray, k: int) -> list[tuple[int
     nz = np.flatnonzero(s > 0)
     if len(nz) > k:
         nz = nz[np.argpartition(-s[nz], k - 1)[:k]]
-    order = np.lexsort((nz, -s[nz]))
-    return [(int(i), float(s[i])) for i in nz[order]]
+    return [(int(i), float(s[i])) for i in best_first(nz, s[nz])]

@@ -10,7 +10,7 @@ import numpy as np
 
 from lexrag.errors import ModelLoadError
 from lexrag.models import load_cross_encoder
-from lexrag.ranking import Ranking
+from lexrag.ranking import Ranking, best_first_order
 from lexrag.stages.base import Phase, register_stage
 
 __all__ = ["Reranker", "RerankError", "Rerank"]
@@ -41,7 +41,7 @@ class Reranker:
     def rerank(self, query: str, doc_ids: Sequence[int], texts: Sequence[str], tau: float = 0.5) -> list[tuple[int, float]]:
         """Documents ordered by model score, best first; those scoring below ``tau`` dropped."""
         s = self.scores(query, texts)
-        order = np.lexsort((np.asarray(doc_ids), -s))
+        order = best_first_order(doc_ids, s)
         return [(int(doc_ids[i]), float(s[i])) for i in order if s[i] >= tau]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from lexrag.index.statutes import agreed_codes, detector_for, predicted_codes, statute_codes
-from lexrag.ranking import Ranking
+from lexrag.ranking import Ranking, best_first
 from lexrag.stages.base import OptionalBM25Stage, register_stage
 
 __all__ = ["Statutes"]
@@ -42,7 +42,7 @@ class Statutes(OptionalBM25Stage):
             for ranking, these, k in ((out, codes, sc.top_k), (agreed, both, sc.agreed_top_k)):
                 keep = np.flatnonzero(det.mask(these) & (scores > 0)) if these else np.empty(0, dtype=np.int64)
                 if len(keep):
-                    top = keep[np.lexsort((keep, -scores[keep]))][:k]
+                    top = best_first(keep, scores[keep])[:k]
                     ranking.add(q.query_id, top, scores[top])
         return [out, agreed]
 
