@@ -4,11 +4,11 @@
   python scripts/bench_ranker.py --data ../shared/data --artifacts ARTIFACTS [--questions 200] [--json OUT]
 
 ARTIFACTS holds at least the corpus and BM25 built over the laws (docs/experiments.md).  Measured,
-one process, LightGBM on ``num_threads`` 2:
+one process, LightGBM on the threads OMP_NUM_THREADS allows (all cores when unset):
 
 - training on lexam_dev's questions: the candidate run (BM25, statutes by vote, articles,
-  feedback over every training question), the feature rows, the fit (LambdaRank, the article
-  model and the two half-fits that calibrate the probabilities), each timed;
+  feedback over every training question), the feature rows, the fit (LambdaRank and the two
+  half-fits that calibrate the probabilities), each timed;
 - the stage per question: features of the top ``ranker.depth`` candidates, the model's scores,
   the order; timed by the pipeline's own stage timer over ``--questions`` questions, with the
   fused run beside it (the same questions, the ranker off) for scale.
@@ -43,7 +43,9 @@ def main() -> int:
     try:
         import lightgbm
     except ImportError:
-        print("error: the ranker needs LightGBM (pip install -r requirements.txt)", file=sys.stderr)
+        from lexrag.stages.ranker import LIGHTGBM_HINT
+
+        print(f"error: the ranker needs LightGBM: {LIGHTGBM_HINT}", file=sys.stderr)
         return 2
     from lexrag.config import load_config
     from lexrag.pipeline import Artifacts, run_pipeline
