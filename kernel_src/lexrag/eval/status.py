@@ -39,7 +39,8 @@ def fix_for(part: str) -> str:
         return MODEL_FIXES[part]
     if part in names():
         a = spec(part)
-        return f"attach the {a.dataset} dataset built over the attached corpus, or rebuild it: {a.rebuild}"
+        over = " built over the attached corpus" if "corpus" in a.depends_on else ""  # the dictionary reads no corpus
+        return f"attach the {a.dataset} dataset{over}, or build it: {a.rebuild}"
     return ""
 
 
@@ -183,8 +184,8 @@ def _brief(reason: str, width: int = 160) -> str:
     places searched (the log has the whole message)."""
     head, sep, rest = reason.partition(": ")
     text = rest if sep and head.isidentifier() and head[:1].isupper() else reason
-    text = text.split(" (searched ")[0]
-    return text if len(text) <= width else text[: width - 3] + "..."
+    text = text.split(" (searched ")[0].split(" (make it: ")[0]  # the fix column says how to make it
+    return text if len(text) <= width else text[: width - 3].rsplit(" ", 1)[0] + " ..."  # cut between words
 
 
 def failed_status(reason: str) -> RunStatus:
