@@ -391,3 +391,20 @@ def test_replay_needs_only_the_name_that_keys_the_cache():
     assert cfg.llm.model == "" and cfg.llm.model_name == "Qwen2.5-7B-Instruct"
     with pytest.raises(ConfigError, match="llm.enabled needs llm.model .* or in replay mode llm.model_name"):
         load_config(None, {"llm.enabled": True, "llm.model_name": "Qwen2.5-7B-Instruct"})  # live: the folder is needed
+
+
+def test_a_notebook_cell_s_guard_logs_our_warnings_as_one_line(tmp_path, caplog):
+    # an over-long question inside a notebook's guard: one log line, not a UserWarning with its source line
+    import warnings
+
+    from lexrag.errors import one_line_errors
+    from lexrag.queries import load_queries
+
+    q = tmp_path / "q.csv"
+    q.write_text("query_id,query\nq1," + "x" * 50 + "\n", encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with caplog.at_level("WARNING", logger="lexrag"), one_line_errors():
+            load_queries(q, max_chars=10)
+    assert [r.getMessage() for r in caplog.records if r.name == "lexrag"] == \
+        [f"{q}: line 2: query 'q1' has 50 characters; truncated to 10"]

@@ -139,13 +139,28 @@ def disk_error(e: OSError, where: str = "an output file") -> "str | None":
 def one_line_errors(where: str = "an output file") -> "Iterator[None]":
     """A notebook cell's guard: a user error (:class:`LexragError`) or a disk that refuses a write
     (``where`` names the output when the system names no file) ends the run with one ``error:``
-    line and no traceback; any other exception passes unchanged."""
-    try:
-        yield
-    except LexragError as e:
-        raise SystemExit(f"error: {e}") from None
-    except OSError as e:
-        line = disk_error(e, where)
-        if line is None:
-            raise
-        raise SystemExit(f"error: {line}") from None
+    line and no traceback; any other exception passes unchanged.  Inside it lexrag's warnings
+    (a question cut to ``query.max_chars``, a skipped header row) go through logging as one line
+    each, as the CLI gives them, not as Python's ``UserWarning`` with a source line."""
+    import logging
+    import warnings
+
+    shown = warnings.showwarning
+
+    def to_log(message, category, filename, lineno, file=None, line=None):
+        if category is UserWarning:  # ours name the file or row already
+            logging.getLogger("lexrag").warning("%s", message)
+        else:  # a library's (Deprecation, Runtime ...) keeps Python's form
+            shown(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = to_log
+        try:
+            yield
+        except LexragError as e:
+            raise SystemExit(f"error: {e}") from None
+        except OSError as e:
+            line = disk_error(e, where)
+            if line is None:
+                raise
+            raise SystemExit(f"error: {line}") from None
