@@ -2,6 +2,7 @@
 # make demo-llm   the LLM stages on the demo, answered by the scripted stand-in model (no GPU, no weights)
 # make demo-manifest  re-record the demo artifacts' hashes after a change that alters their bytes
 # make test       the test suite (after caching the wheels of the emulated Kaggle runtime)
+# make test-fast  the in-process tests only: the quick loop while working
 # make quality    retrieval quality on the competition data in DATA (default ../shared/data)
 # All create .venv on first use: demo the smaller install of requirements-demo.txt, the others requirements.txt (everything).
 
@@ -28,7 +29,7 @@ export PYTHONUNBUFFERED := 1
 # the tests keep their own hash cache in a temporary folder (tests/conftest.py)
 demo demo-llm quality bench: export LEXRAG_CACHE_DIR ?= $(CACHE_DIR)/lexrag
 
-.PHONY: demo demo-llm demo-manifest test venv demo-venv notebooks bench quality clean kaggle-sim
+.PHONY: demo demo-llm demo-manifest test test-fast venv demo-venv notebooks bench quality clean kaggle-sim
 
 venv: $(VENV)/.installed
 
@@ -86,6 +87,11 @@ kaggle-sim: venv
 test: venv kaggle-sim
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q tests
+
+# the in-process tests only (no notebook, CLI process or script run): the quick loop while working
+test-fast: venv
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -m "not slow and not process" tests
 
 notebooks: venv
 	$(VENV)/bin/jupytext --to ipynb --set-kernel python3 notebooks/*.py

@@ -10,6 +10,28 @@ from pathlib import Path
 
 import pytest
 
+# the helpers of test files that start another Python process (a CLI run, build_datasets.py, a notebook)
+_SPAWNING_HELPERS = {"test_build_datasets.py": "run(", "test_pipeline_cli.py": "cli(", "test_trec.py": "_cli(",
+                     "test_kaggle_emulated.py": "_run_notebook("}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``process`` every test that starts another Python process (its source calls subprocess,
+    papermill, a script under scripts/ or its file's spawning helper), so ``make test-fast`` keeps
+    the in-process tests."""
+    import inspect
+
+    for item in items:
+        fn = getattr(item, "function", None)
+        try:
+            src = inspect.getsource(fn) if fn is not None else ""
+        except (OSError, TypeError):
+            continue
+        helper = _SPAWNING_HELPERS.get(item.path.name)
+        if ("subprocess" in src or "papermill" in src or '"scripts"' in src or "runpy" in src
+                or (helper and helper in src.split("\n", 1)[-1])):
+            item.add_marker(pytest.mark.process)
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo"
 
