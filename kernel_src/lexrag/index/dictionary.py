@@ -36,8 +36,9 @@ import re
 import zlib
 from pathlib import Path
 
-from lexrag.artifacts import ArtifactError, read_params, write_params
+from lexrag.artifacts import ArtifactError, read_params, rebuild_hint, write_params
 from lexrag.config_sections import WEIGHTINGS
+from lexrag.errors import short
 from lexrag.index.analyzer import ENGLISH_STOPWORDS
 from lexrag.index.decompound import LINKS
 from lexrag.index.dictionary_sources import (LEGAL, MAX_PHRASE, OTHER_REGION, SWISS, Sense, check_source, parse_dictd, parse_ding,
@@ -165,10 +166,18 @@ class Dictionary:
     def load(cls, folder: str | Path) -> "Dictionary":
         folder = Path(folder)
         doc = read_params(folder, "dictionary")
-        rebuild = "rebuild it with `python -m lexrag build ... --dictionary /usr/share/trans/de-en`"
-        if doc.get("params", {}).get("max_phrase") != MAX_PHRASE:  # its keys were cut at another phrase length
-            raise ArtifactError(f"{folder}: built with phrases of up to {doc.get('params', {}).get('max_phrase')!r} words, "
-                                f"this lexrag looks up {MAX_PHRASE}; {rebuild}")
+        rebuild = rebuild_hint("dictionary")
+        max_phrase = doc.get("params", {}).get("max_phrase")
+        if not _whole(max_phrase):  # a string, a fraction, missing: no build writes it so
+            raise ArtifactError(f"{folder / 'params.json'}: max_phrase {short(max_phrase)} is not a whole number (damaged or "
+                                f"edited); {rebuild}")
+        if max_phrase != MAX_PHRASE:  # its keys were cut at another phrase length
+            raise ArtifactError(f"{folder}: built with phrases of up to {max_phrase} words, this lexrag looks up {MAX_PHRASE}; "
+                                f"{rebuild}")
+        recorded = doc.get("n_entries")
+        if "n_entries" in doc and not _whole(recorded):
+            raise ArtifactError(f"{folder / 'params.json'}: n_entries {short(recorded)} is not a whole number (damaged or "
+                                f"edited); {rebuild}")
         entries: dict[str, list[tuple[str, int]]] = {}
         good = 0  # rows read whole
         try:
@@ -184,6 +193,12 @@ class Dictionary:
                                 f"{type(e).__name__}); {rebuild}") from e
         except OSError as e:  # missing, a folder, no permission
             raise ArtifactError(f"{folder / ENTRIES}: unreadable ({e.strerror or e}); {rebuild}") from e
+        if not entries:  # a build refuses a source without entries: this file was written wrong or replaced
+            raise ArtifactError(f"{folder / ENTRIES}: holds no entries, so the dictionary could translate nothing (damaged "
+                                f"or edited); {rebuild}")
+        if recorded is not None and recorded != len(entries):
+            raise ArtifactError(f"{folder / ENTRIES}: holds {len(entries):,} English keys, params.json records {recorded:,} "
+                                f"(damaged or edited); {rebuild}")
         return cls(entries, doc)
 
     def senses(self, key: str) -> list[str]:
@@ -282,6 +297,11 @@ class Dictionary:
     def _compound_senses(self, word: str) -> list[str]:
         """The senses of ``word`` a compound is made of: single words written as German nouns."""
         return [g for g in self.senses(word) if g.isalpha() and g[0].isupper() and not g.isupper()][:COMPOUND_SENSES]
+
+
+def _whole(value) -> bool:
+    """A whole number as params.json holds one (not a bool, a float or a string)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _modifier_forms(noun: str) -> list[str]:
