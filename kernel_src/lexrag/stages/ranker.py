@@ -55,6 +55,17 @@ LIGHTGBM_HINT = ("pip install 'lexrag[ranker]' (or pip install -r requirements.t
 log = logging.getLogger(__name__)
 _WARNED: set[tuple[str, ...]] = set()  # signal sets the ranker was not trained with, warned about once
 
+
+def _not_in_training(signal: str) -> bool:
+    """A signal a training run never produces: pipeline.ranker_fit.CANDIDATE_OFF leaves out the prior,
+    the dense, reranker and LLM stages (and the LLM's variants); German training questions get no
+    dictionary or English variant."""
+    from lexrag.signals import TASK_VARIANTS
+
+    llm_variants = {f"bm25_{v}" for v in TASK_VARIANTS.values()}
+    return (signal.startswith(("prior_", "dense_", "llm_")) or signal in llm_variants
+            or signal in ("bm25_dict_de", "bm25_en", "rerank", "verify", "agent"))
+
 # LambdaRank with fixed parameters (the experiments found no setting that does better on unseen areas); the
 # thread count is not among them: it follows the run (lightgbm_threads)
 PARAMS: dict[str, Any] = {"objective": "lambdarank", "num_iterations": 300, "learning_rate": 0.05, "num_leaves": 15,
@@ -528,8 +539,13 @@ class Ranker:
         unknown = tuple(sorted(set(batch.signals) - set(model.signals)))
         if unknown and unknown not in _WARNED:
             _WARNED.add(unknown)
-            log.warning("ranker: signals %s ran but the ranker was trained without them; they reach it only through the "
-                        "fused order (rebuild the ranker with this config to use them)", ", ".join(unknown))
+            expected = all(_not_in_training(s) for s in unknown)
+            (log.info if expected else log.warning)(
+                "ranker: signals %s ran but the ranker was trained without them; they reach it only through the fused "
+                "order (%s)", ", ".join(unknown),
+                "a training run leaves out the prior, the GPU and LLM stages, and a variant its training questions did "
+                "not have, such as the dictionary's for English questions" if expected else
+                "rebuild the ranker with this config to use them")
         absent = tuple(sorted(set(model.signals) - set(batch.signals)))
         if absent and ("absent",) + absent not in _WARNED:
             _WARNED.add(("absent",) + absent)
