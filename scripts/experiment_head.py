@@ -47,7 +47,7 @@ from lexrag.eval.experiment_cli import experiment_args
 from lexrag.eval.metrics import evaluate
 from lexrag.pipeline import Artifacts
 from lexrag.queries import load_gold, load_queries
-from lexrag.index.statutes import detector_for, predicted_codes
+from lexrag.index.statutes import VOTE_DEPTH, detector_for, predicted_codes
 from scipy.optimize import minimize
 from scipy.stats import spearmanr
 
@@ -79,7 +79,7 @@ def held_out(art_dir: Path, tune_file: Path) -> tuple[dict, Counter]:
             named, _ = predicted_codes(det, texts[q], cfg.statutes, fart.prior, q)
             learned = dict(fart.prior.scored_codes(texts[q], 200, q))
             scores = art.bm25.query_scores(texts[q], cfg.lexical)
-            vote = det.vote_shares(scores, cfg.statutes.vote_depth) if scores is not None else {}
+            vote = det.vote_shares(scores, VOTE_DEPTH) if scores is not None else {}
             rows[q] = dict(gold={scoring_form(x) for x in gold[q]}, course=groups.get(q, ""), length=len(texts[q]),
                            ranked=list(dict.fromkeys(map(scoring_form, res.ranked[q]))), ranks=ranks, named=named,
                            learned=learned, vote=vote)

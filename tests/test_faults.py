@@ -348,6 +348,7 @@ CONFIG_CASES = {
     "agent.max_rounds=0": "agent.max_rounds must be >= 1",
     "count.min_k=60": "count.min_k must be <= count.max_k",
     "lexical.top_kk=5": "unknown config key 'lexical.top_kk'",
+    "statutes.vote_depth=50": "config key statutes.vote_depth was removed (now fixed at 100: ",
     "lexical=5": "expected a section",
     "count.k": "is not of the form section.field=value",
     "count.method=best": "count.method must be fixed, elbow, adaptive, relative or expected_f1",
@@ -2202,9 +2203,9 @@ def test_a_question_nothing_matches_is_named_in_a_status_note(tmp_path, arts, ca
 
 def test_tune_says_when_its_grid_changes_nothing_or_a_point_lacks_the_calibration(tmp_path, arts, capsys):
     assert not (arts / "calibration").exists()
-    with pytest.warns(UserWarning, match="every grid point scored the same on every one of the .* graph.alpha changes nothing"):
+    with pytest.warns(UserWarning, match="every grid point scored the same on every one of the .* graph.top_k changes nothing"):
         rc, _, _ = cli(capsys, "tune", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--grid",
-                       "graph.alpha=0.1,0.9", "--set", "graph.enabled=false")
+                       "graph.top_k=10,100", "--set", "graph.enabled=false")
     assert rc == 0
     with pytest.warns(UserWarning, match="count.method=adaptive weighs a calibration .* but none is loaded"):
         rc, _, _ = cli(capsys, "tune", "--queries", DEMO / "queries_demo.csv", "--artifacts", arts, "--grid",

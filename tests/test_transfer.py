@@ -71,6 +71,43 @@ def test_a_removed_key_or_signal_is_named_as_removed_not_unknown(overrides, mess
     assert "never measured to help" in str(e.value) and "delete it from the config" in str(e.value)
 
 
+# internal limits and weights that no preset set and no measurement chose: now constants of the modules that use them
+FIXED = {"corpus.max_error_examples": ("lexrag.index.corpus_build", "MAX_ERROR_EXAMPLES"),
+         "lexical.code_vote_depth": ("lexrag.stages.lexical", "CODE_VOTE_DEPTH"),
+         "statutes.learned_codes": ("lexrag.index.statutes", "LEARNED_CODES"),
+         "statutes.vote_depth": ("lexrag.index.statutes", "VOTE_DEPTH"),
+         "articles.sum_weight": ("lexrag.stages.articles", "SUM_WEIGHT"),
+         "feedback.term_weight": ("lexrag.stages.feedback", "TERM_WEIGHT"),
+         "graph.alpha": ("lexrag.stages.graph_signals", "PPR_ALPHA"),
+         "graph.docs_per_node": ("lexrag.stages.graph_signals", "DOCS_PER_NODE"),
+         "graph.hits_max_nodes": ("lexrag.stages.graph_signals", "HITS_MAX_NODES"),
+         "verify.expand_weight": ("lexrag.stages.verify", "EXPAND_WEIGHT"),
+         "agent.evidence_items": ("lexrag.stages.agent", "EVIDENCE_ITEMS"),
+         "agent.evidence_chars": ("lexrag.stages.agent", "EVIDENCE_CHARS"),
+         "llm.json_retries": ("lexrag.llm.rewrite", "JSON_RETRIES")}
+
+
+@pytest.mark.parametrize("key", sorted(FIXED))
+def test_a_fixed_knob_set_in_a_config_or_by_set_is_one_line_naming_it_and_its_value(key, tmp_path):
+    import importlib
+
+    from lexrag.config import parse_overrides
+    from lexrag.config_sections import REMOVED
+
+    module, name = FIXED[key]
+    value = getattr(importlib.import_module(module), name)
+    assert REMOVED[key].startswith(f"now fixed at {value}: ")  # the message says the value the code uses
+    section, field = key.split(".")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"{section}:\n  {field}: {value}\n", encoding="utf-8")
+    for path, overrides in ((config, None), (None, parse_overrides([f"{key}={value}"]))):
+        with pytest.raises(ConfigError) as e:
+            load_config(path, overrides)
+        message = str(e.value)
+        assert message.endswith(f"config key {key} was removed ({REMOVED[key]}): delete it from the config")
+        assert "\n" not in message and "never measured" not in message
+
+
 def test_the_score_curve_cut_emits_at_least_one_and_at_most_max_k():
     from lexrag.stages.count import curve_cut
 
@@ -213,7 +250,7 @@ def test_agreed_codes_are_the_named_ones_and_those_the_vote_and_the_learned_mode
     prior = TrainingPrior({"t1": ["Art. 271 OR"], "t2": ["Art. 114 ZGB"], "t3": ["Art. 1 StGB"]},
                           questions={"t1": "Kündigung der Mietwohnung durch den Vermieter", "t2": "Scheidung der Ehe auf Klage",
                                      "t3": "Diebstahl einer Sache"})
-    sc = load_config(None, {"statutes.learned": True, "statutes.agree": 1.5, "statutes.vote_depth": 3}).statutes
+    sc = load_config(None, {"statutes.learned": True, "statutes.agree": 1.5}).statutes
     text = "Darf der Vermieter die Mietwohnung kündigen?"  # the model's best guess is OR
     or_hits = np.array([3.0, 2.0, 1.0, 0.0, 9.0], dtype=np.float32)  # the vote: OR 5 (best), ZGB 1; the court hit never votes
     assert agreed_codes(det, text, sc, prior, scores=or_hits) == ["OR"]  # both rank OR first: 1 + 1

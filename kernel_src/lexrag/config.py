@@ -151,8 +151,6 @@ class Config:
             raise ConfigError("semantic.enabled needs semantic.model (the encoder folder)")
         if self.rerank.enabled and not self.rerank.model:
             raise ConfigError("rerank.enabled needs rerank.model (the cross-encoder folder)")
-        if not 0.0 < self.graph.alpha < 1.0:
-            raise ConfigError(f"graph.alpha must be in (0, 1), got {self.graph.alpha}")
         if self.graph.community_resolution not in self.graph.resolutions:
             raise ConfigError(f"graph.community_resolution {self.graph.community_resolution} is not one of "
                               f"graph.resolutions {self.graph.resolutions}")
@@ -160,8 +158,8 @@ class Config:
         if unknown:
             gone = sorted(u for u in unknown if f"graph.signals.{u}" in REMOVED)
             if gone:
-                raise ConfigError(f"graph.signals.{gone[0]} was removed ({REMOVED['graph.signals.' + gone[0]]}; never measured "
-                                  "to help): delete it from the config")
+                why = REMOVED[f"graph.signals.{gone[0]}"]
+                raise ConfigError(f"graph.signals.{gone[0]} was removed ({why}): delete it from the config")
             check_signal_names(sorted(unknown), "graph.signals")
             raise ConfigError(f"graph.signals: {sorted(unknown)} are not graph signals ({', '.join(GRAPH_SIGNALS)})")
         for name, on in self.graph.signals.items():  # "no" or "maybe" would read as switched on
@@ -261,8 +259,7 @@ def _merge(obj: Any, data: Mapping[str, Any], prefix: str) -> None:
             if moved:
                 raise ConfigError(f"config key {path} is now {moved}: rename it in the config (or --set {moved}=...)")
             if path in REMOVED:
-                raise ConfigError(f"config key {path} was removed ({REMOVED[path]}; never measured to help): "
-                                  "delete it from the config")
+                raise ConfigError(f"config key {path} was removed ({REMOVED[path]}): delete it from the config")
             raise ConfigError(f"unknown config key {short(path)}; known: {', '.join(sorted(names))}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):

@@ -34,7 +34,6 @@ def _f(default: Any, help: str, range: tuple[float | None, float | None] | None 
 class CorpusConfig:
     chunk_rows: int = _f(20_000, "rows written per parquet row group when streaming the input CSVs (bounds memory; at least "
                                  "1,000: smaller row groups make a build crawl)", range=(1_000, None))
-    max_error_examples: int = _f(20, "bad rows quoted (row number and reason) in the build report")
     strict_quotes: bool = _f(True, "a record the CSV parser cannot close, or one over several lines of the wrong "
                                    "width (an unmatched quote: it swallows the rows after it), stops the build, "
                                    "naming its lines; false: drop it and count its lines in the build report. Records "
@@ -63,10 +62,9 @@ class LexicalConfig:
     query_dedup: bool = _f(True, "count each query term once")
     question_weight: int = _f(1, "the terms of the question's sentences that end in '?' count this many times (1: "
                                  "like every other term; for case stories that end in the question asked)", range=(1, None))
-    code_vote: float = _f(1.0, "statute vote: the best code_vote_depth law paragraphs vote for their law code with "
+    code_vote: float = _f(1.0, "statute vote: the best 50 law paragraphs vote for their law code with "
                                "their scores, and every law paragraph's score is multiplied by (1 + code_vote x "
                                "share) / (1 + code_vote), share being its code's vote over the best code's (0: off)")
-    code_vote_depth: int = _f(50, "law paragraphs that vote in the statute vote", range=(1, None))
     numbered_code_weight: float = _f(0.5, "score factor for paragraphs of laws keyed by an SR number instead of an "
                                           "abbreviation (no lexam_dev, train_dev or val gold cites one; 0 drops them)", range=(0, 1))
     variants: list = _f(
@@ -83,11 +81,9 @@ class StatutesConfig:
     max_codes: int = _f(3, "codes taken from a question at most, in the order it names them", range=(1, None))
     learned: bool = _f(False, "after the codes a question names, add the codes a model of the training questions "
                               "predicts (needs the prior artifact built with --train)")
-    learned_codes: int = _f(2, "codes the learned model adds at most")
     agree: float = _f(1.5, "a code is 'agreed' when the question names it or, with learned, its learned similarity "
                            "over the best code's plus its statute vote over the best code's reaches this (2: both "
                            "predictors' best); agreed codes form the bm25_statute_agreed signal (0: no such signal)", range=(0, None))
-    vote_depth: int = _f(100, "law paragraphs whose BM25 scores vote for their codes in the agreement", range=(1, None))
     agreed_top_k: int = _f(300, "documents kept in the bm25_statute_agreed signal", range=(1, None))
     top_k: int = _f(100, "documents kept in the bm25_statute signal", range=(1, None))
 
@@ -96,7 +92,6 @@ class StatutesConfig:
 class ArticlesConfig:
     enabled: bool = _f(False, "article-level ranking: articles scored from their paragraphs' BM25, the paragraphs of "
                               "the best articles as the bm25_article signal")
-    sum_weight: float = _f(0.3, "an article scores its best paragraph plus this times its other paragraphs' scores")
     top_articles: int = _f(30, "articles whose paragraphs are emitted", range=(1, None))
     top_k: int = _f(100, "documents kept in the bm25_article signal", range=(1, None))
 
@@ -107,8 +102,6 @@ class FeedbackConfig:
                               "top BM25 documents, as the bm25_prf signal")
     docs: int = _f(10, "top documents the expansion terms come from", range=(1, None))
     terms: int = _f(15, "expansion terms added", range=(1, None))
-    term_weight: int = _f(1, "times each expansion term is repeated in the expanded query (its weight against the question's "
-                             "terms)", range=(1, None))
 
 
 @dataclass
@@ -220,13 +213,10 @@ class GraphConfig:
     enabled: bool = _f(False, "use the citation graph signals (off by default: see docs/results.md; "
                               "the graph artifact is built whenever court considerations are given)")
     seed_k: int = _f(20, "top fused candidates that seed the graph signals (paper: 20)", range=(1, None))
-    alpha: float = _f(0.40, "PPR probability of following a citation (igraph damping; paper: 0.40)")
     resolutions: list = _f([0.5, 1.0, 2.0], "Leiden resolutions, nested coarse -> fine")
     community_resolution: float = _f(1.0, "resolution whose communities the community signal uses (paper: 1.0)")
     leiden_seed: int = _f(42, "random seed of Leiden, so builds repeat")
     top_k: int = _f(100, "documents kept per graph signal", range=(1, None))
-    docs_per_node: int = _f(2, "documents emitted per graph node (decision or article)", range=(1, None))
-    hits_max_nodes: int = _f(2000, "size cap of the HITS candidate subgraph", range=(1, None))
     siblings_kinds: list = _f(
         ["bge", "docket"],
         "parents whose other documents the siblings signal emits: decisions; add 'law' for other paragraphs of an article",
@@ -255,8 +245,6 @@ class VerifyConfig:
     max_text_chars: int = _f(1200, "candidate text shown to the verifier, cut at this many characters", range=(1, None))
     expand: bool = _f(True, "verified items pull in their graph neighbours (siblings and co-cited authorities; needs the graph)")
     expand_k: int = _f(3, "graph neighbours pulled in per verified item")
-    expand_weight: float = _f(0.5, "a neighbour scores this fraction of the P(Yes) of the item that brought it (below it)",
-                              range=(0, 0.999))
 
 
 @dataclass
@@ -267,8 +255,6 @@ class AgentConfig:
     observe_depth: int = _f(20, "top candidates of each retrieved (fused) list the observer judges with the "
                                 "verifier's Yes/No logits", range=(1, None))
     threshold: float = _f(0.5, "the observer keeps a candidate with P(Yes) at or above this", range=(0, 1))
-    evidence_items: int = _f(8, "kept items shown to the planner (most retained first)")
-    evidence_chars: int = _f(160, "characters of each kept item's text shown to the planner")
 
 
 @dataclass
@@ -325,7 +311,6 @@ class LLMConfig:
                              range=(1, None))
     max_question_chars: int = _f(6000, "longer questions are cut for the LLM prompts, with a warning (about 4 characters a token)",
                                  range=(1, None))
-    json_retries: int = _f(1, "repair attempts for output that is not the JSON asked for; then the variant is skipped")
     max_answer_chars: int = _f(20_000, "longer LLM answers (generated or from a cache) are cut, with a warning, like "
                                        "queries at query.max_chars", range=(1, None))
 
@@ -375,18 +360,37 @@ class PathsConfig:
 
 # keys that moved to another section: a config written for the old place is told the new one
 MOVED = {"graph.preference_variants": "query.preference_variants"}
-# keys (and graph signals) that were removed because no measurement ever supported them: a config that sets one is
-# told so, not left to guess why the key is unknown
-REMOVED = {"seeds.expand_decisions": "a decision named without a consideration expanded to all its considerations",
-           "graph.signals.popular": "the question's BM25 hits weighted by how often the court cites them",
-           "fusion.head": "the fused top n reordered by a second fusion with other weights (measured on exam: no change)",
-           "fusion.head_boost": "the cross-signal boost of the fusion.head reorder",
-           "fusion.head_weights": "the signal weights of the fusion.head reorder",
-           "ranker.blend": "the learned order mixed with the fused one by reciprocal ranks (ranker.reorder=false keeps the "
-                           "fused order)",
-           "ranker.article_form": "a law paragraph written as its whole article where the ranker's article model judged the "
-                                  "article the likelier gold (count.articles_first emits the article beside its paragraphs)"}
-
+# keys (and graph signals) that were removed: a config that sets one is told why, not left to guess why the key is
+# unknown.  The first seven because no measurement ever supported them; the rest internal limits and weights that no preset
+# set and no measurement chose, now constants of the modules that use them (a test holds the values here to those)
+_UNMEASURED = "; never measured to help"
+REMOVED = {
+    "seeds.expand_decisions": "a decision named without a consideration expanded to all its considerations"
+                              + _UNMEASURED,
+    "graph.signals.popular": "the question's BM25 hits weighted by how often the court cites them" + _UNMEASURED,
+    "fusion.head": "the fused top n reordered by a second fusion with other weights (measured on exam: no change)"
+                   + _UNMEASURED,
+    "fusion.head_boost": "the cross-signal boost of the fusion.head reorder" + _UNMEASURED,
+    "fusion.head_weights": "the signal weights of the fusion.head reorder" + _UNMEASURED,
+    "ranker.blend": "the learned order mixed with the fused one by reciprocal ranks (ranker.reorder=false keeps the "
+                    "fused order)" + _UNMEASURED,
+    "ranker.article_form": "a law paragraph written as its whole article where the ranker's article model judged the "
+                           "article the likelier gold (count.articles_first emits the article beside its paragraphs)"
+                           + _UNMEASURED,
+    "corpus.max_error_examples": "now fixed at 20: bad rows quoted in the build report",
+    "lexical.code_vote_depth": "now fixed at 50: law paragraphs that vote in the statute vote",
+    "statutes.learned_codes": "now fixed at 2: codes the learned statute model adds at most",
+    "statutes.vote_depth": "now fixed at 100: law paragraphs that vote for their codes in the agreement",
+    "articles.sum_weight": "now fixed at 0.3: an article scores its best paragraph plus this times the others",
+    "feedback.term_weight": "now fixed at 1: each expansion term counts once",
+    "graph.alpha": "now fixed at 0.4: the paper's probability that PPR follows a citation",
+    "graph.docs_per_node": "now fixed at 2: documents a graph signal emits per node",
+    "graph.hits_max_nodes": "now fixed at 2000: the size cap of the HITS subgraph",
+    "verify.expand_weight": "now fixed at 0.5: a neighbour's share of the P(Yes) of the item that brought it",
+    "agent.evidence_items": "now fixed at 8: kept items shown to the planner",
+    "agent.evidence_chars": "now fixed at 160: characters of each kept item's text shown to the planner",
+    "llm.json_retries": "now fixed at 1: repair calls for an answer that is not the JSON asked for",
+}
 
 
 def check_ranges(sections: list[tuple[str, Any]]) -> None:

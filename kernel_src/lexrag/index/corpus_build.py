@@ -54,6 +54,7 @@ REPORT_FILE = "build_report.json"
 TEXTS_FILE = "texts.bin"
 OFFSETS_FILE = "text_offsets.npy"
 KEYS_FILE = "citation_keys.parquet"  # per document: the lookup key of its citation and its law code, as parsed at build
+MAX_ERROR_EXAMPLES = 20  # bad rows quoted (line and reason) per input file in the build report
 ALIASES_FILE = "code_aliases.json"  # other names of the corpus's law codes (French, Italian), when built with them
 
 SCHEMA = pa.schema(
@@ -231,7 +232,7 @@ def read_headings(path: str | Path, cfg: CorpusConfig | None = None) -> Headings
     counted.  A file without one usable row is refused: it would change nothing."""
     cfg = cfg or CorpusConfig()
     path = Path(path)
-    report = FileReport(file=path.name, max_examples=cfg.max_error_examples)
+    report = FileReport(file=path.name, max_examples=MAX_ERROR_EXAMPLES)
     by_key: dict[str, tuple[str, str]] = {}
     try:
         rows = read_csv_rows(path, HEADINGS_HEADER, report, strict=cfg.strict_quotes)
@@ -277,7 +278,7 @@ def _ingest(
     path: Path, kind: str, w: _Writer, seen: set[int], cfg: CorpusConfig, progress: bool,
     laws_seen: dict[str, str], keys_only: bool = False, headings: Headings | None = None,
 ) -> FileReport:
-    report = FileReport(file=path.name, max_examples=cfg.max_error_examples)
+    report = FileReport(file=path.name, max_examples=MAX_ERROR_EXAMPLES)
     rows = _key_rows(path, report) if keys_only else read_csv_rows(path, ("citation", "text"), report, strict=cfg.strict_quotes)
     if progress:
         from tqdm.auto import tqdm

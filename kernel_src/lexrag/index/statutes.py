@@ -173,6 +173,8 @@ class StatuteDetector:
 
 
 LEARNED_DEPTH = 20  # the learned model's codes the agreement reads (as measured)
+LEARNED_CODES = 2  # codes the learned model adds to the named ones in bm25_statute, at most
+VOTE_DEPTH = 100  # law paragraphs whose BM25 scores vote for their codes in the agreement
 
 
 def predicted_codes(det: StatuteDetector, text: str, sc, prior=None,
@@ -181,7 +183,8 @@ def predicted_codes(det: StatuteDetector, text: str, sc, prior=None,
     (at most ``sc.max_codes``, in the order it names them) and, with ``sc.learned`` and a prior,
     the statute model's best codes with their similarities (best first; empty otherwise)."""
     named = det.detect(text, sc.max_codes)
-    learned = prior.scored_codes(text, max(LEARNED_DEPTH, sc.learned_codes), query_id) if sc.learned and prior is not None else []
+    learned = (prior.scored_codes(text, max(LEARNED_DEPTH, LEARNED_CODES), query_id)
+               if sc.learned and prior is not None else [])
     return named, learned
 
 
@@ -189,11 +192,11 @@ def statute_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str
                   predicted: tuple | None = None) -> list[str]:
     """The codes the statute stage restricts BM25 to: those ``text`` names (at most
     ``sc.max_codes``, in the order it names them), then, with ``sc.learned`` and a prior, up to
-    ``sc.learned_codes`` the statute model of the training questions predicts.  ``predicted``:
+    ``LEARNED_CODES`` the statute model of the training questions predicts.  ``predicted``:
     :func:`predicted_codes` of this question, when the caller has it."""
     named, learned = predicted or predicted_codes(det, text, sc, prior, query_id)
     codes = list(named)
-    for c, _ in learned[: sc.learned_codes]:
+    for c, _ in learned[:LEARNED_CODES]:
         if c not in codes and len(codes) < sc.max_codes:
             codes.append(c)
     return codes
@@ -205,7 +208,7 @@ def agreed_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str 
     codes two independent predictors agree on.  Each predictor scores a code against its own best
     code (so 1 for its best): the learned model of the training questions (with ``sc.learned``
     and a prior) by its cosine similarity, the statute vote by the summed BM25 ``scores`` of the
-    code's paragraphs among the best ``sc.vote_depth`` law paragraphs.  A code whose two scores
+    code's paragraphs among the best ``VOTE_DEPTH`` law paragraphs.  A code whose two scores
     sum to ``sc.agree`` or more is agreed, best first.  The agreement is what makes a guess safe
     to lean on: on lexam_dev (courses held out) 65% of the agreed codes are gold codes, against
     25% of the named-then-learned codes of ``bm25_statute`` (``scripts/quality.py``, README
@@ -217,7 +220,7 @@ def agreed_codes(det: StatuteDetector, text: str, sc, prior=None, query_id: str 
     codes = list(named)
     if not (sc.learned and prior is not None) or scores is None:
         return codes
-    score = det.vote_shares(scores, sc.vote_depth)
+    score = det.vote_shares(scores, VOTE_DEPTH)
     learned = learned[:LEARNED_DEPTH]
     for c, s in learned:
         score[c] = score.get(c, 0.0) + s / learned[0][1]

@@ -12,7 +12,7 @@ and is cut out of the invented texts (HyDE, keywords, issue statement) so that a
 reference cannot steer retrieval.  The translation keeps them: they are the question's own.
 
 JSON output that does not parse or lacks a key is repaired by one more call (``repair_json``),
-``llm.json_retries`` times; after that the task is skipped for that query with a warning, and
+``JSON_RETRIES`` times; after that the task is skipped for that query with a warning, and
 the run goes on.
 """
 
@@ -33,6 +33,8 @@ from lexrag.signals import TASK_VARIANTS
 __all__ = ["rewrite_queries", "parse_json_object", "json_calls", "question_text", "CONCEPT_SCHEMA", "strip_citations"]
 
 log = logging.getLogger(__name__)
+
+JSON_RETRIES = 1  # repair calls for an answer that is not the JSON asked for; then the task is skipped for that query
 
 # key -> (type, required)
 CONCEPT_SCHEMA: dict[str, tuple[type, bool]] = {
@@ -123,10 +125,10 @@ def _account(q: QueryState, g, stage: str = "rewrite") -> None:
     book(q, stage, g)
 
 
-def json_calls(client, cfg, task: str, states: list[QueryState], values: list[dict], schema,
+def json_calls(client, task: str, states: list[QueryState], values: list[dict], schema,
                stage: str = "rewrite") -> dict[str, dict]:
     """Run the JSON template ``task`` once per (state, values) pair; repair what does not parse
-    (``cfg.json_retries`` extra calls of ``repair_json``); return query id -> parsed object.  A
+    (``JSON_RETRIES`` extra calls of ``repair_json``); return query id -> parsed object.  A
     query whose answer stays unusable is left out, with a warning and a ``json_failures`` cost:
     the caller goes on without it."""
     template = load_template(task)
@@ -140,7 +142,7 @@ def json_calls(client, cfg, task: str, states: list[QueryState], values: list[di
         except LLMOutputError as e:
             pending.append((q, g.text, str(e)))
     repair = load_template("repair_json")
-    for _ in range(cfg.json_retries):
+    for _ in range(JSON_RETRIES):
         if not pending:
             break
         rvalues = [{"keys": ", ".join(schema), "error": err, "output": text[:4000]} for _, text, err in pending]
@@ -155,7 +157,7 @@ def json_calls(client, cfg, task: str, states: list[QueryState], values: list[di
         pending = still
     for q, _, err in pending:
         log.warning("query %r: LLM task %r gave no usable JSON (%s) after %d repair(s); skipped",
-                    q.query_id, task, err, cfg.json_retries)
+                    q.query_id, task, err, JSON_RETRIES)
         q.add_cost(stage, json_failures=1)
     return parsed
 
@@ -169,7 +171,7 @@ def rewrite_queries(states: list[QueryState], client, cfg) -> dict[str, list[Var
         name = TASK_VARIANTS[task]
         if task == "concepts":
             template = load_template("concepts")
-            parsed = json_calls(client, cfg, "concepts", states, [{"question": question_text(q, cfg)} for q in states],
+            parsed = json_calls(client, "concepts", states, [{"question": question_text(q, cfg)} for q in states],
                                 CONCEPT_SCHEMA)
             for q in states:
                 obj = parsed.get(q.query_id)

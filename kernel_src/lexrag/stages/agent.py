@@ -37,6 +37,8 @@ __all__ = ["Agent", "AgentMemory", "agent_order", "PLAN_SCHEMA"]
 log = logging.getLogger(__name__)
 
 PLAN_SCHEMA: dict[str, tuple[type, bool]] = {"queries": (list, True), "done": (bool, False)}
+EVIDENCE_ITEMS = 8  # kept items shown to the planner (most retained first)
+EVIDENCE_CHARS = 160  # characters of each kept item's text shown to the planner
 
 
 @dataclass
@@ -75,11 +77,11 @@ def agent_order(mem: AgentMemory) -> list[int]:
     return sorted(mem.retention, key=lambda d: (-mem.retention[d], mem.first_round[d], mem.best_rank[d], d))
 
 
-def _evidence(mem: AgentMemory, corpus, ac) -> str:
-    docs = agent_order(mem)[: ac.evidence_items]
+def _evidence(mem: AgentMemory, corpus) -> str:
+    docs = agent_order(mem)[:EVIDENCE_ITEMS]
     if not docs:
         return "(none yet)"
-    return "\n".join(f"- {corpus.citations[d]}: {(t or '')[: ac.evidence_chars]}" for d, t in zip(docs, corpus.texts(docs)))
+    return "\n".join(f"- {corpus.citations[d]}: {(t or '')[:EVIDENCE_CHARS]}" for d, t in zip(docs, corpus.texts(docs)))
 
 
 def _previous(mem: AgentMemory) -> str:
@@ -114,9 +116,9 @@ class Agent:
                 break
             t0 = time.perf_counter()
             before = {q.query_id: dict(q.cost.get("agent", {})) for q in active}
-            plans = json_calls(ctx.llm, ctx.cfg.llm, "plan", active, [
+            plans = json_calls(ctx.llm, "plan", active, [
                 {"question": q.text[: ctx.cfg.llm.max_question_chars], "previous": _previous(mems[q.query_id]),
-                 "evidence": _evidence(mems[q.query_id], ctx.art.corpus, ac), "n": ac.queries_per_round} for q in active
+                 "evidence": _evidence(mems[q.query_id], ctx.art.corpus), "n": ac.queries_per_round} for q in active
             ], PLAN_SCHEMA, stage="agent")
             subs: list[QueryState] = []
             written: dict[str, list[str]] = {}

@@ -14,6 +14,8 @@ from lexrag.stages.base import OptionalBM25Stage, register_stage
 
 __all__ = ["Articles", "article_scores"]
 
+SUM_WEIGHT = 0.3  # an article scores its best paragraph plus this times its other paragraphs' scores
+
 
 class _ArticleIndex:
     """Per document its article (the corpus ``parent`` of a law paragraph) as an integer id."""
@@ -34,7 +36,7 @@ class _ArticleIndex:
 _ARTICLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def article_scores(index: _ArticleIndex, scores: np.ndarray, sum_weight: float) -> np.ndarray:
+def article_scores(index: _ArticleIndex, scores: np.ndarray, sum_weight: float = SUM_WEIGHT) -> np.ndarray:
     """An article's score from its paragraphs: the best paragraph plus ``sum_weight`` times the others."""
     best = np.zeros(index.n)
     total = np.zeros(index.n)
@@ -62,7 +64,7 @@ class Articles(OptionalBM25Stage):
             scores = art.bm25.query_scores(q.preferred_text(ctx.cfg.query.preference_variants), lc)
             if scores is None:
                 continue
-            a = article_scores(index, scores, ac.sum_weight)
+            a = article_scores(index, scores, SUM_WEIGHT)
             top = np.flatnonzero(a > 0)
             top = best_first(top, a[top])[: ac.top_articles]
             if len(top) == 0:

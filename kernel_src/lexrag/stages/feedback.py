@@ -20,6 +20,8 @@ from lexrag.stages.base import OptionalBM25Stage, register_stage
 
 __all__ = ["Feedback", "expansion_terms"]
 
+TERM_WEIGHT = 1  # times each expansion term is repeated in the expanded query (its weight against the question's)
+
 
 def expansion_terms(index, texts: list[str], question_tokens: set[str], n_terms: int) -> list[str]:
     """The ``n_terms`` analyzed terms weighing most in ``texts`` (tf x idf), question terms left out."""
@@ -56,7 +58,7 @@ class Feedback(OptionalBM25Stage):
             terms = expansion_terms(art.bm25, art.corpus.texts(ids.tolist()), set(art.bm25.analyzer(text)), fc.terms)
             if not terms:
                 continue
-            expanded = text + (" " + " ".join(terms)) * fc.term_weight
+            expanded = text + (" " + " ".join(terms)) * TERM_WEIGHT
             docs, scores = art.bm25.search(expanded, lc.top_k, dedup=False, question_weight=lc.question_weight, cache=False)
             out.add(q.query_id, docs, scores)
         return [out]

@@ -45,12 +45,12 @@ class GraphSignals:
                 if art.bm25 is not None and cfg.lexical.enabled else None)  # lexical off: nothing of BM25 leaks in
 
         def docs(node_hits):
-            return gs.nodes_to_docs(g, node_hits, pref, gc.docs_per_node, gc.top_k)
+            return gs.nodes_to_docs(g, node_hits, pref, gs.DOCS_PER_NODE, gc.top_k)
 
         if "ppr" in on:
-            yield "ppr", docs(gs.top_nodes(gs.personalized_pagerank(g, nodes, w, gc.alpha), nodes, gc.top_k))
+            yield "ppr", docs(gs.top_nodes(gs.personalized_pagerank(g, nodes, w, gs.PPR_ALPHA), nodes, gc.top_k))
         if on & {"hits_authority", "hits_hub"}:
-            sub, hub, auth = gs.hits(g, nodes, gc.hits_max_nodes)
+            sub, hub, auth = gs.hits(g, nodes, gs.HITS_MAX_NODES)
             for name, vec in (("hits_authority", auth), ("hits_hub", hub)):
                 if name in on:
                     order = [i for i in best_first_order(sub, vec) if vec[i] > 0][: gc.top_k]

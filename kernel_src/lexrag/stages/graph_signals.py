@@ -30,6 +30,10 @@ __all__ = [
     "top_nodes",
 ]
 
+PPR_ALPHA = 0.40  # PPR probability of following a citation (igraph damping; the paper's 0.40)
+HITS_MAX_NODES = 2000  # size cap of the HITS candidate subgraph
+DOCS_PER_NODE = 2  # documents a graph signal emits per node (decision or article)
+
 
 def seed_vector(graph: CitationGraph, hits: Sequence[tuple[int, float]], k: int = 20) -> tuple[np.ndarray, np.ndarray]:
     """Seed nodes and weights (summing to 1) from the top-``k`` fused ``(doc_id, score)`` hits."""
@@ -58,7 +62,8 @@ def _row_normalised(graph: CitationGraph) -> sp.csr_matrix:
 
 
 def personalized_pagerank(
-    graph: CitationGraph, nodes: np.ndarray, weights: np.ndarray, alpha: float = 0.40, tol: float = 1e-8, max_iter: int = 100
+    graph: CitationGraph, nodes: np.ndarray, weights: np.ndarray, alpha: float = PPR_ALPHA, tol: float = 1e-8,
+    max_iter: int = 100,
 ) -> np.ndarray:
     """Score-weighted personalized PageRank over the directed, weighted citation graph.
 
@@ -90,7 +95,7 @@ def personalized_pagerank(
     return x
 
 
-def hits(graph: CitationGraph, nodes: np.ndarray, max_nodes: int = 2000, iters: int = 100,
+def hits(graph: CitationGraph, nodes: np.ndarray, max_nodes: int = HITS_MAX_NODES, iters: int = 100,
          tol: float = 1e-10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """HITS (Kleinberg 1999) on the candidate subgraph: the seeds and their citing and cited
     neighbours (the most strongly linked first when more than ``max_nodes``).
@@ -215,7 +220,7 @@ def nodes_to_docs(
     graph: CitationGraph,
     node_scores: Sequence[tuple[int, float]],
     doc_pref: np.ndarray | None = None,
-    per_node: int = 2,
+    per_node: int = DOCS_PER_NODE,
     top_k: int = 100,
 ) -> list[tuple[int, float]]:
     """Corpus documents for ranked graph nodes.

@@ -9,6 +9,8 @@ from lexrag.index.statutes import detector_for
 
 __all__ = ["BM25Variants"]
 
+CODE_VOTE_DEPTH = 50  # law paragraphs that vote for their law code in the statute vote (lexical.code_vote)
+
 
 class BM25Variants:
     name = "bm25"
@@ -48,7 +50,7 @@ class BM25Variants:
             return art.bm25.query_search(text, lc, lc.top_k)  # among the documents it touched
         scores = art.bm25.query_scores(text, lc)
         if scores is not None:
-            scores = detector_for(art.corpus).rescore(scores, lc.code_vote, lc.code_vote_depth, lc.numbered_code_weight)
+            scores = detector_for(art.corpus).rescore(scores, lc.code_vote, CODE_VOTE_DEPTH, lc.numbered_code_weight)
         return art.bm25.top(scores, lc.top_k)
 
 

@@ -7,7 +7,7 @@ batched across queries through the LLM client, so the answers are cached and rep
 other LLM call.  Candidates at or above ``verify.threshold`` move ahead, ordered by P(Yes) (ties
 by their earlier rank); with ``verify.expand`` and a citation graph each verified item then pulls
 in up to ``verify.expand_k`` graph neighbours (other considerations or paragraphs of its decision
-or article, then the authorities most co-cited with it), scored ``verify.expand_weight`` times its
+or article, then the authorities most co-cited with it), scored ``EXPAND_WEIGHT`` times its
 P(Yes), so below it; a neighbour the verifier judged and rejected is not pulled in.  The other
 candidates keep their order, and so do the candidates beyond the depth.  The probabilities are
 also kept as the ``verify`` signal (``BatchState.signals``).  The LLM only scores: it never writes
@@ -29,6 +29,8 @@ from lexrag.stages.base import Phase, register_stage
 __all__ = ["Verify", "verified_order", "judge", "graph_neighbours"]
 
 log = logging.getLogger(__name__)
+
+EXPAND_WEIGHT = 0.5  # a pulled-in neighbour scores this fraction of the P(Yes) of the item that brought it (below it)
 
 
 def judge(ctx, items: Sequence[tuple[object, int]], stage: str) -> list[float]:
@@ -59,7 +61,8 @@ def judge(ctx, items: Sequence[tuple[object, int]], stage: str) -> list[float]:
 
 
 def verified_order(hits: list[tuple[int, float]], probs: list[float], threshold: float,
-                   neighbours: dict[int, list[int]] | None = None, weight: float = 0.5) -> list[tuple[int, float]]:
+                   neighbours: dict[int, list[int]] | None = None,
+                   weight: float = EXPAND_WEIGHT) -> list[tuple[int, float]]:
     """The new order: judged candidates with P(Yes) >= threshold first (score 1 + p, by p), each
     followed in score order by its ``neighbours`` (score 1 + weight * p, so below it; not a judged
     and rejected candidate, not one already placed), then every other candidate in its earlier
@@ -126,7 +129,7 @@ class Verify:
             nb = {}
             if vc.expand and graph is not None and vc.expand_k > 0:
                 nb = {hits[i][0]: graph_neighbours(graph, hits[i][0], vc.expand_k) for i in range(len(ps)) if ps[i] >= vc.threshold}
-            out.hits[q.query_id] = verified_order(hits, ps, vc.threshold, nb, vc.expand_weight)
+            out.hits[q.query_id] = verified_order(hits, ps, vc.threshold, nb, EXPAND_WEIGHT)
         return out
 
 
