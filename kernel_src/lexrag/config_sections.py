@@ -361,8 +361,9 @@ class PathsConfig:
 # keys that moved to another section: a config written for the old place is told the new one
 MOVED = {"graph.preference_variants": "query.preference_variants"}
 # keys (and graph signals) that were removed: a config that sets one is told why, not left to guess why the key is
-# unknown.  The first seven because no measurement ever supported them; the rest internal limits and weights that no preset
-# set and no measurement chose, now constants of the modules that use them (a test holds the values here to those)
+# unknown.  The first seven because no measurement ever supported them; the rest are internal limits and weights that
+# no preset set and no measurement chose, now constants of the modules that use them (tests/test_transfer.py holds
+# the values here to those)
 _UNMEASURED = "; never measured to help"
 REMOVED = {
     "seeds.expand_decisions": "a decision named without a consideration expanded to all its considerations"
