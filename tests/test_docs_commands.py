@@ -179,6 +179,8 @@ def _on_demo(argv: list[str], demo_artifacts: Path, tmp_path: Path) -> list[str]
     for i, t in enumerate(argv):
         if t in subs:
             out.append(subs[t])
+        elif t.endswith(".trec") and "/" not in t:  # a run file written, then read: in the test's folder
+            out.append(str(tmp_path / t))
         elif ("/" in t or t.endswith((".csv", ".yaml", ".json"))) and not (i and argv[i - 1] == "--set"):
             return None  # a file of the reader's own
         else:

@@ -123,7 +123,14 @@ def test_imports_only_point_down_the_layers():
     for path in PKG.rglob("*.py"):
         rel = path.relative_to(PKG.parent).with_suffix("")
         mod = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # the package's front door (lexrag.Searcher) resolves its names lazily, on first use: not an import of
+        # the ground floor, which `import lexrag` alone runs
+        facade = {id(n) for f in tree.body if mod == "lexrag" and isinstance(f, ast.FunctionDef) and f.name == "__getattr__"
+                  for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            if id(node) in facade:
+                continue
             names = []
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lexrag"):
                 names = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "lexrag" else [])
