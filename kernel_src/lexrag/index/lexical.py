@@ -40,6 +40,87 @@ _BOOST = re.compile(r"(\S+)\^(\d+(?:\.\d+)?)(?=\s|$)")
 _QUESTION = re.compile(r"(?:[^.?!\n]|\.(?!\s+[A-ZÄÖÜ])|(?<=\bff)\.)*\?")
 
 
+# values of a postings array read at a time by the load check (16 MiB of float32 or int32): each
+# block's min and max are taken while it sits in the CPU cache, so an array is read from memory (or
+# disk) once, with no temporary larger than a block
+CHECK_BLOCK = 1 << 22
+DATA, INDICES, INDPTR = "data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy"
+
+
+def _dtype_words(dt: np.dtype) -> str:
+    order = {">": "big-endian ", "<": "little-endian "}.get(dt.str[0], "")
+    return f"{order}{dt.name} ({dt.str})"
+
+
+def _check_layout(folder: str | Path, sc: dict) -> None:
+    """What the kernel compiles for, before any value is read (the headers only): one-dimensional
+    arrays of native float32 ``data`` and native int32 or int64 ``indices`` and ``indptr``.  numba
+    refuses other byte orders with a traceback at the first query, and a narrower or unsigned id
+    type is not what the build writes."""
+    for name, key, kinds, sizes, want in ((DATA, "data", "f", (4,), "native little-endian float32 (<f4)"),
+                                          (INDICES, "indices", "i", (4, 8), "native little-endian int32 or int64"),
+                                          (INDPTR, "indptr", "i", (4, 8), "native little-endian int32 or int64")):
+        a = sc[key]
+        if not isinstance(a, np.ndarray) or a.ndim != 1:
+            shape = f"a {a.ndim}-D array of shape {a.shape}" if isinstance(a, np.ndarray) else f"a {type(a).__name__}"
+            raise ArtifactError(f"{Path(folder) / name}: {shape}, not the one-dimensional array the BM25 kernel reads "
+                                f"(damaged, or written by another program); {rebuild_hint(ARTIFACT)}")
+        if a.dtype.kind not in kinds or a.dtype.itemsize not in sizes or not a.dtype.isnative:
+            raise ArtifactError(f"{Path(folder) / name}: values of type {_dtype_words(a.dtype)}, the BM25 kernel reads {want} "
+                                f"(saved by another program or on another machine); {rebuild_hint(ARTIFACT)}")
+
+
+def _first_bad(a: np.ndarray, start: int, ok) -> tuple[int, object]:
+    """Position and value of the first value of the block of ``a`` at ``start`` that ``ok`` refuses."""
+    block = np.asarray(a[start:start + CHECK_BLOCK])
+    at = int(np.flatnonzero(~ok(block))[0])
+    return start + at, block[at].item()
+
+
+def _check_values(folder: str | Path, sc: dict, n_docs: int, n_vocab: int) -> None:
+    """Every posting must be one the kernel can follow without a check of its own (it reads
+    ``scores[indices[p]]`` for each ``p`` of ``indptr[t]:indptr[t + 1]`` unchecked, so a bad id or
+    span is a segmentation fault) and score: ``indptr`` rises from 0 to the number of postings with
+    one span per vocabulary term, every document id lies in [0, n_docs), every BM25 contribution is
+    finite and not negative (a NaN scores nothing, and a run would say the questions found nothing).
+
+    Cost: one read of each array, run once per load, never per query: ``indptr`` (4-8 bytes a term)
+    whole, ``data`` and ``indices`` (4 bytes a posting each) block by block (:data:`CHECK_BLOCK`),
+    each block's min and max while it is in the cache.  Memory-mapped, the read goes through the page
+    cache, which the queries then find warm.  Measured (2 loaded cores): the 176K-document legal
+    corpus (6.2M postings, 50 MB) 8 ms in the page cache, 40-55 ms with its pages evicted; 100M
+    synthetic postings (800 MB) 0.10 s in memory: about 1 ms per million postings, plus the disk's
+    time for pages not yet cached (which the sha256 check of a new file version reads anyway)."""
+    folder = Path(folder)
+    data, indices, indptr = sc["data"], sc["indices"], sc["indptr"]
+    nnz = len(indices)
+    if len(data) != nnz:
+        raise ArtifactError(f"{folder / DATA}: {len(data)} values, but {folder / INDICES} holds {nnz} document ids: one "
+                            f"of them is damaged or of another build; {rebuild_hint(ARTIFACT)}")
+    if len(indptr) != max(n_vocab, 1) + 1:
+        raise ArtifactError(f"{folder / INDPTR}: {len(indptr) - 1} term spans, but vocab.index.json has {n_vocab} terms: "
+                            f"one of them is of another build; {rebuild_hint(ARTIFACT)}")
+    first, last = int(indptr[0]), int(indptr[-1])
+    if first != 0 or last != nnz or bool((indptr[1:] < indptr[:-1]).any()):
+        what = (f"starts at {first}, not 0" if first != 0 else f"ends at {last}, not at the {nnz} postings of {INDICES}"
+                if last != nnz else f"falls at term {int(np.flatnonzero(indptr[1:] < indptr[:-1])[0]) + 1}")
+        raise ArtifactError(f"{folder / INDPTR}: its term spans are not the postings in order (it {what}; damaged or of "
+                            f"another build); {rebuild_hint(ARTIFACT)}")
+    for start in range(0, nnz, CHECK_BLOCK):
+        block = indices[start:start + CHECK_BLOCK]
+        if int(block.min()) < 0 or int(block.max()) >= n_docs:
+            at, d = _first_bad(indices, start, lambda b: (b >= 0) & (b < n_docs))
+            raise ArtifactError(f"{folder / INDICES}: document id {d} at posting {at} is outside the index's {n_docs} "
+                                f"documents (0..{n_docs - 1}; damaged or of another build); {rebuild_hint(ARTIFACT)}")
+    for start in range(0, nnz, CHECK_BLOCK):
+        block = data[start:start + CHECK_BLOCK]
+        lo, hi = block.min(), block.max()  # a NaN anywhere makes both NaN
+        if not (lo >= 0 and np.isfinite(hi)):
+            at, x = _first_bad(data, start, lambda b: np.isfinite(b) & (b >= 0))
+            raise ArtifactError(f"{folder / DATA}: BM25 value {x} at posting {at} (every value must be finite and not "
+                                f"negative; damaged or written by a broken build); {rebuild_hint(ARTIFACT)}")
+
+
 def _check_vocab(folder: str | Path, vocab: dict, n_terms: int) -> None:
     """The vocabulary must give each term its own column of the postings: ids that repeat or fall
     outside the columns would score every query against the wrong documents without a word."""
@@ -83,6 +164,7 @@ class BM25Index:
         with reading(ARTIFACT, folder):
             retriever = bm25s.BM25.load(folder, mmap=mmap, show_progress=False, verbosity=0)
             sc = retriever.scores
+            _check_layout(folder, sc)
             nnz, vocab = params.get("nnz"), params.get("vocab_size")
             if (nnz is not None and (len(sc["data"]) != nnz or len(sc["indices"]) != nnz)) or \
                     (vocab is not None and len(sc["indptr"]) != vocab + 1):
@@ -94,6 +176,7 @@ class BM25Index:
             if isinstance(indexed, bool) or not isinstance(indexed, int) or indexed != params.get("n_docs", indexed):
                 raise ArtifactError(f"BM25 index at {folder}: num_docs {short(indexed)} in params.index.json is not the "
                                     f"{params.get('n_docs')} documents recorded at build; {rebuild_hint(ARTIFACT)}")
+            _check_values(folder, sc, indexed, len(retriever.vocab_dict))  # once per load: never per query
         if n_docs is not None and indexed != n_docs:  # a copy over another corpus, whatever its params say
             raise ArtifactError(f"BM25 index at {folder} covers {indexed} documents, the loaded corpus has {n_docs}; "
                                 f"{rebuild_hint(ARTIFACT)}")
