@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
 DING = """# Version :: test
 Untersuchungshaft {f} [jur.] :: pre-trial detention
 Vertrag {m} [jur.] | Verträge {pl} :: contract | contracts
