@@ -257,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # a full or read-only disk: one line naming the file, the datasets already there kept
         from lexrag.errors import disk_error
 
+        if getattr(e, "filename2", None) is not None:  # a copy (shutil names its source first, then the file written):
+            e.filename, e.filename2 = e.filename2, None  # the file written is the one the disk refused
         line = disk_error(e, f"a file under --out {args.out}")
         if line is None:
             raise

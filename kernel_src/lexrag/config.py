@@ -122,6 +122,13 @@ class Config:
         if self.count.method == "expected_f1" and not self.ranker.enabled:
             raise ConfigError("count.method=expected_f1 reads the learned ranker's probabilities: set ranker.enabled=true "
                               "(and build the ranker artifact with --train)")
+        if self.dictionary.enabled and not self.lexical.enabled and not (self.semantic.enabled
+                                                                          and "dict_de" in self.semantic.variants):
+            # the dict_de variant is read by BM25 (and the re-searches of statutes, articles, feedback and the graph,
+            # all off with it) and by the dense stage where semantic.variants names it: else the translation is lost
+            raise ConfigError("dictionary.enabled with lexical.enabled=false: nothing searches the dictionary's dict_de "
+                              "translation (only BM25 reads it, or semantic with dict_de in semantic.variants); set "
+                              "lexical.enabled=true, or dictionary.enabled=false")
         if self.dictionary.enabled and not self.lexical.enabled and (reads := self.dictionary.reads_index()):
             raise ConfigError(f"{reads[0]}, which lexical.enabled=false leaves unloaded: set "
                               f"lexical.enabled=true, or {reads[1]}")
@@ -275,8 +282,11 @@ def _merge(obj: Any, data: Mapping[str, Any], prefix: str) -> None:
 
 
 def parse_overrides(items: list[str] | None) -> dict:
-    """``["fusion.rrf_k=30", "count.method=elbow"]`` -> nested dict; values are parsed as YAML."""
+    """``["fusion.rrf_k=30", "count.method=elbow"]`` -> nested dict; values are parsed as YAML.  A
+    key given twice (``count.k=3`` and ``count.k=7``, or ``count.k`` and then all of ``count``) is
+    refused, naming it and both values: which one was meant cannot be known."""
     out: dict = {}
+    given: dict[tuple[str, ...], str] = {}  # the path of each override -> its value as written
     for item in items or []:
         if "=" not in item:
             raise ConfigError(f"override {short(item)} is not of the form section.field=value")
@@ -290,6 +300,13 @@ def parse_overrides(items: list[str] | None) -> dict:
             if not isinstance(node, dict):
                 raise ConfigError(f"override {short(item)}: an earlier override set {'.'.join(parts[:i + 1])} to {short(node)}, "
                                   "so it has no fields to set")
+        if parts[-1] in node:  # the same key again, or a section (mapping) of which a field was set before
+            key = tuple(parts)
+            earlier = next(((k, v) for k, v in given.items() if k[:len(key)] == key or key[:len(k)] == k), None)
+            first = f"{'.'.join(earlier[0])}={_as_written(earlier[1])}" if earlier else short(node[parts[-1]], 40)
+            raise ConfigError(f"--set {'.'.join(parts)} is given twice ({first} and {'.'.join(parts)}={_as_written(raw)}); "
+                              "give it once")
+        given[tuple(parts)] = raw
         try:
             node[parts[-1]] = yaml.load(raw, Loader=UniqueKeyLoader)
         except yaml.YAMLError as e:
@@ -298,7 +315,19 @@ def parse_overrides(items: list[str] | None) -> dict:
         except RecursionError:
             raise ConfigError(f"override {short(item)}: the value is nested too deeply to read; no field takes more "
                               "than a list of lists") from None
+        except ValueError as e:  # a number of more than 4,300 digits: Python refuses to read it
+            if "digits" not in str(e):
+                raise
+            raise ConfigError(f"override {short(path.strip(), 60)}: the value is a number of {len(raw.strip()):,} "
+                              "characters, past any field's range; give a number in the field's range "
+                              "(lexrag config lists the fields)") from None
     return out
+
+
+def _as_written(raw: str, width: int = 40) -> str:
+    """An override's value as the command line gave it, when it is short and printable; else its repr, cut."""
+    text = raw.strip()
+    return text if len(text) <= width and text.isprintable() else short(text, width)
 
 
 PRESETS = Path(__file__).resolve().parent / "presets"

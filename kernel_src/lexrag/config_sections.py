@@ -30,10 +30,24 @@ def _f(default: Any, help: str, range: tuple[float | None, float | None] | None 
     return field(default=default, metadata=meta, **kw)
 
 
+# Upper bounds of the fields whose value sizes an allocation (an array per query, a batch, a buffer): a value past one
+# is a slip (an extra digit, 10**18) that would end in a MemoryError or a native crash deep in a stage, so the config is
+# refused first, naming the field and the bound.  Each is far above any real use: the corpus holds ~573,000 documents
+# and a submission at most 200 citations a query, so no run keeps, reranks or judges 100,000 candidates a query.
+MAX_KEPT = 100_000  # documents, candidates or citations kept, searched or judged per query (top_k, depth, max_k ...)
+MAX_ROWS = 10_000_000  # rows buffered at once (corpus.chunk_rows, semantic.shard_size)
+MAX_BATCH = 16_384  # items per batch (a GPU batch of 16,384 sequences is past any card's memory already)
+MAX_TOKENS = 1_048_576  # tokens of a sequence or an answer (the longest model contexts are 1M)
+MAX_CHARS = 10_000_000  # characters of a text kept (a question, an answer, a candidate shown)
+MAX_TERMS = 10_000  # expansion terms added to a query
+MAX_REPEAT = 1_000  # times a question's terms are repeated
+MAX_ROUNDS = 1_000  # agent rounds, and planner queries a round (each one an LLM call)
+MAX_PQ_M = 4_096  # PQ sub-quantizers: at most the vector's dimension (BGE-M3: 1,024)
+
 @dataclass
 class CorpusConfig:
     chunk_rows: int = _f(20_000, "rows written per parquet row group when streaming the input CSVs (bounds memory; at least "
-                                 "1,000: smaller row groups make a build crawl)", range=(1_000, None))
+                                 "1,000: smaller row groups make a build crawl)", range=(1_000, MAX_ROWS))
     strict_quotes: bool = _f(True, "a record the CSV parser cannot close, or one over several lines of the wrong "
                                    "width (an unmatched quote: it swallows the rows after it), stops the build, "
                                    "naming its lines; false: drop it and count its lines in the build report. Records "
@@ -52,7 +66,7 @@ class LexicalConfig:
                                 "split by the corpus' own word counts (lexrag.index.decompound)")
     decompound_min_part: int = _f(4, "letters a compound part has at least", range=(2, None))
     decompound_min_count: int = _f(5, "times a compound part occurs in the corpus at least", range=(1, None))
-    top_k: int = _f(100, "documents kept per BM25 signal", range=(1, None))
+    top_k: int = _f(100, "documents kept per BM25 signal", range=(1, MAX_KEPT))
     fields: list = _f(
         ["citation", "title", "text", "heading", "heading", "path"],
         "corpus columns joined into each BM25 document, a column named n times weighing n times (the citation brings the "
@@ -61,7 +75,8 @@ class LexicalConfig:
     )
     query_dedup: bool = _f(True, "count each query term once")
     question_weight: int = _f(1, "the terms of the question's sentences that end in '?' count this many times (1: "
-                                 "like every other term; for case stories that end in the question asked)", range=(1, None))
+                                 "like every other term; for case stories that end in the question asked)",
+                              range=(1, MAX_REPEAT))
     code_vote: float = _f(1.0, "statute vote: the best 50 law paragraphs vote for their law code with "
                                "their scores, and every law paragraph's score is multiplied by (1 + code_vote x "
                                "share) / (1 + code_vote), share being its code's vote over the best code's (0: off)")
@@ -78,37 +93,38 @@ class StatutesConfig:
     enabled: bool = _f(False, "statute detection: BM25 restricted to the law codes the question names (abbreviations, "
                               "statute names from the law titles) as the bm25_statute signal, and to the agreed codes "
                               "(see agree) as bm25_statute_agreed")
-    max_codes: int = _f(3, "codes taken from a question at most, in the order it names them", range=(1, None))
+    max_codes: int = _f(3, "codes taken from a question at most, in the order it names them", range=(1, MAX_KEPT))
     learned: bool = _f(False, "after the codes a question names, add the codes a model of the training questions "
                               "predicts (needs the prior artifact built with --train)")
     agree: float = _f(1.5, "a code is 'agreed' when the question names it or, with learned, its learned similarity "
                            "over the best code's plus its statute vote over the best code's reaches this (2: both "
                            "predictors' best); agreed codes form the bm25_statute_agreed signal (0: no such signal)", range=(0, None))
-    agreed_top_k: int = _f(300, "documents kept in the bm25_statute_agreed signal", range=(1, None))
-    top_k: int = _f(100, "documents kept in the bm25_statute signal", range=(1, None))
+    agreed_top_k: int = _f(300, "documents kept in the bm25_statute_agreed signal", range=(1, MAX_KEPT))
+    top_k: int = _f(100, "documents kept in the bm25_statute signal", range=(1, MAX_KEPT))
 
 
 @dataclass
 class ArticlesConfig:
     enabled: bool = _f(False, "article-level ranking: articles scored from their paragraphs' BM25, the paragraphs of "
                               "the best articles as the bm25_article signal")
-    top_articles: int = _f(30, "articles whose paragraphs are emitted", range=(1, None))
-    top_k: int = _f(100, "documents kept in the bm25_article signal", range=(1, None))
+    top_articles: int = _f(30, "articles whose paragraphs are emitted", range=(1, MAX_KEPT))
+    top_k: int = _f(100, "documents kept in the bm25_article signal", range=(1, MAX_KEPT))
 
 
 @dataclass
 class FeedbackConfig:
     enabled: bool = _f(False, "pseudo-relevance feedback: the question expanded with the terms that weigh most in its "
                               "top BM25 documents, as the bm25_prf signal")
-    docs: int = _f(10, "top documents the expansion terms come from", range=(1, None))
-    terms: int = _f(15, "expansion terms added", range=(1, None))
+    docs: int = _f(10, "top documents the expansion terms come from", range=(1, MAX_KEPT))
+    terms: int = _f(15, "expansion terms added", range=(1, MAX_TERMS))
 
 
 @dataclass
 class RankerConfig:
     enabled: bool = _f(False, "reorder the top of the fused list by the learned ranker (LambdaRank over features that name "
                               "no code or area; needs the ranker artifact, built with --train and ranker.enabled)")
-    depth: int = _f(300, "distinct citations of the fused list the ranker reorders (and a build trains on)", range=(1, None))
+    depth: int = _f(300, "distinct citations of the fused list the ranker reorders (and a build trains on)",
+                    range=(1, MAX_KEPT))
     reorder: bool = _f(True, "put the candidates in the learned order; false: keep the fused order, and only the "
                              "expected_f1 count reads the ranker's probabilities (the part that carried over to unseen areas)")
     laws_only: bool = _f(False, "only law candidates move; court decisions keep their slots (a ranker trained on exam gold never saw a "
@@ -138,7 +154,7 @@ class DictionaryConfig:
                                "that the BM25 index holds whole (\"month period\" -> Monatsfrist); a pair's compounds "
                                "share one word's weight")
     first_pass_docs: int = _f(20, "top documents of the first search that the first_pass weighting counts senses in",
-                              range=(1, None))
+                              range=(1, MAX_KEPT))
 
     def reads_index(self) -> tuple[str, str] | None:
         """("<the settings that read the BM25 index> read(s) the BM25 index", the settings that
@@ -165,7 +181,7 @@ class FusionConfig:
         "per-signal RRF weight; signals not listed get default_weight",
     )
     default_weight: float = _f(1.0, "weight of a signal missing from weights")
-    depth: int = _f(300, "fused candidates kept per query", range=(1, None))
+    depth: int = _f(300, "fused candidates kept per query", range=(1, MAX_KEPT))
     boost: float = _f(5.0, "score factor for documents found by a content family and the graph family (paper: 5.0)")
     boost_exclude: list = _f(["siblings"], "signals that do not count towards the cross-signal boost (siblings restate content hits)")
 
@@ -178,19 +194,20 @@ class SemanticConfig:
     device: str = _f("auto", "cuda | cpu | auto")
     devices: list = _f([], "encode the corpus on several devices at once, e.g. [cuda:0, cuda:1] (Kaggle 2xT4)")
     fp16: bool = _f(True, "half precision on GPU")
-    batch_size: int = _f(256, "encoding batch size (paper: 256)", range=(1, None))
-    max_seq: int = _f(256, "encoder max sequence length (paper: 256)", range=(8, None))
-    shard_size: int = _f(100_000, "documents per embeddings shard (a resumable unit; paper: checkpoint every 100K)", range=(1, None))
+    batch_size: int = _f(256, "encoding batch size (paper: 256)", range=(1, MAX_BATCH))
+    max_seq: int = _f(256, "encoder max sequence length (paper: 256)", range=(8, MAX_TOKENS))
+    shard_size: int = _f(100_000, "documents per embeddings shard (a resumable unit; paper: checkpoint every 100K)",
+                          range=(1, MAX_ROWS))
     fields: list = _f(["title", "text"], "corpus columns joined into the encoded text")
     index: str = _f("flat", "flat (exact, the fp16 vectors in memory: 2 bytes a dimension) | ivfpq (compressed, exact "
                             "re-scoring of the top rescore_k) | auto (flat when it fits in memory)", choices=('flat', 'ivfpq', 'auto'))
     faiss_gpu: str = _f("auto", "auto: the index on the last usable GPU when faiss has GPU support and it takes <= "
                                 "40% of that GPU | cpu | gpu", choices=('auto', 'cpu', 'gpu'))
-    nlist: int = _f(2048, "IVF lists (ivfpq; about sqrt(N), trained on 100K vectors)", range=(1, None))
-    pq_m: int = _f(64, "PQ sub-quantizers, bytes per vector (ivfpq)", range=(1, None))
-    nprobe: int = _f(64, "IVF lists searched per query (ivfpq)", range=(1, None))
-    rescore_k: int = _f(1000, "candidates re-scored exactly against the fp16 embeddings (ivfpq)", range=(1, None))
-    top_k: int = _f(100, "documents kept per semantic signal (paper: 100)", range=(1, None))
+    nlist: int = _f(2048, "IVF lists (ivfpq; about sqrt(N), trained on 100K vectors)", range=(1, MAX_KEPT))
+    pq_m: int = _f(64, "PQ sub-quantizers, bytes per vector (ivfpq)", range=(1, MAX_PQ_M))
+    nprobe: int = _f(64, "IVF lists searched per query (ivfpq)", range=(1, MAX_KEPT))
+    rescore_k: int = _f(1000, "candidates re-scored exactly against the fp16 embeddings (ivfpq)", range=(1, MAX_KEPT))
+    top_k: int = _f(100, "documents kept per semantic signal (paper: 100)", range=(1, MAX_KEPT))
     variants: list = _f(
         ["query", "de", "hyde", "dense"],
         "query variants encoded, one signal dense_<variant> each, when the query has that variant (paper: query, German, HyDE)",
@@ -202,21 +219,21 @@ class RerankConfig:
     enabled: bool = _f(False, "cross-encoder reranking of the fused candidates (needs a model folder)")
     model: str = _f("", "CrossEncoder folder (bge-reranker-v2-m3 on Kaggle); candidates separated by '|', as for semantic.model")
     device: str = _f("auto", "cuda | cpu | auto")
-    top_n: int = _f(300, "fused candidates reranked (paper: 300)", range=(1, None))
+    top_n: int = _f(300, "fused candidates reranked (paper: 300)", range=(1, MAX_KEPT))
     tau: float = _f(0.5, "candidates scoring below this are dropped (paper: 0.5)", range=(None, None))
-    batch_size: int = _f(32, "pairs per batch", range=(1, None))
-    max_length: int = _f(512, "tokens per (query, document) pair; longer pairs are truncated", range=(8, None))
+    batch_size: int = _f(32, "pairs per batch", range=(1, MAX_BATCH))
+    max_length: int = _f(512, "tokens per (query, document) pair; longer pairs are truncated", range=(8, MAX_TOKENS))
 
 
 @dataclass
 class GraphConfig:
     enabled: bool = _f(False, "use the citation graph signals (off by default: see docs/results.md; "
                               "the graph artifact is built whenever court considerations are given)")
-    seed_k: int = _f(20, "top fused candidates that seed the graph signals (paper: 20)", range=(1, None))
+    seed_k: int = _f(20, "top fused candidates that seed the graph signals (paper: 20)", range=(1, MAX_KEPT))
     resolutions: list = _f([0.5, 1.0, 2.0], "Leiden resolutions, nested coarse -> fine")
     community_resolution: float = _f(1.0, "resolution whose communities the community signal uses (paper: 1.0)")
     leiden_seed: int = _f(42, "random seed of Leiden, so builds repeat")
-    top_k: int = _f(100, "documents kept per graph signal", range=(1, None))
+    top_k: int = _f(100, "documents kept per graph signal", range=(1, MAX_KEPT))
     siblings_kinds: list = _f(
         ["bge", "docket"],
         "parents whose other documents the siblings signal emits: decisions; add 'law' for other paragraphs of an article",
@@ -232,28 +249,31 @@ class GraphConfig:
 class PriorConfig:
     enabled: bool = _f(False, "use the training-gold prior (needs a prior artifact: build --train FILE)")
     min_count: int = _f(2, "ignore citations seen in fewer training gold sets", range=(1, None))
-    top_k: int = _f(100, "documents kept per prior signal", range=(1, None))
+    top_k: int = _f(100, "documents kept per prior signal", range=(1, MAX_KEPT))
     neighbours: int = _f(0, "prior_similar: the citations of the training questions most like the question (tf-idf "
-                            "cosine), from this many of them (0: off)", range=(0, None))
+                            "cosine), from this many of them (0: off)", range=(0, MAX_KEPT))
 
 
 @dataclass
 class VerifyConfig:
     enabled: bool = _f(False, "LLM verification of the top candidates by P(Yes) (needs llm.enabled)")
-    depth: int = _f(30, "candidates judged per query, from the top of the reranked (or fused) order", range=(1, None))
+    depth: int = _f(30, "candidates judged per query, from the top of the reranked (or fused) order",
+                    range=(1, MAX_KEPT))
     threshold: float = _f(0.5, "candidates with P(Yes) at or above this move ahead, ordered by P(Yes)", range=(0, 1))
-    max_text_chars: int = _f(1200, "candidate text shown to the verifier, cut at this many characters", range=(1, None))
+    max_text_chars: int = _f(1200, "candidate text shown to the verifier, cut at this many characters",
+                             range=(1, MAX_CHARS))
     expand: bool = _f(True, "verified items pull in their graph neighbours (siblings and co-cited authorities; needs the graph)")
-    expand_k: int = _f(3, "graph neighbours pulled in per verified item")
+    expand_k: int = _f(3, "graph neighbours pulled in per verified item", range=(0, MAX_KEPT))
 
 
 @dataclass
 class AgentConfig:
     enabled: bool = _f(False, "agentic reformulation loop: planner -> retrieve -> observer, round by round (needs llm.enabled)")
-    max_rounds: int = _f(10, "planner rounds at most (round 0 observes the question's own ranking)", range=(1, None))
-    queries_per_round: int = _f(3, "German keyword queries the planner may write per round", range=(1, None))
+    max_rounds: int = _f(10, "planner rounds at most (round 0 observes the question's own ranking)",
+                         range=(1, MAX_ROUNDS))
+    queries_per_round: int = _f(3, "German keyword queries the planner may write per round", range=(1, MAX_ROUNDS))
     observe_depth: int = _f(20, "top candidates of each retrieved (fused) list the observer judges with the "
-                                "verifier's Yes/No logits", range=(1, None))
+                                "verifier's Yes/No logits", range=(1, MAX_KEPT))
     threshold: float = _f(0.5, "the observer keeps a candidate with P(Yes) at or above this", range=(0, 1))
 
 
@@ -264,12 +284,12 @@ class CountConfig:
                               "maximises expected F1 under the learned ranker's relevance probabilities; needs ranker.enabled)",
                      choices=('fixed', 'elbow', 'adaptive', 'relative', 'expected_f1'))
     k: int = _f(3, "citations emitted per query when method=fixed (the k the held-out legal areas of lexam_dev chose "
-                   "for these defaults: repro/lexam_dev.yaml)", range=(1, None))
-    min_k: int = _f(8, "lower clip of the elbow and adaptive counts (paper: 8)")
-    max_k: int = _f(50, "upper clip of the elbow and adaptive counts (paper: 50)", range=(1, None))
+                   "for these defaults: repro/lexam_dev.yaml)", range=(1, MAX_KEPT))
+    min_k: int = _f(8, "lower clip of the elbow and adaptive counts (paper: 8)", range=(0, MAX_KEPT))
+    max_k: int = _f(50, "upper clip of the elbow and adaptive counts (paper: 50)", range=(1, MAX_KEPT))
     threshold: float = _f(0.8, "relative: emit the citations whose final score reaches this share of the first one's",
                           range=(0, 1))
-    relative_min_k: int = _f(1, "relative: citations emitted at least", range=(1, None))
+    relative_min_k: int = _f(1, "relative: citations emitted at least", range=(1, MAX_KEPT))
     w_llm: float = _f(0.4, "adaptive: weight of n_LLM, the count the LLM estimated in concept extraction (paper: 0.4)")
     w_elbow: float = _f(0.3, "adaptive: weight of n_elbow, the elbow of the final score curve (paper: 0.3)")
     w_cal: float = _f(0.3, "adaptive: weight of n_cal, the count above the calibrated score threshold (paper: 0.3)")
@@ -278,13 +298,13 @@ class CountConfig:
     whole_articles: int = _f(0, "also emit a law article as a whole ('Art. 41 OR') right after the n-th of its paragraphs in "
                                 "the final order, taking a slot of the count (exam answers and the competition's train.csv "
                                 "cite whole articles that are no corpus key; val.csv's gold is all corpus keys); 0: off",
-                             range=(0, None))
+                             range=(0, MAX_KEPT))
     articles_first: int = _f(0, "where the first n citations of the final order hold two or more paragraphs of one law "
                                 "article, also emit the article as a whole ('Art. 62 ZPO') right before the first of them, "
-                                "taking a slot of the count; 0: off", range=(0, None))
+                                "taking a slot of the count; 0: off", range=(0, MAX_KEPT))
     whole_articles_from: int = _f(0, "with whole_articles: keep the first n slots as ranked (paragraphs stay on top, "
                                      "where they are the gold form more often) and insert the articles due there right "
-                                     "after them; 0: insert from the first slot on", range=(0, None))
+                                     "after them; 0: insert from the first slot on", range=(0, MAX_KEPT))
 
 
 @dataclass
@@ -306,18 +326,18 @@ class LLMConfig:
     compute_dtype: str = _f("float16", "4-bit compute dtype: float16 (T4 has no bfloat16) | bfloat16 | float32",
                             choices=("float16", "bfloat16", "float32"))
     device: str = _f("auto", "cuda | cpu | auto (GPUs below compute capability 7.0 count as absent)")
-    batch_size: int = _f(8, "prompts per generate call (left padding, longest first)", range=(1, None))
+    batch_size: int = _f(8, "prompts per generate call (left padding, longest first)", range=(1, MAX_BATCH))
     max_new_tokens: int = _f(1024, "upper bound on generated tokens per call; each template asks for its own, at most this",
-                             range=(1, None))
+                             range=(1, MAX_TOKENS))
     max_question_chars: int = _f(6000, "longer questions are cut for the LLM prompts, with a warning (about 4 characters a token)",
-                                 range=(1, None))
+                                 range=(1, MAX_CHARS))
     max_answer_chars: int = _f(20_000, "longer LLM answers (generated or from a cache) are cut, with a warning, like "
-                                       "queries at query.max_chars", range=(1, None))
+                                       "queries at query.max_chars", range=(1, MAX_CHARS))
 
 
 @dataclass
 class QueryConfig:
-    max_chars: int = _f(20_000, "longer queries are truncated (with a warning naming the query)", range=(1, None))
+    max_chars: int = _f(20_000, "longer queries are truncated (with a warning naming the query)", range=(1, MAX_CHARS))
     preference_variants: list = _f(
         ["de", "dict_de", "query"],
         "the text the BM25 re-searches read (statutes, articles, feedback, a graph node's best consideration or "
@@ -331,7 +351,7 @@ class RuntimeConfig:
         0.0, "wall-clock budget for a run in seconds, checked before each stage call; past it only essential stages run; 0 = unlimited"
     )
     progress: bool = _f(True, "tqdm progress bars (switched off when CI is set)")
-    batch_size: int = _f(16, "queries per stage call; the budget is checked before each call", range=(1, None))
+    batch_size: int = _f(16, "queries per stage call; the budget is checked before each call", range=(1, MAX_BATCH))
     reserve_s: float = _f(0.0, "seconds of the budget kept back for writing and checking the submission")
     on_stage_error: str = _f(
         "raise", "raise: a failing stage stops the run | skip: the queries it failed for go on without it (logged, in RunResult.failed)"
@@ -418,7 +438,10 @@ def check_ranges(sections: list[tuple[str, Any]]) -> None:
                 raise ConfigError(f"{name} must be a finite number, got {v!r}")
             lo, hi = f.metadata.get("range", (0, None))
             if (lo is not None and v < lo) or (hi is not None and v > hi):
-                want = f"between {lo} and {hi}" if lo is not None and hi is not None else (f">= {lo}" if lo is not None else f"<= {hi}")
+                # a count below its least is told that least; past an upper bound (a count's is a cap on memory), both ends
+                below = tp is int and lo is not None and v < lo
+                want = f"between {lo} and {hi}" if lo is not None and hi is not None and not below else (
+                    f">= {lo}" if lo is not None and (below or hi is None) else f"<= {hi}")
                 raise ConfigError(f"{name} must be {want}, got {v!r}")
 
 

@@ -16,7 +16,7 @@ from lexrag.errors import CsvInputError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CsvInputError", "FileReport", "read_csv_rows", "check_input_file", "repair_text", "csv_text"]
+__all__ = ["CsvInputError", "FileReport", "read_csv_rows", "check_input_file", "repair_text", "csv_text", "shown_header"]
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
@@ -71,7 +71,8 @@ def _has_surrogates(s: str) -> bool:
 def check_input_file(path: Path, what: str = "file") -> None:
     """Refuse, naming ``path``, what no reader here can read: a missing file, a folder, and text in
     UTF-16 or UTF-32 (a byte-order mark, or NUL bytes making up a quarter of the first 4 KB), which would otherwise
-    surface as a header of stray characters or a decode error."""
+    surface as a header of stray characters or a decode error; and a first line holding a NUL byte (a binary file,
+    or NUL-separated records such as ``/proc/self/environ``), whose content is never quoted."""
     if path.is_dir():
         raise CsvInputError(f"{path}: is a folder; give the {what} itself")
     if not path.exists():
@@ -94,6 +95,10 @@ def check_input_file(path: Path, what: str = "file") -> None:
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(b"\x00") > len(head) // 4:  # ASCII in UTF-16: every other byte
         raise CsvInputError(f"{path}: UTF-16/UTF-32 or binary, not UTF-8 text (a byte-order mark or NUL bytes between "
                             "the letters); save it as UTF-8")
+    first = head.split(b"\n", 1)[0]
+    if b"\x00" in first:  # no text file's header holds one; its content (an environment's variables) is not quoted
+        raise CsvInputError(f"{path}: a NUL byte in its first line (byte {first.index(0):,}): a binary file or NUL-separated "
+                            f"records, not a UTF-8 CSV; give the {what} itself")
 
 
 def repair_text(s: str) -> tuple[str, bool]:
@@ -146,7 +151,7 @@ def _row_like_lines(fields: list[str], start: int, shapes: set[str], n_fields: i
 
 
 def read_csv_rows(
-    path: str | Path, required: tuple[str, ...], report: FileReport, strict: bool = True
+    path: str | Path, required: tuple[str, ...], report: FileReport, strict: bool = True, exact: tuple[str, ...] = ()
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield ``(line_number, row)`` for every well-formed row of a CSV with a header.
 
@@ -160,8 +165,9 @@ def read_csv_rows(
     over several lines that holds lines reading like whole further rows is kept as the parser
     reads it, counted (``suspect``), named in the examples and logged, so a quote that swallowed
     rows yet closed at the right width is visible.  A one-line row with the wrong number of fields
-    is dropped and counted; text that is not UTF-8 is re-decoded and counted.  ``report.lines``
-    counts the file's physical lines.
+    is dropped and counted; text that is not UTF-8 is re-decoded and counted, except in the
+    ``exact`` columns (ids copied byte for byte into an output): there it is a :class:`CsvInputError`
+    naming the line.  ``report.lines`` counts the file's physical lines.
     """
     path = Path(path)
     check_input_file(path, "CSV file")
@@ -179,15 +185,15 @@ def read_csv_rows(
         header_line = reader.line_num
         header = [h.strip() for h in header]
         report.columns = header
-        shown = header if len(header) <= 20 else [*header[:20], f"... ({len(header)} columns)"]
+        shown = shown_header(header)
         missing = [c for c in required if c not in header]
         if missing:
-            raise CsvInputError(f"{path}: missing column(s) {', '.join(missing)}; header is {_cut(str(shown))}")
+            raise CsvInputError(f"{path}: missing column(s) {', '.join(missing)}; header is {shown}")
         counts = Counter(header)  # linear: a header of 200,000 columns is read in milliseconds
         twice = sorted(h for h, n in counts.items() if h and n > 1)
         if twice:  # which of the two is meant? reading either would mix up the columns silently
-            raise CsvInputError(f"{path}: line {header_line}: column(s) {_cut(', '.join(twice))} appear more than once in the header "
-                                f"{_cut(str(shown))}")
+            raise CsvInputError(f"{path}: line {header_line}: column(s) {_cut(', '.join(twice), 120)} appear more than once in "
+                                f"the header {shown}")
         pos = {h: i for i, h in enumerate(header)}
         shapes: set[str] = set()
 
@@ -242,12 +248,25 @@ def read_csv_rows(
             if last == line and fields[0].strip():
                 shapes.add(_shape(fields[0]))
             repaired = [repair_text(f) for f in fields]
+            bad = next((h for h in exact if h in pos and repaired[pos[h]][1]), None)
+            if bad is not None:  # re-decoded, the id would reach the output as other bytes than the file's
+                raw_id = fields[pos[bad]].encode("utf-8", "surrogateescape")
+                raise CsvInputError(f"{path}: line {line}: {bad} {_cut(repr(raw_id), 80)} holds bytes that are not UTF-8; "
+                                    "re-decoded, it would reach the output as other bytes (ids are matched exactly): save "
+                                    "the file as UTF-8")
             if any(r for _, r in repaired):
                 fields = [f for f, _ in repaired]
                 report.encoding_repaired += 1
                 report.note("encoding", line, "not valid UTF-8; decoded as cp1252/latin-1")
             yield line, {h: fields[i] for h, i in pos.items()}
         report.lines = reader.line_num
+
+
+def shown_header(header: list[str]) -> str:
+    """A header for an error line: at most 6 columns of at most 24 characters each, control
+    characters escaped, never the whole of a file's first line (it may be a secret's line)."""
+    cols = [h if len(h) <= 24 else h[:21] + "..." for h in header[:6]]
+    return _cut(repr(cols if len(header) <= 6 else [*cols, f"... ({len(header)} columns)"]), 240)
 
 
 def _cut(text: str, width: int = 400) -> str:

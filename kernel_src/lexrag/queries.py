@@ -89,7 +89,7 @@ _SAID: set[tuple[str, int, int]] = set()  # (file, rows, lines) already logged i
 
 def _rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
     report = FileReport(file=str(path), max_examples=10)
-    rows = list(read_csv_rows(path, required, report))
+    rows = list(read_csv_rows(path, required, report, exact=("query_id",)))  # an id is copied into the submission as is
     if report.malformed:
         bad = "; ".join(f"line {e['line']}: {e['reason']}" for e in report.examples if e["kind"] == "malformed")
         raise QueryFileError(f"{path}: {report.malformed} malformed row(s): {bad}")

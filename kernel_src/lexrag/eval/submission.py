@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Collection, Mapping, Sequence
 
 from lexrag.outputs import replace_text
-from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
+from lexrag.csvio import CsvInputError, FileReport, read_csv_rows, shown_header
 from lexrag.queries import listed_with_commas
 
 __all__ = ["MAX_CITATIONS", "MAX_CHARS", "write_submission", "validate_submission", "read_submission"]
@@ -141,8 +141,11 @@ def validate_submission(
         return [f"{path}: not UTF-8 ({e})"]
     if header is None:
         return [f"{path}: empty file, expected header {','.join(HEADER)}"]
+    if any("\x00" in h for h in header):  # binary, or NUL-separated records (/proc/self/environ): never quoted
+        return [f"{path}: a NUL byte in its first line: a binary file or NUL-separated records, not a CSV; give the "
+                "submission file itself"]
     if [h.strip().lstrip("\ufeff") for h in header] != HEADER:
-        problems.append(f"{path}: header is {header}, expected {HEADER}")
+        problems.append(f"{path}: header is {shown_header(header)}, expected {HEADER}")
         return problems
     report = FileReport(file=str(path), max_examples=10_000)
     seen: dict[str, int] = {}
