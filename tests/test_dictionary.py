@@ -160,15 +160,18 @@ def test_the_weighting_reads_the_loaded_bm25_index(tmp_path, demo_laws):
 
     both = ("dictionary.weighting=indexed and dictionary.compounds read the BM25 index, which lexical.enabled=false leaves "
             "unloaded: set lexical.enabled=true, or dictionary.weighting=uniform dictionary.compounds=false")
+    with pytest.raises(ConfigError, match="set lexical.enabled=true, or dictionary.enabled=false"):
+        load_config(None, {"dictionary.enabled": True, "lexical.enabled": False})  # nothing would search the translation
+    dense = {"semantic.enabled": True, "semantic.model": "x", "semantic.variants": ["dict_de"]}  # the dense stage searches it
     with pytest.raises(ConfigError, match=both):  # the defaults: both ways out in one line
-        load_config(None, {"dictionary.enabled": True, "lexical.enabled": False})
+        load_config(None, {"dictionary.enabled": True, "lexical.enabled": False, **dense})
     with pytest.raises(ConfigError, match="weighting=structured reads the BM25 index, .* or dictionary.weighting=uniform$"):
         load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "structured", "dictionary.compounds": False,
-                           "lexical.enabled": False})
+                           "lexical.enabled": False, **dense})
     with pytest.raises(ConfigError, match="dictionary.compounds reads the BM25 index, .* or dictionary.compounds=false$"):
-        load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "uniform", "lexical.enabled": False})
+        load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "uniform", "lexical.enabled": False, **dense})
     plain = load_config(None, {"dictionary.enabled": True, "dictionary.weighting": "uniform", "dictionary.compounds": False,
-                               "lexical.enabled": False})  # needs no index
+                               "lexical.enabled": False, **dense})  # needs no index
     art.bm25 = None
     res = run_pipeline([Query("en", "Who must pay for the pavement?")], art, plain)
     assert "Trottoir^0.5" in res.states[0].variants["dict_de"].text.split()  # uniform, without compounds: no index read
