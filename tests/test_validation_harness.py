@@ -204,6 +204,10 @@ def test_the_incremental_ablation_has_one_row_per_stage_of_the_preset(preset):
 def test_variants_parse_as_presets_plus_overrides():
     from lexrag.eval.variants import GPU_STAGES_OFF, parse_variant
 
+    from lexrag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="count.k is given twice"):
+        parse_variant("exam;count.k=3;count.k=7")
     v = parse_variant("no learned=exam;statutes.learned=false;count.k=5")
     assert (v.name, v.preset, dict(v.overrides)) == ("no learned", "exam", {"statutes.learned": False, "count.k": 5})
     assert parse_variant("default").preset is None and parse_variant("lexical").config().graph.enabled is False

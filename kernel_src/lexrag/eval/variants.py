@@ -83,6 +83,8 @@ def parse_variant(spec: str) -> Variant:
         if "=" not in o:
             raise ConfigError(f"variant {spec!r}: {o!r} is not section.field=value")
         k, v = o.split("=", 1)
+        if k.strip() in overrides:  # the later would silently win
+            raise ConfigError(f"variant {spec!r}: {k.strip()} is given twice; give it once")
         overrides[k.strip()] = yaml.load(v, Loader=UniqueKeyLoader)
     for pv in PRESET_VARIANTS:  # a preset variant's name stands for it (with its overrides)
         if preset == pv.name:
