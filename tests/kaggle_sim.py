@@ -19,7 +19,7 @@ from pathlib import Path
 # Kaggle's image (see ../shared/DESIGN.md, "Runtime contract on Kaggle") and a Jupyter kernel.
 IMAGE = ["numpy==2.0.2", "pandas==2.2.2", "pyarrow==18.1.0", "scipy==1.15.3", "PyYAML==6.0.2", "tqdm", "packaging", "ipykernel"]
 # What the lexrag-wheels dataset adds for the lexical and graph path.
-EXTRA = ["bm25s==0.3.16", "PyStemmer==3.1.0", "igraph==1.0.0", "leidenalg==0.12.0", "texttable==1.7.2"]
+EXTRA = ["bm25s==0.3.16", "PyStemmer==3.1.0", "igraph==1.0.0", "leidenalg==0.12.0", "texttable==1.7.2", "lightgbm==4.7.0"]
 
 # Blocks every Python-level connection that is not to this machine (pip included); the kernel's
 # own channels are ZeroMQ sockets on the loopback and are left alone.
