@@ -792,8 +792,8 @@ def test_a_build_replaces_artifacts_and_unfinished_embeddings_but_not_other_fold
 SCRIPTED = DEMO / "scripted_llm"
 
 
-def llm_run(capsys, tmp_path, arts, cache, *extra):
-    """``lexrag run`` of the demo's LLM config (the scripted stand-in model) over the LLM cache ``cache``."""
+def llm_run(capsys, tmp_path, arts, cache, *extra, model=None):
+    """``lexrag run`` of the demo's LLM config (``model``, default the scripted stand-in) over the LLM cache ``cache``."""
     q = tmp_path / "q.csv"
     if not q.exists():
         write(q, QUERIES)
@@ -801,7 +801,7 @@ def llm_run(capsys, tmp_path, arts, cache, *extra):
     out.unlink(missing_ok=True)
     cache_arg = ["--set", f"llm.cache_dir={cache}"] if cache is not None else []
     return cli(capsys, "run", "--queries", q, "--artifacts", arts, "--out", out, "--config", DEMO / "config_llm.yaml",
-               "--set", f"llm.model={SCRIPTED}", *cache_arg, *extra) + (out,)
+               "--set", f"llm.model={model or SCRIPTED}", *cache_arg, *extra) + (out,)
 
 
 @pytest.fixture
@@ -955,9 +955,8 @@ def test_a_huge_llm_answer_without_spaces_is_cut_and_never_split_letter_by_lette
     real = D.Decompounder._modifier
     monkeypatch.setattr(D.Decompounder, "_modifier", lambda self, w: tried.append(len(w)) or real(self, w))
     with caplog.at_level("WARNING", logger="lexrag"):
-        rc, _, err, out = llm_run(capsys, tmp_path, arts, tmp_path / "cache", "--set", f"llm.model={script.parent}",
-                                  "--set", "llm.tasks=[translate,sparse]", "--set", "verify.enabled=false",
-                                  "--set", "agent.enabled=false")
+        rc, _, err, out = llm_run(capsys, tmp_path, arts, tmp_path / "cache", "--set", "llm.tasks=[translate,sparse]",
+                                  "--set", "verify.enabled=false", "--set", "agent.enabled=false", model=script.parent)
     assert rc == 0 and out.is_file(), err
     assert "cut to llm.max_answer_chars=20000" in caplog.text
     assert max(tried, default=0) <= D.MAX_WORD  # no word longer than MAX_WORD is tried cut by cut
