@@ -119,7 +119,9 @@ quality: venv
 	$(PY) scripts/quality.py --data $(DATA) --dictionary $(DICTIONARY) --by area --baseline lexical --variants \
 		"lexical - dict_de=lexical;dictionary.enabled=false" lexical "lexical + English=lexical;english.enabled=true" \
 		"English route alone=lexical;english.enabled=true;dictionary.enabled=false" \
-		"exam - dict_de=exam;dictionary.enabled=false" exam "exam + English=exam;english.enabled=true" \
+		"exam, fixed count - dict_de=exam;ranker.enabled=false;count.method=fixed;dictionary.enabled=false" \
+		"exam, fixed count=exam;ranker.enabled=false;count.method=fixed" \
+		"exam, fixed count + English=exam;ranker.enabled=false;count.method=fixed;english.enabled=true" \
 		--expected repro/val_dictionary.yaml --json out/quality/val_dictionary.json
 
 bench: venv
