@@ -408,3 +408,11 @@ def test_a_notebook_cell_s_guard_logs_our_warnings_as_one_line(tmp_path, caplog)
             load_queries(q, max_chars=10)
     assert [r.getMessage() for r in caplog.records if r.name == "lexrag"] == \
         [f"{q}: line 2: query 'q1' has 50 characters; truncated to 10"]
+
+
+def test_notebook_04_reads_a_papermill_string_of_overrides_as_yaml(tmp_path):
+    # `-p overrides '{"semantic.shard_size": 1000}'` arrives as a string, read as YAML like the other notebooks'
+    from lexrag.kaggle.notebook import build_embeddings_cell
+
+    with pytest.raises(ConfigError, match="semantic.shard_siz"):  # parsed and checked, not a ValueError from dict(str)
+        build_embeddings_cell("kaggle", '{"semantic.shard_siz": 1000}', artifacts_dir=tmp_path)

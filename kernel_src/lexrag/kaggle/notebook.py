@@ -197,11 +197,11 @@ def build_embeddings_cell(config: str | None = "kaggle", overrides: Mapping[str,
     or attached), resumed from ``resume_from``; returns the line the notebook prints."""
     from lexrag.errors import LexragError
     from lexrag.pipeline.build import build_index
-    from lexrag.notebook_params import notebook_path
+    from lexrag.notebook_params import notebook_mapping, notebook_path
 
     artifacts_dir, out_dir, resume_from = (notebook_path(n, v) for n, v in
                                            (("artifacts_dir", artifacts_dir), ("out_dir", out_dir), ("resume_from", resume_from)))
-    overrides = dict(overrides or {})
+    overrides = notebook_mapping("overrides", overrides)  # papermill's -p passes a string: read as YAML, as the others
     # the kaggle preset places the encoder on cuda:1 for inference; a build encodes on every GPU there is
     cfg = load_config(config, {"semantic.device": "auto", **overrides} if config == "kaggle" else overrides)
     paths = resolve_paths(cfg.paths)
