@@ -55,20 +55,58 @@ def cache_name(setting_value: str) -> str:
     return Path(first.rstrip("/")).name or first
 
 
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+SAMPLE_BYTES = 1 << 16  # each weight file is known by its header and three chunks of this size
+MAX_HEADER = 1 << 24  # a safetensors header longer than this is sampled like the rest (a real one is far smaller)
+
+
+def weight_files(folder: str | Path) -> list[Path]:
+    """The weight files under ``folder`` (safetensors, PyTorch, GGUF), in a fixed order."""
+    folder = Path(folder)
+    return sorted(p for p in folder.rglob("*") if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+
+
+def weights_digest(folder: str | Path, h=None):
+    """Feed ``h`` (a new sha256 when None) each weight file's path, size, safetensors header (the
+    names, shapes and dtypes of its tensors) and three chunks of its bytes (the start, the middle,
+    the end): other weights with the same JSON files and file sizes (another version of a model, a
+    fine-tune) differ, while a 15 GB folder is known from well under a megabyte read per file
+    (``scripts/bench_fingerprint.py`` measures it)."""
+    import struct
+
+    folder = Path(folder)
+    h = h or hashlib.sha256()
+    for p in weight_files(folder):
+        size = p.stat().st_size
+        h.update(f"{p.relative_to(folder)}\0{size}\0".encode())
+        with open(p, "rb") as f:
+            if p.suffix == ".safetensors" and size >= 8:
+                n = struct.unpack("<Q", f.read(8))[0]
+                if 0 < n <= min(MAX_HEADER, size - 8):
+                    h.update(f.read(n))
+            for at in sorted({0, max(size // 2 - SAMPLE_BYTES // 2, 0), max(size - SAMPLE_BYTES, 0)}):
+                f.seek(at)
+                h.update(f.read(SAMPLE_BYTES))
+    return h
+
+
 def model_fingerprint(folder: str | Path) -> str:
     """A model folder's identity, cheap to take: sha256 over its ``config.json`` (or a scripted
-    stand-in's script) and the names and sizes of its weight files.  Two folders with the same
-    name but other weights (a 14B for a 7B, another quantization, a fine-tune of another size) differ."""
+    stand-in's script) and :func:`weights_digest` of its weight files.  Two folders with the same
+    name but other weights (a 14B for a 7B, another quantization, another version with the same
+    files' sizes) differ."""
     folder = Path(folder)
     h = hashlib.sha256()
     for name in ("config.json", "generation_config.json", "lexrag_scripted.json"):
         f = folder / name
         if f.is_file():
             h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
-    weights = sorted(p for p in folder.rglob("*") if p.suffix in (".safetensors", ".bin", ".gguf", ".pt", ".pth") and p.is_file())
-    for p in weights:
-        h.update(f"{p.relative_to(folder)}\0{p.stat().st_size}\0".encode())
-    return h.hexdigest()[:16]
+    return weights_digest(folder, h).hexdigest()[:16]
+
+
+def has_weights(d: Path) -> bool:
+    """A folder that holds weights (or a scripted stand-in's script): a ``config.json`` alone is no model."""
+    return (d / "lexrag_scripted.json").is_file() or any(True for _ in weight_files(d))
 
 
 def is_model_dir(d: Path) -> bool:
@@ -283,6 +321,8 @@ def _by_scan(c: str, roots: list[Path], seen: list[Path], by_identity: bool) -> 
     low = "/".join(want)
     if by_identity:
         for d in seen:
+            if not has_weights(d):  # a config.json naming BAAI/bge-m3 with no weights beside it is not that model
+                continue
             name_or_path, arch = _identity(d)
             nop = name_or_path.lower().rstrip("/")
             if (nop and (nop == low or nop.endswith("/" + low))) or c in arch:

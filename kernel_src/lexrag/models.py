@@ -80,13 +80,17 @@ def _load_error(path: Path, what: str, e: BaseException) -> ModelLoadError:
 
 
 def model_id(model_path: str | Path) -> str:
-    """Folder name plus a hash of its JSON config files: identifies the weights without reading them."""
+    """Folder name plus a hash of its JSON config files and of its weights as
+    :func:`lexrag.modelpaths.weights_digest` knows them (their headers and sampled chunks, not
+    every byte): other weights behind the same JSON files are another model."""
+    from lexrag.modelpaths import weights_digest
+
     path = Path(model_path)
     h = hashlib.sha256()
     for name in sorted(p.name for p in path.glob("*.json")):
         h.update(name.encode())
         h.update((path / name).read_bytes())
-    return f"{path.name}-{h.hexdigest()[:12]}"
+    return f"{path.name}-{weights_digest(path, h).hexdigest()[:12]}"
 
 
 def same_model(a: str, b: str) -> bool:
