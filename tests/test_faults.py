@@ -2406,8 +2406,13 @@ def test_a_check_that_mismatches_names_the_manifest_it_compared_with(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-800:]
     shutil.copyfile(tmp_path / "m.yaml", out / "artifacts_manifest.yaml")
+    # without --manifest the check reads the manifest the build of these datasets wrote
     r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--check", "--only", "corpus", "--out", str(out)],
                        capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and f"checking against {out / 'artifacts_manifest.yaml'}" in r.stderr, r.stdout + r.stderr
+    # against the committed one (other data): every mismatch, and the manifest that would match named
+    r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--check", "--only", "corpus", "--out", str(out),
+                        "--manifest", str(ROOT / "artifacts_manifest.yaml")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "MISMATCH" in r.stdout, r.stdout + r.stderr
     assert f"--check --manifest {out / 'artifacts_manifest.yaml'}" in r.stderr and "compared with " in r.stderr
 
