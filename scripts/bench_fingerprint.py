@@ -45,8 +45,11 @@ def _write_model(folder: Path, size: int, shard: int) -> None:
 
 
 def _drop(folder: Path) -> None:
+    """Write the files out, then ask the kernel to drop their pages (dirty pages are not dropped)."""
+    os.sync()
     for p in folder.iterdir():
         with open(p, "rb") as f:
+            os.fsync(f.fileno())
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
