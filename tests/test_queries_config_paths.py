@@ -161,6 +161,8 @@ def test_the_kaggle_presets_models_are_found_as_users_attach_them(tmp_path, monk
             "models/baai/bge-m3/transformers/default/1/config.json": json.dumps({"architectures": ["XLMRobertaModel"]}),
             "models/baai/bge-reranker-v2-m3/pytorch/default/2/config.json":
                 json.dumps({"architectures": ["XLMRobertaForSequenceClassification"]}),
+            "models/baai/bge-m3/transformers/default/1/model.safetensors": "weights",
+            "models/baai/bge-reranker-v2-m3/pytorch/default/2/model.safetensors": "weights",
         })
         monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
         monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(other))
@@ -173,6 +175,7 @@ def test_the_kaggle_presets_models_are_found_as_users_attach_them(tmp_path, monk
         f"{qwen}/2/config.json": json.dumps({"architectures": ["Qwen2ForCausalLM"]}),
         f"{ds('my-embedder')}/weights/config.json": json.dumps({"_name_or_path": "BAAI/bge-m3"}),
         f"{ds('my-embedder')}/weights/modules.json": "[]",
+        f"{ds('my-embedder')}/weights/model.safetensors": "weights",  # found by its config.json: it must hold weights
         # a reranker fine-tuned from bge-m3 says so in its config: the name of its own folder wins
         f"{ds('bge-reranker-v2-m3')}/config.json": json.dumps({"_name_or_path": "BAAI/bge-m3",
                                                                "architectures": ["XLMRobertaForSequenceClassification"]}),
