@@ -209,3 +209,62 @@ def test_the_dictionary_without_bm25_is_refused_unless_the_dense_stage_reads_its
                                "semantic.variants": ["query", "dict_de"]})  # the dense stage searches it
     assert dense.dictionary.enabled and not dense.lexical.enabled
     assert load_config(None, {"dictionary.enabled": True}).dictionary.enabled  # with BM25: as before
+
+
+@pytest.mark.parametrize("exc, said", [
+    (MemoryError(), "ran out of memory or threads (MemoryError"),
+    (OSError("Could not find/load shared object file 'libllvmlite.so' from resource location"), "compiled library could not"),
+])
+def test_a_command_out_of_memory_or_threads_is_one_line(monkeypatch, capsys, exc, said):
+    # `lexrag build` under `ulimit -v`: pyarrow cannot start its threads, llvmlite cannot map its library
+    import lexrag.cli as cli
+
+    def boom(args):
+        raise exc
+
+    monkeypatch.setattr(cli, "cmd_config", boom)
+    assert cli.main(["-q", "config"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0] and "ulimit -v" in err[0], err
+
+
+def test_pyarrow_unable_to_start_its_threads_is_one_line(monkeypatch, capsys):
+    import pyarrow.lib
+
+    import lexrag.cli as cli
+
+    def boom(args):
+        raise pyarrow.lib.ArrowException("Unknown error: Failed to launch worker thread: Resource temporarily unavailable")
+
+    monkeypatch.setattr(cli, "cmd_config", boom)
+    assert cli.main(["-q", "config"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ran out of memory or threads (ArrowException" in err[0], err
+    monkeypatch.setattr(cli, "cmd_config", lambda a: (_ for _ in ()).throw(ValueError("a bug")))
+    with pytest.raises(ValueError):  # anything else is not dressed up
+        cli.main(["-q", "config"])
+
+
+def test_numba_that_cannot_load_its_library_leaves_bm25_on_numpy(monkeypatch, caplog):
+    import builtins
+    import importlib
+    import sys
+
+    real_import = builtins.__import__
+
+    def no_llvmlite(name, *args, **kwargs):
+        if name == "numba":
+            raise OSError("Could not find/load shared object file 'libllvmlite.so' from resource location")
+        return real_import(name, *args, **kwargs)
+
+    saved = sys.modules.pop("lexrag.index.bm25_kernel")
+    monkeypatch.setattr(builtins, "__import__", no_llvmlite)
+    try:
+        with caplog.at_level("WARNING"):
+            fresh = importlib.import_module("lexrag.index.bm25_kernel")
+        assert fresh.BACKEND == "numpy" and "numba cannot load its compiler library" in caplog.text
+    finally:  # the module every other import holds, in sys.modules and as the package's attribute
+        import lexrag.index
+
+        sys.modules["lexrag.index.bm25_kernel"] = saved
+        lexrag.index.bm25_kernel = saved

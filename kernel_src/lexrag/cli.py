@@ -439,6 +439,21 @@ def _disk_error(e: OSError, args: argparse.Namespace) -> str | None:
     return disk_error(e, f"--out {args.out}" if getattr(args, "out", None) else "an output file")
 
 
+def _resource_error(e: BaseException) -> str | None:
+    """One line for a command that ran out of memory or threads (a ``ulimit -v`` too low for the
+    data, pyarrow unable to start its worker threads); None for anything else."""
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    exhausted = isinstance(e, MemoryError) or (type(e).__module__.startswith("pyarrow") and any(
+        w in first for w in ("Resource temporarily unavailable", "Failed to launch worker thread", "out of memory")))
+    if isinstance(e, OSError) and "shared object" in first:  # llvmlite (numba) cannot map its library
+        return (f"a compiled library could not be loaded ({first[:120]}): under a memory limit (ulimit -v) raise it; "
+                "otherwise reinstall the package named (pip install -r requirements.txt)")
+    if not exhausted:
+        return None
+    return (f"the process ran out of memory or threads ({type(e).__name__}: {first}): raise the limit (ulimit -v, ulimit -u) "
+            "or free memory; the files that were there are kept (outputs are written whole or not at all)")
+
+
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     """Our warnings name the file or row already; a user reads them as one line, not a source location."""
     if category is UserWarning:  # library warnings (Deprecation, Runtime ...) keep Python's form
@@ -488,7 +503,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: standard output cannot be written ({e.strerror or e}): the report is lost; the files the command "
                   "writes were written whole or not at all", file=sys.stderr)
             return 2
-        line = _disk_error(e, args)
+        line = _disk_error(e, args) or _resource_error(e)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - only an exhausted memory or thread limit is said here; anything else is raised
+        line = _resource_error(e)
         if line is None:
             raise
         print(f"error: {line}", file=sys.stderr)

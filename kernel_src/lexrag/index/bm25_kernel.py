@@ -41,6 +41,10 @@ except ValueError as _e:  # numba refuses its environment at import (NUMBA_NUM_T
     logging.getLogger(__name__).warning("numba cannot start (%s; check the NUMBA_* environment variables): BM25 runs on "
                                         "numpy, with the same scores, slower", str(_e).splitlines()[0][:120])
     numba = None
+except OSError as _e:  # llvmlite cannot load its library (a memory limit such as ulimit -v, a broken install): said, then numpy
+    logging.getLogger(__name__).warning("numba cannot load its compiler library (%s): BM25 runs on numpy, with the same "
+                                        "scores, slower", str(_e).splitlines()[0][:120])
+    numba = None
 
 BACKEND = "numba" if numba is not None else "numpy"
 # a query with more postings than documents / LONG_FACTOR is summed without listing the documents it
