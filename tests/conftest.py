@@ -96,6 +96,28 @@ BGE 145 II 32 E. 3.2,"Treu und Glauben (Art. 2 Abs. 1 ZGB) gilt auch im Verfahre
 
 
 @pytest.fixture
+def build_datasets():
+    """build_datasets.py loaded as a module, so its ``main`` runs in the test's process."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_datasets_under_test", ROOT / "build_datasets.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def committed_manifest(tmp_path, monkeypatch, build_datasets) -> Path:
+    """A copy of the committed artifacts_manifest.yaml that ``build_datasets`` takes for the
+    committed one, so a test may let a build rewrite it."""
+    committed = tmp_path / "repo" / "artifacts_manifest.yaml"
+    committed.parent.mkdir()
+    shutil.copy(ROOT / "artifacts_manifest.yaml", committed)
+    monkeypatch.setattr(build_datasets, "COMMITTED", committed)
+    return committed
+
+
+@pytest.fixture
 def tiny_inputs(tmp_path) -> tuple[Path, Path]:
     laws = tmp_path / "laws.csv"
     courts = tmp_path / "courts.csv"

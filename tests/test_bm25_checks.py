@@ -24,15 +24,9 @@ from lexrag.config import LexicalConfig
 from lexrag.index import lexical
 from lexrag.index.bm25_build import build_bm25
 from lexrag.index.lexical import BM25Index
+from lexrag.testing import LAW_DOCS
 
-DOCS = [
-    "Der Vermieter muss die Mietsache in einem zum vorausgesetzten Gebrauch tauglichen Zustand übergeben.",
-    "Der Mieter kann die Kündigung anfechten, wenn sie gegen Treu und Glauben verstösst.",
-    "Der Arbeitgeber kann das Arbeitsverhältnis aus wichtigen Gründen fristlos auflösen.",
-    "Wer einem andern widerrechtlich Schaden zufügt, wird ihm zum Ersatze verpflichtet.",
-    "Die Beschwerde ist innert 30 Tagen beim Bundesgericht einzureichen.",
-    "Der Käufer muss die gekaufte Sache prüfen und Mängel sofort anzeigen.",
-]
+DOCS = LAW_DOCS[:6]
 QUERY = "Kündigung Treu und Glauben Mieter Schaden Beschwerde"
 REBUILD = "rebuild it: python -m lexrag build"
 DATA, INDICES, INDPTR = "data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy"  # bm25s's names

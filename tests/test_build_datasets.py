@@ -222,23 +222,11 @@ def test_a_damaged_llm_cache_given_to_build_datasets_is_one_line_and_nothing_is_
     assert not (tmp_path / "ds" / "llm_cache" / "cache.sqlite").exists()
 
 
-def _build_datasets_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("build_datasets_under_test", ROOT / "build_datasets.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_a_build_of_other_data_leaves_the_committed_manifest_unless_recorded(tmp_path, tiny_inputs, monkeypatch, capsys):
+def test_a_build_of_other_data_leaves_the_committed_manifest_unless_recorded(tmp_path, tiny_inputs, monkeypatch, capsys,
+                                                                            build_datasets, committed_manifest):
     laws, _ = tiny_inputs
-    committed = tmp_path / "repo" / "artifacts_manifest.yaml"  # stands in for the committed manifest
-    committed.parent.mkdir()
-    shutil.copy(ROOT / "artifacts_manifest.yaml", committed)
+    committed, bd = committed_manifest, build_datasets
     before = committed.read_bytes()
-    bd = _build_datasets_module()
-    monkeypatch.setattr(bd, "COMMITTED", committed)
     monkeypatch.setenv("CI", "true")
     # the demo slice (or any other corpus) into the committed manifest: recorded beside the datasets instead
     assert bd.main(["--manifest", str(committed), "--out", str(tmp_path / "ds"), "--laws", str(laws), "--no-courts",
@@ -392,12 +380,12 @@ def test_build_datasets_refuses_a_bad_owner_a_doubled_entry_and_a_folder_that_is
     assert r.returncode != 0 and "is listed twice" in r.stdout + r.stderr
 
 
-def test_a_failed_build_leaves_no_copy_of_the_committed_manifest_behind(tmp_path, monkeypatch, capsys):
+def test_a_failed_build_leaves_no_copy_of_the_committed_manifest_behind(tmp_path, monkeypatch, capsys, build_datasets):
     import tempfile
 
     from lexrag.kaggle import datasets
 
-    bd = _build_datasets_module()
+    bd = build_datasets
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "t"))
     (tmp_path / "t").mkdir()
     laws = tmp_path / "laws.csv"
@@ -437,18 +425,18 @@ def test_a_failed_dataset_build_keeps_the_whole_set_that_was_there(tmp_path, man
     assert {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
-def test_a_build_of_other_data_names_an_artifact_without_a_document_count_in_words(tmp_path, capsys):
-    bd = _build_datasets_module()
+def test_a_build_of_other_data_names_an_artifact_without_a_document_count_in_words(tmp_path, capsys, build_datasets):
+    bd = build_datasets
     rc = bd.main(["--only", "prior", "--train", str(ROOT / "demo" / "queries_demo.csv"), "--out", str(tmp_path / "ds")])
     err = capsys.readouterr().err
     assert rc == 0 and "prior: built from other sources than the committed manifest records" in err, err[-600:]
     assert "None" not in err
 
 
-def test_a_build_of_other_data_in_parts_keeps_every_part_s_record(tmp_path, capsys):
+def test_a_build_of_other_data_in_parts_keeps_every_part_s_record(tmp_path, capsys, build_datasets):
     """README's build in parts, of other data than the committed manifest records: each part's
     entries join OUT/artifacts_manifest.yaml, so a check of OUT against it passes."""
-    bd = _build_datasets_module()
+    bd = build_datasets
     out = tmp_path / "ds"
     assert bd.main(["--only", "corpus,bm25", "--laws", str(ROOT / "demo" / "laws_demo.csv"), "--no-courts", "--out", str(out)]) == 0
     assert bd.main(["--only", "dictionary", "--dictionary", str(ROOT / "demo" / "dictionary_demo.txt"), "--out", str(out)]) == 0
@@ -462,8 +450,8 @@ def test_a_build_of_other_data_in_parts_keeps_every_part_s_record(tmp_path, caps
 
 
 @pytest.mark.parametrize("kind", ["torn", "folder", "link"])
-def test_an_out_manifest_a_build_cannot_record_into_is_refused_before_anything_is_built(tmp_path, capsys, kind):
-    bd = _build_datasets_module()
+def test_an_out_manifest_a_build_cannot_record_into_is_refused_before_anything_is_built(tmp_path, capsys, kind, build_datasets):
+    bd = build_datasets
     out = tmp_path / "ds"
     out.mkdir()
     own = out / "artifacts_manifest.yaml"

@@ -29,15 +29,6 @@ def cli(capsys, *args) -> tuple[int, str, str]:
     return rc, out, err
 
 
-def _build_datasets_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("build_datasets_round5", ROOT / "build_datasets.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 # 1. upper bounds where memory follows a number
 
 SIZED = ["corpus.chunk_rows", "lexical.top_k", "lexical.question_weight", "statutes.agreed_top_k", "statutes.top_k",
@@ -105,12 +96,8 @@ def test_a_key_given_twice_in_set_is_refused_naming_both_values(capsys):
     assert rc == 2 and "--set count.k is given twice (count.k=3 and count.k=7)" in err and not out
 
 
-def test_build_datasets_refuses_a_key_given_twice_before_any_build(tmp_path, monkeypatch, capsys):
-    committed = tmp_path / "repo" / "artifacts_manifest.yaml"  # stands in for the committed manifest
-    committed.parent.mkdir()
-    shutil.copy(ROOT / "artifacts_manifest.yaml", committed)
-    bd = _build_datasets_module()
-    monkeypatch.setattr(bd, "COMMITTED", committed)
+def test_build_datasets_refuses_a_key_given_twice_before_any_build(tmp_path, monkeypatch, capsys, build_datasets, committed_manifest):
+    committed, bd = committed_manifest, build_datasets
     out = tmp_path / "ds"
     rc = bd.main(["--manifest", str(committed), "--out", str(out), "--laws", str(DEMO / "laws_demo.csv"), "--only",
                   "corpus", "--set", "count.k=3", "--set", "count.k=7"])
@@ -173,15 +160,12 @@ def test_a_query_id_that_is_not_utf8_is_refused_naming_file_and_line(tmp_path):
 
 # 5. a full disk under build_datasets.py
 
-def test_a_full_disk_under_build_datasets_names_the_file_written_not_the_manifest(tmp_path, monkeypatch, capsys):
+def test_a_full_disk_under_build_datasets_names_the_file_written_not_the_manifest(tmp_path, monkeypatch, capsys, build_datasets,
+                                                                                   committed_manifest):
     if not getattr(shutil, "_USE_CP_SENDFILE", False):
         pytest.skip("shutil copies without sendfile here")
-    committed = tmp_path / "repo" / "artifacts_manifest.yaml"  # stands in for the committed manifest
-    committed.parent.mkdir()
-    shutil.copy(ROOT / "artifacts_manifest.yaml", committed)
+    committed, bd = committed_manifest, build_datasets
     before = committed.read_bytes()
-    bd = _build_datasets_module()
-    monkeypatch.setattr(bd, "COMMITTED", committed)
 
     def full(*a):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

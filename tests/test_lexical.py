@@ -8,19 +8,9 @@ from lexrag.config import LexicalConfig
 from lexrag.index.analyzer import GERMAN_STOPWORDS, Analyzer
 from lexrag.index.bm25_build import build_bm25
 from lexrag.index.lexical import BM25Index
+from lexrag.testing import LAW_DOCS
 
-# Nine German legal-like sentences, bm25s-style inline corpus.
-DOCS = [
-    "Der Vermieter muss die Mietsache in einem zum vorausgesetzten Gebrauch tauglichen Zustand übergeben.",
-    "Der Mieter kann die Kündigung anfechten, wenn sie gegen Treu und Glauben verstösst.",
-    "Der Arbeitgeber kann das Arbeitsverhältnis aus wichtigen Gründen fristlos auflösen.",
-    "Wer einem andern widerrechtlich Schaden zufügt, wird ihm zum Ersatze verpflichtet.",
-    "Die Beschwerde ist innert 30 Tagen beim Bundesgericht einzureichen.",
-    "Der Käufer muss die gekaufte Sache prüfen und Mängel sofort anzeigen.",
-    "Die Verjährung beträgt zehn Jahre, wenn das Gesetz nichts anderes bestimmt.",
-    "Ein Ehegatte kann die Scheidung verlangen, wenn die Ehegatten getrennt gelebt haben.",
-    "Der Pflichtteil beträgt die Hälfte des gesetzlichen Erbanspruchs.",
-]
+DOCS = LAW_DOCS  # nine German legal sentences
 
 
 def test_analyzer_follows_the_paper():

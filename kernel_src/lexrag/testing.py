@@ -11,7 +11,20 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-__all__ = ["SENTENCES", "CHAT_TEMPLATE", "make_tiny_encoder", "make_tiny_reranker", "make_tiny_llm", "write_dictd"]
+__all__ = ["SENTENCES", "LAW_DOCS", "CHAT_TEMPLATE", "make_tiny_encoder", "make_tiny_reranker", "make_tiny_llm", "write_dictd"]
+
+# nine German legal sentences: a corpus small enough to check BM25 by hand against bm25s
+LAW_DOCS = [
+    "Der Vermieter muss die Mietsache in einem zum vorausgesetzten Gebrauch tauglichen Zustand übergeben.",
+    "Der Mieter kann die Kündigung anfechten, wenn sie gegen Treu und Glauben verstösst.",
+    "Der Arbeitgeber kann das Arbeitsverhältnis aus wichtigen Gründen fristlos auflösen.",
+    "Wer einem andern widerrechtlich Schaden zufügt, wird ihm zum Ersatze verpflichtet.",
+    "Die Beschwerde ist innert 30 Tagen beim Bundesgericht einzureichen.",
+    "Der Käufer muss die gekaufte Sache prüfen und Mängel sofort anzeigen.",
+    "Die Verjährung beträgt zehn Jahre, wenn das Gesetz nichts anderes bestimmt.",
+    "Ein Ehegatte kann die Scheidung verlangen, wenn die Ehegatten getrennt gelebt haben.",
+    "Der Pflichtteil beträgt die Hälfte des gesetzlichen Erbanspruchs.",
+]
 
 SENTENCES = [
     "Der Vermieter muss die Mietsache in gebrauchstauglichem Zustand übergeben.",
