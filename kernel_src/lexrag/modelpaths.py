@@ -106,7 +106,7 @@ def model_fingerprint(folder: str | Path) -> str:
 
 def has_weights(d: Path) -> bool:
     """A folder that holds weights (or a scripted stand-in's script): a ``config.json`` alone is no model."""
-    return (d / "lexrag_scripted.json").is_file() or any(True for _ in weight_files(d))
+    return (d / "lexrag_scripted.json").is_file() or any(p.suffix in WEIGHT_SUFFIXES and p.is_file() for p in d.rglob("*"))
 
 
 def is_model_dir(d: Path) -> bool:
