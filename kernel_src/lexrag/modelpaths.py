@@ -27,7 +27,8 @@ from typing import Iterable
 
 from lexrag.errors import ArtifactError
 
-__all__ = ["ModelNotFound", "candidates", "cache_name", "find_model", "is_model_dir", "model_folders", "setting_for"]
+__all__ = ["ModelNotFound", "candidates", "cache_name", "find_model", "is_model_dir", "model_folders", "sampled_digest",
+           "setting_for"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def cache_name(setting_value: str) -> str:
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
-SAMPLE_BYTES = 1 << 16  # each weight file is known by its header and three chunks of this size
+SAMPLE_BYTES = 1 << 16  # each weight file (and each file of tied artifact copies) is known by three chunks of this size
 MAX_HEADER = 1 << 24  # a safetensors header longer than this is sampled like the rest (a real one is far smaller)
 
 
@@ -72,11 +73,20 @@ def weights_digest(folder: str | Path, h=None):
     the end): other weights with the same JSON files and file sizes (another version of a model, a
     fine-tune) differ, while a 15 GB folder is known from well under a megabyte read per file
     (``scripts/bench_fingerprint.py`` measures it)."""
+    return sampled_digest(folder, weight_files(folder), h)
+
+
+def sampled_digest(folder: str | Path, files: Iterable[Path], h=None):
+    """Feed ``h`` (a new sha256 when None) each of ``files`` (under ``folder``, in the order given):
+    its path below ``folder``, its size, a safetensors file's header, and three chunks of
+    :data:`SAMPLE_BYTES` (the start, the middle, the end), so a large file is known from a few
+    hundred kilobytes read.  A file's unread bytes are not covered: two files that differ only
+    there give the same digest (a full sha256 tells those apart)."""
     import struct
 
     folder = Path(folder)
     h = h or hashlib.sha256()
-    for p in weight_files(folder):
+    for p in files:
         size = p.stat().st_size
         h.update(f"{p.relative_to(folder)}\0{size}\0".encode())
         with open(p, "rb") as f:

@@ -23,17 +23,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from lexrag.artifacts import corpus_id
+from lexrag.artifacts import corpus_id, read_params
 from lexrag.config import PathsConfig
 from lexrag.errors import ArtifactError, ArtifactMissing, ConfigError, LexragError
 from lexrag.inputfiles import read_json_file
-from lexrag.modelpaths import find_model
+from lexrag.modelpaths import find_model, sampled_digest
+from lexrag.publish import PARAMS_ONLY
 
 __all__ = ["on_kaggle", "Paths", "resolve_paths", "paths_for", "kaggle_input", "kaggle_working", "MAX_DEPTH", "walk_dirs"]
 
 log = logging.getLogger(__name__)
 
 MAX_DEPTH = 7  # /kaggle/input/models/<owner>/<model>/<framework>/<variation>/<version>/<subfolder>
+
+_SAID: set[str] = set()  # warnings this process has logged: a run walks the inputs several times, each said once
+
+
+def _warn_once(msg: str, *args) -> None:
+    """``log.warning(msg, *args)`` the first time this process says that line (it names the path it
+    is about): the inputs are walked once per artifact looked for, and a stray file or a choice
+    among copies is news only the first time."""
+    text = msg % args if args else msg
+    if text not in _SAID:
+        _SAID.add(text)
+        log.warning("%s", text)
 
 
 def _root(variable: str, default: str) -> Path:
@@ -139,8 +152,8 @@ class Paths:
         if direct.is_file():  # the input folder's own; another input holding one is named, not passed over in silence
             others = [h for h in hits if h.resolve() != direct.resolve()]
             if others:
-                log.warning("%s: using the input folder's %s; %d other inputs hold one too (%s): set paths.input_dir to "
-                            "choose", direct, name, len(others), ", ".join(map(str, others[:5])))
+                _warn_once("%s: using the input folder's %s; %d other inputs hold one too (%s): set paths.input_dir to "
+                           "choose", direct, name, len(others), ", ".join(map(str, others[:5])))
             return direct
         if not hits:
             folders = [d / name for d in dirs if (d / name).is_dir()]
@@ -151,8 +164,8 @@ class Paths:
                                 f"{', '.join(map(str, self._roots()))} (4 levels); attach the competition data")
         hits.sort(key=lambda p: ("competitions" not in p.parts, len(p.parts), str(p)))
         if len(hits) > 1:  # which one is the competition's cannot be known for sure: say which was taken
-            log.warning("%d inputs hold %s (%s); using %s (a competition folder first, then the shallowest); set "
-                        "paths.input_dir to choose", len(hits), name, ", ".join(map(str, hits[:5])), hits[0])
+            _warn_once("%d inputs hold %s (%s); using %s (a competition folder first, then the shallowest); set "
+                       "paths.input_dir to choose", len(hits), name, ", ".join(map(str, hits[:5])), hits[0])
         return hits[0]
 
     def find_artifacts(self, name: str) -> list[Path]:
@@ -185,7 +198,7 @@ class Paths:
             return direct
         found = self.find_artifacts(name)
         if len(found) > 1:
-            log.warning("%d inputs hold artifact %r (%s); using %s", len(found), name, ", ".join(map(str, found)), found[0])
+            _warn_once("%d inputs hold artifact %r (%s); using %s", len(found), name, ", ".join(map(str, found)), found[0])
         if found:
             return found[0]
         have = sorted({a for d in walk_dirs(self.artifacts_dir, MAX_DEPTH - 2) if (d / "params.json").is_file()
@@ -197,10 +210,12 @@ class Paths:
     def artifact_set(self, names: list[str], notes: list[str] | None = None) -> dict[str, Path]:
         """The folders of artifacts ``names`` (``corpus`` among them) chosen as one set: where
         several inputs hold an artifact, the corpus that the most of the other artifacts were
-        built over wins, then the fuller corpus (more documents), then the newest lexrag version,
-        then path order; each other artifact is the newest copy built over that corpus.  Every
-        copy left out is logged with the reason, and each choice among copies is added to
-        ``notes`` (for the run status).  Names no input holds are left out of the result
+        built over wins, then the fuller corpus (more documents), then the newest lexrag version;
+        each other artifact is the newest copy built over that corpus.  Whole copies that tie on
+        all of that are told apart by content (:func:`_settle`): the same build, the first whose
+        files match its params.json; different builds, an :class:`ArtifactError` naming both.
+        Every copy left out is logged once with the reason, and each choice among copies is added
+        to ``notes`` (for the run status).  Names no input holds are left out of the result
         (:meth:`artifact` then names them)."""
         notes = notes if notes is not None else []
         found = self._artifact_folders(names) if self.kaggle else {n: [] for n in names}
@@ -212,7 +227,7 @@ class Paths:
             try:
                 cids[d] = corpus_id(d)
             except Exception as e:  # noqa: BLE001 - a damaged copy is one that loses, with its reason
-                log.warning("corpus copy %s is unreadable (%s); left out", d, e)
+                _warn_once("corpus copy %s is unreadable (%s); left out", d, e)
         dependents = [n for n in names if n != "corpus"]
 
         def agree(c: Path) -> int:
@@ -222,38 +237,52 @@ class Paths:
             n = meta[c].get("n_docs")
             return n if isinstance(n, int) else 0
 
-        corpora = sorted(cids, key=lambda c: (not _complete(c, meta[c]), -agree(c), -size(c), _newest(meta[c]),
-                                              found["corpus"].index(c)))
+        def rank(c: Path) -> tuple:
+            return not _complete(c, meta[c]), -agree(c), -size(c), _newest(meta[c])
+
+        corpora = sorted(cids, key=lambda c: (rank(c), found["corpus"].index(c)))
         chosen: dict[str, Path] = {}
         if corpora:
-            chosen["corpus"] = top = corpora[0]
-            for c in corpora[1:]:
-                log.warning("artifact corpus: %s not used: %d of the other artifacts were built over %s, %d over it; "
-                            "%d documents there, %d here", c, agree(top), top, agree(c), size(top), size(c))
+            # copies that tie on everything above are told apart by their content, never by path order
+            top, tied = _settle("corpus", [c for c in corpora if rank(c) == rank(corpora[0])], meta)
+            chosen["corpus"] = top
+            for c in corpora:
+                if c in tied:
+                    _warn_once("artifact corpus: %s not used: %s", c, tied[c][1])
+                elif c != top:
+                    _warn_once("artifact corpus: %s not used: %d of the other artifacts were built over %s, %d over it; "
+                               "%d documents there, %d here", c, agree(top), top, agree(c), size(top), size(c))
             if len(corpora) > 1:
                 notes.append(f"{len(corpora)} corpus copies attached; using {top} ({size(top)} documents, lexrag "
                              f"{meta[top].get('version')}, {agree(top)} of the other artifacts built over it); left out: "
-                             + ", ".join(f"{c} ({size(c)} documents, {agree(c)})" for c in corpora[1:]))
+                             + ", ".join(f"{c} ({tied[c][0]})" if c in tied else f"{c} ({size(c)} documents, {agree(c)})"
+                                         for c in corpora if c != top))
         want = cids.get(chosen.get("corpus"))
+
+        def rank_copy(d: Path) -> tuple:
+            return not _complete(d, meta[d]), _newest(meta[d])
+
         for n in dependents:
             copies = found[n]
             if not copies:
                 continue
             fits = [d for d in copies if "corpus_id" not in meta[d] or meta[d].get("corpus_id") == want]
-            pick = sorted(fits or copies, key=lambda d: (not _complete(d, meta[d]), _newest(meta[d]), copies.index(d)))[0]
+            ordered = sorted(fits or copies, key=lambda d: (rank_copy(d), copies.index(d)))
+            pick, tied = _settle(n, [d for d in ordered if rank_copy(d) == rank_copy(ordered[0])], meta)
             chosen[n] = pick
             for d in copies:
                 if d == pick:
                     continue
-                why = ("its files are not all there (a stray or partial copy)" if not _complete(d, meta[d]) and
+                why = (tied[d][1] if d in tied else
+                       "its files are not all there (a stray or partial copy)" if not _complete(d, meta[d]) and
                        _complete(pick, meta[pick]) else
                        f"built over corpus {meta[d].get('corpus_id')}, not the chosen {want}"
                        if "corpus_id" in meta[d] and meta[d].get("corpus_id") != want else
                        f"lexrag {meta[d].get('version')} is not newer than {meta[pick].get('version')} at {pick}")
-                log.warning("artifact %s: %s not used: %s", n, d, why)
+                _warn_once("artifact %s: %s not used: %s", n, d, why)
             if len(copies) > 1:
                 notes.append(f"{len(copies)} copies of {n} attached; using {pick} (lexrag {meta[pick].get('version')}); "
-                             f"left out: {', '.join(str(d) for d in copies if d != pick)}")
+                             f"left out: {', '.join(f'{d} ({tied[d][0]})' if d in tied else str(d) for d in copies if d != pick)}")
         return chosen
 
     def model(self, name: str, setting: str = "model") -> Path:
@@ -276,15 +305,18 @@ def _params(params: Path) -> dict:
     try:
         doc = read_json_file(params, ArtifactError)
     except ArtifactError as e:
-        log.warning("skipped %s (%s): not a lexrag artifact", params, str(e).split(": ", 1)[-1][:160])
+        _warn_once("skipped %s (%s): not a lexrag artifact", params, str(e).split(": ", 1)[-1][:160])
         return {}
     return doc if isinstance(doc, dict) else {}
 
 
 def _complete(folder: Path, meta: dict) -> bool:
     """Every file the copy's params.json lists is there with its size (cheap: no hashing): a stray
-    params.json without its files never wins over a whole copy."""
+    params.json without its files never wins over a whole copy.  An artifact that is its params.json
+    alone (a calibration, its file list empty) is whole."""
     files = meta.get("files")
+    if isinstance(files, dict) and not files and meta.get("artifact") in PARAMS_ONLY:
+        return True
     if not isinstance(files, dict) or not files:
         return False
     for rel, info in files.items():
@@ -294,6 +326,73 @@ def _complete(folder: Path, meta: dict) -> bool:
         except (OSError, TypeError, AttributeError):
             return False
     return True
+
+
+def _settle(name: str, tied: list[Path], meta: dict[Path, dict]) -> tuple[Path, dict[Path, tuple[str, str]]]:
+    """The copy of artifact ``name`` to load among ``tied`` (whole copies, in path order, equal on
+    every other ranking criterion), and for each other one left out a short label (for the run
+    status) and the reason (for the log).
+
+    Copies whose params.json differ are different builds (another corpus of as many documents, a
+    BM25 with other settings): which one the run means cannot be told from the inputs, so they are
+    refused, both named.  Copies with the same params.json record the same size and sha256 for
+    every file: the first whose files match that record is loaded (:func:`read_params`, the check
+    the load makes anyway and caches per file version, so it hashes nothing twice), and a copy
+    before it that fails the check is left out as edited.  Each copy after it is compared with it
+    by sizes and sampled chunks (:func:`lexrag.modelpaths.sampled_digest`): the same, an identical
+    copy; other chunks, an edited one (the record is the same and the loaded copy matches it).
+    Where every copy fails the check the first is returned, and the load refuses it, naming the
+    file.  ``tied`` of one copy, or of copies that are not whole, is returned as it is."""
+    first = tied[0]
+    if len(tied) < 2 or not _complete(first, meta[first]):
+        return first, {}
+    for d in tied[1:]:
+        if meta[d] != meta[first]:
+            a, b = meta[first], meta[d]
+            fields = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            files = sorted(f for f in set(a.get("files") or {}) | set(b.get("files") or {})
+                           if (a.get("files") or {}).get(f) != (b.get("files") or {}).get(f))
+            what = ", ".join(f"files ({', '.join(files[:3])}{' ...' if len(files) > 3 else ''})" if k == "files" else k
+                             for k in fields[:4])
+            docs = f"{a['n_docs']} documents, " if isinstance(a.get("n_docs"), int) else ""
+            over = (", as many of the other artifacts built over each" if name == "corpus" else
+                    ", both built over the chosen corpus" if "corpus_id" in a else "")
+            raise ArtifactError(f"artifact {name!r}: {first} and {d} are both whole copies ({docs}lexrag {a.get('version')}"
+                                f"{over}) but different builds (their params.json "
+                                f"differ in {what}), so which one this run means cannot be told: detach the one not meant "
+                                f"for it, or set paths.artifacts_dir to the folder that holds the set to use")
+    out: dict[Path, tuple[str, str]] = {}
+    pick = None
+    for d in tied:
+        try:
+            read_params(d, name)
+        except (ArtifactError, OSError) as e:
+            out[d] = ("edited: it fails its params.json's check",
+                      f"it is not what its params.json records ({str(e).splitlines()[0][:300]})")
+            continue
+        pick = d
+        break
+    if pick is None:  # no clean copy: the first is loaded, and refused with the file named
+        out.pop(first)
+        return first, out
+    want = _sampled(pick, meta[pick])
+    for d in tied[tied.index(pick) + 1:]:
+        if _sampled(d, meta[d]) == want:
+            out[d] = ("identical", f"the same build as {pick} (the same params.json, file sizes and sampled contents), "
+                                   "which comes first in path order")
+        else:
+            out[d] = ("edited: its files differ from its params.json",
+                      f"its sampled contents differ from {pick}'s, whose files match the same params.json: edited after "
+                      "the build")
+    return pick, out
+
+
+def _sampled(folder: Path, meta: dict) -> str | None:
+    """The sizes and sampled chunks of the files ``meta`` lists (None: one could not be read)."""
+    try:
+        return sampled_digest(folder, [folder / rel for rel in sorted(meta["files"])]).hexdigest()
+    except OSError:
+        return None
 
 
 def _newest(meta: dict) -> tuple:
