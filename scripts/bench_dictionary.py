@@ -39,7 +39,8 @@ def main() -> int:
         ap.error(f"--repeat {args.repeat}: give 1 or more")
     if args.artifacts:
         benchkit.require(ap, args, within=[("artifacts", "bm25")])
-    from lexrag.index.dictionary import Dictionary, build_dictionary, is_english
+    from lexrag.index.dictionary import Dictionary, build_dictionary
+    from lexrag.index.language import is_english
     from lexrag.queries import load_queries
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from lexrag.index.analyzer import GERMAN_STOPWORDS, Analyzer
 from lexrag.errors import ArtifactError
-from lexrag.index.dictionary import MAX_PHRASE, split_citations
+from lexrag.index.dictionary import split_citations
+from lexrag.index.dictionary_format import MAX_PHRASE
 from lexrag.index.dictionary_sources import read_source
 
 GERMAN_DF = 20  # a word more documents hold than this is German, not a name

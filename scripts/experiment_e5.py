@@ -31,7 +31,7 @@ from lexrag.citations import try_parse
 from lexrag.config import load_config
 from lexrag.eval.metrics import prf, recall_at_k
 from lexrag.index.corpus import Corpus
-from lexrag.index.dictionary import is_english
+from lexrag.index.language import is_english
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import load_gold, load_queries
 from lexrag.ranking import Ranking

@@ -37,7 +37,8 @@ from lexrag.config import load_config
 from lexrag.eval.cv import fold_groups, read_groups, read_locked_split
 from lexrag.eval.metrics import prf, recall_at_k
 from lexrag.eval.stats import bootstrap_ci
-from lexrag.index.dictionary import WEIGHTINGS, is_english
+from lexrag.config_sections import WEIGHTINGS
+from lexrag.index.language import is_english
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.csvio import FileReport, read_csv_rows
 from lexrag.errors import CsvInputError

@@ -9,7 +9,8 @@ import gzip
 import pytest
 
 from lexrag.errors import ArtifactError
-from lexrag.index.dictionary import Dictionary, build_dictionary, is_english
+from lexrag.index.dictionary import Dictionary, build_dictionary
+from lexrag.index.language import is_english
 from lexrag.testing import write_dictd
 
 DING = """# Version :: test 2026-12-02
@@ -92,7 +93,7 @@ class _Index:
 
 
 def test_the_weightings_share_a_words_weight_among_its_senses():
-    from lexrag.index.dictionary import weighted
+    from lexrag.index.dictionary_weights import weighted
 
     senses = ["Einheit", "Kraftwerksblock", "Polizeiwagen"]
     index = _Index({"einheit": 200, "kraftwerksblock": 2})  # Polizeiwagen: in no document
@@ -108,7 +109,7 @@ def test_the_weightings_share_a_words_weight_among_its_senses():
 
 
 def test_first_pass_weighs_the_senses_the_top_documents_hold():
-    from lexrag.index.dictionary import weighted
+    from lexrag.index.dictionary_weights import weighted
 
     index = _Index({"einheit": 200, "kraftwerksblock": 2, "grobe": 50, "fahrlässigkeit": 40})
     # 9 of the top documents hold Einheit, none Kraftwerksblock: (1 + 9) : (1 + 0)
@@ -121,7 +122,7 @@ def test_first_pass_weighs_the_senses_the_top_documents_hold():
 
 
 def test_a_tiny_weight_is_written_so_bm25_reads_it():
-    from lexrag.index.dictionary import weighted
+    from lexrag.index.dictionary_weights import weighted
     from lexrag.index.lexical import _BOOST
 
     out = weighted([f"Sinn{i}" for i in range(3000)])  # 1/3000 would print as 0.00033, 1/30000 as 3.3e-05

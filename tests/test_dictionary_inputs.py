@@ -13,7 +13,7 @@ import pytest
 
 from lexrag.errors import ArtifactError
 from lexrag.index.dictionary import Dictionary, build_dictionary, check_source
-from lexrag.index.dictionary_sources import parse_ding
+from lexrag.index.dictionary_ding import parse_ding
 from lexrag.testing import write_dictd
 
 MAX_LINE = MAX_ENTRY = 1 << 16  # the bounds of a Ding or index line and of a dictd entry, in bytes (the messages say 65,536)

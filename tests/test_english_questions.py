@@ -40,7 +40,7 @@ def g2e(tmp_path):
 
 
 def test_pseudo_english_reads_as_english_and_keeps_names_and_citations(g2e):
-    from lexrag.index.dictionary import is_english
+    from lexrag.index.language import is_english
 
     text, done, dropped = g2e.translate("Darf das Gericht die Untersuchungshaft nach Art. 221 Abs. 1 StPO für Müller anordnen?")
     words = text.split()

@@ -36,31 +36,22 @@ import numpy as np
 
 from lexrag.config import Config, load_config
 from lexrag.errors import ConfigError
-from lexrag.eval.cv import (
-    AREA_OVERLAP,
-    LOCKED_SPLIT,
-    area_groups,
-    format_area_map,
-    grouped_folds,
-    held_out_artifacts,
-    legal_areas,
-    read_groups,
-    read_locked_split,
-    refits_prior,
-)
+from lexrag.eval.cv import format_area_map, grouped_folds, held_out_artifacts, refits_prior
+from lexrag.eval.experiment_questions import read_questions, read_tuning_file
+from lexrag.eval.experiment_scores import (CEILINGS, KS, ceilings, compare, f1_at_ks, flat_metrics, own_count_f1, ranking_f1,
+                                           summary_row)
 from lexrag.eval.metrics import prf, recall_at_k
 from lexrag.eval.variants import RANK, Variant
-from lexrag.eval.stats import bootstrap_ci
 from lexrag.eval.submission import outside_corpus
 from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
 
-__all__ = ["compare", "held_out_runs", "held_out_rankings", "harness_ranker", "f1_at_ks", "ranking_f1", "own_count_f1", "FoldScores",
-           "fold_scores", "nested_picks", "ceilings", "run_experiment", "KS"]
+__all__ = ["held_out_runs", "held_out_rankings", "harness_ranker", "FoldScores", "GROUPING_KINDS", "fold_scores", "nested_picks",
+           "run_experiment",
+           # defined beside this module (experiment_scores, experiment_questions); the command line imports them from here
+           "CEILINGS", "ceilings", "read_tuning_file"]
 
 log = logging.getLogger(__name__)
-
-KS = tuple(range(1, 31))  # the counts a nested choice picks from
 
 # --- held-out rankings: the one place a fold is ranked without its own gold ---------------------
 
@@ -109,11 +100,6 @@ def harness_ranker(cfg: Config, art: Artifacts, queries: Mapping[str, Any], gold
     return LearnedRanker.fit(rows, signals, calibrate=cfg.count.method == "expected_f1")
 
 
-def f1_at_ks(gold: Sequence[str], ranked: Sequence[str], ks: Sequence[int] = KS) -> np.ndarray:
-    """F1 of ``ranked`` cut at each k of ``ks``."""
-    return np.array([prf(gold, ranked[:k])[2] for k in ks], dtype=np.float64)
-
-
 @dataclass
 class FoldScores:
     """One variant's held-out scores under one grouping: ``outer[q]`` F1 at each k of :data:`KS`
@@ -127,17 +113,6 @@ class FoldScores:
     recall100: dict[str, float]
     ranked: dict[str, list[str]]
     predicted: dict[str, list[str]] = field(default_factory=dict)  # what the config's own count emitted
-
-
-def ranking_f1(gold: Sequence[str], res: RunResult, qid: str) -> np.ndarray:
-    """The default measure of a held-out run: F1 of the query's ranking cut at each k of :data:`KS`."""
-    return f1_at_ks(gold, res.ranked.get(qid, []))
-
-
-def own_count_f1(gold: Sequence[str], res: RunResult, qid: str) -> np.ndarray:
-    """The measure of a configuration that counts for itself (``count.method`` not ``fixed``): F1
-    of what it emitted, the same at every k of :data:`KS` (so no k is chosen for it)."""
-    return np.full(len(KS), prf(gold, res.predictions.get(qid, []))[2])
 
 
 GROUPING_KINDS = {"course": "course", "area": "legal area", "query": None}  # None: folds by query were asked for
@@ -189,79 +164,7 @@ def nested_picks(scores: Sequence[FoldScores]) -> list[tuple[int, int]]:
     return picks
 
 
-def _row(f1: dict[str, float], recall100: dict[str, float] | None = None) -> dict:
-    vals = list(f1.values())
-    lo, hi = bootstrap_ci(vals)
-    row = {"macro_f1": round(float(np.mean(vals)), 4), "ci": [round(lo, 4), round(hi, 4)], "n": len(vals)}
-    if recall100 is not None:
-        row["recall@100"] = round(float(np.mean([recall100[q] for q in f1])), 4)
-    return row
-
-
-CEILINGS = ("as ranked", "oracle citation form", "k = gold count", "best k per question")
-
-
-def ceilings(gold: Mapping[str, Sequence[str]], ranked: Mapping[str, Sequence[str]], k: int = 3) -> dict[str, float]:
-    """Where Macro F1 at ``k`` is lost, on the same rankings: as they are; with each paragraph
-    written as its whole article where that is the form the gold cites and the paragraph is not
-    ("Art. 41 OR" for "Art. 41 Abs. 1 OR"); cut at each question's own gold count; cut at each
-    question's best k (1..30).  Upper bounds for a citation-form rule, a count rule and the count
-    together with nothing else changed."""
-    from lexrag.citations import parent, scoring_form
-
-    out = dict.fromkeys(CEILINGS, 0.0)
-    for q, g in gold.items():
-        r = list(ranked.get(q, []))
-        gs = {scoring_form(x) for x in g}
-        formed: list[str] = []
-        for c in r:
-            whole = parent(c) if c.startswith("Art") else c
-            c = whole if scoring_form(c) not in gs and scoring_form(whole) in gs else c
-            if c not in formed:
-                formed.append(c)
-        out["as ranked"] += prf(g, r[:k])[2]
-        out["oracle citation form"] += prf(g, formed[:k])[2]
-        out["k = gold count"] += prf(g, r[: len(gs)])[2]
-        out["best k per question"] += max(prf(g, r[:kk])[2] for kk in KS)
-    return {name: v / max(len(gold), 1) for name, v in out.items()}
-
-
-def compare(base: Mapping[str, tuple[dict, dict]], other: Mapping[str, tuple[dict, dict]]) -> dict[str, dict]:
-    """Per part (a grouping's nested F1, a scored file, the locked areas) the paired difference
-    ``other - base`` over the queries both scored: mean Macro F1 difference with its 95% bootstrap
-    interval (of the per-query differences) and the sign-flip permutation p-value, and the
-    Recall@100 difference.  "No significant loss" is an interval that reaches above 0."""
-    from lexrag.eval.stats import paired_p_value
-
-    out = {}
-    for part in base.keys() & other.keys():
-        (bf, br), (of, orr) = base[part], other[part]
-        qs = [q for q in bf if q in of]
-        if not qs:
-            continue
-        d = [of[q] - bf[q] for q in qs]
-        lo, hi = bootstrap_ci(d)
-        out[part] = {"f1_delta": round(float(np.mean(d)), 4), "ci": [round(lo, 4), round(hi, 4)],
-                     "p": round(paired_p_value([bf[q] for q in qs], [of[q] for q in qs]), 4),
-                     "recall@100_delta": round(float(np.mean([orr[q] - br[q] for q in qs])), 4), "n": len(qs)}
-    return out
-
-
 # --- an experiment --------------------------------------------------------------------------------
-
-def read_tuning_file(path: str | Path) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """The questions with gold (query id -> gold) and the courses (query id -> course) of a tuning file;
-    one with fewer than two such questions or without a course column (the folds' groups) is refused."""
-    gold = {q: g for q, g in load_gold(path).items() if g}
-    if len(gold) < 2:  # each question is scored at the k picked on the others
-        raise ConfigError(f"--tune-on {path}: {len(gold) or 'no'} question with gold citations; the nested folds hold "
-                          "questions out, so it needs 2 or more (lexam_dev.csv: many, from several courses)")
-    courses = read_groups(path)
-    if not courses:
-        raise ConfigError(f"--tune-on {path}: no course column, so the questions cannot be grouped by legal area; "
-                          "tune on a file with query_id, course and gold_citations columns (lexam_dev.csv)")
-    return gold, courses
-
 
 def _bm25_of_variants(variants: Sequence[Variant], config, base_cfg: Config, artifacts, art: Artifacts,
                       bm25: Sequence[str | Path] = ()) -> dict[str, Any]:
@@ -308,26 +211,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
     t_start = time.perf_counter()
     data = Path(data)
     tune_file = data / tune_on
-    all_gold, courses = read_tuning_file(tune_file)
-    areas = legal_areas(all_gold, courses)
-    q_area = area_groups(courses, areas)
-    source = str(LOCKED_SPLIT) if locked is None else "the locked split given"
-    locked = read_locked_split() if locked is None else locked
-    locked_courses = {c for a in locked.get("areas", []) for c in a.get("courses", [])}
-    locked_q = [q for q in all_gold if courses.get(q, "") in locked_courses]
-    if final and not locked_q:  # else the "final" report would tune on the areas it claims to hold out
-        raise ConfigError(f"--final needs the locked split ({source}) to name "
-                          f"courses of {tune_on}; it names none (missing, emptied, or another tuning file): restore "
-                          "repro/locked_split.yaml, or leave --final out")
-    dev = {q: g for q, g in all_gold.items() if q not in set(locked_q)}
-    if dev_areas:  # a smaller development run: every n-th area by size
-        names = sorted({q_area[q] for q in dev}, key=lambda a: (-sum(q_area[q] == a for q in dev), a))
-        keep = set(names[:: max(1, len(names) // dev_areas)][:dev_areas])
-        dev = {q: g for q, g in dev.items() if q_area[q] in keep}
-    log.info("legal areas of %s (courses joined where their gold's law codes overlap >= %s):\n%s", tune_on, AREA_OVERLAP,
-             format_area_map(all_gold, courses, areas))
-    log.info("locked: %d questions of %s; folds over %d questions of %d areas", len(locked_q),
-             sorted({q_area[q] for q in locked_q}), len(dev), len({q_area[q] for q in dev}))
+    all_gold, courses, areas, q_area, locked, locked_q, dev = read_questions(data, tune_on, final, locked, dev_areas)
     groupings = {"course": courses, "area": q_area, "query": {}}
     # every part a variant may switch on, loaded once (the dictionary where the artifacts hold one)
     has_dictionary = (Path(artifacts) / "dictionary" / "params.json").is_file()
@@ -380,7 +264,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             at = {q: f1_at_ks(dev[q], fs.ranked[q], (3, 5)) for q in fs.outer}
             row[g] = {"folds": len(fs.folds), "f1@3": round(float(np.mean([x[0] for x in at.values()])), 4),
                       "f1@5": round(float(np.mean([x[1] for x in at.values()])), 4),
-                      "nested": _row(chosen, fs.recall100), "k_picks": cfg.count.method if own else picks}
+                      "nested": summary_row(chosen, fs.recall100), "k_picks": cfg.count.method if own else picks}
             per_query[v.name][g] = (chosen, fs.recall100)
             if own:
                 row[g]["mean_k"] = round(float(np.mean([len(fs.predicted.get(q, [])) for q in fs.outer])), 2)
@@ -401,7 +285,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             gold = other_gold[f]
             per_query[v.name][f] = ({q: prf(gold[q], emitted(res, q))[2] for q in gold},
                                     {q: recall_at_k(gold[q], res.ranked.get(q, []), 100) for q in gold})
-            row[f] = {**_row(*per_query[v.name][f]),
+            row[f] = {**summary_row(*per_query[v.name][f]),
                       "f1@3": round(float(np.mean([prf(gold[q], res.ranked.get(q, [])[:3])[2] for q in gold])), 4)}
         if final and locked_q:
             if once is not None and not own:
@@ -412,7 +296,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             lg = {q: all_gold[q] for q in locked_q}
             per_query[v.name]["locked"] = ({q: prf(lg[q], lp.get(q, []))[2] for q in lg},
                                            {q: recall_at_k(lg[q], lr.get(q, []), 100) for q in lg})
-            row["locked"] = {**_row(*per_query[v.name]["locked"]),
+            row["locked"] = {**summary_row(*per_query[v.name]["locked"]),
                              "f1@3": round(float(np.mean([prf(lg[q], lr.get(q, [])[:3])[2] for q in lg])), 4)}
         ref_ranked = scores["area" if "area" in by else by[0]][v.name].ranked
         row["ceilings"] = {k: round(x, 4) for k, x in ceilings({q: dev[q] for q in ref_ranked}, ref_ranked).items()}
@@ -431,21 +315,10 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
             chosen = {q: float(fs_list[vi].outer[q][k - 1]) for f, (vi, k) in zip(fs_list[0].folds, picks) for q in f}
             r100 = {q: fs_list[vi].recall100[q] for f, (vi, k) in zip(fs_list[0].folds, picks) for q in f}
             own = [rows[n]["k"] if isinstance(rows[n]["k"], str) else None for n in names]  # a count of its own: no k
-            selection[g] = {**_row(chosen, r100),
+            selection[g] = {**summary_row(chosen, r100),
                             "picks": [f"{names[vi]} ({own[vi]})" if own[vi] else f"{names[vi]} k={k}" for vi, k in picks]}
     paired = {b: {name: compare(per_query[b], parts) for name, parts in per_query.items() if name != b} for b in baselines}
-    metrics: dict[str, float] = {}
-    for name, row in rows.items():
-        if isinstance(row["k"], int):  # the count the preset should ship with (tests/test_presets_k.py)
-            metrics[f"{name} | k"] = row["k"]
-        for g in by:
-            metrics[f"{name} | {g} | f1 nested"] = row[g]["nested"]["macro_f1"]
-            metrics[f"{name} | {g} | recall@100"] = row[g]["nested"]["recall@100"]
-        for f in [*others, *(["locked"] if "locked" in row else [])]:
-            metrics[f"{name} | {f} | f1"] = row[f]["macro_f1"]
-            metrics[f"{name} | {f} | recall@100"] = row[f]["recall@100"]
-    for g, s in selection.items():
-        metrics[f"nested pick among the variants | {g} | f1 nested"] = s["macro_f1"]
+    metrics = flat_metrics(rows, selection, by, others)
     seconds = round(time.perf_counter() - t_start, 1)
     return {"command": " ".join(sys.argv), "date": _dt.date.today().isoformat(), "seconds": seconds,
             "tune_on": tune_on, "questions": len(dev), "locked_questions": len(locked_q), "final": final,

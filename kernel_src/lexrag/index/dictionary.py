@@ -13,7 +13,8 @@ The source is a dictionary file the user has, in one of two formats:
 
 Both are read by :mod:`lexrag.index.dictionary_sources`.  The artifact built from either is data
 the user makes and ships as its own dataset under the source's licence, never part of the MIT
-package.
+package.  Whether a question is English, and so translated, :func:`lexrag.index.language.is_english`
+says.
 
 The artifact (folder ``dictionary/``) holds ``entries.tsv.gz`` (English key, German sense, flags),
 and the source's name, version, sha256 and licence in ``params.json``.  Translation
@@ -21,10 +22,11 @@ and the source's name, version, sha256 and licence in ``params.json``.  Translat
 words; a single word the dictionary lacks by its base, :func:`base_forms`), prefers legal senses
 (``[jur.]``) and Swiss ones (``[Schw.]``) where an English key has them, shares a key's weight
 among its senses in BM25's boost syntax (``Haft^0.5``: a word with many senses does not outweigh
-one with a single sense; how, ``dictionary.weighting`` says, see :func:`weighted`), adds the
-German compounds of adjacent words the index holds (``dictionary.compounds``), writes
-``ß`` as ``ss`` (Swiss spelling), and keeps the question's citations, its abbreviations and
-numbers, and its English words beside their German senses (English function words dropped).
+one with a single sense; how, ``dictionary.weighting`` says, see
+:func:`~lexrag.index.dictionary_weights.weighted`), adds the German compounds of adjacent words
+the index holds (``dictionary.compounds``), writes ``ß`` as ``ss`` (Swiss spelling), and keeps
+the question's citations, its abbreviations and numbers, and its English words beside their
+German senses (English function words dropped).
 """
 
 from __future__ import annotations
@@ -37,17 +39,19 @@ import zlib
 from pathlib import Path
 
 from lexrag.artifacts import ArtifactError, read_params, rebuild_hint, write_params
-from lexrag.config_sections import WEIGHTINGS
 from lexrag.errors import short
 from lexrag.index.analyzer import ENGLISH_STOPWORDS
 from lexrag.index.decompound import LINKS
-from lexrag.index.dictionary_sources import (LEGAL, MAX_PHRASE, OTHER_REGION, SWISS, Sense, check_source, parse_dictd, parse_ding,
-                                              read_source)
+from lexrag.index.dictionary_format import LEGAL, MAX_PHRASE, OTHER_REGION, SWISS
+from lexrag.index.dictionary_sources import check_source, read_source
+from lexrag.index.dictionary_weights import boost, weighted
+from lexrag.index.language import is_english
 from lexrag.publish import publishes
 
-__all__ = ["MAX_PHRASE", "Sense", "parse_ding", "parse_dictd", "build_dictionary", "glossary", "Dictionary", "is_english",
-           "weighted", "WEIGHTINGS", "split_citations", "english_words", "check_source", "base_forms", "load_dictionary_step",
-           "build_dictionary_step"]
+__all__ = ["build_dictionary", "glossary", "Dictionary", "split_citations", "english_words", "base_forms", "load_dictionary_step",
+           "build_dictionary_step",
+           # defined beside this module; the build, the notebooks and the stages import them from here
+           "check_source", "is_english"]
 
 log = logging.getLogger(__name__)
 
@@ -59,28 +63,6 @@ GLOSSARY = "data/glossary_en_de.tsv"  # in the package
 
 _EN_WORD = re.compile(r"[^\W\d_][\w'\-]*|\d+[a-z]?|\S")  # words of any script (Zürich, Müller), numbers, punctuation
 _EN_STOP = ENGLISH_STOPWORDS
-# German function words: Snowball's German stopword list, "dass" and "muß" added beside "daß" and "muss"
-_DE_STOP = frozenset("aber alle allem allen aller alles als also am an ander andere anderem anderen anderer anderes anderm andern "
-                     "anderr anders auch auf aus bei bin bis bist da damit dann der den des dem die das dass daß derselbe derselben "
-                     "denselben desselben demselben dieselbe dieselben dasselbe dazu dein deine deinem deinen deiner deines denn "
-                     "derer dessen dich dir du dies diese diesem diesen dieser dieses doch dort durch ein eine einem einen einer "
-                     "eines einig einige einigem einigen einiger einiges einmal er ihn ihm es etwas euer eure eurem euren eurer "
-                     "eures für gegen gewesen hab habe haben hat hatte hatten hier hin hinter ich mich mir ihr ihre ihrem ihren "
-                     "ihrer ihres euch im in indem ins ist jede jedem jeden jeder jedes jene jenem jenen jener jenes jetzt kann "
-                     "kein keine keinem keinen keiner keines können könnte machen man manche manchem manchen mancher manches mein "
-                     "meine meinem meinen meiner meines mit muss muß musste nach nicht nichts noch nun nur ob oder ohne sehr sein "
-                     "seine seinem seinen seiner seines selbst sich sie ihnen sind so solche solchem solchen solcher solches soll "
-                     "sollte sondern sonst über um und uns unsere unserem unseren unser unseres unter viel vom von vor während war "
-                     "waren warst was weg weil weiter welche welchem welchen welcher welches wenn werde werden wie wieder will wir "
-                     "wird wirst wo wollen wollte würde würden zu zum zur zwar zwischen".split())
-# Words both languages write ("Was kann A an B verlangen?", "What if A dies?"): they tell neither
-_DE_EN_SHARED = (_EN_STOP & _DE_STOP) | frozenset("also am bin den die dies hat hin man nun um war".split())
-# English words that open a question ("Does B owe A?"): one of them first is as good as a second function word
-_EN_OPENERS = frozenset("what which who whom whose when where whether how why is are do does did has have had can could may "
-                        "might must shall should would".split())
-# French and Italian function words: a question in either is not English (Swiss questions may be in both)
-_FR_IT_STOP = frozenset("le la les un une des du est sont et ou que qui dans pour par sur avec ne pas au aux ce cette il elle "
-                        "lo gli una della delle dei che di è sono per con non nel nella il del".split())
 
 
 @publishes("out")
@@ -113,26 +95,6 @@ def build_dictionary(source: str | Path, out: str | Path) -> "Dictionary":
                        n_entries=len(entries), skipped=skipped)
     log.info("dictionary: %d English keys from %s", len(entries), source)
     return Dictionary({k: list(v.items()) for k, v in entries.items()}, doc)  # as load() reads it, without reading it
-
-
-def is_english(text: str) -> bool:
-    """Whether a question reads as English by its function words: at least two English ones (or one
-    that opens the question, ``_EN_OPENERS``: "Does B owe A?"), and more of them than German ones and
-    than French and Italian ones (ties, and texts with none, are not English).
-
-    Words of one letter and words in capitals never count: a party letter (``A``, ``B``, ``X``) is no
-    article or pronoun, and ``OR`` (the Code of Obligations) no conjunction.
-    Words both English and German write (``was``, ``an``, ``in``, ``so``, ``will``, ``hat``, ``die``;
-    ``_DE_EN_SHARED``) count for neither, and German's function words are a full stopword list
-    (``kann``, ``gegen``, ``wenn``, ``für``...), so "Was kann A an B verlangen?" is German and
-    "What can A claim from B?" English."""
-    words = re.findall(r"[^\W\d_]+", text)
-    opens = bool(words) and words[0].lower() in _EN_OPENERS
-    words = [w for w in (w.lower() for w in words if len(w) > 1 and not w.isupper()) if w not in _DE_EN_SHARED]
-    en = sum((w in _EN_STOP or w in _EN_OPENERS) and w not in _FR_IT_STOP for w in words)
-    de = sum(w in _DE_STOP for w in words)
-    fr_it = sum(w in _FR_IT_STOP for w in words)
-    return (en >= 2 or opens) and en > de and en > fr_it
 
 
 def glossary() -> dict[str, list[str]]:
@@ -229,9 +191,10 @@ class Dictionary:
     def translate(self, text: str, weighting: str = "uniform", index=None, top_stems: dict[str, int] | None = None,
                   compounds: bool = False) -> str:
         """The German search text of an English question (see the module's docstring), its senses
-        weighted as :func:`weighted` says (``index``: the BM25 index, for every weighting but
-        ``uniform`` and for ``compounds``; ``top_stems``: for ``first_pass``, the terms of the first
-        search's top documents); with ``compounds``, :meth:`compounds` of adjacent words added."""
+        weighted as :func:`~lexrag.index.dictionary_weights.weighted` says (``index``: the BM25 index,
+        for every weighting but ``uniform`` and for ``compounds``; ``top_stems``: for ``first_pass``,
+        the terms of the first search's top documents); with ``compounds``, :meth:`compounds` of
+        adjacent words added."""
         if (weighting != "uniform" or compounds) and index is None:
             raise ValueError(f"dictionary {'compounds read' if compounds else f'weighting {weighting!r} reads'} the BM25 index: give it")
         kept, rest = split_citations(text)
@@ -292,7 +255,7 @@ class Dictionary:
             for c in dict.fromkeys(held.values()):
                 c = c[0].upper() + c[1:]  # a German noun, as the senses are written
                 out[c] = max(out.get(c, 0.0), 1.0 / len(held))
-        return [_boost(f"={c}", w) for c, w in out.items()]
+        return [boost(f"={c}", w) for c, w in out.items()]
 
     def _compound_senses(self, word: str) -> list[str]:
         """The senses of ``word`` a compound is made of: single words written as German nouns."""
@@ -318,11 +281,6 @@ def english_words(text: str) -> list[str]:
 def _content(token: str) -> bool:
     """A token that is an English word and no function word."""
     return token[0].isalpha() and token.lower() not in _EN_STOP
-
-
-def _boost(word: str, w: float) -> str:
-    """``word`` at weight ``w`` in BM25's boost syntax, never below 0.001 (the syntax takes no exponent)."""
-    return f"{word}^{max(w, 0.001):.2g}"
 
 
 def base_forms(word: str) -> list[str]:
@@ -358,49 +316,6 @@ def split_citations(text: str) -> tuple[list[str], str]:
         pieces.append(norm[last:x.start])
         last = max(last, x.end)
     return [x.citation.format() for x in found], " ; ".join(pieces + [norm[last:]])
-
-
-def weighted(senses: list[str], weighting: str = "uniform", index=None, top_stems: dict[str, int] | None = None) -> list[str]:
-    """The words of an English key's German senses in BM25's boost syntax (``Haft^0.33``).
-
-    - ``uniform``: each of the n senses 1/n;
-    - ``indexed``: only the senses the index holds a word of, each 1/n of those n (a sense no
-      document holds finds nothing, yet took its share from the others);
-    - ``structured``: the indexed senses, each 1/n scaled by idf(key) / idf(sense), where the key's
-      document frequency is the mean of its senses' (Darwish and Oard's probabilistic structured
-      query, approximated over the index's precomputed term weights): the key's senses count as
-      one word of one idf, so a rare, wrong sense ("unit" -> Kraftwerksblock) cannot outweigh
-      the common, right one (Einheit) through its idf; a sense rarer than the key is capped at
-      weight 1 (a single word's), so the senses may sum to more than 1;
-    - ``first_pass``: the indexed senses, each in proportion to 1 + the number of the first search's
-      top documents that hold it (``top_stems``: term -> documents; Ballesteros and Croft's
-      disambiguation by the documents the whole question finds: the sense that fits the other
-      words' senses wins).
-    A word stands for its :meth:`~lexrag.index.lexical.BM25Index.word_term` (its own stem, else its
-    rarest indexed part: a compound whose parts are indexed is held); a sense's document frequency
-    is its rarest word's, its count in the top documents its scarcest word's.  One sense keeps
-    weight 1; no weight is written below 0.001 (BM25's boost syntax takes no exponent)."""
-    if weighting not in WEIGHTINGS:
-        raise ValueError(f"dictionary weighting {weighting!r}: choose one of {', '.join(WEIGHTINGS)}")
-    if weighting == "first_pass" and top_stems is None:
-        raise ValueError("dictionary weighting 'first_pass' counts senses in the first search's top documents: give top_stems")
-    weights = [1.0 / len(senses)] * len(senses)
-    if weighting != "uniform" and len(senses) > 1:
-        terms = [[h for w in sense.split() if (h := index.word_term(w)) is not None] for sense in senses]  # (term, df)
-        held = [i for i, t in enumerate(terms) if t]
-        if held:
-            senses, terms = [senses[i] for i in held], [terms[i] for i in held]
-            weights = [1.0 / len(senses)] * len(senses)
-            if weighting == "first_pass":
-                hits = [1 + min(top_stems.get(term, 0) for term, _ in t) for t in terms]
-                weights = [h / sum(hits) for h in hits]
-            if weighting == "structured":
-                dfs = [min(df for _, df in t) for t in terms]
-                key_idf = index.idf(sum(dfs) / len(dfs))
-                weights = [min(1.0, w * key_idf / i) if (i := index.idf(d)) > 0 else w for w, d in zip(weights, dfs)]
-    if len(senses) == 1 and weights[0] == 1.0:
-        return senses[0].split()
-    return [_boost(word, w) for sense, w in zip(senses, weights) for word in sense.split()]
 
 
 def build_dictionary_step(cfg, dest: Path, inputs) -> None:

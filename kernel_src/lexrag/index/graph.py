@@ -1,9 +1,10 @@
 """Citation graph over parents (decisions without ``E.``, law articles without ``Abs.``).
 
 Built from the court considerations of the corpus: every law, BGE and docket reference found in
-a consideration's text (``lexrag.citations.extract``) adds one to the weight of the edge from the
-consideration's decision to the referenced parent.  Law articles are nodes too (they are cited,
-they cite nothing).  Stored as an artifact folder of arrays and parquet, no pickle:
+a consideration's text (``lexrag.citations.extract``, run over the texts by worker processes:
+:mod:`lexrag.index.graph_references`) adds one to the weight of the edge from the consideration's
+decision to the referenced parent.  Law articles are nodes too (they are cited, they cite
+nothing).  Stored as an artifact folder of arrays and parquet, no pickle:
 
 * ``nodes.parquet``: ``name``, ``kind`` (law | bge | docket), ``comm_0..2`` (Leiden communities,
   coarse to fine), ``in_strength``;
@@ -22,13 +23,8 @@ so every coarse community is a union of finer ones (nested by construction).
 
 from __future__ import annotations
 
-import gc
 import logging
-import multiprocessing as mp
-import os
 import time
-import warnings
-from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -38,9 +34,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from lexrag import citations as cit
 from lexrag.citations import CITATION_KINDS
 from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, reading, rebuild_hint, write_params
+from lexrag.index.graph_references import row_group_references
 from lexrag.publish import publishes
 
 __all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS"]
@@ -195,79 +191,6 @@ class CitationGraph:
         return cls(names, kind, adj, comm, list(res), doc_node, doc_cited, params)
 
 
-# ---- reference extraction: the court texts are searched in worker processes, one parquet row group
-# at a time; each returns its references as arrays of local ids plus the strings they stand for, in
-# order of first mention, so the parent numbers the nodes exactly as one pass in document order would.
-
-_codes: frozenset[str] | None = None
-_aliases: dict[str, str] = {}
-_folder: Path | None = None
-_memo: dict = {}  # citation -> (parent name, kind, lookup key or None): authorities are cited again and again
-
-
-def _init_worker(folder: Path, codes: frozenset[str] | None, aliases: dict[str, str]) -> None:
-    global _folder, _codes, _aliases
-    _folder, _codes, _aliases = Path(folder), codes, aliases
-    _memo.clear()
-
-
-def _group_references(task: tuple[int, int]) -> tuple:
-    """References of the court documents of one row group of the corpus: ``(docs, targets,
-    keys, target_names, key_strings, n)``.  ``docs``: the citing document of each reference;
-    ``targets``: its cited parent, an index into ``target_names`` ((name, kind) pairs in order of
-    first mention); ``keys``: the lookup key of a cited law paragraph or consideration, an index
-    into ``key_strings``, -1 for a decision cited as a whole."""
-    from lexrag.index.corpus import CORPUS_FILE
-
-    group, first = task
-    table = pq.ParquetFile(_folder / CORPUS_FILE).read_row_group(group, columns=["text", "source"])
-    texts, sources = table.column(0).to_pylist(), table.column(1).to_pylist()
-    del table
-    pa.default_memory_pool().release_unused()
-    target_id: dict[tuple[str, str], int] = {}
-    key_id: dict[str, int] = {}
-    docs, targets, keys = array("i"), array("i"), array("i")
-    memo, aliases = _memo, _aliases
-    if len(memo) > 2_000_000:
-        memo.clear()
-    for j, (text, source) in enumerate(zip(texts, sources)):
-        if source == "law" or not text:
-            continue
-        for e in cit.extract(text, _codes):
-            got = memo.get(e.citation)
-            if got is None:
-                c = e.citation
-                if isinstance(c, cit.LawCitation) and c.code in aliases:  # CitationIndex.canonical
-                    c = cit.LawCitation(c.article, aliases[c.code], c.paragraph)
-                got = memo[e.citation] = (c.parent().format(), c.kind,
-                                          c.key() if c.kind == "law" or c.consideration else None)
-            name, kind, key = got
-            t = target_id.get((name, kind))
-            if t is None:
-                t = target_id[(name, kind)] = len(target_id)
-            docs.append(first + j)
-            targets.append(t)
-            if key is None:
-                keys.append(-1)
-            else:
-                k = key_id.get(key)
-                if k is None:
-                    k = key_id[key] = len(key_id)
-                keys.append(k)
-    as_np = lambda a: np.frombuffer(a, dtype=np.int32) if len(a) else np.empty(0, np.int32)  # noqa: E731
-    return as_np(docs), as_np(targets), as_np(keys), list(target_id), list(key_id), len(docs)
-
-
-def _workers(requested: int) -> int:
-    if requested > 0:
-        return requested
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, 8))
-
-
 @publishes("out_dir")
 def build_graph(
     corpus,  # lexrag.index.corpus.Corpus
@@ -308,52 +231,34 @@ def build_graph(
     meta = pq.ParquetFile(corpus.folder / CORPUS_FILE).metadata
     starts = np.concatenate([[0], np.cumsum([meta.row_group(g).num_rows for g in range(meta.num_row_groups)])]).astype(int)
     tasks = [(g, int(starts[g])) for g in range(meta.num_row_groups)]
-    n_workers = min(_workers(workers), max(len(tasks), 1))
-    pool = None
-    if n_workers > 1 and "fork" in mp.get_all_start_methods():
-        # fork, not spawn: spawn runs the caller's main module again (``python -m lexrag`` has no
-        # main guard); the frozen objects are left alone by the children's garbage collector, so
-        # the corpus's millions of strings stay shared pages
-        gc.freeze()
-        try:
-            with warnings.catch_warnings():  # Python 3.12 warns of forking a threaded process; the
-                warnings.simplefilter("ignore", DeprecationWarning)  # workers take no lock the parent's threads hold
-                pool = mp.get_context("fork").Pool(n_workers, _init_worker, (corpus.folder, codes, aliases))
-        finally:
-            gc.unfreeze()
-        results = pool.imap(_group_references, tasks)
-    else:
-        _init_worker(corpus.folder, codes, aliases)
-        results = map(_group_references, tasks)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    with row_group_references(corpus.folder, tasks, codes, aliases, workers) as results:
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(corpus), desc="graph references", unit="docs", mininterval=5)
-    try:
-        src_parts, dst_parts = [], []
-        cited: dict[str, int] = {}  # corpus string -> references to it (paragraphs and considerations)
-        n_refs = 0
-        for (g, first), (docs, targets, keys, target_names, key_strings, n) in zip(tasks, results):
-            n_refs += n
-            if n:
-                tmap = np.fromiter((node(name, kind) for name, kind in target_names), np.int32, len(target_names))
-                s, t = doc_node[docs], tmap[targets]
-                keep = s != t
-                src_parts.append(s[keep])
-                dst_parts.append(t[keep])
-                counts = np.bincount(keys[keys >= 0], minlength=len(key_strings))
-                for key, count in zip(key_strings, counts.tolist()):
-                    hit = index.by_key.get(key)
-                    if hit is not None and count:
-                        cited[hit] = cited.get(hit, 0) + count
+            bar = tqdm(total=len(corpus), desc="graph references", unit="docs", mininterval=5)
+        try:
+            src_parts, dst_parts = [], []
+            cited: dict[str, int] = {}  # corpus string -> references to it (paragraphs and considerations)
+            n_refs = 0
+            for (g, first), (docs, targets, keys, target_names, key_strings, n) in zip(tasks, results):
+                n_refs += n
+                if n:
+                    tmap = np.fromiter((node(name, kind) for name, kind in target_names), np.int32, len(target_names))
+                    s, t = doc_node[docs], tmap[targets]
+                    keep = s != t
+                    src_parts.append(s[keep])
+                    dst_parts.append(t[keep])
+                    counts = np.bincount(keys[keys >= 0], minlength=len(key_strings))
+                    for key, count in zip(key_strings, counts.tolist()):
+                        hit = index.by_key.get(key)
+                        if hit is not None and count:
+                            cited[hit] = cited.get(hit, 0) + count
+                if bar is not None:
+                    bar.update(int(starts[g + 1] - first))
+        finally:
             if bar is not None:
-                bar.update(int(starts[g + 1] - first))
-    finally:
-        if pool is not None:
-            pool.terminate()
-        if bar is not None:
-            bar.close()
+                bar.close()
     for hit, count in cited.items():
         doc_cited[corpus.docs_of(hit)] += count
     n = len(node_id)
