@@ -24,6 +24,7 @@ __all__ = [
     "LLMOutputError",
     "ReplayMissError",
     "StageError",
+    "BudgetSpent",
     "ManifestError",
     "installed",
     "require",
@@ -80,6 +81,18 @@ class ManifestError(LexragError, RuntimeError):
 
 class StageError(LexragError, RuntimeError):
     """A stage that breaks the protocol (unknown phase, duplicate name, bad output)."""
+
+
+class BudgetSpent(Exception):
+    """The time budget ran out inside an optional stage's call: an LLM generation refused before
+    it began, or cut by its time limit (the cut answer is neither cached nor used).  Not a user
+    error, so not a :class:`LexragError`: the walk catches it, undoes the stage's work on the
+    queries of that call and drops the stage for the rest of the run.  ``query_ids`` names the
+    queries whose answers were being generated."""
+
+    def __init__(self, message: str, query_ids: "list[str] | tuple[str, ...]" = ()):
+        super().__init__(message)
+        self.query_ids = list(query_ids)
 
 
 def installed(module: str) -> bool:

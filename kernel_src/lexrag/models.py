@@ -209,26 +209,45 @@ class CausalLM:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return text if len(ids) <= max_tokens else self.tokenizer.decode(ids[:max_tokens])
 
-    def generate(self, prompts: list[str], max_new_tokens: int) -> list[tuple[str, int, int]]:
+    def generate(self, prompts: list[str], max_new_tokens: int,
+                 max_time: float | None = None) -> list[tuple[str, int, int]]:
         """Greedy continuations of chat-rendered ``prompts`` in one left-padded batch:
-        ``(text, prompt_tokens, generated_tokens)`` each, in input order."""
+        ``(text, prompt_tokens, generated_tokens)`` each, in input order.  ``max_time`` (seconds,
+        the time budget left) is the batch's time limit (transformers' ``max_time``); a batch
+        that limit stopped before every answer ended (no end token, fewer than
+        ``max_new_tokens`` tokens) raises :class:`lexrag.errors.BudgetSpent`, so no cut answer
+        is returned, cached or used."""
         import torch
+
+        from lexrag.errors import BudgetSpent
 
         tok = self.tokenizer
         enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         first = next(self.model.parameters()).device
         enc = {k: v.to(first) for k, v in enc.items()}
+        limit = {} if max_time is None else {"max_time": max(float(max_time), 0.0)}
         with torch.inference_mode():
             out = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
-                                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+                                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, **limit)
         width = enc["input_ids"].shape[1]
+        if limit and out.shape[1] - width < max_new_tokens:
+            # the batch stopped short of the token cap: every answer must have ended on its end
+            # token, else the time limit stopped it mid-answer
+            ends = tok.eos_token_id if isinstance(tok.eos_token_id, (list, tuple)) else [tok.eos_token_id]
+            ends = [e for e in ends if e is not None]
+            new = out[:, width:]
+            ended = torch.zeros(len(prompts), dtype=torch.bool, device=new.device)
+            for e in ends:
+                ended |= (new == e).any(dim=1)
+            if not bool(ended.all()):
+                raise BudgetSpent(f"{self.name}: generation cut by its time limit of {max_time:.1f}s after "
+                                  f"{out.shape[1] - width} of {max_new_tokens} tokens")
         res = []
         for i in range(len(prompts)):
             new = out[i, width:]
             n_new = int((new != tok.pad_token_id).sum()) if tok.pad_token_id is not None else int(new.numel())
             res.append((tok.decode(new, skip_special_tokens=True), int(enc["attention_mask"][i].sum()), n_new))
         return res
-
 
     def yes_probability(self, prompts: list[str]) -> list[tuple[float, int]]:
         """P(Yes) for chat-rendered Yes/No ``prompts`` from the next-token logits, restricted to

@@ -6,16 +6,24 @@ result.  In replay mode (``llm.mode: replay``) nothing is ever loaded: a call th
 a :class:`ReplayMissError` naming the template, the query and the cache.  The model is taken
 from the model pool only when there is something to generate, so it takes turns with the encoder
 and the reranker.
+
+With a time budget (``time_left``, the seconds the run has left), no generation batch starts once
+the budget is spent, and each gets the seconds left as its time limit (the model's ``max_time``).
+Either way the client raises :class:`BudgetSpent` naming the batch's queries: the answers of the
+batches before it are complete and cached, the refused or cut batch's are neither cached nor used.
+A Yes/No batch is one forward pass: the check before it is its limit.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from lexrag.errors import ReplayMissError
+from lexrag.errors import BudgetSpent, ReplayMissError
 from lexrag.llm.cache import LLMCache, cache_key, clean_text
 from lexrag.llm.prompts import Template
 
@@ -56,16 +64,20 @@ class LLMClient:
     """Generation through the cache.  ``get_model`` returns a :class:`lexrag.models.CausalLM`
     (from the model pool); ``model_name`` keys the cache (the model folder's name); ``model_id``,
     the attached model's fingerprint, keeps answers another model wrote from being used (None in
-    a replay without a model: the named model's answers are used)."""
+    a replay without a model: the named model's answers are used).  ``time_left`` returns the
+    seconds the run's time budget has left (infinite or None: no limit), read before each
+    generation batch."""
 
     def __init__(self, cfg, cache: LLMCache, get_model: Callable[[], Any] | None, model_name: str,
-                 replay: bool | None = None, model_id: str | None = None):
+                 replay: bool | None = None, model_id: str | None = None,
+                 time_left: Callable[[], float] | None = None):
         self.cfg = cfg
         self._replay = cfg.mode == "replay" if replay is None else replay
         self.cache = cache
         self.get_model = get_model
         self.model_name = model_name
         self.model_id = model_id
+        self.time_left = time_left
         self.calls = 0
         self.generated = 0
 
@@ -126,20 +138,37 @@ class LLMClient:
                        self.model_id or "")
         return key
 
+    def _left(self, template, labels, ids: list[int]) -> float:
+        """The seconds the budget has left (infinite without one); :class:`BudgetSpent` naming
+        the queries of ``ids`` when none are."""
+        left = float(self.time_left()) if self.time_left is not None else math.inf
+        if left <= 0:
+            names = list(dict.fromkeys(labels[i] for i in ids))
+            raise BudgetSpent(f"{template.id} for {_queries(names)} not started: the time budget is spent", names)
+        return left
+
     def _generate(self, template, msgs, keys, labels, todo, settings, out) -> None:
         if self.get_model is None:
             raise ReplayMissError(f"no LLM model to generate {template.id} for query {labels[todo[0]]!r}")
+        self._left(template, labels, todo)  # a spent budget loads no model
         lm = self.get_model()
         prompts = {i: lm.render_chat(msgs[i]) for i in todo}
         order = sorted(todo, key=lambda i: -len(prompts[i]))
         bs = self.cfg.batch_size
+        timed = _takes_max_time(lm.generate)
         for start in range(0, len(order), bs):
             chunk = order[start : start + bs]
+            left = self._left(template, labels, chunk)
             t0 = time.perf_counter()
             if template.output == "yesno":
                 res = [(repr(p), n, 0) for p, n in lm.yes_probability([prompts[i] for i in chunk])]
             else:
-                res = lm.generate([prompts[i] for i in chunk], settings["max_new_tokens"])
+                limit = {"max_time": left} if timed and left != math.inf else {}
+                try:
+                    res = lm.generate([prompts[i] for i in chunk], settings["max_new_tokens"], **limit)
+                except BudgetSpent as e:  # cut mid-answer: nothing of this batch is stored or returned
+                    names = list(dict.fromkeys(labels[i] for i in chunk))
+                    raise BudgetSpent(f"{template.id} for {_queries(names)} cut: {e}", names) from None
             dt = (time.perf_counter() - t0) / len(chunk)
             for i, (text, n_in, n_out) in zip(chunk, res):
                 text = bounded(str(text), self.max_answer_chars, f"{template.id} for query {labels[i]!r}")
@@ -148,3 +177,17 @@ class LLMClient:
                 out[i] = Generation(text, n_in, n_out, dt, False)
             self.generated += len(chunk)
         log.info("LLM %s: generated %d of %d (%s)", template.name, len(todo), len(msgs), self.model_name)
+
+
+def _queries(names: list[str]) -> str:
+    shown = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"query {shown}" if len(names) == 1 else f"queries {shown}"
+
+
+def _takes_max_time(fn: Callable) -> bool:
+    """Whether a model's ``generate`` takes ``max_time`` (backends written before it did not)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "max_time" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)

@@ -28,8 +28,13 @@ class LLM(Protocol):
 
     def count_tokens(self, text: str) -> int: ...
 
-    def generate(self, prompts: list[str], max_new_tokens: int) -> list[tuple[str, int, int]]:
-        """``(text, prompt_tokens, generated_tokens)`` per prompt, in order."""
+    def generate(self, prompts: list[str], max_new_tokens: int,
+                 max_time: float | None = None) -> list[tuple[str, int, int]]:
+        """``(text, prompt_tokens, generated_tokens)`` per prompt, in order.  ``max_time`` (the
+        seconds the run's time budget has left; None: no limit) bounds the batch: a backend that
+        stops by it raises :class:`lexrag.errors.BudgetSpent` rather than return a cut answer.
+        A backend whose ``generate`` takes no ``max_time`` is still accepted: the client then
+        only refuses a batch once the budget is spent."""
         ...
 
     def yes_probability(self, prompts: list[str]) -> list[tuple[float, int]]:

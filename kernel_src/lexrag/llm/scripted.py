@@ -12,10 +12,11 @@ The script::
     {"format": "lexrag-scripted-llm/1",
      "default_output": "",            # generation with no matching rule
      "default_yes": 0.1,              # P(Yes) with no matching rule
+     "seconds_per_call": 0,           # simulated cost of each answer (optional)
      "rules": [
         {"when": ["Translate", "Who is liable"], "output": "Wer haftet ..."},
         {"when": ["Would a decision", "Source: Art. 97 Abs. 1 OR"], "yes": 0.95},
-        {"when": ["plan searches"], "output": "{...}", "repeat": 50},
+        {"when": ["plan searches"], "output": "{...}", "repeat": 50, "seconds": 100},
         {"when": ["Translate into German"], "echo": "Translate into German:"}]}
 
 A rule applies when every ``when`` string occurs in the rendered prompt (case-sensitive), first
@@ -24,14 +25,21 @@ repeats the output, which then stops at the token cap like a model that does not
 answers with the prompt text after the given marker, e.g. a German question "translated" as
 itself).  Tokens
 are counted as whitespace-separated words.
+
+``seconds_per_call`` makes the stand-in slow: each answer (a generation or a P(Yes)) sleeps that
+long, or a rule's own ``seconds`` for the answers it gives, so the time budget can be tried on it
+(with a fake clock in the tests).  A generation batch given a ``max_time`` shorter than its cost
+sleeps ``max_time`` and is cut, as a model's generation is (:class:`lexrag.errors.BudgetSpent`);
+a P(Yes) is one forward pass and is never cut.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
-from lexrag.errors import ModelLoadError
+from lexrag.errors import BudgetSpent, ModelLoadError
 
 __all__ = ["ScriptedLM", "SCRIPT_FILE", "is_scripted", "load_scripted"]
 
@@ -54,6 +62,7 @@ class ScriptedLM:
         self.rules = script.get("rules", [])
         self.default_output = str(script.get("default_output", ""))
         self.default_yes = float(script.get("default_yes", 0.1))
+        self.seconds_per_call = float(script.get("seconds_per_call", 0.0))
 
     def render_chat(self, messages: list[dict]) -> str:
         return "\n".join(f"<{m['role']}>\n{m['content']}" for m in messages) + "\n<assistant>\n"
@@ -67,10 +76,23 @@ class ScriptedLM:
                 return r
         return None
 
-    def generate(self, prompts: list[str], max_new_tokens: int) -> list[tuple[str, int, int]]:
+    def _seconds(self, rules: list[dict | None]) -> float:
+        """The simulated cost of answering with ``rules`` (None: no rule matched)."""
+        return sum(float(r.get("seconds", self.seconds_per_call)) if r is not None else self.seconds_per_call
+                   for r in rules)
+
+    def generate(self, prompts: list[str], max_new_tokens: int,
+                 max_time: float | None = None) -> list[tuple[str, int, int]]:
+        rules = [self._rule(p, "output") or self._rule(p, "echo") for p in prompts]
+        cost = self._seconds(rules)
+        if max_time is not None and cost > max_time:  # stopped by the time limit mid-answer
+            time.sleep(max(max_time, 0.0))
+            raise BudgetSpent(f"{self.name}: generation cut by its time limit of {max_time:.1f}s "
+                              f"({cost:.1f}s of simulated work)")
+        if cost:
+            time.sleep(cost)
         out = []
-        for p in prompts:
-            r = self._rule(p, "output") or self._rule(p, "echo")
+        for p, r in zip(prompts, rules):
             if r is None:
                 text = self.default_output
             elif "echo" in r:
@@ -84,9 +106,12 @@ class ScriptedLM:
         return out
 
     def yes_probability(self, prompts: list[str]) -> list[tuple[float, int]]:
+        rules = [self._rule(p, "yes") for p in prompts]
+        cost = self._seconds(rules)
+        if cost:
+            time.sleep(cost)
         out = []
-        for p in prompts:
-            r = self._rule(p, "yes")
+        for p, r in zip(prompts, rules):
             out.append((float(r["yes"]) if r is not None else self.default_yes, self.count_tokens(p)))
         return out
 
@@ -108,7 +133,16 @@ def load_scripted(folder: str | Path) -> ScriptedLM:
             raise ModelLoadError(f"{path}: rule {i}: needs a list 'when' and exactly one of 'output', 'yes' or 'echo'")
         if "yes" in r and not (isinstance(r["yes"], (int, float)) and 0.0 <= r["yes"] <= 1.0):
             raise ModelLoadError(f"{path}: rule {i}: 'yes' must be a probability in [0, 1], got {r['yes']!r}")
+        if "seconds" in r and not _seconds_ok(r["seconds"]):
+            raise ModelLoadError(f"{path}: rule {i}: 'seconds' must be a number of seconds >= 0, got {str(r['seconds'])[:40]!r}")
     d = script.get("default_yes", 0.1)
     if isinstance(d, bool) or not (isinstance(d, (int, float)) and 0.0 <= d <= 1.0):
         raise ModelLoadError(f"{path}: 'default_yes' must be a probability in [0, 1], got {str(d)[:40]!r}")
+    c = script.get("seconds_per_call", 0.0)
+    if not _seconds_ok(c):
+        raise ModelLoadError(f"{path}: 'seconds_per_call' must be a number of seconds >= 0, got {str(c)[:40]!r}")
     return ScriptedLM(script, Path(folder).name)
+
+
+def _seconds_ok(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0.0 <= v < float("inf")

@@ -62,5 +62,6 @@ def _llm_client(cfg: Config, art: Artifacts, paths, ctx: Context):
         art.notes.append(note)
     get_model = (lambda: ctx.model("llm")) if art.has_model("llm") else None
     model_id = model_fingerprint(art.model_paths["llm"]) if not replay and "llm" in art.model_paths else None
+    # the budget is set on the context when the run starts (run_pipeline), so it is read at each call
     return LLMClient(cfg.llm, cache, get_model, cfg.llm.model_name or cache_name(cfg.llm.model), replay=replay,
-                     model_id=model_id)
+                     model_id=model_id, time_left=lambda: ctx.budget.left() if ctx.budget is not None else float("inf"))

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from lexrag import stages as _stages  # noqa: F401  (registers the built-in stages)
 from lexrag.config import Config
-from lexrag.errors import StageError
+from lexrag.errors import BudgetSpent, StageError
 from lexrag.pipeline.artifacts import Artifacts
 from lexrag.pipeline.budget import Budget, degrade, piece_size
 from lexrag.pipeline.context import make_context
@@ -125,7 +125,9 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
     retrieval calls) only honours what the run has dropped.  With a budget, an optional stage's
     call takes as many of a chunk's queries as its rate spends in a slice of the budget
     (:func:`~lexrag.pipeline.budget.piece_size`) and the projection is made again before the
-    next, so a stage slower than its estimate is cut inside a chunk.  The order of the calls:
+    next, so a stage slower than its estimate is cut inside a chunk.  Inside a call the LLM client
+    holds the budget (:class:`~lexrag.errors.BudgetSpent`): a call it stops is undone, its queries
+    skipped and the stage dropped (:func:`_run_chunk`).  The order of the calls:
     :func:`call_order`."""
     cfg = ctx.cfg
     n_docs = len(ctx.art.corpus)
@@ -167,15 +169,18 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
             n = piece_size(stage, len(queries) - pos, done, batch.timings, budget, cfg) if project else len(queries)
             piece = batch.chunk(queries[pos:pos + n])
             t0, m0 = time.perf_counter(), process_memory().get("anon")
-            _run_chunk(stage, piece, ctx, n_docs, budget,
-                       (lambda out, c=piece, k=keys, m=memo, st=stage: remember(m, st, c, k, out)) if memo is not None else None)
+            cut = _run_chunk(stage, piece, ctx, n_docs, budget,
+                             (lambda out, c=piece, k=keys, m=memo, st=stage: remember(m, st, c, k, out)) if memo is not None else None)
             dt = time.perf_counter() - t0
             batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
             if m0 is not None:  # what the stage left resident: models it loaded, caches it filled (summed unrounded)
                 batch.memory_added[stage.name] = batch.memory_added.get(stage.name, 0.0) + process_memory()["anon"] - m0
-            done[stage.name] = done.get(stage.name, 0) + len(piece.queries)
-            for q in piece.queries:
+            for q in piece.queries:  # the time was spent on them, whether or not the stage finished
                 q.add_cost(stage.name, seconds=dt / len(piece.queries))
+            if cut:  # the budget ran out inside this call: the stage is dropped, the rest of the chunk skipped
+                batch.skipped.setdefault(stage.name, []).extend(q.query_id for q in queries[pos + n:])
+                break
+            done[stage.name] = done.get(stage.name, 0) + len(piece.queries)
             pos += n
     return batch
 
@@ -210,27 +215,34 @@ def call_order(stages: list[Stage], n: int, size: int, by_chunk: bool) -> list[t
     return order
 
 
-def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budget: "Budget", on_output=None) -> None:
-    """Run one stage call.  With ``runtime.on_stage_error: skip`` a failing call is undone (the
-    query states it touched are restored), retried one query at a time, and the queries that
-    still fail lose that stage only (logged, recorded in ``failed``); with ``raise`` (the
-    default) the error propagates."""
+def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budget: "Budget", on_output=None) -> bool:
+    """Run one stage call; True when the time budget ran out inside it.  An optional stage's
+    call that the budget stops (:class:`BudgetSpent`: an LLM batch refused or cut) is undone for
+    all its queries (their states restored), which are recorded as skipped, and the stage is
+    dropped for the rest of the run (:func:`_cut`), whatever ``on_stage_error`` says.  With
+    ``runtime.on_stage_error: skip`` a failing call is undone, retried one query at a time, and
+    the queries that still fail lose that stage only (logged, recorded in ``failed``); with
+    ``raise`` (the default) the error propagates."""
     snap = _snapshot(chunk.queries)
     try:
         out = stage.run(chunk, ctx)
         _merge(chunk, stage, out, n_docs)
         if on_output is not None:
             on_output(out)
-        return
+        return False
     except Exception as e:  # noqa: BLE001 - the whole point is to contain any stage failure
+        if isinstance(e, BudgetSpent) and not stage.essential:
+            _restore(snap, keep_cost=True)
+            _cut(stage, chunk, [q.query_id for q in chunk.queries], budget, e)
+            return True
         if ctx.cfg.runtime.on_stage_error != "skip" or isinstance(e, StageError):
             raise
         _restore(snap)
         _after_failure(e)
         if len(chunk.queries) == 1:
             _record_failure(stage, chunk, chunk.queries[0].query_id, e)
-            return
-    for q in chunk.queries:
+            return False
+    for j, q in enumerate(chunk.queries):
         if not stage.essential and budget.exhausted():
             chunk.skipped.setdefault(stage.name, []).append(q.query_id)
             continue
@@ -242,11 +254,29 @@ def _run_chunk(stage: Stage, chunk: BatchState, ctx: Context, n_docs: int, budge
             if on_output is not None:
                 on_output(out)
         except Exception as e:  # noqa: BLE001
+            if isinstance(e, BudgetSpent) and not stage.essential:
+                _restore(snap, keep_cost=True)
+                _cut(stage, chunk, [r.query_id for r in chunk.queries[j:]], budget, e)
+                return True
             if isinstance(e, StageError):
                 raise
             _restore(snap)
             _after_failure(e)
             _record_failure(stage, chunk, q.query_id, e)
+    return False
+
+
+def _cut(stage: Stage, batch: BatchState, query_ids: list[str], budget: Budget, e: BudgetSpent) -> None:
+    """Stage ``stage`` was stopped by the budget inside a call: ``query_ids`` (its undone
+    queries) are skipped, and it is dropped for the rest of the run, the reason naming the
+    query it was cut inside."""
+    batch.skipped.setdefault(stage.name, []).extend(query_ids)
+    inside = (e.query_ids or query_ids)[:1]
+    where = f"inside query {inside[0]!r}" if inside else "inside a call"
+    undone = f"query {query_ids[0]!r}" if len(query_ids) == 1 else f"{len(query_ids)} queries"
+    why = f"the time budget ran out {where}; its work on {undone} undone ({str(e)[:200]})"
+    budget.dropped.setdefault(stage.name, why)
+    log.warning("time budget: %s dropped, %s", stage.name, why)
 
 
 def _snapshot(queries: list[QueryState]) -> list[tuple]:
@@ -255,9 +285,13 @@ def _snapshot(queries: list[QueryState]) -> list[tuple]:
              list(q.trace)) for q in queries]
 
 
-def _restore(snap: list[tuple]) -> None:
+def _restore(snap: list[tuple], keep_cost: bool = False) -> None:
+    """Undo a stage's work on the snapshot's query states; ``keep_cost`` keeps what it booked
+    (calls a budget cut made were made, though their answers are not used)."""
     for q, variants, concepts, cits, cost, trace in snap:
-        q.variants, q.concepts, q.llm_citations, q.cost, q.trace = variants, concepts, cits, cost, trace
+        q.variants, q.concepts, q.llm_citations, q.trace = variants, concepts, cits, trace
+        if not keep_cost:
+            q.cost = cost
 
 
 def _after_failure(e: Exception) -> None:

@@ -9,8 +9,10 @@ observer judges the top ``agent.observe_depth`` of each list with the verifier's
 (:func:`lexrag.stages.verify.judge`, batched over all queries of the round, cached) and keeps what
 scores at least ``agent.threshold``.  A query stops when a round keeps nothing new, when the
 planner says it is done or writes no new query, after ``agent.max_rounds`` planner rounds, or when
-the time budget is spent.  All active queries go through a round together, so every call is
-batched.
+the time budget is spent: before a round, or inside one (an LLM call the client refuses or cuts,
+:class:`~lexrag.errors.BudgetSpent`), when the queries keep the rounds before it, with a status
+note; a budget that runs out inside round 0 stops the stage (the walk drops it).  All active
+queries go through a round together, so every call is batched.
 
 The final order puts the kept items first, by how many rounds kept them, then the earliest round
 that kept them, then their best rank in any round; the rest of the current order follows.  The
@@ -26,6 +28,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from lexrag.errors import BudgetSpent
 from lexrag.llm.rewrite import json_calls, strip_citations
 from lexrag.queries import QueryState
 from lexrag.ranking import Ranking
@@ -114,46 +117,13 @@ class Agent:
             if ctx.budget is not None and ctx.budget.exhausted():
                 log.warning("agent: time budget spent; %d queries stop after round %d", len(active), round_no - 1)
                 break
-            t0 = time.perf_counter()
-            before = {q.query_id: dict(q.cost.get("agent", {})) for q in active}
-            plans = json_calls(ctx.llm, "plan", active, [
-                {"question": q.text[: ctx.cfg.llm.max_question_chars], "previous": _previous(mems[q.query_id]),
-                 "evidence": _evidence(mems[q.query_id], ctx.art.corpus), "n": ac.queries_per_round} for q in active
-            ], PLAN_SCHEMA, stage="agent")
-            subs: list[QueryState] = []
-            written: dict[str, list[str]] = {}
-            for q in active:
-                mem, plan = mems[q.query_id], plans.get(q.query_id)
-                if plan is None or plan.get("done"):
-                    mem.done = True
-                    written[q.query_id] = []
-                    continue
-                fresh = []
-                for text in plan["queries"]:
-                    clean, cits = strip_citations(text[:500])
-                    if clean and clean not in mem.queries and clean not in fresh:
-                        fresh.append(clean)
-                        sub = QueryState(f"{q.query_id}#agent{round_no}.{len(fresh)}", clean)
-                        sub.add_variant("de", clean, "llm:plan")
-                        sub.llm_citations.extend(cits)
-                        subs.append(sub)
-                    if len(fresh) >= ac.queries_per_round:
-                        break
-                written[q.query_id] = fresh
-                mem.queries.extend(fresh)
-                if not fresh:
-                    mem.done = True
-            ranked = ctx.retrieve(subs) if subs else {}
-            observed = {q.query_id: {} for q in active}  # document -> its best rank in any of the round's lists
-            by_id = {q.query_id: q for q in active}
-            for sub in subs:
-                parent = sub.query_id.split("#agent", 1)[0]
-                for r, (d, _) in enumerate(ranked.get(sub.query_id, [])[: ac.observe_depth]):
-                    if r < observed[parent].get(d, r + 1):
-                        observed[parent][d] = r
-                by_id[parent].add_cost("agent", retrieve_seconds=sum(c.get("seconds", 0.0) for c in sub.cost.values()))
-            new = self._observe(round_no, active, observed, mems, ctx, written, t0, before)
-            active = [q for q in active if not mems[q.query_id].done and new.get(q.query_id, 0) > 0]
+            try:
+                active = self._round(round_no, active, mems, ctx)
+            except BudgetSpent as e:  # the round's partial work is left out: its documents were never kept
+                ctx.tallies["agent_cut"] = ctx.tallies.get("agent_cut", 0) + len(active)
+                ctx.note("agent_budget", f"agent: the time budget ran out inside a round ({str(e)[:160]}); "
+                                         f"{ctx.tallies['agent_cut']} queries keep the rounds before it")
+                break
         out = Ranking("agent", "rerank")
         signal = batch.signals.setdefault("agent", Ranking("agent", "agent"))
         for q in batch.queries:
@@ -168,6 +138,51 @@ class Agent:
             if head or rest:
                 out.hits[q.query_id] = head + rest
         return out
+
+    def _round(self, round_no: int, active: list[QueryState], mems: dict[str, AgentMemory], ctx) -> list[QueryState]:
+        """One planner round over the ``active`` queries: plan, retrieve, observe; returns the
+        queries that go on to the next round."""
+        ac = ctx.cfg.agent
+        t0 = time.perf_counter()
+        before = {q.query_id: dict(q.cost.get("agent", {})) for q in active}
+        plans = json_calls(ctx.llm, "plan", active, [
+            {"question": q.text[: ctx.cfg.llm.max_question_chars], "previous": _previous(mems[q.query_id]),
+             "evidence": _evidence(mems[q.query_id], ctx.art.corpus), "n": ac.queries_per_round} for q in active
+        ], PLAN_SCHEMA, stage="agent")
+        subs: list[QueryState] = []
+        written: dict[str, list[str]] = {}
+        for q in active:
+            mem, plan = mems[q.query_id], plans.get(q.query_id)
+            if plan is None or plan.get("done"):
+                mem.done = True
+                written[q.query_id] = []
+                continue
+            fresh = []
+            for text in plan["queries"]:
+                clean, cits = strip_citations(text[:500])
+                if clean and clean not in mem.queries and clean not in fresh:
+                    fresh.append(clean)
+                    sub = QueryState(f"{q.query_id}#agent{round_no}.{len(fresh)}", clean)
+                    sub.add_variant("de", clean, "llm:plan")
+                    sub.llm_citations.extend(cits)
+                    subs.append(sub)
+                if len(fresh) >= ac.queries_per_round:
+                    break
+            written[q.query_id] = fresh
+            mem.queries.extend(fresh)
+            if not fresh:
+                mem.done = True
+        ranked = ctx.retrieve(subs) if subs else {}
+        observed = {q.query_id: {} for q in active}  # document -> its best rank in any of the round's lists
+        by_id = {q.query_id: q for q in active}
+        for sub in subs:
+            parent = sub.query_id.split("#agent", 1)[0]
+            for r, (d, _) in enumerate(ranked.get(sub.query_id, [])[: ac.observe_depth]):
+                if r < observed[parent].get(d, r + 1):
+                    observed[parent][d] = r
+            by_id[parent].add_cost("agent", retrieve_seconds=sum(c.get("seconds", 0.0) for c in sub.cost.values()))
+        new = self._observe(round_no, active, observed, mems, ctx, written, t0, before)
+        return [q for q in active if not mems[q.query_id].done and new.get(q.query_id, 0) > 0]
 
     @staticmethod
     def _observe(round_no, queries, observed, mems, ctx, written, t0, before) -> dict[str, int]:
