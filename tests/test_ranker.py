@@ -1,10 +1,13 @@
 """The learned ranker: it trains on the demo slice's questions and reorders their candidates,
 refuses a model trained on other features, round-trips byte for byte, and the expected-F1 count
-and the laws-only order do what they say."""
+and the laws-only order do what they say; its features are set by name, an absent one from one
+table whose values are those the trained models read; the signals a training run cannot have are
+those of the stages its config switches off."""
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -18,7 +21,14 @@ from lexrag.config import load_config  # noqa: E402
 from lexrag.errors import ArtifactError, ConfigError  # noqa: E402
 from lexrag.queries import load_gold, load_queries  # noqa: E402
 from lexrag.stages.count import expected_f1_count  # noqa: E402
-from lexrag.stages.ranker_features import feature_names  # noqa: E402
+from lexrag.stages.ranker_features import (  # noqa: E402
+    ABSENT,
+    FEATURE_SET,
+    absent_values,
+    candidate_features,
+    feature_column,
+    feature_names,
+)
 
 CANDIDATES = {"runtime.progress": False, "statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True}
 
@@ -266,3 +276,115 @@ def test_a_held_out_fold_is_ranked_by_a_ranker_fitted_without_it(ranked_artifact
     assert not refits_prior(loaded, cfg)
     with pytest.raises(ValueError, match="training rows"):
         loaded.ranker.refit(rows.qids)
+
+
+def test_the_absent_values_are_the_ones_feature_set_1_models_were_trained_on():
+    """Pinned: a changed absent value changes a trained model's predictions (a tree may split
+    between 6.9 and 1000), so it comes with a new FEATURE_SET and a refit, never alone."""
+    assert FEATURE_SET == 1 and ABSENT == 1000.0
+    assert absent_values(["a", "b"]) == {
+        "fused_rel": 0.0, "a_log_rank": math.log1p(1000.0), "a_rel": 0.0, "b_log_rank": math.log1p(1000.0), "b_rel": 0.0,
+        "code_best_log_rank": 1000.0, "code_top10": 0.0, "code_top30": 0.0, "code_top100": 0.0, "paragraph": 0.0}
+    assert set(absent_values(["a", "b"])) <= set(feature_names(["a", "b"]))  # the table names features, no typos
+    with pytest.raises(KeyError, match="no feature 'is_lawful'"):
+        feature_column(np.zeros((2, len(feature_names([])))), feature_names([]), "is_lawful")
+
+
+def test_each_feature_is_read_by_name_and_an_absent_one_takes_the_table_value(tiny_inputs, tmp_path):
+    """Laws and court decisions, a signal listing every other candidate: a candidate it does not
+    list, and a decision's law-code features, read the table's values; what is present reads its
+    own rank, kind and code."""
+    from lexrag.pipeline import Artifacts
+    from lexrag.pipeline.build import build_artifacts
+
+    laws, courts = tiny_inputs
+    cfg = load_config(None, {"runtime.progress": False})
+    build_artifacts(cfg, laws, tmp_path / "art", courts=courts)
+    corpus = Artifacts.load(tmp_path / "art", cfg).corpus
+    cits = corpus.citations
+    fused = [(d, 1.0 - i / 100) for i, d in enumerate(range(len(cits)))]
+    sig = [(d, 1.0 / (r + 1)) for r, (d, _) in enumerate(fused[1::2])]
+    docs, ranked, X = candidate_features(fused, {"sig": sig}, ["sig"], "Kündigung nach Art. 1 OR", corpus, 300)
+    names, absent = feature_names(["sig"]), absent_values(["sig"])
+    assert X.shape == (len(ranked), len(names)) and [cits[d] for d in docs] == ranked
+
+    def col(name):
+        return feature_column(X, names, name)
+
+    assert list(col("fused_rank")) == list(range(len(ranked)))
+    sig_rank = {}
+    for r, (d, _) in enumerate(sig):
+        sig_rank.setdefault(cits[d], r)
+    law = [c.startswith("Art.") for c in ranked]
+    assert any(law) and not all(law) and 0 < len(sig_rank) < len(ranked)
+    for i, c in enumerate(ranked):
+        if c in sig_rank:
+            assert col("sig_log_rank")[i] == math.log1p(sig_rank[c]) and col("signals_listing")[i] == 1
+            assert 0 < col("sig_rel")[i] <= 1
+        else:
+            assert col("sig_log_rank")[i] == absent["sig_log_rank"] and col("sig_rel")[i] == absent["sig_rel"]
+            assert col("signals_listing")[i] == 0
+        assert col("is_law")[i] == float(law[i])
+        if not law[i]:  # a court decision has no law code and no paragraph
+            for name in ("code_best_log_rank", "code_top10", "code_top30", "code_top100", "paragraph"):
+                assert col(name)[i] == absent[name], (c, name)
+            assert col("code_named")[i] == 0.0
+        else:
+            assert col("code_best_log_rank")[i] < math.log1p(len(ranked)) and col("code_top100")[i] >= 1
+            assert col("code_named")[i] == float(c.endswith(" OR")), c  # the question names the OR
+    assert set(col("codes_named")) == {1.0}
+
+
+def test_the_signals_a_ranker_is_never_trained_with_are_those_of_the_stages_a_training_run_switches_off():
+    """CANDIDATE_OFF says once what a training run leaves out: every stage it switches off emits
+    only signals not_in_training names, every stage it keeps emits trained signals but for the
+    LLM's query variants and the English-only ones (the training questions are German)."""
+    import lexrag.stages  # noqa: F401 - registers the stages
+    from lexrag.pipeline.ranker_fit import CANDIDATE_OFF as RECORDED, candidate_config
+    from lexrag.signals import TASK_VARIANTS
+    from lexrag.stages.base import asked_for
+    from lexrag.stages.ranker import CANDIDATE_OFF, not_in_training
+    from lexrag.stages.ranker.training import LANGUAGE_SIGNALS
+
+    assert RECORDED is CANDIDATE_OFF
+    every = load_config(None, {"llm.enabled": True, "llm.model": "m", "semantic.enabled": True, "semantic.model": "e",
+                               "rerank.enabled": True, "rerank.model": "r", "verify.enabled": True, "agent.enabled": True,
+                               "prior.enabled": True, "statutes.enabled": True, "statutes.learned": True,
+                               "articles.enabled": True, "feedback.enabled": True, "english.enabled": True,
+                               "dictionary.enabled": True, "graph.enabled": True, "ranker.enabled": True})
+    kept = {s.name for s in asked_for(candidate_config(every))}
+    dropped = [s for s in asked_for(every) if s.name not in kept]
+    assert {"prior", "dense", "llm_seeds", "verify", "agent"} <= {s.name for s in dropped}
+    for stage in dropped:
+        assert all(not_in_training(x) for x in stage.signals), stage.name
+    llm_variants = {f"bm25_{v}" for v in TASK_VARIANTS.values()}
+    for stage in asked_for(every):
+        if stage.name in kept:
+            for x in stage.signals:
+                assert not_in_training(x) == (x in llm_variants or x in LANGUAGE_SIGNALS), x
+
+
+def test_a_signal_no_training_run_has_is_said_at_info_one_its_build_left_out_is_a_warning(tiny_inputs, tmp_path, caplog,
+                                                                                         monkeypatch):
+    from lexrag.pipeline import Artifacts
+    from lexrag.pipeline.build import build_artifacts
+    from lexrag.queries import QueryState
+    from lexrag.ranking import Ranking
+    from lexrag.stages.base import BatchState, Context
+    from lexrag.stages.ranker import Ranker, stage
+
+    laws, _ = tiny_inputs
+    cfg = load_config(None, {"runtime.progress": False, "ranker.enabled": True})
+    build_artifacts(load_config(None, {"runtime.progress": False}), laws, tmp_path / "art")
+    art = Artifacts.load(tmp_path / "art", load_config(None, {"runtime.progress": False}))
+    art.ranker = _ReverseModel()
+    monkeypatch.setattr(stage, "_WARNED", set())
+    fused = [(d, 1.0 - i / 100) for i, d in enumerate(range(len(art.corpus.citations)))]
+    for signal, level in (("dense_query", "INFO"), ("bm25_query", "WARNING")):
+        caplog.clear()
+        batch = BatchState([QueryState("q", "Vertrag")], current={"q": fused},
+                           signals={signal: Ranking(signal, "lexical", {"q": fused[:3]})})
+        with caplog.at_level("INFO", logger="lexrag.stages.ranker"):
+            Ranker().run(batch, Context(cfg, art))
+        said = [r for r in caplog.records if signal in r.message and "trained without" in r.message]
+        assert [r.levelname for r in said] == [level], (signal, [(r.levelname, r.message) for r in caplog.records])

@@ -16,23 +16,17 @@ from lexrag.citations import scoring_form
 from lexrag.config import Config, with_overrides
 from lexrag.errors import ArtifactError
 from lexrag.queries import load_gold, load_queries
-from lexrag.stages.ranker import LIGHTGBM_HINT, LearnedRanker, TrainingRows
+from lexrag.stages.ranker import CANDIDATE_OFF, LIGHTGBM_HINT, LearnedRanker, TrainingRows
 from lexrag.stages.ranker_features import candidate_features
 
 __all__ = ["CANDIDATE_OFF", "candidate_config", "training_rows", "build_ranker_step"]
 
 log = logging.getLogger(__name__)
 
-# What a training run leaves out: what learns from training gold (its signals would be fitted on
-# the very questions they are features for), and the GPU and LLM stages (the build runs on a CPU;
-# their signals reach a run's ranker through the fused order).
-CANDIDATE_OFF = {"ranker.enabled": False, "prior.enabled": False, "statutes.learned": False, "semantic.enabled": False,
-                 "rerank.enabled": False, "llm.enabled": False, "verify.enabled": False, "agent.enabled": False,
-                 "count.method": "fixed", "runtime.progress": False}
-
 
 def candidate_config(cfg: Config) -> Config:
-    """``cfg`` as a training run for the ranker uses it (:data:`CANDIDATE_OFF` switched off)."""
+    """``cfg`` as a training run for the ranker uses it (:data:`CANDIDATE_OFF` switched off; what
+    it leaves out and why is said in :mod:`lexrag.stages.ranker.training`)."""
     return with_overrides(cfg, CANDIDATE_OFF)
 
 
