@@ -51,6 +51,7 @@ def _run(args) -> int:
 
     from lexrag.config import load_config
     from lexrag.index.corpus import Corpus, build_corpus
+    from lexrag.index.lexical import QUERY_DEDUP
     from lexrag.pipeline.build import build_index
     from lexrag.queries import load_queries
 
@@ -82,7 +83,7 @@ def _run(args) -> int:
         for text in texts:
             for name, (index, lc) in indexes.items():
                 t0 = time.perf_counter()
-                index.search(text, lc.top_k, lc.query_dedup, lc.question_weight, cache=False)
+                index.search(text, lc.top_k, QUERY_DEDUP, lc.question_weight, cache=False)
                 ms[name].append(1000 * (time.perf_counter() - t0))
         print(f"\nBM25 search of the {len(texts)} questions of {args.queries} (one thread, no cache):")
         print("| index | median ms | p90 ms |\n| --- | --- | --- |")

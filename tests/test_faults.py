@@ -351,7 +351,7 @@ CONFIG_CASES = {
     "statutes.vote_depth=50": "config key statutes.vote_depth was removed (now fixed at 100: ",
     "lexical=5": "expected a section",
     "count.k": "is not of the form section.field=value",
-    "count.method=best": "count.method must be fixed, elbow, adaptive, relative or expected_f1",
+    "count.method=best": "count.method must be fixed, elbow, adaptive or expected_f1",
     "fusion.weights={bm25_qurey: 1}": "did you mean 'bm25_query'",
     "runtime.degrade_order=[[agnet]]": "did you mean 'agent'",
 }

@@ -32,12 +32,12 @@ def cli(capsys, *args) -> tuple[int, str, str]:
 # 1. upper bounds where memory follows a number
 
 SIZED = ["corpus.chunk_rows", "lexical.top_k", "lexical.question_weight", "statutes.agreed_top_k", "statutes.top_k",
-         "articles.top_articles", "articles.top_k", "feedback.docs", "feedback.terms", "ranker.depth",
+         "articles.top_articles", "ranker.depth",
          "dictionary.first_pass_docs", "fusion.depth", "semantic.batch_size", "semantic.max_seq", "semantic.shard_size",
-         "semantic.nlist", "semantic.pq_m", "semantic.nprobe", "semantic.rescore_k", "semantic.top_k", "rerank.top_n",
-         "rerank.batch_size", "rerank.max_length", "graph.seed_k", "graph.top_k", "prior.top_k", "prior.neighbours",
+         "semantic.nlist", "semantic.pq_m", "semantic.nprobe", "semantic.rescore_k",
+         "rerank.batch_size", "rerank.max_length", "graph.seed_k", "graph.top_k", "prior.neighbours",
          "verify.depth", "verify.max_text_chars", "verify.expand_k", "agent.max_rounds", "agent.queries_per_round",
-         "agent.observe_depth", "count.k", "count.min_k", "count.max_k", "count.relative_min_k", "count.whole_articles",
+         "agent.observe_depth", "count.k", "count.min_k", "count.max_k", "count.whole_articles",
          "count.articles_first", "count.whole_articles_from", "statutes.max_codes", "llm.batch_size", "llm.max_new_tokens",
          "llm.max_question_chars", "llm.max_answer_chars", "query.max_chars", "runtime.batch_size"]
 

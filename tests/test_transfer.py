@@ -84,7 +84,16 @@ FIXED = {"corpus.max_error_examples": ("lexrag.index.corpus_build", "MAX_ERROR_E
          "verify.expand_weight": ("lexrag.stages.verify", "EXPAND_WEIGHT"),
          "agent.evidence_items": ("lexrag.stages.agent", "EVIDENCE_ITEMS"),
          "agent.evidence_chars": ("lexrag.stages.agent", "EVIDENCE_CHARS"),
-         "llm.json_retries": ("lexrag.llm.rewrite", "JSON_RETRIES")}
+         "llm.json_retries": ("lexrag.llm.rewrite", "JSON_RETRIES"),
+         "lexical.query_dedup": ("lexrag.index.lexical", "QUERY_DEDUP"),
+         "feedback.docs": ("lexrag.stages.feedback", "FEEDBACK_DOCS"),
+         "feedback.terms": ("lexrag.stages.feedback", "FEEDBACK_TERMS"),
+         "articles.top_k": ("lexrag.stages.articles", "TOP_K"),
+         "semantic.top_k": ("lexrag.stages.semantic", "TOP_K"),
+         "rerank.top_n": ("lexrag.stages.rerank", "TOP_N"),
+         "graph.community_resolution": ("lexrag.config_sections", "COMMUNITY_RESOLUTION"),
+         "graph.leiden_seed": ("lexrag.index.graph", "LEIDEN_SEED"),
+         "prior.top_k": ("lexrag.stages.graph", "PRIOR_TOP_K")}
 
 
 @pytest.mark.parametrize("key", sorted(FIXED))
@@ -106,6 +115,36 @@ def test_a_fixed_knob_set_in_a_config_or_by_set_is_one_line_naming_it_and_its_va
         message = str(e.value)
         assert message.endswith(f"config key {key} was removed ({REMOVED[key]}): delete it from the config")
         assert "\n" not in message and "never measured" not in message
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"count.method": "relative"}, "count.method=relative was removed (the relative count "),
+    ({"count.threshold": 0.9}, "config key count.threshold was removed (the relative count "),
+    ({"count.relative_min_k": 2}, "config key count.relative_min_k was removed (the relative count "),
+])
+def test_the_relative_count_is_named_as_moved_to_its_experiment(overrides, message, tmp_path):
+    (section, field), value = next(iter(overrides.items()))[0].split("."), next(iter(overrides.values()))
+    config = tmp_path / "c.yaml"
+    config.write_text(f"{section}:\n  {field}: {value}\n", encoding="utf-8")
+    for path, over in ((None, overrides), (config, None)):
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(")) as e:
+            load_config(path, over)
+        assert "scripts/experiment_count.py" in str(e.value) and "\n" not in str(e.value)
+
+
+MAX_FIELDS = 125  # issue 55: a field that no preset and no measured result uses leaves the product config
+
+
+def test_the_config_holds_at_most_125_fields_and_no_removed_key():
+    import dataclasses
+
+    from lexrag.config import Config
+    from lexrag.config_sections import REMOVED
+
+    cfg = Config()
+    fields = {f"{s.name}.{f.name}" for s in dataclasses.fields(cfg) for f in dataclasses.fields(getattr(cfg, s.name))}
+    assert len(fields) <= MAX_FIELDS, f"the config has {len(fields)} fields, at most {MAX_FIELDS}"
+    assert not fields & set(REMOVED)  # a key still there would never get its message
 
 
 def test_the_score_curve_cut_emits_at_least_one_and_at_most_max_k():

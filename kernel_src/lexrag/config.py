@@ -18,8 +18,8 @@ from typing import Any, Mapping
 import yaml
 
 from lexrag.config_sections import (  # noqa: F401  (the sections are part of this module's interface)
-    MOVED, REMOVED, AgentConfig, ArticlesConfig, CorpusConfig, CountConfig, DictionaryConfig, EnglishConfig, FeedbackConfig,
-    FusionConfig, GraphConfig, LexicalConfig, LLMConfig, PathsConfig, PriorConfig, QueryConfig, RankerConfig,
+    COMMUNITY_RESOLUTION, MOVED, REMOVED, AgentConfig, ArticlesConfig, CorpusConfig, CountConfig, DictionaryConfig,
+    EnglishConfig, FeedbackConfig, FusionConfig, GraphConfig, LexicalConfig, LLMConfig, PathsConfig, PriorConfig, QueryConfig, RankerConfig,
     RerankConfig, RuntimeConfig, SeedConfig, SemanticConfig, StatutesConfig, VerifyConfig, check_ranges,
 )
 from lexrag.errors import ConfigError, short
@@ -136,8 +136,6 @@ class Config:
             raise ConfigError("count.method=adaptive needs a positive count.w_llm, count.w_elbow or count.w_cal")
         if self.count.min_k > self.count.max_k:
             raise ConfigError("count.min_k must be <= count.max_k")
-        if self.count.method == "relative" and self.count.relative_min_k > self.count.max_k:
-            raise ConfigError("count.relative_min_k must be <= count.max_k")
         bad = [f for f in self.lexical.fields if f not in LEXICAL_FIELDS]
         if bad or not self.lexical.fields:
             raise ConfigError(f"lexical.fields must name corpus columns of {', '.join(LEXICAL_FIELDS)} (one named n times "
@@ -158,9 +156,9 @@ class Config:
             raise ConfigError("semantic.enabled needs semantic.model (the encoder folder)")
         if self.rerank.enabled and not self.rerank.model:
             raise ConfigError("rerank.enabled needs rerank.model (the cross-encoder folder)")
-        if self.graph.community_resolution not in self.graph.resolutions:
-            raise ConfigError(f"graph.community_resolution {self.graph.community_resolution} is not one of "
-                              f"graph.resolutions {self.graph.resolutions}")
+        if COMMUNITY_RESOLUTION not in self.graph.resolutions:
+            raise ConfigError(f"graph.resolutions {self.graph.resolutions} lacks {COMMUNITY_RESOLUTION}, the resolution whose "
+                              "communities the community signal uses: add it")
         unknown = set(self.graph.signals) - set(GRAPH_SIGNALS)
         if unknown:
             gone = sorted(u for u in unknown if f"graph.signals.{u}" in REMOVED)

@@ -12,7 +12,7 @@ from lexrag.citations import CITATION_KINDS
 from lexrag.signals import GRAPH_SIGNALS, VARIANTS
 
 __all__ = [
-    "MOVED", "REMOVED",
+    "MOVED", "REMOVED", "COMMUNITY_RESOLUTION",
     "CorpusConfig", "LexicalConfig", "StatutesConfig", "ArticlesConfig", "FeedbackConfig", "RankerConfig",
     "DictionaryConfig", "SeedConfig", "FusionConfig", "SemanticConfig", "RerankConfig", "GraphConfig",
     "PriorConfig", "VerifyConfig", "AgentConfig", "CountConfig", "LLMConfig", "QueryConfig", "RuntimeConfig",
@@ -39,7 +39,6 @@ MAX_ROWS = 10_000_000  # rows buffered at once (corpus.chunk_rows, semantic.shar
 MAX_BATCH = 16_384  # items per batch (a GPU batch of 16,384 sequences is past any card's memory already)
 MAX_TOKENS = 1_048_576  # tokens of a sequence or an answer (the longest model contexts are 1M)
 MAX_CHARS = 10_000_000  # characters of a text kept (a question, an answer, a candidate shown)
-MAX_TERMS = 10_000  # expansion terms added to a query
 MAX_REPEAT = 1_000  # times a question's terms are repeated
 MAX_ROUNDS = 1_000  # agent rounds, and planner queries a round (each one an LLM call)
 MAX_PQ_M = 4_096  # PQ sub-quantizers: at most the vector's dimension (BGE-M3: 1,024)
@@ -73,7 +72,6 @@ class LexicalConfig:
         "code abbreviation, the title the law's name; heading and path, the article's heading and the headings above it, "
         "come from a corpus built with --headings and are empty otherwise: weights chosen by area, nested, docs/results.md)",
     )
-    query_dedup: bool = _f(True, "count each query term once")
     question_weight: int = _f(1, "the terms of the question's sentences that end in '?' count this many times (1: "
                                  "like every other term; for case stories that end in the question asked)",
                               range=(1, MAX_REPEAT))
@@ -108,15 +106,12 @@ class ArticlesConfig:
     enabled: bool = _f(False, "article-level ranking: articles scored from their paragraphs' BM25, the paragraphs of "
                               "the best articles as the bm25_article signal")
     top_articles: int = _f(30, "articles whose paragraphs are emitted", range=(1, MAX_KEPT))
-    top_k: int = _f(100, "documents kept in the bm25_article signal", range=(1, MAX_KEPT))
 
 
 @dataclass
 class FeedbackConfig:
     enabled: bool = _f(False, "pseudo-relevance feedback: the question expanded with the terms that weigh most in its "
                               "top BM25 documents, as the bm25_prf signal")
-    docs: int = _f(10, "top documents the expansion terms come from", range=(1, MAX_KEPT))
-    terms: int = _f(15, "expansion terms added", range=(1, MAX_TERMS))
 
 
 @dataclass
@@ -207,7 +202,6 @@ class SemanticConfig:
     pq_m: int = _f(64, "PQ sub-quantizers, bytes per vector (ivfpq)", range=(1, MAX_PQ_M))
     nprobe: int = _f(64, "IVF lists searched per query (ivfpq)", range=(1, MAX_KEPT))
     rescore_k: int = _f(1000, "candidates re-scored exactly against the fp16 embeddings (ivfpq)", range=(1, MAX_KEPT))
-    top_k: int = _f(100, "documents kept per semantic signal (paper: 100)", range=(1, MAX_KEPT))
     variants: list = _f(
         ["query", "de", "hyde", "dense"],
         "query variants encoded, one signal dense_<variant> each, when the query has that variant (paper: query, German, HyDE)",
@@ -219,10 +213,13 @@ class RerankConfig:
     enabled: bool = _f(False, "cross-encoder reranking of the fused candidates (needs a model folder)")
     model: str = _f("", "CrossEncoder folder (bge-reranker-v2-m3 on Kaggle); candidates separated by '|', as for semantic.model")
     device: str = _f("auto", "cuda | cpu | auto")
-    top_n: int = _f(300, "fused candidates reranked (paper: 300)", range=(1, MAX_KEPT))
     tau: float = _f(0.5, "candidates scoring below this are dropped (paper: 0.5)", range=(None, None))
     batch_size: int = _f(32, "pairs per batch", range=(1, MAX_BATCH))
     max_length: int = _f(512, "tokens per (query, document) pair; longer pairs are truncated", range=(8, MAX_TOKENS))
+
+
+# the resolution whose communities the community signal uses (paper: 1.0), a constant: graph.resolutions must hold it
+COMMUNITY_RESOLUTION = 1.0
 
 
 @dataclass
@@ -231,8 +228,6 @@ class GraphConfig:
                               "the graph artifact is built whenever court considerations are given)")
     seed_k: int = _f(20, "top fused candidates that seed the graph signals (paper: 20)", range=(1, MAX_KEPT))
     resolutions: list = _f([0.5, 1.0, 2.0], "Leiden resolutions, nested coarse -> fine")
-    community_resolution: float = _f(1.0, "resolution whose communities the community signal uses (paper: 1.0)")
-    leiden_seed: int = _f(42, "random seed of Leiden, so builds repeat")
     top_k: int = _f(100, "documents kept per graph signal", range=(1, MAX_KEPT))
     siblings_kinds: list = _f(
         ["bge", "docket"],
@@ -249,7 +244,6 @@ class GraphConfig:
 class PriorConfig:
     enabled: bool = _f(False, "use the training-gold prior (needs a prior artifact: build --train FILE)")
     min_count: int = _f(2, "ignore citations seen in fewer training gold sets", range=(1, None))
-    top_k: int = _f(100, "documents kept per prior signal", range=(1, MAX_KEPT))
     neighbours: int = _f(0, "prior_similar: the citations of the training questions most like the question (tf-idf "
                             "cosine), from this many of them (0: off)", range=(0, MAX_KEPT))
 
@@ -279,17 +273,13 @@ class AgentConfig:
 
 @dataclass
 class CountConfig:
-    method: str = _f("fixed", "how many citations to emit per query: fixed | elbow | adaptive | relative (those scoring at least "
-                              "count.threshold times the first, within [relative_min_k, max_k]) | expected_f1 (the cut that "
+    method: str = _f("fixed", "how many citations to emit per query: fixed | elbow | adaptive | expected_f1 (the cut that "
                               "maximises expected F1 under the learned ranker's relevance probabilities; needs ranker.enabled)",
-                     choices=('fixed', 'elbow', 'adaptive', 'relative', 'expected_f1'))
+                     choices=('fixed', 'elbow', 'adaptive', 'expected_f1'))
     k: int = _f(3, "citations emitted per query when method=fixed (the k the held-out legal areas of lexam_dev chose "
                    "for these defaults: repro/lexam_dev.yaml)", range=(1, MAX_KEPT))
     min_k: int = _f(8, "lower clip of the elbow and adaptive counts (paper: 8)", range=(0, MAX_KEPT))
     max_k: int = _f(50, "upper clip of the elbow and adaptive counts (paper: 50)", range=(1, MAX_KEPT))
-    threshold: float = _f(0.8, "relative: emit the citations whose final score reaches this share of the first one's",
-                          range=(0, 1))
-    relative_min_k: int = _f(1, "relative: citations emitted at least", range=(1, MAX_KEPT))
     w_llm: float = _f(0.4, "adaptive: weight of n_LLM, the count the LLM estimated in concept extraction (paper: 0.4)")
     w_elbow: float = _f(0.3, "adaptive: weight of n_elbow, the elbow of the final score curve (paper: 0.3)")
     w_cal: float = _f(0.3, "adaptive: weight of n_cal, the count above the calibrated score threshold (paper: 0.3)")
@@ -380,11 +370,14 @@ class PathsConfig:
 
 # keys that moved to another section: a config written for the old place is told the new one
 MOVED = {"graph.preference_variants": "query.preference_variants"}
-# keys (and graph signals) that were removed: a config that sets one is told why, not left to guess why the key is
-# unknown.  The first seven because no measurement ever supported them; the rest are internal limits and weights that
-# no preset set and no measurement chose, now constants of the modules that use them (tests/test_transfer.py holds
-# the values here to those)
+# keys (and graph signals, and values of a key: "section.field=value") that were removed: a config that sets one is
+# told why, not left to guess why the key is unknown.  The first seven because no measurement ever supported them;
+# the relative count because it never paid, now an experiment beside the others (scripts/experiment_count.py); the
+# rest are internal limits and weights that no preset set and no measurement chose, now constants of the modules that
+# use them (tests/test_transfer.py holds the values here to those)
 _UNMEASURED = "; never measured to help"
+_RELATIVE = ("the relative count (what scores at least a share of the first score) never paid nested and left the "
+             "config for scripts/experiment_count.py (docs/results.md)")
 REMOVED = {
     "seeds.expand_decisions": "a decision named without a consideration expanded to all its considerations"
                               + _UNMEASURED,
@@ -411,6 +404,19 @@ REMOVED = {
     "agent.evidence_items": "now fixed at 8: kept items shown to the planner",
     "agent.evidence_chars": "now fixed at 160: characters of each kept item's text shown to the planner",
     "llm.json_retries": "now fixed at 1: repair calls for an answer that is not the JSON asked for",
+    "count.method=relative": _RELATIVE,
+    "count.threshold": _RELATIVE + "; its --thresholds are this share",
+    "count.relative_min_k": _RELATIVE + "; it emits at least one citation",
+    "lexical.query_dedup": "now fixed at True: each query term counts once",
+    "feedback.docs": "now fixed at 10: top documents the expansion terms come from",
+    "feedback.terms": "now fixed at 15: expansion terms added",
+    "articles.top_k": "now fixed at 100: documents kept in the bm25_article signal",
+    "semantic.top_k": "now fixed at 100: the paper's documents kept per semantic signal",
+    "rerank.top_n": "now fixed at 300: the paper's fused candidates reranked",
+    "graph.community_resolution": "now fixed at 1.0: the paper's resolution whose communities the community signal "
+                                  "uses (graph.resolutions must hold it)",
+    "graph.leiden_seed": "now fixed at 42: the random seed of Leiden, so graph builds repeat",
+    "prior.top_k": "now fixed at 100: documents kept per prior signal",
 }
 
 
@@ -428,6 +434,9 @@ def check_ranges(sections: list[tuple[str, Any]]) -> None:
             tp, v, name = hints[f.name], getattr(section, f.name), f"{sec_name}.{f.name}"
             choices = f.metadata.get("choices")
             for i, x in enumerate((v if isinstance(v, list) else [v]) if choices else ()):  # a list field: each item
+                if isinstance(x, str) and f"{name}={x}" in REMOVED:
+                    raise ConfigError(f"{name}={x} was removed ({REMOVED[f'{name}={x}']}): choose "
+                                      f"{', '.join(choices[:-1])} or {choices[-1]}")
                 if x not in choices:
                     raise ConfigError(f"{name} must be {', '.join(choices[:-1])} or {choices[-1]}, got {short(x)}")
                 if isinstance(v, list) and x in v[:i]:  # a name given twice is a slip (a set of kinds), never meant

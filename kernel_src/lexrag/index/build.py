@@ -14,7 +14,7 @@ from lexrag.config import Config
 from lexrag.errors import ArtifactError, CsvInputError
 from lexrag.csvio import check_input_file
 from lexrag.index.corpus import Corpus, build_corpus
-from lexrag.index.graph import build_graph
+from lexrag.index.graph import LEIDEN_SEED, build_graph
 from lexrag.index.bm25_build import build_bm25
 from lexrag.index.prior import build_prior
 from lexrag.registry import ARTIFACTS
@@ -45,7 +45,7 @@ def build_bm25_step(cfg: Config, dest: Path, inputs):
 
 def build_graph_step(cfg: Config, dest: Path, inputs):
     corpus = inputs.corpus or Corpus(inputs.corpus_dir)  # with the citation lookups the graph reads
-    graph = build_graph(corpus, dest, cfg.graph.resolutions, cfg.graph.leiden_seed, corpus_id=corpus_id(inputs.corpus_dir),
+    graph = build_graph(corpus, dest, cfg.graph.resolutions, LEIDEN_SEED, corpus_id=corpus_id(inputs.corpus_dir),
                         progress=cfg.runtime.progress)
     if not has_court_edges(graph):
         log.warning("graph: %s", NO_COURT_EDGES)  # not the staging folder's path, gone when this is read

@@ -39,16 +39,17 @@ from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, readi
 from lexrag.index.graph_references import row_group_references
 from lexrag.publish import publishes
 
-__all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS"]
+__all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS", "LEIDEN_SEED"]
 
 log = logging.getLogger(__name__)
 
 ARTIFACT = "graph"
 KINDS = CITATION_KINDS  # a node's kind is stored as its index here
+LEIDEN_SEED = 42  # the random seed of Leiden, so graph builds repeat
 
 
 def leiden_levels(
-    n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, resolutions: Sequence[float], seed: int = 42,
+    n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, resolutions: Sequence[float], seed: int = LEIDEN_SEED,
     method: str = "igraph",
 ) -> np.ndarray:
     """Nested Leiden partitions, one row per resolution in ``resolutions`` (sorted coarse -> fine).
@@ -196,7 +197,7 @@ def build_graph(
     corpus,  # lexrag.index.corpus.Corpus
     out_dir: str | Path,
     resolutions: Sequence[float] = (0.5, 1.0, 2.0),
-    seed: int = 42,
+    seed: int = LEIDEN_SEED,
     corpus_id: str = "",
     progress: bool = False,
     workers: int = 0,

@@ -24,9 +24,10 @@ from lexrag.index.decompound import Decompounder
 from lexrag.index import bm25_kernel
 from lexrag.index.analyzer import Analyzer
 
-__all__ = ["BM25Index"]
+__all__ = ["BM25Index", "QUERY_DEDUP"]
 
 ARTIFACT = "bm25"
+QUERY_DEDUP = True  # a question's terms each count once (a term it repeats weighs no more)
 # bytes of question score vectors a loaded index keeps (one float32 per document each: 50 vectors
 # at 2.65M documents, the competition's 40 test questions; every question of a run at 176K)
 SCORE_CACHE_BYTES = 512 * 2**20
@@ -304,12 +305,12 @@ class BM25Index:
     def query_scores(self, text: str, lc: LexicalConfig, cache: bool = True) -> np.ndarray | None:
         """:meth:`scores` of a question with the query settings of ``lc`` (every stage that
         searches the question asks through here, so they all see the same query)."""
-        return self.scores(text, lc.query_dedup, lc.question_weight, cache)
+        return self.scores(text, QUERY_DEDUP, lc.question_weight, cache)
 
     def query_search(self, text: str, lc: LexicalConfig, k: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`search` of a question with the query settings of ``lc`` (the score vector it
         makes is the one :meth:`query_scores` gives the other stages)."""
-        return self.search(text, k, lc.query_dedup, lc.question_weight)
+        return self.search(text, k, QUERY_DEDUP, lc.question_weight)
 
     def search(self, text: str, k: int, dedup: bool = True, question_weight: int = 1,
                cache: bool = True) -> tuple[np.ndarray, np.ndarray]:

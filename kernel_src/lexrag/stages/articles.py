@@ -12,8 +12,9 @@ import numpy as np
 from lexrag.ranking import Ranking, best_first
 from lexrag.stages.base import OptionalBM25Stage, register_stage
 
-__all__ = ["Articles", "article_scores"]
+__all__ = ["Articles", "article_scores", "TOP_K"]
 
+TOP_K = 100  # documents kept in the bm25_article signal
 SUM_WEIGHT = 0.3  # an article scores its best paragraph plus this times its other paragraphs' scores
 
 
@@ -72,7 +73,7 @@ class Articles(OptionalBM25Stage):
             rank = np.full(index.n, -1, dtype=np.int64)
             rank[top] = np.arange(len(top))
             docs = np.flatnonzero((index.article >= 0) & (rank[np.maximum(index.article, 0)] >= 0))
-            docs = docs[np.lexsort((docs, -scores[docs], rank[index.article[docs]]))][: ac.top_k]
+            docs = docs[np.lexsort((docs, -scores[docs], rank[index.article[docs]]))][:TOP_K]
             n = len(docs)
             out.add(q.query_id, docs, np.linspace(1.0, 1.0 / n, n))  # the order is the signal
         return [out]

@@ -233,7 +233,8 @@ def emitted_order(citations: Sequence[str], scores: Sequence[float], cc) -> tupl
 
 def relative_count(scores: Sequence[float], threshold: float, min_k: int, max_k: int) -> int:
     """How many citations score at least ``threshold`` times the first one, clipped to
-    ``[min_k, max_k]`` and to the list (a first score that is not positive: ``min_k``)."""
+    ``[min_k, max_k]`` and to the list (a first score that is not positive: ``min_k``): the cut
+    ``calibrate`` fits and scripts/experiment_count.py measures."""
     n = calibrated_count(scores, threshold)
     return int(min(max(n if n is not None else min_k, min_k), max_k, len(scores)))
 
@@ -289,9 +290,6 @@ class Count:
                 else:  # the ranker is missing, was dropped, or a later stage reordered with scores of its own
                     fallback[q.query_id] = by
                     k = min(cc.k, len(scores))
-                q.add_cost("count", k=k)
-            elif cc.method == "relative":
-                k = relative_count(scores, cc.threshold, cc.relative_min_k, cc.max_k)
                 q.add_cost("count", k=k)
             else:
                 k = choose_count(np.asarray(scores), cc.method, cc.k, cc.min_k, cc.max_k)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from lexrag.index.dictionary import is_english
+from lexrag.index.lexical import QUERY_DEDUP
 from lexrag.queries import Variant
 from lexrag.stages.base import Phase, register_stage
 
@@ -49,7 +50,7 @@ class DictionaryTranslate:
         """term -> how many of the top documents of the first search (the indexed weighting, searched
         with the run's query settings) hold it."""
         index, lc = ctx.art.bm25, ctx.cfg.lexical
-        ids, _ = index.search(d.translate(text, "indexed", index), ctx.cfg.dictionary.first_pass_docs, lc.query_dedup,
+        ids, _ = index.search(d.translate(text, "indexed", index), ctx.cfg.dictionary.first_pass_docs, QUERY_DEDUP,
                               lc.question_weight, cache=False)
         return Counter(t for doc in ctx.art.corpus.texts(ids.tolist()) for t in set(index.analyzer(doc or "")))
 

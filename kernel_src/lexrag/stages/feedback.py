@@ -1,9 +1,9 @@
 """Pseudo-relevance feedback (RM3-style) for long narrative questions: the ``bm25_prf`` signal.
 
 The question's German text (or the question) is searched with BM25; from the texts of the top
-``feedback.docs`` documents the terms that weigh most there (term frequency in those documents times
-the term's IDF in the corpus, words of the question excluded) are added to the question, and the
-expanded text is searched again.  Exam questions are case stories whose legal vocabulary is thin;
+:data:`FEEDBACK_DOCS` documents the :data:`FEEDBACK_TERMS` terms that weigh most there (term frequency
+in those documents times the term's IDF in the corpus, words of the question excluded) are added to
+the question, and the expanded text is searched again.  Exam questions are case stories whose legal vocabulary is thin;
 the statute text found first supplies it.  Off by default; the kaggle preset turns it on with the
 statute stages, where grouped CV says they help together.
 """
@@ -18,8 +18,10 @@ import numpy as np
 from lexrag.ranking import Ranking
 from lexrag.stages.base import OptionalBM25Stage, register_stage
 
-__all__ = ["Feedback", "expansion_terms"]
+__all__ = ["Feedback", "expansion_terms", "FEEDBACK_DOCS", "FEEDBACK_TERMS"]
 
+FEEDBACK_DOCS = 10  # top documents of the first search the expansion terms come from
+FEEDBACK_TERMS = 15  # expansion terms added to the question
 TERM_WEIGHT = 1  # times each expansion term is repeated in the expanded query (its weight against the question's)
 
 
@@ -48,14 +50,14 @@ class Feedback(OptionalBM25Stage):
     signals = ("bm25_prf",)
 
     def run(self, batch, ctx):
-        fc, lc, art = ctx.cfg.feedback, ctx.cfg.lexical, ctx.art
+        lc, art = ctx.cfg.lexical, ctx.art
         out = Ranking("bm25_prf", "lexical")
         for q in batch.queries:
             text = q.preferred_text(ctx.cfg.query.preference_variants)
-            ids, _ = art.bm25.query_search(text, lc, fc.docs)
+            ids, _ = art.bm25.query_search(text, lc, FEEDBACK_DOCS)
             if len(ids) == 0:
                 continue
-            terms = expansion_terms(art.bm25, art.corpus.texts(ids.tolist()), set(art.bm25.analyzer(text)), fc.terms)
+            terms = expansion_terms(art.bm25, art.corpus.texts(ids.tolist()), set(art.bm25.analyzer(text)), FEEDBACK_TERMS)
             if not terms:
                 continue
             expanded = text + (" " + " ".join(terms)) * TERM_WEIGHT

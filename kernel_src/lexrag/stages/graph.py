@@ -3,12 +3,15 @@ seed fusion) to new candidates through the citation graph, and through training 
 
 from __future__ import annotations
 
+from lexrag.config_sections import COMMUNITY_RESOLUTION
 from lexrag.ranking import Ranking, best_first_order
 from lexrag.signals import GRAPH_SIGNALS, PRIOR_SIGNALS
 from lexrag.stages import graph_signals as gs
 from lexrag.stages.base import Phase, register_stage
 
-__all__ = ["GraphSignals", "PriorSignals"]
+__all__ = ["GraphSignals", "PriorSignals", "PRIOR_TOP_K"]
+
+PRIOR_TOP_K = 100  # documents kept per prior signal
 
 
 class GraphSignals:
@@ -60,7 +63,7 @@ class GraphSignals:
         if "cocitation" in on:
             yield "cocitation", docs(gs.top_nodes(gs.co_citation(g, nodes, w), nodes, gc.top_k))
         if "community" in on:
-            yield "community", docs(gs.community_members(g, nodes, w, g.level_of(gc.community_resolution), gc.top_k))
+            yield "community", docs(gs.community_members(g, nodes, w, g.level_of(COMMUNITY_RESOLUTION), gc.top_k))
         if "siblings" in on:
             yield "siblings", gs.siblings(g, seeds, gc.seed_k, gc.top_k, gc.siblings_kinds)
 
@@ -86,10 +89,10 @@ class PriorSignals:
             seeds = batch.seeds.get(q.query_id, [])[: ctx.cfg.graph.seed_k]
             total = sum(max(s, 0.0) for _, s in seeds) or 1.0
             seed_cits = [(art.corpus.citations[d], max(s, 0.0) / total) for d, s in seeds]
-            lists = [("prior_cocited", art.prior.cocited(seed_cits, q.query_id, pc.min_count, pc.top_k) if seeds else []),
-                     ("prior_frequent", art.prior.frequent(q.query_id, pc.min_count, pc.top_k))]
+            lists = [("prior_cocited", art.prior.cocited(seed_cits, q.query_id, pc.min_count, PRIOR_TOP_K) if seeds else []),
+                     ("prior_frequent", art.prior.frequent(q.query_id, pc.min_count, PRIOR_TOP_K))]
             if pc.neighbours:
-                lists.append(("prior_similar", art.prior.similar(q.variant("de") or q.text, q.query_id, pc.neighbours, pc.top_k)))
+                lists.append(("prior_similar", art.prior.similar(q.variant("de") or q.text, q.query_id, pc.neighbours, PRIOR_TOP_K)))
             for name, cits in lists:
                 docs: dict[int, float] = {}
                 for c, score in cits:

@@ -13,7 +13,9 @@ from lexrag.models import load_cross_encoder
 from lexrag.ranking import Ranking, best_first_order
 from lexrag.stages.base import Phase, register_stage
 
-__all__ = ["Reranker", "RerankError", "Rerank"]
+__all__ = ["Reranker", "RerankError", "Rerank", "TOP_N"]
+
+TOP_N = 300  # fused candidates reranked (the paper's 300)
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ class Reranker:
 
 
 class Rerank:
-    """Cross-encoder over the top ``rerank.top_n`` of each query's current order; candidates
+    """Cross-encoder over the top :data:`TOP_N` of each query's current order; candidates
     scoring below ``rerank.tau`` are dropped (paper: 300, 0.5)."""
 
     name = "rerank"
@@ -68,7 +70,7 @@ class Rerank:
             if not hits:
                 continue
             reranker = reranker or ctx.model("reranker")
-            ids = [d for d, _ in hits[: rc.top_n]]
+            ids = [d for d, _ in hits[:TOP_N]]
             texts = [t or corpus.citations[d] for d, t in zip(ids, corpus.texts(ids))]
             kept = reranker.rerank(q.text, ids, texts, rc.tau)
             if kept:

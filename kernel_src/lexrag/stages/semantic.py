@@ -9,7 +9,9 @@ from lexrag.ranking import Ranking
 from lexrag.signals import VARIANTS
 from lexrag.stages.base import Phase, register_stage
 
-__all__ = ["DenseVariants"]
+__all__ = ["DenseVariants", "TOP_K"]
+
+TOP_K = 100  # documents kept per semantic signal (the paper's 100)
 
 
 class DenseVariants:
@@ -35,7 +37,7 @@ class DenseVariants:
         if todo:
             encoder = ctx.model("encoder")
             vecs = encoder.encode(todo, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-            ids, scores = ctx.art.dense.search(vecs, sc.top_k)
+            ids, scores = ctx.art.dense.search(vecs, TOP_K)
             fresh = {t: (i, s) for t, i, s in zip(todo, ids, scores)}
             for k, (_, _, t) in zip(keys, pairs):
                 if k is not None and k not in cache.texts:
