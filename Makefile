@@ -2,7 +2,7 @@
 # make demo-llm   the LLM stages on the demo, answered by the scripted stand-in model (no GPU, no weights)
 # make demo-manifest  re-record the demo artifacts' hashes after a change that alters their bytes
 # make test       the test suite (after caching the wheels of the emulated Kaggle runtime)
-# make test-fast  the in-process tests only: the quick loop while working
+# make test-fast  the in-process tests of lexrag only (no process, notebook kernel or scripts/ tool): the quick loop
 # make quality    retrieval quality on the competition data in DATA (default ../shared/data)
 # All create .venv on first use: demo the smaller install of requirements-demo.txt, the others requirements.txt (everything).
 
@@ -88,10 +88,11 @@ test: venv kaggle-sim
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q tests
 
-# the in-process tests only (no notebook, CLI process or script run): the quick loop while working
+# the in-process tests of lexrag only (no notebook kernel, CLI process, or test of a tool under scripts/):
+# the quick loop while working; `make test` runs these and the rest
 test-fast: venv
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -m "not slow and not process" tests
+	$(PY) -m pytest -q -m "not slow and not process and not scripts" tests
 
 notebooks: venv
 	$(VENV)/bin/jupytext --to ipynb --set-kernel python3 notebooks/*.py

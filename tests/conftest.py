@@ -4,21 +4,40 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+
 # the helpers of test files that start another Python process (a CLI run, build_datasets.py, a notebook)
 _SPAWNING_HELPERS = {"test_build_datasets.py": "run(", "test_pipeline_cli.py": "cli(", "test_trec.py": "_cli(",
-                     "test_kaggle_emulated.py": "_run_notebook("}
+                     "test_kaggle_emulated.py": "_run_notebook(", "test_notebooks.py": "_papermill("}
+# test files that test the tools under scripts/ (data preparation, English-question experiments) throughout
+_SCRIPT_FILES = {"test_english_questions.py", "test_make_headings.py"}
+# a test that imports a module of scripts/ (the tests' pythonpath holds scripts/), in its code or in a child's
+_SCRIPT_IMPORT = re.compile(r"\b(?:import|from)\s+(?:%s)\b" % "|".join(sorted(p.stem for p in (ROOT / "scripts").glob("*.py"))))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "scripts: tests a tool under scripts/ (a benchmark, an experiment, data preparation); "
+                                       "marked by tests/conftest.py; make test-fast leaves these out")
+
+
+def _tests_a_script(item, src: str) -> bool:
+    """Whether a test runs or imports a tool under scripts/ (benchmarks, experiments, quality.py)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return (item.path.name in _SCRIPT_FILES or '"scripts"' in src or "'scripts'" in src or bool(_SCRIPT_IMPORT.search(src))
+            or any(isinstance(v, str) and v.startswith("scripts/") for v in params.values()))
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark ``process`` every test that starts another Python process (its source calls subprocess,
-    papermill, a script under scripts/ or its file's spawning helper), so ``make test-fast`` keeps
-    the in-process tests."""
+    runs papermill, a script under scripts/ or its file's spawning helper), and ``scripts`` every
+    test of a tool under scripts/, so ``make test-fast`` keeps the in-process tests of lexrag."""
     import inspect
 
     for item in items:
@@ -28,11 +47,14 @@ def pytest_collection_modifyitems(config, items):
         except (OSError, TypeError):
             continue
         helper = _SPAWNING_HELPERS.get(item.path.name)
-        if ("subprocess" in src or "papermill" in src or '"scripts"' in src or "runpy" in src
+        # "papermill" quoted: a papermill command line (a test of papermill's parameters run in process is not one)
+        if ("subprocess" in src or '"papermill"' in src or '"scripts"' in src or "runpy" in src
                 or (helper and helper in src.split("\n", 1)[-1])):
             item.add_marker(pytest.mark.process)
+        if _tests_a_script(item, src):
+            item.add_marker(pytest.mark.scripts)
 
-ROOT = Path(__file__).resolve().parents[1]
+
 DEMO = ROOT / "demo"
 
 # Keep Jupyter state out of the home folder, even when pytest is run directly.

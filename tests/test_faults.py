@@ -458,12 +458,6 @@ def test_evaluate_piped_into_head_ends_quietly(tmp_path):
 # ---------------------------------------------------------------- 9. killed builds
 
 
-def _synthetic_courts(path: Path, n: int) -> Path:
-    from lexrag.synthetic import write_court_csv
-
-    return write_court_csv(path, n, seed=3)
-
-
 def _artifact_hashes(folder: Path) -> dict:
     out = {}
     for name in ("corpus", "bm25", "graph"):
@@ -497,11 +491,12 @@ def _wait_for(marker: Path, proc: subprocess.Popen) -> None:
 
 
 @pytest.mark.slow
-def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_identical(tmp_path):
+def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_identical(tmp_path, tiny_inputs):
     import signal
 
-    courts = _synthetic_courts(tmp_path / "courts.csv", 15_000)
-    laws = DEMO / "laws_demo.csv"
+    # a tiny corpus (seven laws, three court considerations citing them: the graph has edges) is
+    # enough: each kill happens on an event at a named point of the build, not after a time
+    laws, courts = tiny_inputs
     args = ["-q", "build", "--laws", str(laws), "--courts", str(courts), "--set", "runtime.progress=false"]
     ref = tmp_path / "ref"
     assert subprocess.run([sys.executable, "-m", "lexrag", *args, "--out", str(ref)], capture_output=True).returncode == 0
@@ -545,12 +540,16 @@ def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_i
 
 
 @pytest.mark.slow
-def test_an_embeddings_build_killed_mid_way_resumes_to_the_same_shards(tmp_path, demo_artifacts):
+def test_an_embeddings_build_killed_mid_way_resumes_to_the_same_shards(tmp_path, tiny_inputs):
     import signal
 
+    from lexrag.config import load_config
+    from lexrag.index.corpus import build_corpus
     from lexrag.testing import make_tiny_encoder
 
     enc = make_tiny_encoder(tmp_path / "enc")
+    corpus = tmp_path / "corpus"  # ten documents in shards of two: the kill falls between shards 2 and 3 of 5
+    build_corpus(corpus, *tiny_inputs, load_config().corpus, progress=False)
     script = tmp_path / "emb.py"
     # with a pause point (argv 2, 3): the build stops after that many shards are published, and
     # while the next one is half written (its temporary file on disk), and waits to be killed
@@ -570,31 +569,31 @@ def test_an_embeddings_build_killed_mid_way_resumes_to_the_same_shards(tmp_path,
         "        done.append(dst)\n"
         "    proxy.replace = replace\n"
         "    S.os = proxy\n"
-        f"c = Corpus({str(demo_artifacts / 'corpus')!r})\n"
-        f"ok = build_embeddings(c, {str(enc)!r}, sys.argv[1], corpus_id='demo', shard_size=400, fields=['text'], "
+        f"c = Corpus({str(corpus)!r})\n"
+        f"ok = build_embeddings(c, {str(enc)!r}, sys.argv[1], corpus_id='tiny', shard_size=2, fields=['text'], "
         "device='cpu', max_seq=32, batch_size=64)\n"
         "sys.exit(0 if ok else 3)\n"), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
     assert subprocess.run([sys.executable, str(script), str(tmp_path / "ref")], env=env, capture_output=True).returncode == 0
     out, marker = tmp_path / "out", tmp_path / "paused"
-    p = subprocess.Popen([sys.executable, str(script), str(out), "5", str(marker)], env=env,
+    p = subprocess.Popen([sys.executable, str(script), str(out), "2", str(marker)], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(marker, p)
     p.send_signal(signal.SIGKILL)
     p.wait()
     assert not (out / "params.json").exists()  # a killed build is never mistaken for a finished one
-    assert len(list(out.glob("shard_*[0-9].npy"))) == 5 and len(list(out.glob("shard_*.tmp.npy"))) == 1
+    assert len(list(out.glob("shard_*[0-9].npy"))) == 2 and len(list(out.glob("shard_*.tmp.npy"))) == 1
     from lexrag.errors import ArtifactError
     from lexrag.index.corpus import Corpus
     from lexrag.index.embeddings import Embeddings
 
     with pytest.raises(ArtifactError, match="did not finish"):
-        Embeddings(out, len(Corpus(demo_artifacts / "corpus")))
+        Embeddings(out, len(Corpus(corpus)))
     assert subprocess.run([sys.executable, str(script), str(out)], env=env, capture_output=True).returncode == 0
     ref = json.loads((tmp_path / "ref" / "params.json").read_text())["files"]
     got = json.loads((out / "params.json").read_text())["files"]
     shards = {k: v for k, v in ref.items() if k.startswith("shard_")}
-    assert len(shards) == 22 and {k: got[k] for k in shards} == shards
+    assert len(Corpus(corpus)) == 10 and len(shards) == 5 and {k: got[k] for k in shards} == shards
 
 
 def test_publishing_a_build_set_is_all_or_nothing(tmp_path, arts, monkeypatch):
