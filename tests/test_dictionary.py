@@ -451,6 +451,8 @@ def test_a_damaged_row_or_stream_is_named_and_an_artifact_of_another_phrase_leng
     import json
     import shutil
 
+    from lexrag.artifacts import seal
+
     entries = tmp_path / "dictionary" / "entries.tsv.gz"
     rows = gzip.decompress(entries.read_bytes()).decode("utf-8").splitlines()
     copy = tmp_path / "copy"
@@ -458,7 +460,7 @@ def test_a_damaged_row_or_stream_is_named_and_an_artifact_of_another_phrase_leng
     params = copy / "params.json"
     doc = json.loads(params.read_text(encoding="utf-8"))
     doc["params"]["max_phrase"] = 7
-    params.write_text(json.dumps(doc), encoding="utf-8")
+    params.write_text(json.dumps(seal(doc)), encoding="utf-8")  # as a build of such a lexrag writes it
     with pytest.raises(ArtifactError, match="phrases of up to 7 words, this lexrag looks up 4; rebuild it"):
         Dictionary.load(copy)
     rows[2] = "no tabs here"

@@ -150,9 +150,11 @@ def built(tmp_path):
 
 @pytest.mark.parametrize("value", ["4", 4.0, None, True])
 def test_a_max_phrase_of_another_type_is_a_damaged_params_json(built, value):
+    from lexrag.artifacts import seal
+
     doc = json.loads((built / "params.json").read_text(encoding="utf-8"))
     doc["params"]["max_phrase"] = value
-    (built / "params.json").write_text(json.dumps(doc), encoding="utf-8")
+    (built / "params.json").write_text(json.dumps(seal(doc)), encoding="utf-8")  # as a build that wrote it would
     with pytest.raises(ArtifactError) as e:
         Dictionary.load(built)
     text = _one_line(e)

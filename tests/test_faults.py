@@ -1394,6 +1394,7 @@ def test_a_bm25_index_over_another_corpus_is_refused_even_with_its_corpus_id_edi
     import json
     import shutil
 
+    from lexrag.artifacts import seal
     from lexrag.config import load_config
     from lexrag.errors import ArtifactError
     from lexrag.pipeline.build import build_artifacts
@@ -1411,6 +1412,9 @@ def test_a_bm25_index_over_another_corpus_is_refused_even_with_its_corpus_id_edi
     doc = json.loads(p.read_text(encoding="utf-8"))
     doc["corpus_id"] = json.loads((demo_artifacts / "bm25" / "params.json").read_text(encoding="utf-8"))["corpus_id"]
     p.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="bm25/params.json: edited after the build"):  # its own digest tells first
+        Artifacts.load(art, cfg)
+    p.write_text(json.dumps(seal(doc)), encoding="utf-8")  # and with the digest written anew, the index's size still tells
     with pytest.raises(ArtifactError, match="covers 2 documents, the loaded corpus has"):
         Artifacts.load(art, cfg)
     # the same size: the demo laws with their texts in reverse order, the corpus id edited to match
@@ -1427,7 +1431,7 @@ def test_a_bm25_index_over_another_corpus_is_refused_even_with_its_corpus_id_edi
     shutil.copytree(tmp_path / "same-size" / "bm25", art / "bm25")
     doc = json.loads(p.read_text(encoding="utf-8"))
     doc["corpus_id"] = json.loads((demo_artifacts / "bm25" / "params.json").read_text(encoding="utf-8"))["corpus_id"]
-    p.write_text(json.dumps(doc), encoding="utf-8")
+    p.write_text(json.dumps(seal(doc)), encoding="utf-8")
     with pytest.raises(ArtifactError, match="built over other texts than this corpus"):
         Artifacts.load(art, cfg)
 
@@ -2182,13 +2186,14 @@ def test_the_staging_folder_of_a_killed_build_not_yet_reaped_is_swept_by_the_nex
 
 
 def test_a_corpus_whose_document_count_is_no_number_is_named_as_such(tmp_path, demo_artifacts):
+    from lexrag.artifacts import seal
     from lexrag.errors import ArtifactError
     from lexrag.index.corpus import Corpus
 
     shutil.copytree(demo_artifacts / "corpus", tmp_path / "corpus")
     p = tmp_path / "corpus" / "params.json"
     doc = json.loads(p.read_text(encoding="utf-8"))
-    p.write_text(json.dumps({**doc, "n_docs": str(doc["n_docs"])}), encoding="utf-8")
+    p.write_text(json.dumps(seal({**doc, "n_docs": str(doc["n_docs"])})), encoding="utf-8")  # as a build that wrote it
     with pytest.raises(ArtifactError, match=f"n_docs '{doc['n_docs']}' is not a whole number .*rebuild it"):
         Corpus(tmp_path / "corpus")  # once: "params.json says 8530 docs, parquet has 8530"
 
@@ -2652,6 +2657,8 @@ def test_sweep_13_options_twice_a_file_size_limit_deep_values_and_tolerances(tmp
 def test_an_option_twice_in_every_tool_and_upper_case_digests_in_params(tmp_path, arts, capsys):
     import json as js
 
+    from lexrag.artifacts import seal
+
     for tool, args in (("scripts/quality.py", ["--by", "course", "--by", "area"]), ("build_datasets.py", ["--out", "a", "--out", "b"]),
                        ("scripts/bench_bm25.py", ["--work", "a", "--work", "b"])):
         r = subprocess.run([sys.executable, str(ROOT / tool), *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
@@ -2659,7 +2666,7 @@ def test_an_option_twice_in_every_tool_and_upper_case_digests_in_params(tmp_path
     params = arts / "bm25" / "params.json"
     doc = js.loads(params.read_text(encoding="utf-8"))
     doc["files"] = {k: {**v, "sha256": v["sha256"].upper()} for k, v in doc["files"].items()}
-    params.write_text(js.dumps(doc), encoding="utf-8")
+    params.write_text(js.dumps(seal(doc)), encoding="utf-8")  # as a writer of upper-case hex would, its digest with them
     q = write(tmp_path / "q.csv", QUERIES)
     rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", q, "--out", tmp_path / "s.csv")
     assert rc == 0, err[-400:]  # the same digests, in upper case
@@ -2886,10 +2893,12 @@ def test_an_ablation_table_an_earlier_run_left_is_not_shown_as_this_run_s(tmp_pa
 
 
 def test_an_index_over_the_earlier_corpus_of_a_half_published_set_names_the_set_aside_corpus(tmp_path, arts, capsys):
+    from lexrag.artifacts import seal
+
     params = arts / "corpus" / "params.json"
     doc = json.loads(params.read_text(encoding="utf-8"))
     doc["sources"] = {"laws": "another build's laws"}  # the new corpus moved in; bm25 still the earlier one's
-    params.write_text(json.dumps(doc), encoding="utf-8")
+    params.write_text(json.dumps(seal(doc)), encoding="utf-8")
     (arts / ".corpus.old-4242-0a1b2c3d").mkdir()
     rc, _, err = cli(capsys, "run", "--artifacts", arts, "--queries", DEMO / "queries_demo.csv", "--out", tmp_path / "s.csv")
     assert rc == 2 and ".corpus.old-4242-0a1b2c3d beside it holds the earlier corpus" in err, err

@@ -97,20 +97,21 @@ def test_the_ranker_trains_on_the_training_questions_and_reorders_them(ranked_ar
 
 
 def test_a_ranker_trained_on_other_features_is_refused_in_one_line(ranked_artifacts, tmp_path):
+    from lexrag.artifacts import seal
     from lexrag.stages.ranker import LearnedRanker
 
     folder = tmp_path / "ranker"
     shutil.copytree(ranked_artifacts / "ranker", folder)
     doc = json.loads((folder / "params.json").read_text())
     doc["params"]["features"] = doc["params"]["features"][:-1] + ["a_feature_this_code_does_not_compute"]
-    (folder / "params.json").write_text(json.dumps(doc))
+    (folder / "params.json").write_text(json.dumps(seal(doc)))  # as another lexrag's build writes it, its digest with it
     with pytest.raises(ArtifactError) as e:
         LearnedRanker.load(folder)
     msg = str(e.value)
     assert "\n" not in msg and "other features" in msg and "rebuild" in msg and str(folder) in msg
     doc["params"]["features"] = json.loads((ranked_artifacts / "ranker" / "params.json").read_text())["params"]["features"]
     doc["params"]["feature_set"] = 0  # a model from an older feature set
-    (folder / "params.json").write_text(json.dumps(doc))
+    (folder / "params.json").write_text(json.dumps(seal(doc)))
     with pytest.raises(ArtifactError, match="other features"):
         LearnedRanker.load(folder)
 

@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("lightgbm")
 
-from lexrag.artifacts import sha256_file  # noqa: E402
+from lexrag.artifacts import DIGEST, seal, sha256_file  # noqa: E402
 from lexrag.errors import ArtifactError  # noqa: E402
 from lexrag.stages.ranker import PARAMS, LearnedRanker, TrainingRows  # noqa: E402
 from lexrag.stages.ranker_features import feature_column, feature_names  # noqa: E402
@@ -64,11 +64,12 @@ def _copy(src: Path, dst: Path) -> Path:
 
 
 def _rerecord(folder: Path) -> None:
-    """Re-record every file's size and sha256 in params.json, as a build that wrote a bad file would."""
+    """Re-record every file's size and sha256 in params.json (and its digest of itself), as a build
+    that wrote a bad file would."""
     doc = json.loads((folder / "params.json").read_text(encoding="utf-8"))
     for rel in doc["files"]:
         doc["files"][rel] = {"size": (folder / rel).stat().st_size, "sha256": sha256_file(folder / rel)}
-    (folder / "params.json").write_text(json.dumps(doc, indent=2, sort_keys=True), encoding="utf-8")
+    (folder / "params.json").write_text(json.dumps(seal(doc), indent=2, sort_keys=True), encoding="utf-8")
 
 
 def _edit_tree(text: str, i: int, edit) -> str:
@@ -165,7 +166,7 @@ def test_a_model_of_another_width_is_refused_at_load_in_one_line(tiny, tmp_path)
     doc = json.loads((signals / "params.json").read_text(encoding="utf-8"))
     doc["params"]["signals"] = ["bm25_query", "dense"]
     doc["params"]["features"] = feature_names(["bm25_query", "dense"])
-    (signals / "params.json").write_text(json.dumps(doc), encoding="utf-8")
+    (signals / "params.json").write_text(json.dumps(seal(doc)), encoding="utf-8")  # as a build that wrote it would
     n = len(feature_names(SIGNALS))
     for folder, (model_w, params_w) in ((wide, (n + 2, n)), (signals, (n, n + 2))):
         with pytest.raises(ArtifactError) as e:
@@ -208,7 +209,8 @@ def test_every_params_field_is_checked_by_type_and_finiteness_at_load(tiny, tmp_
     for k in keys[:-1]:
         target = target[k]
     target[keys[-1]] = value
-    (folder / "params.json").write_text(json.dumps(doc), encoding="utf-8")  # NaN and Infinity as Python's json writes them
+    # as a build that wrote the bad field would (its digest with it); NaN and Infinity as Python's json writes them
+    (folder / "params.json").write_text(json.dumps(seal(doc)), encoding="utf-8")
     with pytest.raises(ArtifactError) as e:
         LearnedRanker.load(folder)
     msg = str(e.value)
@@ -270,6 +272,7 @@ def test_an_older_artifact_recording_two_threads_is_still_read_and_not_bound_to_
     folder = _copy(tiny, tmp_path / "ranker")
     doc = json.loads((folder / "params.json").read_text(encoding="utf-8"))
     doc["params"]["lightgbm"]["num_threads"] = 2
+    del doc[DIGEST]  # older: from before params.json recorded its own digest
     (folder / "params.json").write_text(json.dumps(doc), encoding="utf-8")
     model = LearnedRanker.load(folder)
     assert "num_threads" not in model.params  # a refit follows the run, not the recorded 2

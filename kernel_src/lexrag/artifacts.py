@@ -1,7 +1,8 @@
 """Artifact folders: files plus ``params.json`` (artifact, builder, params, version, doc count,
-source hashes, and the size and sha256 of every file).  Loading checks the recorded params against
-the config and refuses a mismatch with a message naming every differing field, and refuses a file
-that is missing, truncated or replaced, naming it and the command that rebuilds it.  Builders
+source hashes, the size and sha256 of every file, and a sha256 of params.json's own content).
+Loading checks the recorded params against the config and refuses a mismatch with a message naming
+every differing field, refuses a params.json whose fields were edited after the build, and refuses a
+file that is missing, truncated or replaced, naming it and the command that rebuilds it.  Builders
 write into a staging folder that replaces the artifact only when complete
 (:func:`lexrag.publish.staged`).  No pickle anywhere.
 """
@@ -23,9 +24,35 @@ from lexrag.errors import ArtifactError, ArtifactMissing, short
 from lexrag.outputs import PARAMS, enclosing_artifact, replace_text
 from lexrag.publish import PARAMS_ONLY, UNLISTED
 
-__all__ = ["ArtifactError", "PARAMS", "write_params", "read_params", "check_params", "sha256_file", "file_table", "reading",
-           "rebuild_hint", "verify_files", "corpus_id", "check_corpus_id"]
+__all__ = ["ArtifactError", "ParamsEdited", "PARAMS", "DIGEST", "write_params", "read_params", "check_params",
+           "sha256_file", "file_table", "reading", "rebuild_hint", "verify_files", "params_digest", "seal", "corpus_id", "check_corpus_id"]
 log = logging.getLogger(__name__)
+
+# the field of params.json holding the sha256 of the rest of the document: the file hashes cover
+# every other file, this covers params.json itself (an edited signals list or BM25 setting, the file
+# hashes re-recorded or not, is refused)
+DIGEST = "params_sha256"
+_UNSEALED_SAID: set[str] = set()  # params.json files without a digest already logged (once each per process)
+
+
+class ParamsEdited(ArtifactError):
+    """A params.json whose content is not the one its build wrote (its digest differs): the folder
+    is still that artifact's (its name was checked first), so a build of it may replace it."""
+
+
+def params_digest(doc: Mapping[str, Any]) -> str:
+    """sha256 of ``doc`` without its :data:`DIGEST` field, as canonical JSON (keys sorted, no
+    whitespace, UTF-8): the same for a document however it was indented or its keys ordered."""
+    rest = {k: v for k, v in doc.items() if k != DIGEST}
+    blob = json.dumps(rest, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def seal(doc: dict) -> dict:
+    """``doc`` (a params document as read back from JSON) with its :data:`DIGEST` set to the digest
+    of the rest, as :func:`write_params` writes it."""
+    doc[DIGEST] = params_digest(doc)
+    return doc
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -111,16 +138,42 @@ def _files_of(folder: Path) -> list[Path]:
 def write_params(folder: str | Path, artifact: str, builder: str, params: Mapping[str, Any], files: bool = True,
                  **extra: Any) -> dict:
     """Write ``params.json`` last, atomically: a folder without it is an unfinished build.  With
-    ``files`` (the default) it records every file's size and sha256, which loading checks."""
+    ``files`` (the default) it records every file's size and sha256, which loading checks; always
+    the :data:`DIGEST` of its own content, so that loading refuses a field edited afterwards.
+    Returns the document as written."""
     folder = Path(folder)
     doc = {"artifact": artifact, "builder": builder, "version": __version__, "params": dict(params), **extra}
+    doc.pop(DIGEST, None)  # a digest passed on from an earlier params.json is of that document: computed anew below
     if files:
         cache = _load_hash_cache()
         doc["files"] = {p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": file_hash(p, cache)}
                         for p in _files_of(folder)}
         _save_hash_cache(cache)
+    doc = seal(json.loads(json.dumps(doc)))  # as read back (tuples as lists, keys as strings): the digest is of that
     replace_text(folder / PARAMS, json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True))
     return doc
+
+
+def _check_digest(path: Path, doc: dict, artifact: str) -> None:
+    """Refuse a params.json whose content is not the one its build wrote (its :data:`DIGEST`
+    differs); one written by a lexrag before params.json recorded a digest is accepted, said at info
+    level once per file (its fields are then checked by type only, as they always were)."""
+    if DIGEST not in doc:
+        key = str(path.resolve())
+        if key not in _UNSEALED_SAID:
+            _UNSEALED_SAID.add(key)
+            log.info("%s records no %s (written by a lexrag before params.json recorded a digest of itself): accepted, "
+                     "but an edit of its fields cannot be told from the build; rebuilding it records one", path, DIGEST)
+        return
+    want = doc[DIGEST]
+    try:
+        got = params_digest(doc)
+    except (ValueError, TypeError, RecursionError):  # nesting too deep to serialise: not a document a build wrote
+        got = None
+    if not isinstance(want, str) or got != want.lower():
+        raise ParamsEdited(f"{path}: edited after the build (its {DIGEST} is not the digest of its content: a field "
+                           f"was changed by hand or by another tool, and the build's settings are not known); "
+                           f"{rebuild_hint(artifact)}")
 
 
 def _check_entry(folder: Path, rel: Any, meta: Any, artifact: str) -> None:
@@ -268,6 +321,9 @@ def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:
         raise ArtifactError(f"{path}: 'params' is not an object; {rebuild_hint(artifact)}")
     if verify:
         verify_files(folder, doc)
+    # last: a damage with a message of its own (a file list naming a file outside, a replaced file)
+    # is named by it; the digest then refuses any other edit
+    _check_digest(path, doc, artifact)
     return doc
 
 

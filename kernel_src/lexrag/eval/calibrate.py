@@ -56,7 +56,7 @@ def check_calibration_out(out: Path, artifacts_dir: Path) -> None:
     """Refuse, before any work, an ``--out`` that cannot take the calibration: one that cannot be
     made or written, the artifacts folder, another artifact, or a folder inside one (a calibration
     already there is replaced)."""
-    from lexrag.artifacts import read_params
+    from lexrag.artifacts import ParamsEdited, read_params
     from lexrag.errors import ConfigError, LexragError
     from lexrag.outputs import check_makeable, check_outside_artifacts
 
@@ -65,6 +65,8 @@ def check_calibration_out(out: Path, artifacts_dir: Path) -> None:
     if (out / "params.json").is_file():
         try:
             read_params(out, "calibration", verify=False)
+        except ParamsEdited:  # a calibration edited by hand is still the calibration this run replaces
+            pass
         except LexragError as e:
             other = e
     if out.resolve() == Path(artifacts_dir).resolve() or other is not None:
