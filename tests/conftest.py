@@ -67,6 +67,26 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LEXRAG_CACHE_DIR", os.path.join(_jtmp, "lexrag-cache"))  # artifact hash cache
 os.environ.pop("KAGGLE_KERNEL_RUN_TYPE", None)
 
+_frozen_at = 0  # how many modules were imported when the garbage collector last froze what was alive
+
+
+@pytest.fixture(autouse=True)
+def _collect_only_what_tests_make():
+    """A run of the pipeline ends with a full garbage collection (models.release_memory); in this one
+    long process, holding torch, transformers and every module a test imported, each one walked
+    millions of objects (0.3 s; over a minute of make test-fast).  Once a test imported new modules,
+    the garbage is collected and what is alive then is frozen (gc.freeze): later collections walk
+    only what later tests make, and still free all of it."""
+    import gc
+    import sys
+
+    global _frozen_at
+    if len(sys.modules) != _frozen_at:
+        gc.collect()
+        gc.freeze()
+        _frozen_at = len(sys.modules)
+    yield
+
 
 def write_csv_bytes(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
