@@ -108,12 +108,8 @@ def _differs(name: str, new: dict, old: dict) -> str:
     return f"{name}: {n} documents, the committed manifest records {o}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    from lexrag.config import load_config, parse_overrides
-    from lexrag.errors import ConfigError, LexragError
-    from lexrag.index.build import courts_beside
-    from lexrag.kaggle.datasets import check, rebuild, upload
-
+def parser() -> argparse.ArgumentParser:
+    """The command line (also what the manifest's ``builder`` lines are read with, in the tests)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--manifest", help="the manifest to record into and check against (default: the committed "
                    "artifacts_manifest.yaml; --check: OUT/artifacts_manifest.yaml where a build of other data wrote one)")
@@ -144,9 +140,17 @@ def main(argv: list[str] | None = None) -> int:
                    "(a manifest of your own given with --manifest is always recorded in place)")
     p.add_argument("--upload", action="store_true", help="push the folders with the kaggle CLI after building/checking")
     p.add_argument("--message", default="", help="version message for --upload")
-    from lexrag.cliargs import parse_once
+    return p
 
-    args = parse_once(p, argv)
+
+def main(argv: list[str] | None = None) -> int:
+    from lexrag.cliargs import parse_once
+    from lexrag.config import load_config, parse_overrides
+    from lexrag.errors import ConfigError, LexragError
+    from lexrag.index.build import courts_beside
+    from lexrag.kaggle.datasets import check, rebuild, upload
+
+    args = parse_once(parser(), argv)
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")

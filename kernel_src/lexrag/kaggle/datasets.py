@@ -1,10 +1,10 @@
 """The artifact registry (``artifacts_manifest.yaml``) and Kaggle dataset folders.
 
 The manifest lists every artifact: name, Kaggle dataset id, builder, params, files with size
-and sha256, doc count, package version.  ``rebuild`` builds artifacts into dataset folders
-(files + ``params.json`` + ``dataset-metadata.json``) and records them; ``check`` compares
-folders with the manifest and names every mismatch; ``upload`` pushes folders with the kaggle
-CLI (a new version when the dataset exists).
+and sha256, doc count, package version, the fields of its ``params.json``.  ``rebuild`` builds
+artifacts into dataset folders (files + ``params.json`` + ``dataset-metadata.json``) and records
+them; ``check`` compares folders with the manifest and names every mismatch; ``upload`` pushes
+folders with the kaggle CLI (a new version when the dataset exists).
 """
 
 from __future__ import annotations
@@ -245,6 +245,9 @@ def rebuild(
                 "version": __version__,
                 "doc_count": params.get("n_docs", params.get("n_entries")),
                 "sources": params.get("sources") or params.get("corpus_id"),
+                # the fields of its params.json, which its code decides (tests/test_manifest_fresh.py compares them
+                # with a build of the demo data, so a writer that gains or loses one fails until this is re-recorded)
+                "params_json_keys": sorted(params),
                 "files": file_table(folder),
             }
         )
