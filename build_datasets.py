@@ -35,7 +35,7 @@ def _stage_manifest(manifest: str, record: bool, out: str) -> tuple[str, Path | 
     import shutil
     import tempfile
 
-    from lexrag.outputs import sweep_leftovers
+    from lexrag.io.outputs import sweep_leftovers
 
     Path(out).mkdir(parents=True, exist_ok=True)
     sweep_leftovers(Path(out) / "lexrag-manifest", ".yaml")
@@ -87,7 +87,7 @@ def _check_own_manifest(own: Path) -> None:
         return
     from lexrag.errors import ConfigError, LexragError
     from lexrag.kaggle.datasets import load_manifest
-    from lexrag.outputs import check_plain_output
+    from lexrag.io.outputs import check_plain_output
 
     try:
         if own.is_dir():
@@ -144,7 +144,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lexrag.cliargs import parse_once
+    from lexrag.io.cliargs import parse_once
     from lexrag.config import load_config, parse_overrides
     from lexrag.errors import ConfigError, LexragError
     from lexrag.index.build import courts_beside
@@ -201,18 +201,18 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"warning: not built in {args.out}, so not checked: {', '.join(absent)} "
                           f"(--only {','.join(absent)} checks them)", file=sys.stderr)
         else:
-            from lexrag.outputs import check_plain_output
+            from lexrag.io.outputs import check_plain_output
 
             check_plain_output(args.manifest, "--manifest")  # it is rewritten: a link would become a copy, its target stale
             if args.record or Path(args.manifest).resolve() != COMMITTED.resolve():  # recorded in place: writable now
-                from lexrag.outputs import check_output_file
+                from lexrag.io.outputs import check_output_file
 
                 check_output_file(args.manifest, "--manifest", example="artifacts_manifest.yaml", error=ConfigError)
-            from lexrag.outputs import check_outside_artifacts
+            from lexrag.io.outputs import check_outside_artifacts
 
             check_outside_artifacts(args.out, "--out", "give a folder of its own for the datasets", ConfigError)
             cfg = load_config(args.config, parse_overrides(args.set))
-            from lexrag.outputs import check_makeable
+            from lexrag.io.outputs import check_makeable
 
             check_makeable(args.out, "--out")
             made = not os.path.lexists(args.out)

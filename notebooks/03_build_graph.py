@@ -33,7 +33,7 @@ if importlib.util.find_spec("lexrag") is None:
 # %%
 from lexrag.errors import one_line_errors
 from lexrag.kaggle.notebook import build_artifact
-from lexrag.notebook_params import notebook_path
+from lexrag.config.notebook import notebook_path
 
 # a user error (a missing input, a bad parameter) or a full disk: one line that names it, and the run stops
 with one_line_errors(f"a file under {artifacts_dir or 'the output folder'}"):

@@ -46,7 +46,7 @@ from lexrag.eval.status import run_status
 from lexrag.eval.report import plot_ablation
 from lexrag.eval.validation import ablation_table, format_metrics, incremental_ablation, validate_run
 from lexrag.paths import paths_for
-from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path
+from lexrag.config.notebook import notebook_flag, notebook_mapping, notebook_path
 from lexrag.pipeline import Artifacts
 
 # a user error (a missing input, a bad parameter) or a full disk: one line that names it, and the run stops

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Benchmark (not a test): corpus build and BM25 build throughput, peak RSS and query latency on
-synthetic German legal-like court considerations (lexrag.synthetic; 200-300 words and 3-5
+synthetic German legal-like court considerations (lexrag.testing.synthetic; 200-300 words and 3-5
 references each) at several corpus sizes.
 
 Each phase runs in its own process so its peak RSS (ru_maxrss) is its own:
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import benchkit
 import numpy as np
-from lexrag.synthetic import TextSampler, write_court_csv
+from lexrag.testing.synthetic import TextSampler, write_court_csv
 
 
 def phase(name: str, work: Path, n: int) -> dict:

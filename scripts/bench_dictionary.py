@@ -29,7 +29,7 @@ def main() -> int:
     ap.add_argument("--queries", default="../shared/data/val.csv")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--artifacts", help="an artifacts folder with bm25/: also time the translation as the lexical preset makes it")
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
     for opt, path in (("--dictionary", args.dictionary), ("--queries", args.queries)):

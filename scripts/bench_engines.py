@@ -63,7 +63,7 @@ def prepare(args) -> None:
     work = Path(args.work)
     art = work / "art"
     if not (art / "bm25" / "params.json").is_file():
-        from lexrag.synthetic import write_court_csv
+        from lexrag.testing.synthetic import write_court_csv
 
         work.mkdir(parents=True, exist_ok=True)
         courts = work / "courts.csv"
@@ -132,7 +132,7 @@ def load_memory(work: Path, mmap: bool) -> dict:
     its postings copied in or memory-mapped, at load and after the long queries."""
     from lexrag.config import load_config
     from lexrag.index.lexical import BM25Index
-    from lexrag.procmem import process_memory
+    from lexrag.io.procmem import process_memory
 
     qs = json.loads((work / "queries.json").read_text(encoding="utf-8"))
     before = process_memory()
@@ -223,7 +223,7 @@ def _tantivy_ids(work: Path, tops: dict) -> dict:
 def _check_args(args, work: Path) -> str | None:
     """What is wrong with the arguments, before hours of building; None when nothing."""
     from lexrag.errors import LexragError
-    from lexrag.outputs import check_output_file
+    from lexrag.io.outputs import check_output_file
 
     if args.threads < 1 or args.synthetic < 0:
         return "--threads must be 1 or more and --synthetic 0 or more"
@@ -257,7 +257,7 @@ def main() -> int:
                     "its postings copied in against memory-mapped")
     ap.add_argument("--json", help="append the rows to this JSON-lines file")
     ap.add_argument("--engine", help=argparse.SUPPRESS)
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
     work = Path(args.work)

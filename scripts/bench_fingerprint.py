@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Benchmark (not a test): what knowing a model folder by its weights costs
-(:func:`lexrag.modelpaths.model_fingerprint` and :func:`lexrag.models.model_id`: each weight
+(:func:`lexrag.models.paths.model_fingerprint` and :func:`lexrag.models.model_id`: each weight
 file's safetensors header and three sampled chunks).
 
   python scripts/bench_fingerprint.py --work WORK [--sizes-gb 1 15] [--shard-gb 4] [--keep]
@@ -68,7 +68,7 @@ def main() -> int:
     ap.add_argument("--shard-gb", type=float, default=4, help="largest shard in GB (default 4)")
     ap.add_argument("--keep", action="store_true", help="keep the model folders")
     args = ap.parse_args()
-    from lexrag.modelpaths import model_fingerprint
+    from lexrag.models.paths import model_fingerprint
 
     work = Path(args.work)
     rows = []

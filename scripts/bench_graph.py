@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Benchmark (not a test): citation-graph build and graph-signal latency on synthetic court
-considerations (lexrag.synthetic: several considerations per decision, 3-5 references each,
+considerations (lexrag.testing.synthetic: several considerations per decision, 3-5 references each,
 power-law popularity of the cited authorities, ~250 words).
 
 Phases run in their own processes so each peak RSS (ru_maxrss) is its own:
@@ -27,7 +27,7 @@ def phase(name: str, work: Path, n: int) -> dict:
 
     cfg = load_config(None, {"runtime.progress": False, **benchkit.overrides()})
     if name == "generate":
-        from lexrag.synthetic import write_court_csv, write_laws_csv
+        from lexrag.testing.synthetic import write_court_csv, write_laws_csv
 
         t0 = time.perf_counter()
         laws = write_laws_csv(work / "laws.csv", n_articles=max(n // 50, 500))

@@ -34,7 +34,7 @@ def main() -> int:
     ap.add_argument("--law-keys", help="law keys without text (laws_de_citations.txt), as a full build adds them")
     ap.add_argument("--queries", default="../shared/data/lexam_dev.csv")
     ap.add_argument("--repeat", type=int, default=3)
-    from lexrag.cliargs import parse_once
+    from lexrag.io.cliargs import parse_once
 
     args = parse_once(ap)
     for opt, path in (("--laws", args.laws), ("--headings", args.headings), ("--queries", args.queries),

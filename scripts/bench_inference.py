@@ -42,7 +42,7 @@ DATA = ROOT.parent / "shared" / "data"
 
 def prepare(work: Path, n_questions: int, data: Path) -> dict[str, Path]:
     """The prior, the tiny reranker and LLM, the questions (each made once per WORK)."""
-    from lexrag.synthetic import TextSampler
+    from lexrag.testing.synthetic import TextSampler
     from lexrag.testing import make_tiny_llm, make_tiny_reranker
 
     from lexrag.index.prior import build_prior
@@ -119,7 +119,7 @@ def main() -> int:
     ap.add_argument("--repo", default=str(ROOT), help="the checkout whose notebook and package run (default: this one)")
     ap.add_argument("--data", default=str(DATA), help="the folder holding train_dev.csv (for the prior)")
     ap.add_argument("--json", help="append the result to this JSON-lines file")
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
     benchkit.require(ap, args, positive=("questions",), within=[("work", "art")], outputs=("json",))

@@ -40,7 +40,7 @@ def main() -> int:
     ap.add_argument("--verify-depth", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--observe-depth", type=int, default=10)
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
     benchkit.require(ap, args, positive=("hidden", "layers", "max_new_tokens", "batch_size", "verify_depth", "rounds",

@@ -33,7 +33,7 @@ def main() -> int:
     ap.add_argument("--artifacts", required=True)
     ap.add_argument("--questions", type=int, default=200, help="questions the stage is timed on")
     ap.add_argument("--json", help="write the numbers here")
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
     benchkit.require(ap, args, positive=("questions",), within=[("artifacts", "corpus"), ("data", "lexam_dev.csv")],

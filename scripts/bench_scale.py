@@ -3,7 +3,7 @@
 
   python scripts/bench_scale.py --sizes 2476315 [--work /tmp/lexrag-scale]
 
-Corpus = synthetic German legal-like court considerations (lexrag.synthetic) citing the real law
+Corpus = synthetic German legal-like court considerations (lexrag.testing.synthetic) citing the real law
 keys, plus the law rows: ../shared/data/laws_de.csv with the keys of laws_de_citations.txt
 (175,933 rows, as in the competition's laws_de.csv; LEXRAG_BENCH_LAWS / LEXRAG_BENCH_KEYS move
 them).  Each phase runs in its own process and reports wall time and peak RSS:
@@ -39,7 +39,7 @@ DIMS = 1024
 
 
 def prepare(folder: Path, n: int) -> dict:
-    from lexrag.synthetic import write_court_csv
+    from lexrag.testing.synthetic import write_court_csv
 
     keys = [k.strip() for k in KEYS.read_text(encoding="utf-8").splitlines() if k.strip()]
     t0 = time.perf_counter()
@@ -102,7 +102,7 @@ def phase(name: str, work: Path, n: int) -> dict:
     if name in ("infer_flat", "infer_ivfpq"):
         from lexrag.pipeline import Artifacts, run_pipeline
         from lexrag.queries import Query
-        from lexrag.synthetic import TextSampler
+        from lexrag.testing.synthetic import TextSampler
 
         kind = name.split("_")[1]
         cfg = _cfg(**{"semantic.enabled": True, "semantic.model": (work / "encoder_path.txt").read_text(),

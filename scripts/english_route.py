@@ -17,7 +17,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--artifacts", required=True, help="a folder with corpus/ and bm25_en/ (python -m lexrag build ... --laws-en)")
     ap.add_argument("--queries", default="../shared/data/val.csv", help="questions with gold_citations")
-    from lexrag.cliargs import parse_once
+    from lexrag.io.cliargs import parse_once
 
     args = parse_once(ap)
     for opt, path in (("--artifacts", Path(args.artifacts) / "bm25_en" / "params.json"), ("--queries", Path(args.queries))):

@@ -79,7 +79,7 @@ def main() -> int:
     import logging
     import warnings
 
-    from lexrag.cliargs import parse_once
+    from lexrag.io.cliargs import parse_once
     from lexrag.config import load_config
     from lexrag.eval.cv import area_groups, legal_areas, read_locked_split
     from lexrag.eval.experiment import GROUPING_KINDS, fold_scores, harness_ranker, read_tuning_file

@@ -114,7 +114,7 @@ def main() -> int:
     ap.add_argument("--max-chars", type=int, default=600, help="an article's text is cut here before encoding")
     ap.add_argument("--budget-s", type=float, default=0.0, help="stop encoding after this many seconds (0: no limit)")
     ap.add_argument("--threads", type=int, default=2)
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
     benchkit.require(ap, args, positive=("max_chars", "threads"), within=[("artifacts", "corpus")])

@@ -37,10 +37,10 @@ from lexrag.config import load_config
 from lexrag.eval.cv import fold_groups, read_groups, read_locked_split
 from lexrag.eval.metrics import prf, recall_at_k
 from lexrag.eval.stats import bootstrap_ci
-from lexrag.config_sections import WEIGHTINGS
+from lexrag.config.sections import WEIGHTINGS
 from lexrag.index.language import is_english
 from lexrag.pipeline import Artifacts, run_pipeline
-from lexrag.csvio import FileReport, read_csv_rows
+from lexrag.io.csvio import FileReport, read_csv_rows
 from lexrag.errors import CsvInputError
 from lexrag.queries import load_gold, load_queries
 
@@ -114,7 +114,7 @@ def main() -> int:
     ap.add_argument("--english", nargs="+", default=[], metavar="FILE",
                     help="more English query files with gold, scored beside val.csv (scripts/lexam_english.py writes one)")
     ap.add_argument("--final", action="store_true", help="also score the locked areas (the final report only)")
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
     benchkit.require(ap, args, files=("dictionary",), within=[("artifacts", "dictionary")])

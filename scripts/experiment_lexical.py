@@ -64,7 +64,7 @@ def main() -> int:
     ap.add_argument("--data", default="../shared/data")
     ap.add_argument("--artifacts", required=True, help="built by build_datasets.py (corpus and bm25)")
     ap.add_argument("--queries", nargs="*", default=["lexam_dev.csv", "train_dev.csv"])
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
     warnings.simplefilter("ignore", UserWarning)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The GPU check, as `python -m lexrag.gpu_check` runs it (it ships in the wheel, so a Kaggle cell
+"""The GPU check, as `python -m lexrag.cli.gpu_check` runs it (it ships in the wheel, so a Kaggle cell
 can run it too): every GPU path of lexrag with tiny random-weight models, in minutes.
 
   python scripts/gpu_check.py             # on a CUDA machine: every check on the GPUs
@@ -9,7 +9,7 @@ can run it too): every GPU path of lexrag with tiny random-weight models, in min
 
 import sys
 
-from lexrag.gpu_check import main
+from lexrag.cli.gpu_check import main
 
 if __name__ == "__main__":
     sys.exit(main())

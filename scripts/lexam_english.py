@@ -73,7 +73,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("xlsx", nargs="+", help="LEXam's data/open_questions_dev.xlsx, data/open_questions_test.xlsx")
     ap.add_argument("--out", required=True, help="the query file to write (CSV)")
-    from lexrag.cliargs import parse_once  # an option given twice or empty is refused
+    from lexrag.io.cliargs import parse_once  # an option given twice or empty is refused
 
     args = parse_once(ap)
     benchkit.require(ap, args, outputs=("out",))

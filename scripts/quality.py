@@ -45,7 +45,7 @@ def _sweep_dead_builds() -> None:
     process is gone and no corpus was published there); a finished one was announced as kept."""
     import shutil
 
-    from lexrag.outputs import owner_gone
+    from lexrag.io.outputs import owner_gone
 
     for d in Path(tempfile.gettempdir()).glob(f"{BUILD_PREFIX}*-*"):
         if d.is_dir() and not d.is_symlink() and owner_gone(d.name, BUILD_PREFIX) and not (d / "corpus" / "params.json").is_file():
@@ -57,7 +57,7 @@ def _main() -> int:
     ap.add_argument("--courts", help="court considerations CSV for a build (default: DATA/court_considerations_sample.csv)")
     ap.add_argument("--dictionary", help="a dictionary file for a build's dictionary artifact (Debian trans-de-en: "
                     "/usr/share/trans/de-en), which the lexical, exam and kaggle presets use for English questions")
-    from lexrag.cliargs import parse_once
+    from lexrag.io.cliargs import parse_once
 
     args = parse_once(ap)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)

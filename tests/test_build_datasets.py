@@ -300,7 +300,7 @@ def _wheel(folder, name, version, meta_lines, files):
 
 def test_the_wheels_dataset_lists_each_package_s_licence_and_carries_its_files(tmp_path):
     from lexrag.kaggle.datasets import dataset_licence
-    from lexrag.wheels import LICENCES_FILE, write_licences
+    from lexrag.io.wheels import LICENCES_FILE, write_licences
 
     _wheel(tmp_path, "gplthing", "1.0", ["License-Expression: GPL-3.0-or-later"], {"licenses/COPYING": "GPL text"})
     _wheel(tmp_path, "mitthing", "2.0", ["License: MIT"], {"LICENSE.txt": "MIT text"})

@@ -1,5 +1,5 @@
 import pytest
-from lexrag.citation_index import CitationIndex
+from lexrag.citations.index import CitationIndex
 from lexrag.citations import (
     BgeCitation,
     CitationParseError,

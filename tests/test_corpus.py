@@ -186,7 +186,7 @@ def test_citation_lookups_come_from_the_keys_the_build_parsed(tmp_path, tiny_inp
     """The corpus keeps each citation's lookup key and law code (citation_keys.parquet), so
     loading builds the same lookups as parsing every citation again, and a corpus built before
     that file existed still loads by parsing."""
-    from lexrag.citation_index import CitationIndex
+    from lexrag.citations.index import CitationIndex
     from lexrag.index.corpus import KEYS_FILE
 
     laws, courts = tiny_inputs

@@ -209,7 +209,7 @@ def test_without_the_bm25_index_the_dictionary_stage_is_missing_and_the_run_goes
 
 
 def test_compounds_of_adjacent_words_are_added_where_the_index_holds_them(dictionary, tmp_path):
-    from lexrag.config_sections import LexicalConfig
+    from lexrag.config.sections import LexicalConfig
     from lexrag.index.bm25_build import build_bm25
 
     docs = ["Die Arbeitszeit beträgt 45 Stunden.", "Die Arbeitszeit wird erfasst.", "Das Schulgebäude ist alt.",

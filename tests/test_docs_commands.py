@@ -101,7 +101,7 @@ def _parse(target: str, argv: list[str], elided: bool, monkeypatch) -> str | Non
     monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", parse_known_args)
     monkeypatch.setattr(argparse.ArgumentParser, "error", error)
     try:
-        if target.startswith("lexrag"):  # python -m lexrag, python -m lexrag.gpu_check
+        if target.startswith("lexrag"):  # python -m lexrag, python -m lexrag.cli.gpu_check
             import importlib
 
             importlib.import_module("lexrag.cli" if target == "lexrag" else target).main(argv)

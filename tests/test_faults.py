@@ -763,7 +763,7 @@ def test_evaluate_warns_of_prediction_rows_it_does_not_score(tmp_path, capsys):
 
 def test_a_build_replaces_artifacts_and_unfinished_embeddings_but_not_other_folders(tmp_path):
     from lexrag.artifacts import ArtifactError
-    from lexrag.publish import check_replaceable
+    from lexrag.io.publish import check_replaceable
 
     for name, files in (("empty", []), ("artifact", ["params.json", "x.npy"]),
                         ("embeddings under way", ["progress.json", "shard_00000.npy"]), ("only hidden", [".DS_Store"])):
@@ -1216,7 +1216,7 @@ def test_disk_errors_are_one_line_naming_the_file_in_the_cli_and_the_notebooks()
 
 @pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
 def test_lines_that_read_like_rows_are_named_whatever_the_line_ends(tmp_path, eol):
-    from lexrag.csvio import FileReport, read_csv_rows
+    from lexrag.io.csvio import FileReport, read_csv_rows
 
     text = eol.join(["citation,text,title", "Art. 9 OR,z,t", '"Art. 1 OR","a', "Art. 2 OR,b,c", 'x",t', "Art. 3 OR,d,t", ""])
     report = FileReport("laws.csv")
@@ -1230,7 +1230,7 @@ def test_a_write_that_fails_keeps_the_file_that_was_there(tmp_path, monkeypatch)
     write raises) the old file stays whole and no temporary file is left beside it."""
     import os
 
-    from lexrag.outputs import replace_text
+    from lexrag.io.outputs import replace_text
 
     out = tmp_path / "tuned.yaml"
     out.write_text("count:\n  k: 5\n", encoding="utf-8")
@@ -1282,7 +1282,7 @@ def test_two_validation_runs_into_one_out_dir_never_mix_their_outputs(demo_artif
     out.mkdir()
     (out / "metrics.json").write_text('{"first": "run"}')
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from lexrag.outputs import claim_folder; claim_folder(sys.argv[1], 'out_dir'); "
+        [sys.executable, "-c", "import sys; from lexrag.io.outputs import claim_folder; claim_folder(sys.argv[1], 'out_dir'); "
          "print('held', flush=True); sys.stdin.read()", str(out)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "kernel_src")})
     try:
@@ -1609,7 +1609,7 @@ def test_a_missing_model_library_names_the_extra_to_install(tmp_path, monkeypatc
 
 
 def test_an_output_that_is_a_link_or_fifo_is_refused_not_replaced_or_blocked_on(tmp_path, demo_artifacts, demo_queries):
-    from lexrag.outputs import replace_text
+    from lexrag.io.outputs import replace_text
     from lexrag.config import load_config
     from lexrag.errors import OutputError
     from lexrag.eval.validation import validate_run
@@ -2108,7 +2108,7 @@ def test_validation_refuses_a_folder_among_its_outputs_and_says_what_gold_the_co
 def test_hidden_user_files_in_an_artifact_a_too_long_listed_name_and_outputs_inside_artifacts_are_refused(tmp_path, arts,
                                                                                                           capsys):
     from lexrag.artifacts import read_params
-    from lexrag.publish import check_replaceable
+    from lexrag.io.publish import check_replaceable
     from lexrag.errors import ArtifactError
 
     notes = write(arts / "corpus" / ".notes.md", "mine")  # once deleted without a word by the next rebuild
@@ -2169,7 +2169,7 @@ def test_a_build_says_which_artifact_the_config_asks_for_but_lacks_the_input_of(
 def test_the_staging_folder_of_a_killed_build_not_yet_reaped_is_swept_by_the_next_build(tmp_path):
     import time
 
-    from lexrag.publish import staged
+    from lexrag.io.publish import staged
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; left unreaped, a zombie answers kill(0)
     deadline = time.monotonic() + 30
@@ -2220,7 +2220,7 @@ def test_a_locked_manifest_is_refused_before_the_build_and_a_failed_write_names_
     import errno
 
     from lexrag.errors import disk_error
-    from lexrag.outputs import replace_text
+    from lexrag.io.outputs import replace_text
 
     manifest = write(tmp_path / "m.yaml", (ROOT / "artifacts_manifest.yaml").read_text(encoding="utf-8"))
     if subprocess.run(["chattr", "+i", str(manifest)], capture_output=True).returncode == 0:
@@ -2245,7 +2245,7 @@ def test_a_locked_manifest_is_refused_before_the_build_and_a_failed_write_names_
 
 
 def test_a_replaced_folder_that_cannot_be_removed_is_said(tmp_path, monkeypatch):
-    from lexrag import publish
+    from lexrag.io import publish
 
     write(tmp_path / "art" / "params.json", "{}")  # an artifact folder a rebuild replaces
     real_rmtree = shutil.rmtree
@@ -2260,7 +2260,7 @@ def test_a_replaced_folder_that_cannot_be_removed_is_said(tmp_path, monkeypatch)
         with publish.staged(tmp_path / "art") as folder:
             write(folder / "params.json", "{}")
     assert (tmp_path / "art" / "params.json").is_file()
-    monkeypatch.setattr("lexrag.outputs.pid_alive", lambda pid: False)  # the next build runs in another process
+    monkeypatch.setattr("lexrag.io.outputs.pid_alive", lambda pid: False)  # the next build runs in another process
     with pytest.warns(UserWarning, match="is named like an earlier art a build set aside, but no journal says so: left alone"):
         with publish.staged(tmp_path / "art") as folder:
             write(folder / "params.json", "{}")
@@ -2423,7 +2423,7 @@ def test_a_check_that_mismatches_names_the_manifest_it_compared_with(tmp_path):
 
 # ---------------------------------------------------------------- sweep 10, the rest: leftovers, stale indexes, foreign gold
 def test_a_killed_writer_s_temporary_file_is_swept_by_the_next_write(tmp_path):
-    from lexrag.outputs import replace_text
+    from lexrag.io.outputs import replace_text
 
     dead = write(tmp_path / ".submission.csv.999999999-abcd1234.tmp", "half")  # its writer was killed
     live = write(tmp_path / f".submission.csv.{os.getpid()}-abcd1234.tmp", "being written")
@@ -2502,7 +2502,7 @@ def test_a_notebook_cell_guard_turns_user_and_disk_errors_into_one_line():
 
 def test_a_leftover_named_by_no_possible_process_and_a_submission_listed_with_commas(tmp_path, capsys, caplog):
     from lexrag.eval.submission import read_submission, validate_submission
-    from lexrag.outputs import pid_alive, replace_text
+    from lexrag.io.outputs import pid_alive, replace_text
 
     for name in (".s.csv.99999999999999999999-ab.tmp", ".s.csv.0-ab.tmp", ".s.csv.-1-ab.tmp"):
         write(tmp_path / name, "left")
@@ -2966,7 +2966,7 @@ def test_names_too_long_for_gpu_check_json_and_for_the_notebook_s_answer_are_ref
     from lexrag.errors import ArtifactError
     from lexrag.kaggle.notebook import run_submission
 
-    r = subprocess.run([sys.executable, "-m", "lexrag.gpu_check", "--cpu", "--json", str(tmp_path / ("j" * 257))],
+    r = subprocess.run([sys.executable, "-m", "lexrag.cli.gpu_check", "--cpu", "--json", str(tmp_path / ("j" * 257))],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "a name in this path is longer than the file system allows" in r.stderr, r.stderr[-400:]
     assert "Traceback" not in r.stderr

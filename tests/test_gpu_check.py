@@ -1,4 +1,4 @@
-"""The GPU check (`python -m lexrag.gpu_check`, `scripts/gpu_check.py`) in its reduced CPU mode: the
+"""The GPU check (`python -m lexrag.cli.gpu_check`, `scripts/gpu_check.py`) in its reduced CPU mode: the
 GPU paths' code (fp32 and 4-bit NF4 generation and P(Yes), encoder, reranker, a cuda:1 setting on
 a machine without it, the whole pipeline with three models resident and a simulated
 out-of-memory that the pipeline must contain) runs through lexrag's own loaders with tiny random
@@ -45,7 +45,7 @@ def test_a_json_path_that_cannot_take_the_results_is_refused_before_the_checks(t
     (tmp_path / "outside.json").write_text("mine")
     (tmp_path / "link.json").symlink_to(tmp_path / "outside.json")
     for target, said in ((tmp_path, "is a folder; give a file name"), (tmp_path / "link.json", "is a link")):
-        r = subprocess.run([sys.executable, "-m", "lexrag.gpu_check", "--cpu", "--json", str(target)], capture_output=True,
+        r = subprocess.run([sys.executable, "-m", "lexrag.cli.gpu_check", "--cpu", "--json", str(target)], capture_output=True,
                            text=True, timeout=120)
         assert r.returncode == 2 and said in r.stderr and "results" not in r.stdout, r.stderr[-400:]
     assert (tmp_path / "outside.json").read_text() == "mine"

@@ -45,7 +45,7 @@ def sim(tmp_path_factory):
     subprocess.run([str(py), "-m", "ipykernel", "install", "--user", "--name", name], check=True, capture_output=True)
     wheels = work / "wheels"
     wheels.mkdir()
-    from lexrag.wheels import build_lexrag_wheel
+    from lexrag.io.wheels import build_lexrag_wheel
 
     build_lexrag_wheel(wheels)
     shutil.copyfile(ROOT / "kernel_src" / "lexrag" / "kaggle" / "install.py", wheels / "lexrag_install.py")

@@ -41,7 +41,7 @@ def llm_cfg(tiny_llm, cache_dir, **extra):
 def seeded_client(cfg, tiny_llm):
     """A client that stores answers as the attached tiny model's (its fingerprint), so a run with
     that model replays them."""
-    from lexrag.modelpaths import model_fingerprint
+    from lexrag.models.paths import model_fingerprint
 
     return LLMClient(cfg.llm, LLMCache(cfg.llm.cache_dir), None, tiny_llm.name, model_id=model_fingerprint(tiny_llm))
 
@@ -564,7 +564,7 @@ def test_another_models_answers_are_never_replayed_for_the_attached_model(tmp_pa
     shutil.copytree(tiny_llm, other)
     weights = next(p for p in other.iterdir() if p.suffix == ".safetensors")
     weights.write_bytes(weights.read_bytes() + b"\0" * 8)
-    from lexrag.modelpaths import model_fingerprint
+    from lexrag.models.paths import model_fingerprint
 
     # stored under the name the config gives the model (as a preset fixes llm.model_name), by the other weights
     LLMClient(cfg.llm, LLMCache(cfg.llm.cache_dir), None, tiny_llm.name, model_id=model_fingerprint(other)).store(
@@ -609,7 +609,7 @@ def test_every_llm_backend_the_config_offers_has_a_loader_of_one_shape():
     import dataclasses
     import inspect
 
-    from lexrag.config_sections import LLMConfig
+    from lexrag.config.sections import LLMConfig
     from lexrag.llm.protocol import BACKENDS
 
     choices = next(f for f in dataclasses.fields(LLMConfig) if f.name == "backend").metadata["choices"]

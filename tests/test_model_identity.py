@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from lexrag.modelpaths import ModelNotFound, find_model, model_fingerprint
+from lexrag.models.paths import ModelNotFound, find_model, model_fingerprint
 from lexrag.models import model_id, same_model
 
 

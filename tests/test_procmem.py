@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from lexrag.procmem import _cgroup_available, mem_available, process_memory
+from lexrag.io.procmem import _cgroup_available, mem_available, process_memory
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lexrag import citations as cit
-from lexrag.csvio import FileReport, read_csv_rows
+from lexrag.io.csvio import FileReport, read_csv_rows
 from lexrag.errors import CsvInputError
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lexrag.publish import staged, staged_set
+from lexrag.io.publish import staged, staged_set
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def _killed_publish(out: Path, kill_at: int, names=("bm25", "corpus")) -> None:
     script = textwrap.dedent(f"""
         import os, sys
         from pathlib import Path
-        from lexrag import publish
+        from lexrag.io import publish
         calls = [0]
         real_replace, real_rmtree = os.replace, publish.shutil.rmtree
         def step(fn):
@@ -281,7 +281,7 @@ def test_a_file_system_without_locks_is_said_for_a_publish_and_a_run_s_folder(tm
     import errno
     import fcntl
 
-    from lexrag.outputs import claim_folder
+    from lexrag.io.outputs import claim_folder
 
     def no_locks(fd, op):
         raise OSError(errno.ENOLCK, "No locks available")

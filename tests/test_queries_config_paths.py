@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 from lexrag.config import ConfigError, load_config, parse_overrides
-from lexrag.csvio import CsvInputError
+from lexrag.io.csvio import CsvInputError
 from lexrag.paths import resolve_paths
 from lexrag.queries import load_gold, load_queries
 
@@ -129,7 +129,7 @@ def test_presets_are_valid_configs():
 
 
 def test_model_folders_are_found_in_attached_datasets(tmp_path, monkeypatch):
-    from lexrag.modelpaths import ModelNotFound
+    from lexrag.models.paths import ModelNotFound
 
     (tmp_path / "bge-m3-dataset" / "bge-m3").mkdir(parents=True)
     (tmp_path / "bge-m3-dataset" / "bge-m3" / "modules.json").write_text("{}", encoding="utf-8")
@@ -151,7 +151,7 @@ def test_the_kaggle_presets_models_are_found_as_users_attach_them(tmp_path, monk
     by the kaggle preset's own settings; a miss names what it saw and the setting that picks it."""
     import json
 
-    from lexrag.modelpaths import ModelNotFound
+    from lexrag.models.paths import ModelNotFound
 
     qwen = "models/qwen-lm/qwen2.5/transformers/7b-instruct" if layout == "nested" else "qwen2.5/transformers/7b-instruct"
     ds = (lambda s: f"datasets/someone/{s}") if layout == "nested" else (lambda s: s)
@@ -240,7 +240,7 @@ def test_resolver_finds_everything_in_either_kaggle_layout(tmp_path, monkeypatch
 
 def test_notebook_parameters_from_papermill_strings():
     from lexrag.errors import ConfigError
-    from lexrag.notebook_params import notebook_flag, notebook_mapping
+    from lexrag.config.notebook import notebook_flag, notebook_mapping
 
     assert [notebook_flag("x", v) for v in (True, "false", "False", "yes", "0", 1)] == [True, False, False, True, False, True]
     assert notebook_mapping("stages", '{"graph": false}') == {"graph": False} and notebook_mapping("o", None) == {}
@@ -350,7 +350,7 @@ def test_outside_kaggle_every_missing_part_is_named_at_once(demo_artifacts):
 
 
 def test_a_version_folder_named_with_a_superscript_digit_is_not_a_version(tmp_path):
-    from lexrag.modelpaths import _newest_first
+    from lexrag.models.paths import _newest_first
 
     subs = [tmp_path / n for n in ("1", "²", "10", "notes")]
     assert [p.name for p in _newest_first(subs)] == ["10", "1", "notes", "²"]  # "²".isdigit() is true; int("²") fails

@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 import yaml
-from lexrag.wheels import build_lexrag_wheel, missing_wheels
+from lexrag.io.wheels import build_lexrag_wheel, missing_wheels
 
 ROOT = Path(__file__).resolve().parents[1]
 

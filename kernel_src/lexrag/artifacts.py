@@ -4,7 +4,7 @@ Loading checks the recorded params against the config and refuses a mismatch wit
 every differing field, refuses a params.json whose fields were edited after the build, and refuses a
 file that is missing, truncated or replaced, naming it and the command that rebuilds it.  Builders
 write into a staging folder that replaces the artifact only when complete
-(:func:`lexrag.publish.staged`).  No pickle anywhere.
+(:func:`lexrag.io.publish.staged`).  No pickle anywhere.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any, Iterator, Mapping
 
 from lexrag import __version__
 from lexrag.errors import ArtifactError, ArtifactMissing, short
-from lexrag.outputs import PARAMS, enclosing_artifact, replace_text
-from lexrag.publish import PARAMS_ONLY, UNLISTED
+from lexrag.io.outputs import PARAMS, enclosing_artifact, replace_text
+from lexrag.io.publish import PARAMS_ONLY, UNLISTED
 
 __all__ = ["ArtifactError", "ParamsEdited", "PARAMS", "DIGEST", "write_params", "read_params", "check_params",
            "sha256_file", "file_table", "reading", "rebuild_hint", "verify_files", "params_digest", "seal", "corpus_id", "check_corpus_id"]

@@ -26,9 +26,9 @@ from typing import Iterator
 from lexrag.artifacts import corpus_id, read_params
 from lexrag.config import PathsConfig
 from lexrag.errors import ArtifactError, ArtifactMissing, ConfigError, LexragError
-from lexrag.inputfiles import read_json_file
-from lexrag.modelpaths import find_model, sampled_digest
-from lexrag.publish import PARAMS_ONLY
+from lexrag.io.inputfiles import read_json_file
+from lexrag.models.paths import find_model, sampled_digest
+from lexrag.io.publish import PARAMS_ONLY
 
 __all__ = ["on_kaggle", "Paths", "resolve_paths", "paths_for", "kaggle_input", "kaggle_working", "MAX_DEPTH", "walk_dirs"]
 
@@ -288,7 +288,7 @@ class Paths:
     def model(self, name: str, setting: str = "model") -> Path:
         """A model folder: ``name`` holds candidates (``a | b``), each a path, a Kaggle Model
         handle, a folder name or a config.json identity, searched among the inputs on Kaggle
-        (:func:`lexrag.modelpaths.find_model`); ``setting`` names the config field in a miss."""
+        (:func:`lexrag.models.paths.find_model`); ``setting`` names the config field in a miss."""
         return find_model(name, self._roots(), setting, search=self.kaggle)
 
     def wheels_dir(self) -> Path:
@@ -339,7 +339,7 @@ def _settle(name: str, tied: list[Path], meta: dict[Path, dict]) -> tuple[Path, 
     every file: the first whose files match that record is loaded (:func:`read_params`, the check
     the load makes anyway and caches per file version, so it hashes nothing twice), and a copy
     before it that fails the check is left out as edited.  Each copy after it is compared with it
-    by sizes and sampled chunks (:func:`lexrag.modelpaths.sampled_digest`): the same, an identical
+    by sizes and sampled chunks (:func:`lexrag.models.paths.sampled_digest`): the same, an identical
     copy; other chunks, an edited one (the record is the same and the loaded copy matches it).
     Where every copy fails the check the first is returned, and the load refuses it, naming the
     file.  ``tied`` of one copy, or of copies that are not whole, is returned as it is."""

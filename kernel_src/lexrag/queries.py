@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lexrag.citations import normalize_text
-from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
+from lexrag.io.csvio import CsvInputError, FileReport, read_csv_rows
 
 __all__ = ["Query", "QueryState", "Variant", "QueryFileError", "load_queries", "load_gold"]
 

@@ -58,7 +58,7 @@ def check_calibration_out(out: Path, artifacts_dir: Path) -> None:
     already there is replaced)."""
     from lexrag.artifacts import ParamsEdited, read_params
     from lexrag.errors import ConfigError, LexragError
-    from lexrag.outputs import check_makeable, check_outside_artifacts
+    from lexrag.io.outputs import check_makeable, check_outside_artifacts
 
     check_makeable(out, "--out")
     other = None

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import yaml
 
-from lexrag.csvio import FileReport, read_csv_rows
+from lexrag.io.csvio import FileReport, read_csv_rows
 from lexrag.errors import short
 
 __all__ = [
@@ -223,7 +223,7 @@ def read_locked_split(path: str | Path = LOCKED_SPLIT) -> dict:
     """``repro/locked_split.yaml``: the locked areas (their courses), the seed and the overlap
     threshold they were drawn with; empty when the file is absent."""
     from lexrag.errors import ConfigError
-    from lexrag.yamlio import read_yaml_file
+    from lexrag.config.yamlio import read_yaml_file
 
     path = Path(path)
     if not path.exists():

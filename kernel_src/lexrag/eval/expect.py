@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from lexrag.errors import ConfigError
-from lexrag.yamlio import yaml12_number
+from lexrag.config.yamlio import yaml12_number
 
 __all__ = ["check_expected", "format_checks", "read_metrics_file"]
 
@@ -27,7 +27,7 @@ def read_metrics_file(path: str | Path) -> dict:
     """A ``metrics.json`` as the validation harness writes it (``{"metrics": {...}, ...}``); a file
     that is missing, not a regular file, not JSON or not of that shape is a :class:`ConfigError`
     naming it."""
-    from lexrag.inputfiles import read_json_file
+    from lexrag.io.inputfiles import read_json_file
 
     doc = read_json_file(path, ConfigError, what="metrics")
     if not isinstance(doc, dict) or not isinstance(doc.get("metrics", doc), dict):
@@ -54,8 +54,8 @@ def check_expected(metrics: dict | str | Path, expected: dict | str | Path) -> l
         metrics = doc.get("metrics", doc)
     where = "expectations"
     if not isinstance(expected, dict):
-        from lexrag.inputfiles import read_text_file
-        from lexrag.yamlio import load_yaml, yaml_problem
+        from lexrag.io.inputfiles import read_text_file
+        from lexrag.config.yamlio import load_yaml, yaml_problem
 
         where = str(expected)
         text = read_text_file(expected, ConfigError, what="expectations")

@@ -8,7 +8,7 @@ import json
 import logging
 from pathlib import Path
 
-from lexrag.outputs import replace_text
+from lexrag.io.outputs import replace_text
 from lexrag.config import load_config
 from lexrag.eval.experiment import CEILINGS, run_experiment
 from lexrag.eval.variants import GPU_STAGES_OFF, PRESET_VARIANTS, RANKER_VARIANTS, Variant, parse_variant
@@ -177,7 +177,7 @@ def _check_json_apart(args: argparse.Namespace) -> None:
     read inside ``--data``, the expectations, the config, the courts, the dictionary) and lies in
     neither ``--data`` nor ``--artifacts`` nor any artifact folder."""
     from lexrag.errors import ConfigError
-    from lexrag.outputs import check_output_file
+    from lexrag.io.outputs import check_output_file
 
     data = Path(args.data)
     inputs = {"--tune-on": data / args.tune_on, **{f"--queries {q}": data / q for q in args.queries or ()},
@@ -221,7 +221,7 @@ def experiment_args(doc: str) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="../shared/data")
     ap.add_argument("--artifacts", required=True, help="artifacts built with --train lexam_dev.csv (docs/experiments.md)")
-    from lexrag.cliargs import parse_once
+    from lexrag.io.cliargs import parse_once
 
     args = parse_once(ap)
     warnings.simplefilter("ignore", UserWarning)

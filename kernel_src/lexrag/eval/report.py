@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from lexrag import citations as cit
-from lexrag.outputs import claim_folder, replace_text
+from lexrag.io.outputs import claim_folder, replace_text
 from lexrag.eval.metrics import prf
 
 __all__ = ["signal_analysis", "write_report", "plot_ablation", "earlier_run", "RETRIEVAL_FAMILIES"]

@@ -215,7 +215,7 @@ def fuse_trec_runs(given: list[str], args: argparse.Namespace) -> str:
     out = [f"fused {len(given)} TREC runs ({', '.join(given)}), weights {weights}, rrf_k {cfg.fusion.rrf_k}: "
            f"{len(fused)} queries"]
     if args.out:
-        from lexrag.outputs import check_output_file
+        from lexrag.io.outputs import check_output_file
 
         check_output_file(args.out, "--out", {f"run {i}": g for i, g in enumerate(given, 1)}, {}, "fused.trec", ConfigError)
         n = write_trec_run(args.out, fused, "lexrag-fused")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lexrag.config import Config
-from lexrag.procmem import process_memory
+from lexrag.io.procmem import process_memory
 from lexrag.registry import names, spec
 from lexrag.stages.base import Phase, asked_for, blocked, needs_of, registered_stages
 

@@ -8,8 +8,8 @@ import logging
 from pathlib import Path
 from typing import Collection, Mapping, Sequence
 
-from lexrag.outputs import replace_text
-from lexrag.csvio import CsvInputError, FileReport, read_csv_rows, shown_header
+from lexrag.io.outputs import replace_text
+from lexrag.io.csvio import CsvInputError, FileReport, read_csv_rows, shown_header
 from lexrag.queries import listed_with_commas
 
 __all__ = ["MAX_CITATIONS", "MAX_CHARS", "write_submission", "validate_submission", "read_submission"]

@@ -27,7 +27,7 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 import yaml
 
-from lexrag.outputs import replace_text
+from lexrag.io.outputs import replace_text
 from lexrag.config import Config, with_overrides
 from lexrag.eval.cv import fold_groups, read_groups
 from lexrag.eval.experiment import GROUPING_KINDS, fold_scores, nested_picks
@@ -35,7 +35,7 @@ from lexrag.eval.metrics import per_query_table, prf
 from lexrag.eval.submission import outside_corpus
 from lexrag.pipeline import Artifacts, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
-from lexrag.yamlio import UniqueKeyLoader
+from lexrag.config.yamlio import UniqueKeyLoader
 
 __all__ = ["parse_grid", "tune"]
 

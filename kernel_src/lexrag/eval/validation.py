@@ -9,9 +9,9 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from lexrag.outputs import (check_makeable, check_output_file, check_outside_artifacts, check_plain_output, claim_folder,
+from lexrag.io.outputs import (check_makeable, check_output_file, check_outside_artifacts, check_plain_output, claim_folder,
                             replace_text)
-from lexrag.csvio import csv_text
+from lexrag.io.csvio import csv_text
 from lexrag.errors import ConfigError, CsvInputError
 from lexrag.config import Config, section_names
 from lexrag.eval.metrics import evaluate, per_query_table
@@ -239,7 +239,7 @@ def ablation_table(cfg: Config, artifacts: Artifacts, queries_path: str | Path, 
 
 
 def _claimed(out_dir: str | Path) -> Path:
-    """``out_dir``, made and claimed for this process (:func:`lexrag.outputs.claim_folder`) before any work."""
+    """``out_dir``, made and claimed for this process (:func:`lexrag.io.outputs.claim_folder`) before any work."""
     out = Path(out_dir)
     check_makeable(out, "out_dir")
     out.mkdir(parents=True, exist_ok=True)

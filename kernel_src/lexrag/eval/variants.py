@@ -14,7 +14,7 @@ import yaml
 
 from lexrag.config import Config, load_config
 from lexrag.errors import ConfigError
-from lexrag.yamlio import UniqueKeyLoader
+from lexrag.config.yamlio import UniqueKeyLoader
 
 __all__ = ["Variant", "PRESET_VARIANTS", "RANKER_VARIANTS", "GPU_STAGES_OFF", "RANK_DEPTH", "RANK", "parse_variant"]
 

@@ -20,7 +20,7 @@ import bm25s
 import numpy as np
 
 from lexrag.artifacts import ArtifactError, read_params, write_params
-from lexrag.publish import publishes
+from lexrag.io.publish import publishes
 from lexrag.config import LexicalConfig
 from lexrag.index import bm25_kernel
 from lexrag.index.analyzer import Analyzer

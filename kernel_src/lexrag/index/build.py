@@ -12,7 +12,7 @@ from pathlib import Path
 from lexrag.artifacts import corpus_id
 from lexrag.config import Config
 from lexrag.errors import ArtifactError, CsvInputError
-from lexrag.csvio import check_input_file
+from lexrag.io.csvio import check_input_file
 from lexrag.index.corpus import Corpus, build_corpus
 from lexrag.index.graph import LEIDEN_SEED, build_graph
 from lexrag.index.bm25_build import build_bm25
@@ -136,7 +136,7 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
     import csv
 
     from lexrag.index.dictionary import check_source
-    from lexrag.outputs import check_outside_artifacts
+    from lexrag.io.outputs import check_outside_artifacts
 
     check_outside_artifacts(out, "--out", "build the artifacts into a folder of their own (nothing was built)")
     replaced = [out / a.name for a in ARTIFACTS if a.in_build]  # the folders `lexrag build` may replace

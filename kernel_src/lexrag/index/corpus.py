@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from lexrag import citations as cit
 from lexrag.artifacts import ArtifactError, check_params, read_params, reading, rebuild_hint
 from lexrag.errors import short
-from lexrag.citation_index import CitationIndex
+from lexrag.citations.index import CitationIndex
 from lexrag.index.corpus_build import (  # noqa: F401  (the build's names are part of this module's interface)
     ALIASES_FILE,
     ARTIFACT,

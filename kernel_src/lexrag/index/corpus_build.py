@@ -34,10 +34,10 @@ import pyarrow.parquet as pq
 
 from lexrag import citations as cit
 from lexrag.artifacts import sha256_file, write_params
-from lexrag.publish import publishes
+from lexrag.io.publish import publishes
 from lexrag.config import CorpusConfig
-from lexrag.csvio import CsvInputError as CorpusError
-from lexrag.csvio import FileReport, read_csv_rows
+from lexrag.io.csvio import CsvInputError as CorpusError
+from lexrag.io.csvio import FileReport, read_csv_rows
 from lexrag.index.corpus_inputs import MAX_ERROR_EXAMPLES, Headings, read_abbreviations, read_headings, read_key_rows
 
 __all__ = ["build_corpus", "CorpusError", "guess_lang", "ARTIFACT", "CORPUS_FILE", "REPORT_FILE", "TEXTS_FILE", "OFFSETS_FILE",

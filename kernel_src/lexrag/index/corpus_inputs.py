@@ -18,8 +18,8 @@ from typing import Iterator
 from lexrag import citations as cit
 from lexrag.artifacts import sha256_file
 from lexrag.config import CorpusConfig
-from lexrag.csvio import CsvInputError as CorpusError
-from lexrag.csvio import FileReport, check_input_file, read_csv_rows, repair_text
+from lexrag.io.csvio import CsvInputError as CorpusError
+from lexrag.io.csvio import FileReport, check_input_file, read_csv_rows, repair_text
 
 __all__ = ["MAX_ERROR_EXAMPLES", "read_key_rows", "read_abbreviations", "Headings", "read_headings"]
 
@@ -55,7 +55,7 @@ def read_abbreviations(path: str | Path) -> list[tuple[str, str]]:
     ``abbrev-translations.json``: a list of ``{"id": ..., "abbrev": {"de": "OR", "fr": "CO",
     "it": "CO"}}``.  Entries without a German abbreviation are skipped; anything else that is not
     that shape raises :class:`CorpusError` naming the file and the entry."""
-    from lexrag.inputfiles import read_text_file
+    from lexrag.io.inputfiles import read_text_file
 
     path = Path(path)
     if not path.exists():

@@ -18,7 +18,7 @@ from typing import Iterator
 import numpy as np
 
 from lexrag.index.embeddings import Embeddings, SemanticError
-from lexrag.procmem import mem_available
+from lexrag.io.procmem import mem_available
 from lexrag.ranking import best_first_order
 
 __all__ = ["DenseIndex", "choose_index_kind", "exact_scores"]

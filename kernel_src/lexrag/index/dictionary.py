@@ -46,7 +46,7 @@ from lexrag.index.dictionary_format import LEGAL, MAX_PHRASE, OTHER_REGION, SWIS
 from lexrag.index.dictionary_sources import check_source, read_source
 from lexrag.index.dictionary_weights import boost, weighted
 from lexrag.index.language import is_english
-from lexrag.publish import publishes
+from lexrag.io.publish import publishes
 
 __all__ = ["build_dictionary", "glossary", "Dictionary", "split_citations", "english_words", "base_forms", "load_dictionary_step",
            "build_dictionary_step",

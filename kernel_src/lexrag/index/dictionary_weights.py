@@ -3,7 +3,7 @@ syntax (``Haft^0.5``), under each ``dictionary.weighting`` (:func:`weighted`).""
 
 from __future__ import annotations
 
-from lexrag.config_sections import WEIGHTINGS
+from lexrag.config.sections import WEIGHTINGS
 
 __all__ = ["weighted", "boost"]
 

@@ -26,7 +26,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, reading, write_params
-from lexrag.inputfiles import read_json_file
+from lexrag.io.inputfiles import read_json_file
 from lexrag.errors import ModelLoadError
 from lexrag.models import load_encoder, model_id, same_model
 
@@ -66,7 +66,7 @@ def _check_build_args(out: Path, max_shards, time_budget_s, resume_from) -> None
     """The build's own arguments, named in one line each: counts and seconds of the right type, a
     resume folder that is an embeddings build, and an output that is no other artifact's folder."""
     from lexrag.artifacts import PARAMS
-    from lexrag.outputs import enclosing_artifact
+    from lexrag.io.outputs import enclosing_artifact
 
     if max_shards is not None and (isinstance(max_shards, bool) or not isinstance(max_shards, int) or max_shards < 1):
         raise ArtifactError(f"max_shards {max_shards!r}: give a number of shards of 1 or more, or None for all")

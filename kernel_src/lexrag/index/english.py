@@ -20,8 +20,8 @@ import numpy as np
 
 from lexrag.artifacts import ArtifactError, check_corpus_id, corpus_id, read_params, reading, rebuild_hint, sha256_file
 from lexrag.artifacts import write_params
-from lexrag.config_sections import LexicalConfig
-from lexrag.csvio import CsvInputError, FileReport, read_csv_rows
+from lexrag.config.sections import LexicalConfig
+from lexrag.io.csvio import CsvInputError, FileReport, read_csv_rows
 
 __all__ = ["ARTIFACT", "EnglishIndex", "build_english", "build_english_step", "load_english_step", "english_config"]
 

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from lexrag.citations import CITATION_KINDS
 from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, reading, rebuild_hint, write_params
 from lexrag.index.graph_references import row_group_references
-from lexrag.publish import publishes
+from lexrag.io.publish import publishes
 
 __all__ = ["CitationGraph", "build_graph", "leiden_levels", "KINDS", "LEIDEN_SEED"]
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lexrag.artifacts import read_params, reading, sha256_file, write_params
-from lexrag.publish import publishes
+from lexrag.io.publish import publishes
 from lexrag.citations import scoring_form as norm
 
 __all__ = ["TrainingPrior", "build_prior"]

@@ -23,8 +23,8 @@ import yaml
 
 from lexrag import __version__
 from lexrag.artifacts import corpus_id, file_table, read_params
-from lexrag.outputs import replace_text
-from lexrag.publish import staged_set
+from lexrag.io.outputs import replace_text
+from lexrag.io.publish import staged_set
 from lexrag.config import Config
 from lexrag.errors import LexragError, ManifestError
 
@@ -41,7 +41,7 @@ def load_manifest(path: str | Path) -> dict:
     path = Path(path)
     if not path.exists():
         raise ManifestError(f"{path}: manifest not found")  # a folder or a FIFO: read_yaml_file names what it is
-    from lexrag.yamlio import read_yaml_file
+    from lexrag.config.yamlio import read_yaml_file
 
     doc = read_yaml_file(path, ManifestError) or {}
     if not isinstance(doc, dict):
@@ -114,7 +114,7 @@ def dataset_licence(folder: Path, entry: dict) -> tuple[str, str]:
             own = None
         return (own if isinstance(own, str) and own else entry.get("license", "unknown")), ""
     if kind == "wheels":
-        from lexrag.wheels import LICENCES_FILE
+        from lexrag.io.wheels import LICENCES_FILE
 
         listed = folder / LICENCES_FILE
         gpl = ""
@@ -172,8 +172,8 @@ def rebuild(
     check_owner(owner)
     names = selected(doc, only)
     out = Path(out_dir)
-    from lexrag.outputs import check_makeable
-    from lexrag.publish import check_replaceable
+    from lexrag.io.outputs import check_makeable
+    from lexrag.io.publish import check_replaceable
 
     check_makeable(out, "--out")
     for a in ARTIFACTS:  # the folders this selection replaces, in build order
@@ -317,7 +317,7 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
         except (OSError, ValueError) as e:
             problems.append(f"{name}: dataset-metadata.json is missing or not JSON ({type(e).__name__}); rebuild the folder")
         if name == "wheels":
-            from lexrag.wheels import missing_wheels
+            from lexrag.io.wheels import missing_wheels
 
             problems.extend(f"wheels: the manifest lists no wheel of {m}" for m in missing_wheels(entry.get("params", {}), list(listed)))
         if (folder / "params.json").is_file():

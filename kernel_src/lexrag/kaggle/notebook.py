@@ -43,7 +43,7 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     paths = resolve_paths(cfg.paths)
     queries_file = Path(queries) if queries else paths.input_file("test.csv")
     out_path = Path(out) if out else paths.working_dir / "submission.csv"
-    from lexrag.outputs import (check_makeable, check_name_room, check_outside_artifacts, check_plain_output, file_mode,
+    from lexrag.io.outputs import (check_makeable, check_name_room, check_outside_artifacts, check_plain_output, file_mode,
                                 sweep_leftovers)
 
     check_name_room(out_path, f"out_path {out_path}", ArtifactError)  # the answer is written under a longer name first
@@ -136,8 +136,8 @@ def build_corpus_cell(config: str | None = None, overrides: Mapping[str, Any] | 
     from lexrag.index.build import courts_beside
     from lexrag.index.corpus import build_corpus
     from lexrag.index.dictionary import build_dictionary, check_source
-    from lexrag.notebook_params import notebook_path
-    from lexrag.outputs import check_outside_artifacts
+    from lexrag.config.notebook import notebook_path
+    from lexrag.io.outputs import check_outside_artifacts
 
     laws, abbreviations, out_dir = (notebook_path(n, v) for n, v in
                                     (("laws", laws), ("abbreviations", abbreviations), ("out_dir", out_dir)))
@@ -197,7 +197,7 @@ def build_embeddings_cell(config: str | None = "kaggle", overrides: Mapping[str,
     or attached), resumed from ``resume_from``; returns the line the notebook prints."""
     from lexrag.errors import LexragError
     from lexrag.pipeline.build import build_index
-    from lexrag.notebook_params import notebook_mapping, notebook_path
+    from lexrag.config.notebook import notebook_mapping, notebook_path
 
     artifacts_dir, out_dir, resume_from = (notebook_path(n, v) for n, v in
                                            (("artifacts_dir", artifacts_dir), ("out_dir", out_dir), ("resume_from", resume_from)))

@@ -10,7 +10,7 @@ cannot write) is opened immutable and never written, not even by the close.  Eve
 ``sha256(model, template id, rendered messages, generation settings)``: a changed prompt file,
 model name or setting is a new key, so a replay never answers a different question.  Each answer
 also records the identity of the model that wrote it (``model_id``: a fingerprint of its folder,
-:func:`lexrag.modelpaths.model_fingerprint`): with a model attached, only that model's answers are
+:func:`lexrag.models.paths.model_fingerprint`): with a model attached, only that model's answers are
 used, so a cache never answers for another model that happens to share a name; a replay without a
 model uses the answers of the model the config names.  Answers of a cache written before the
 identity was recorded replay only where no model is attached.
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from lexrag.artifacts import read_params, write_params
-from lexrag.outputs import check_makeable
+from lexrag.io.outputs import check_makeable
 from lexrag.errors import ArtifactError
 
 __all__ = ["LLMCache", "cache_key", "export_cache", "ARTIFACT", "CACHE_FILE"]
@@ -130,7 +130,7 @@ def cache_key(model: str, template_id: str, messages: list[dict], settings: Mapp
 def _inside_artifact(folder: Path) -> None:
     """Refuse a cache folder inside another artifact's folder: rebuilding that artifact replaces
     its folder, and the cache in it would go with it, unannounced."""
-    from lexrag.outputs import check_outside_artifacts
+    from lexrag.io.outputs import check_outside_artifacts
 
     check_outside_artifacts(folder.resolve().parent, f"llm.cache_dir {folder}: its folder", "the cache would go with "
                             "it; set llm.cache_dir (or paths.working_dir) to a folder outside the artifacts")

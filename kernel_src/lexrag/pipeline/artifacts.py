@@ -21,7 +21,7 @@ from lexrag.index.graph import CitationGraph
 from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
 from lexrag.models import load_encoder, usable_gpus
-from lexrag.procmem import process_memory
+from lexrag.io.procmem import process_memory
 from lexrag.index.dictionary import load_dictionary_step
 from lexrag.index.english import load_english_step
 from lexrag.registry import ARTIFACTS

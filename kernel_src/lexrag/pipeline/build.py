@@ -29,12 +29,12 @@ from lexrag.index.corpus import Corpus
 from lexrag.index.dictionary import build_dictionary_step
 from lexrag.index.english import build_english_step
 from lexrag.llm.cache import build_cache_step
-from lexrag.outputs import PARAMS
+from lexrag.io.outputs import PARAMS
 from lexrag.pipeline.artifacts import LOADS
 from lexrag.pipeline.ranker_fit import build_ranker_step
-from lexrag.publish import check_replaceable, staged_set
+from lexrag.io.publish import check_replaceable, staged_set
 from lexrag.registry import ARTIFACTS, ArtifactSpec, BuildInputs, declare, names, rebuild_command, withdraw
-from lexrag.wheels import build_wheels_step
+from lexrag.io.wheels import build_wheels_step
 
 __all__ = ["BUILDS", "build_step", "register_artifact", "unregister_artifact", "build_artifacts", "build_index"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lexrag.config import Config
 from lexrag.errors import ArtifactError, LexragError
-from lexrag.modelpaths import cache_name, model_fingerprint
+from lexrag.models.paths import cache_name, model_fingerprint
 from lexrag.models import ModelPool
 from lexrag.pipeline.artifacts import Artifacts, llm_cache_dir
 from lexrag.stages.base import (

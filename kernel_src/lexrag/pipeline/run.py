@@ -26,7 +26,7 @@ from lexrag.pipeline.artifacts import Artifacts
 from lexrag.pipeline.budget import Budget, degrade, piece_size
 from lexrag.pipeline.context import make_context
 from lexrag.pipeline.signal_cache import SignalCache, remember
-from lexrag.procmem import process_memory
+from lexrag.io.procmem import process_memory
 from lexrag.queries import Query, QueryState, Variant
 from lexrag.ranking import Ranking
 from lexrag.stages.base import (

@@ -3,7 +3,7 @@ seed fusion) to new candidates through the citation graph, and through training 
 
 from __future__ import annotations
 
-from lexrag.config_sections import COMMUNITY_RESOLUTION
+from lexrag.config.sections import COMMUNITY_RESOLUTION
 from lexrag.ranking import Ranking, best_first_order
 from lexrag.signals import GRAPH_SIGNALS, PRIOR_SIGNALS
 from lexrag.stages import graph_signals as gs

@@ -81,9 +81,9 @@ def _load_error(path: Path, what: str, e: BaseException) -> ModelLoadError:
 
 def model_id(model_path: str | Path) -> str:
     """Folder name plus a hash of its JSON config files and of its weights as
-    :func:`lexrag.modelpaths.weights_digest` knows them (their headers and sampled chunks, not
+    :func:`lexrag.models.paths.weights_digest` knows them (their headers and sampled chunks, not
     every byte): other weights behind the same JSON files are another model."""
-    from lexrag.modelpaths import weights_digest
+    from lexrag.models.paths import weights_digest
 
     path = Path(model_path)
     h = hashlib.sha256()
@@ -118,7 +118,7 @@ NOT_ENCODERS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForSe
 
 
 def _config_json(path: Path) -> dict:
-    from lexrag.inputfiles import read_json_file
+    from lexrag.io.inputfiles import read_json_file
 
     doc = read_json_file(path / "config.json", ModelLoadError, what="model config")  # bounded: size, depth, a FIFO refused
     return doc if isinstance(doc, dict) else {}

@@ -25,7 +25,7 @@ def build_lexrag_wheel(dest: Path) -> Path:
     import os
     import tempfile
 
-    pkg = Path(__file__).resolve().parents[1]  # kernel_src
+    pkg = Path(__file__).resolve().parents[2]  # kernel_src
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "kernel_src"
         shutil.copytree(pkg, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.pyc"))
@@ -46,7 +46,7 @@ def build_wheels_step(folder: Path, entry: dict) -> None:
     for old in [*folder.glob("*.whl"), folder / "lexrag_install.py"]:  # a staging folder: empty unless run by hand
         old.unlink(missing_ok=True)
     build_lexrag_wheel(folder)
-    shutil.copyfile(Path(__file__).with_name("kaggle") / "install.py", folder / "lexrag_install.py")
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "kaggle" / "install.py", folder / "lexrag_install.py")
     params = entry.get("params", {})
     extra = params.get("extra_wheels", [])
     plats = params.get("platforms", ["manylinux2014_x86_64"])
@@ -67,7 +67,7 @@ def build_wheels_step(folder: Path, entry: dict) -> None:
     write_licences(folder)
     from lexrag.artifacts import write_params
 
-    write_params(folder, "wheels", "lexrag.wheels.build_wheels_step", params, files=False)  # the manifest hashes them
+    write_params(folder, "wheels", "lexrag.io.wheels.build_wheels_step", params, files=False)  # the manifest hashes them
 
 
 def missing_wheels(params: dict, files: Sequence[str]) -> list[str]:
@@ -181,7 +181,7 @@ def write_licences(folder: Path) -> list[tuple[str, str, str]]:
     for whl in sorted(folder.glob("*.whl")):
         name, version, lic, files = wheel_licences(whl)
         if name.lower() == "lexrag":
-            own = Path(__file__).resolve().parents[2] / "LICENSE"
+            own = Path(__file__).resolve().parents[3] / "LICENSE"
             if own.is_file() and not files:
                 files = {"LICENSE": own.read_bytes()}
         rows[(name, version)] = lic

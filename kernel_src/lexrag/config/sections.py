@@ -185,7 +185,7 @@ class FusionConfig:
 class SemanticConfig:
     enabled: bool = _f(False, "dense retrieval (needs an encoder folder and the embeddings artifact)")
     model: str = _f("", "sentence-transformers folder (BGE-M3 on Kaggle); candidates separated by '|', each a path, a "
-                        "Kaggle Model handle, a folder name or a config.json name (see lexrag.modelpaths)")
+                        "Kaggle Model handle, a folder name or a config.json name (see lexrag.models.paths)")
     device: str = _f("auto", "cuda | cpu | auto")
     devices: list = _f([], "encode the corpus on several devices at once, e.g. [cuda:0, cuda:1] (Kaggle 2xT4)")
     fp16: bool = _f(True, "half precision on GPU")

@@ -17,13 +17,13 @@ from typing import Any, Mapping
 
 import yaml
 
-from lexrag.config_sections import (  # noqa: F401  (the sections are part of this module's interface)
+from lexrag.config.sections import (  # noqa: F401  (the sections are part of this module's interface)
     COMMUNITY_RESOLUTION, MOVED, REMOVED, AgentConfig, ArticlesConfig, CorpusConfig, CountConfig, DictionaryConfig,
     EnglishConfig, FeedbackConfig, FusionConfig, GraphConfig, LexicalConfig, LLMConfig, PathsConfig, PriorConfig, QueryConfig, RankerConfig,
     RerankConfig, RuntimeConfig, SeedConfig, SemanticConfig, StatutesConfig, VerifyConfig, check_ranges,
 )
 from lexrag.errors import ConfigError, short
-from lexrag.notebook_params import notebook_flag, notebook_mapping, notebook_path
+from lexrag.config.notebook import notebook_flag, notebook_mapping, notebook_path
 from lexrag.signals import (
     GRAPH_SIGNALS,
     VARIANTS,
@@ -31,7 +31,7 @@ from lexrag.signals import (
     check_task_names,
     check_variant_names,
 )
-from lexrag.yamlio import UniqueKeyLoader, bounded_size, read_yaml_file, yaml12_number, yaml_problem
+from lexrag.config.yamlio import UniqueKeyLoader, bounded_size, read_yaml_file, yaml12_number, yaml_problem
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides",
            "notebook_stages", "section_names", "register_section", "unregister_section"]
@@ -43,7 +43,7 @@ EXTRA_SECTIONS: dict[str, type] = {}
 
 def register_section(name: str, section: type) -> type:
     """Add config section ``name``, a dataclass whose fields are made with ``field_spec``
-    (:mod:`lexrag.config_sections`): config files, ``--set name.field=...``, ``lexrag config`` and
+    (:mod:`lexrag.config.sections`): config files, ``--set name.field=...``, ``lexrag config`` and
     the range checks then know it.  Configs made before it was registered do not hold it."""
     if not dataclasses.is_dataclass(section) or not isinstance(section, type):
         raise TypeError(f"config section {name!r} must be a dataclass type, got {section!r}")
@@ -328,7 +328,7 @@ def _as_written(raw: str, width: int = 40) -> str:
     return text if len(text) <= width and text.isprintable() else short(text, width)
 
 
-PRESETS = Path(__file__).resolve().parent / "presets"
+PRESETS = Path(__file__).resolve().parents[1] / "presets"
 
 
 def presets() -> list[str]:

@@ -1,10 +1,10 @@
 """Tiny models for tests and checks: random weights, a tokenizer trained on a few sentences,
 saved as ordinary model folders so lexrag's real loaders read them (``make_tiny_encoder``,
 ``make_tiny_reranker``, ``make_tiny_llm``).  The test suite, the benchmarks and
-``python -m lexrag.gpu_check`` build them; they need ``tokenizers``, ``transformers`` and
+``python -m lexrag.cli.gpu_check`` build them; they need ``tokenizers``, ``transformers`` and
 (for the encoder) ``sentence-transformers``.  Random weights generate nonsense: they check that
 a path runs, never quality.  Nothing here is ever committed as weights.  Also a tiny FreeDict
-dictionary (``write_dictd``); synthetic court considerations are in :mod:`lexrag.synthetic`."""
+dictionary (``write_dictd``); synthetic court considerations are in :mod:`lexrag.testing.synthetic`."""
 
 from __future__ import annotations
 

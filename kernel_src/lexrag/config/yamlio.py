@@ -40,7 +40,7 @@ def read_yaml_file(path: str | Path, error: type[Exception] = ConfigError):
     """A YAML file (UTF-8, a BOM tolerated) read safely, a key given twice refused; a file that
     is not a regular file, not UTF-8, nested too deeply or not YAML is ``error`` naming it (with
     the line and the column where YAML says)."""
-    from lexrag.inputfiles import read_text_file
+    from lexrag.io.inputfiles import read_text_file
 
     path = Path(path)
     text = read_text_file(path, error)  # a regular file only (a FIFO would wait for ever), UTF-8

@@ -30,7 +30,7 @@ def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protec
                example: str = "submission.csv") -> Path:
     """Refuse an output path that would overwrite an input or write into an artifacts folder."""
     from lexrag.errors import ConfigError
-    from lexrag.outputs import check_output_file
+    from lexrag.io.outputs import check_output_file
 
     return check_output_file(out, what, inputs, protected, example, ConfigError)
 
@@ -66,7 +66,7 @@ def _artifacts_dir(args: argparse.Namespace, cfg) -> tuple[str, Path]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from lexrag.outputs import check_makeable
+    from lexrag.io.outputs import check_makeable
     from lexrag.errors import ConfigError
     from lexrag.index.build import courts_beside
     from lexrag.pipeline.build import build_artifacts
@@ -467,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     from lexrag.errors import LexragError
 
     parser = build_parser()
-    from lexrag.cliargs import MarkedStdout, drop_stdout, parse_once
+    from lexrag.io.cliargs import MarkedStdout, drop_stdout, parse_once
 
     args = parse_once(parser, argv)  # an option given twice, or an empty one (an empty shell variable), is refused
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO

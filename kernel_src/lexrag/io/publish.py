@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from lexrag.errors import ArtifactError
-from lexrag.outputs import PARAMS, check_makeable, lock_folder, owner_gone
+from lexrag.io.outputs import PARAMS, check_makeable, lock_folder, owner_gone
 
 __all__ = ["OWN_LEFTOVERS", "PARAMS_ONLY", "UNLISTED", "check_replaceable", "publishes", "staged", "staged_set"]
 
@@ -84,7 +84,7 @@ def _recover(folder: Path) -> None:
     before any folder was moved is removed.  A set-aside folder without a journal (a removal that
     failed, or a build of an earlier version) goes where its artifact is in place, else is put back."""
     from lexrag.errors import LexragError
-    from lexrag.inputfiles import read_json_file
+    from lexrag.io.inputfiles import read_json_file
 
     entries = list(folder.iterdir())
     aside = {(m["tag"], m["name"]) for e in entries if (m := SET_ASIDE.match(e.name)) and e.is_dir() and not e.is_symlink()}
@@ -247,7 +247,7 @@ def _read_params(path: Path):
     """The JSON of a ``params.json`` through the one bounded reader (a FIFO or device is refused, not
     blocked on); None when it is missing or damaged."""
     from lexrag.errors import LexragError
-    from lexrag.inputfiles import read_json_file
+    from lexrag.io.inputfiles import read_json_file
 
     try:
         return read_json_file(path)

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from lexrag.errors import ConfigError, short
-from lexrag.yamlio import UniqueKeyLoader, yaml_problem
+from lexrag.config.yamlio import UniqueKeyLoader, yaml_problem
 
 __all__ = ["notebook_mapping", "notebook_path", "notebook_flag"]
 

@@ -1,11 +1,11 @@
 """Check (not a benchmark): every GPU path of lexrag with tiny random-weight models, in minutes.
 
-  python -m lexrag.gpu_check             # on a CUDA machine (a Kaggle cell with the wheels installed)
-  python -m lexrag.gpu_check --cpu       # the reduced CPU mode the test suite runs
-  python -m lexrag.gpu_check --json out.json
+  python -m lexrag.cli.gpu_check             # on a CUDA machine (a Kaggle cell with the wheels installed)
+  python -m lexrag.cli.gpu_check --cpu       # the reduced CPU mode the test suite runs
+  python -m lexrag.cli.gpu_check --json out.json
 
 It ships in the lexrag wheel, so a Kaggle notebook with the lexrag-wheels dataset attached runs it
-in a cell (``!python -m lexrag.gpu_check``; ``scripts/gpu_check.py`` in the repository is the same).
+in a cell (``!python -m lexrag.cli.gpu_check``; ``scripts/gpu_check.py`` in the repository is the same).
 It builds a tiny Qwen2-style chat model, a tiny sentence-transformers encoder and a tiny
 cross-encoder (:mod:`lexrag.testing`), loads each through lexrag's own loaders and runs:
 
@@ -66,14 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--prompts", type=int, default=8, help="prompts per LLM check")
     ap.add_argument("--max-new-tokens", type=int, default=16)
-    from lexrag.cliargs import parse_once
+    from lexrag.io.cliargs import parse_once
 
     args = parse_once(ap, argv)
     if args.prompts < 1 or args.max_new_tokens < 1:
         ap.error("--prompts and --max-new-tokens must be >= 1")
     if args.json:  # before the checks: a folder, a link or a place that cannot be written is said now, not after them
         from lexrag.errors import LexragError
-        from lexrag.outputs import check_output_file
+        from lexrag.io.outputs import check_output_file
 
         try:
             check_output_file(args.json, "--json", example="gpu_check.json")
@@ -207,7 +207,7 @@ def _checks(args, torch, devices: list[str], gpus: list[int], work: Path) -> int
             def once(query, texts):
                 calls["n"] += 1
                 if calls["n"] == 1:
-                    raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated by lexrag.gpu_check)")
+                    raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated by lexrag.cli.gpu_check)")
                 return scores(query, texts)
 
             rr.scores = once
@@ -251,7 +251,7 @@ def _checks(args, torch, devices: list[str], gpus: list[int], work: Path) -> int
     names = [torch.cuda.get_device_name(torch.device(d)) for d in dict.fromkeys(devices) if d.startswith("cuda")]
     info = {"devices": devices, "torch": torch.__version__, "gpus": names, "results": results}
     if args.json:
-        from lexrag.outputs import replace_text
+        from lexrag.io.outputs import replace_text
 
         replace_text(args.json, json.dumps(info, indent=1))  # whole or not at all
     print(f"{'OK' if not failed else f'FAILED ({len(failed)} checks: ' + ', '.join(failed) + ')'}: {len(results)} checks on "

@@ -1,7 +1,7 @@
 """Writing outputs without losing data: the checks every writer runs before any work (a folder
 that can be made and written, a path that is no link, FIFO or device, an output that lies in no
 artifact folder) and files replaced whole or not at all.  Artifact folders are published by
-:mod:`lexrag.publish`.
+:mod:`lexrag.io.publish`.
 """
 
 from __future__ import annotations

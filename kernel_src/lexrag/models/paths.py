@@ -200,7 +200,7 @@ def model_folders(roots: Iterable[Path], depth: int = SCAN_DEPTH) -> list[Path]:
 
 
 def _identity(d: Path) -> tuple[str, list[str]]:
-    from lexrag.inputfiles import read_json_file
+    from lexrag.io.inputfiles import read_json_file
 
     try:  # a stray config.json (a FIFO, 100,000 levels deep, not JSON) is no model identity, never an error
         doc = read_json_file(d / "config.json", ArtifactError)

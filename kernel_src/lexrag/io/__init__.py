@@ -1,0 +1,2 @@
+"""Files and streams in and out: CSV and input files, command-line arguments, run outputs, publishing
+artifacts whole, process memory, wheels."""
