@@ -110,26 +110,15 @@ def _differs(name: str, new: dict, old: dict) -> str:
 
 def parser() -> argparse.ArgumentParser:
     """The command line (also what the manifest's ``builder`` lines are read with, in the tests)."""
+    from lexrag.registry import add_input_arguments
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--manifest", help="the manifest to record into and check against (default: the committed "
                    "artifacts_manifest.yaml; --check: OUT/artifacts_manifest.yaml where a build of other data wrote one)")
     p.add_argument("--out", required=True, help="folder holding one dataset folder per artifact")
-    p.add_argument("--laws", help="laws_de.csv (needed to build the corpus)")
-    p.add_argument("--courts", help="court_considerations.csv (default: the one beside --laws, when there is one)")
+    add_input_arguments(p, datasets=True)  # the build inputs the artifacts' specs read, as `lexrag build` takes them
     p.add_argument("--no-courts", action="store_true", help="laws only, even with court_considerations.csv beside --laws "
                    "(the graph then has no court edges and runs leave it off)")
-    p.add_argument("--train", help="training CSV with gold_citations for the prior (never the validation file)")
-    p.add_argument("--law-keys", help="law citation keys, one per line; keys missing from --laws join with empty text")
-    p.add_argument("--abbreviations", help="abbrev-translations.json of the competition's starter kit: the French and "
-                   "Italian abbreviations of the law codes, so that 'Art. 267a CO' in a question finds 'Art. 267a OR'")
-    p.add_argument("--headings", help="citation,article_heading,path CSV (scripts/make_headings.py makes one from public "
-                   "Fedlex-derived snapshots): the laws' article headings, indexed beside their text")
-    p.add_argument("--laws-en", help="citation,text,title CSV of the laws' English texts keyed by their German citations: the "
-                   "bm25_en artifact; the translations' licence is not settled, so its dataset says 'unknown' and stays private")
-    p.add_argument("--dictionary", help="the English-German dictionary file for the dictionary artifact: Ding's /usr/share/trans/"
-                   "de-en (Debian trans-de-en) or FreeDict's /usr/share/dictd/freedict-eng-deu.index (dict-freedict-eng-deu); "
-                   "GPL, so the artifact is its own dataset")
-    p.add_argument("--llm-cache", help="an LLM cache folder a live run filled (llm.cache_dir): shipped for replay")
     p.add_argument("--only", help="comma-separated artifact names (default: all)")
     p.add_argument("--owner", help="Kaggle user or organisation owning the datasets (default: manifest owner)")
     p.add_argument("--config", help="YAML config")

@@ -67,7 +67,7 @@ with one_line_errors(f"a file under {out_dir}"):
         raise LexragError(f"parameter llm_cache {llm_cache}: the config switches the LLM off (llm.enabled false), so "
                           "the cache would not be read; use a config with the LLM on, or leave llm_cache out")
     paths = paths_for(artifacts_dir, cfg.paths)
-    art = Artifacts.load(None, cfg, paths=paths)
+    art = Artifacts.load(paths, cfg)
     metrics, result = validate_run(cfg, art, queries, out_dir, paths=paths, inputs=[("config_path", config_path)])
 print(run_status(cfg, art, result).table())
 print(format_metrics(metrics, title=f"validation on {queries}"))

@@ -69,7 +69,7 @@ def main() -> int:
                        ("all LLM stages replay", {**full, "llm.mode": "replay"})):
         cfg = load_config(ROOT / "demo" / "config.yaml", {"runtime.progress": False, **over})
         t0 = time.perf_counter()
-        res = run_pipeline(queries, Artifacts.load(work / "art", cfg), cfg)
+        res = run_pipeline(queries, Artifacts.from_folder(work / "art", cfg), cfg)
         wall = time.perf_counter() - t0
         totals = res.cost_totals()
         n = len(queries)

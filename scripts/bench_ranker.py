@@ -56,7 +56,7 @@ def main() -> int:
     train = Path(args.data) / "lexam_dev.csv"
     over = {"runtime.progress": False, "statutes.enabled": True, "articles.enabled": True, "feedback.enabled": True}
     cfg = candidate_config(load_config(None, over))
-    art = Artifacts.load(args.artifacts, cfg)
+    art = Artifacts.from_folder(args.artifacts, cfg)
     gold = {q: g for q, g in load_gold(train).items() if g}
     queries = [q for q in load_queries(train, cfg.query.max_chars) if q.query_id in gold]
     t0 = time.perf_counter()

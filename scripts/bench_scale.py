@@ -107,7 +107,7 @@ def phase(name: str, work: Path, n: int) -> dict:
         kind = name.split("_")[1]
         cfg = _cfg(**{"semantic.enabled": True, "semantic.model": (work / "encoder_path.txt").read_text(),
                       "semantic.index": kind, "semantic.device": "cpu", "count.method": "elbow"})
-        a = Artifacts.load(art, cfg)
+        a = Artifacts.from_folder(art, cfg)
         load_s = time.perf_counter() - t0
         load_rss = benchkit.peak_rss_mb() / 1024
         s = TextSampler(seed=5)

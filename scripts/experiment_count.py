@@ -108,7 +108,7 @@ def main() -> int:
     groupings = {"course": courses, "area": area_groups(courses, legal_areas(all_gold, courses))}
     preset = None if args.preset == "default" else args.preset
     cfg = load_config(preset, {**RANK, "count.method": "fixed"})  # ranked deep; the cuts are made here
-    art = Artifacts.load(args.artifacts, cfg)
+    art = Artifacts.from_folder(args.artifacts, cfg)
     qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
     if cfg.ranker.enabled:  # fitted per fold, on the rows of the training questions only
         art = dataclasses.replace(art, ranker=harness_ranker(cfg, art, qs, dev))

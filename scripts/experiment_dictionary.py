@@ -41,7 +41,7 @@ def main() -> int:
         for on in (False, True):
             cfg = load_config(preset, {"runtime.progress": False, "count.method": "fixed", "count.k": 300,
                                        "dictionary.enabled": on})
-            res = run_pipeline(load_queries(val), Artifacts.load(args.artifacts, cfg), cfg)
+            res = run_pipeline(load_queries(val), Artifacts.from_folder(args.artifacts, cfg), cfg)
             r100 = np.mean([recall_at_k(gold[q], res.ranked[q], 100) for q in gold])
             r100l = np.mean([recall_at_k(law[q], res.ranked[q], 100) for q in gold if law[q]])
             f = [np.mean([prf(gold[q], res.ranked[q][:k])[2] for q in gold]) for k in (3, 5, 8)]

@@ -144,7 +144,7 @@ def main() -> int:
         top = np.argsort(-sims)[:TOP_ARTICLES]
         lists[q.query_id] = [(d, float(sims[a])) for a in top for d in docs[a]]
     cfg0 = load_config("lexical", {"runtime.progress": False, "count.method": "fixed", "count.k": 300})
-    art = Artifacts.load(args.artifacts, cfg0)
+    art = Artifacts.from_folder(args.artifacts, cfg0)
     rows = {}
     rows["without e5"] = run_pipeline(queries, art, cfg0).ranked
     register_stage(E5Stage(lists))

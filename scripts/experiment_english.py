@@ -131,7 +131,7 @@ def main() -> int:
     logging.basicConfig(level=logging.ERROR)
     k = load_config("lexical").count.k
     t0 = time.perf_counter()
-    art = Artifacts.load(args.artifacts, load_config("lexical", {"dictionary.enabled": True}))
+    art = Artifacts.from_folder(args.artifacts, load_config("lexical", {"dictionary.enabled": True}))
     g2e = GermanToEnglish(args.dictionary, art.bm25)
     proxy = Path(args.work) / "lexam_dev_en.csv"
     n, done, dropped = write_proxy(dev_file, proxy, g2e)

@@ -61,7 +61,7 @@ def held_out(art_dir: Path, tune_file: Path) -> tuple[dict, Counter]:
     ranking, each signal's ranks by citation, and the three code predictors' scores; and the
     corpus's paragraph count per law code."""
     cfg = load_config("kaggle", {**GPU_STAGES_OFF, "runtime.progress": False, "count.method": "fixed", "count.k": DEPTH})
-    art = Artifacts.load(art_dir, cfg)
+    art = Artifacts.from_folder(art_dir, cfg)
     gold = {q: g for q, g in load_gold(tune_file).items() if g}
     qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
     groups = read_groups(tune_file)

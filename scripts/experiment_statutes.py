@@ -35,7 +35,7 @@ def held_out_rankings(art_dir: Path, tune_file: Path, over: dict, oracle: bool) 
     # bm25_statute alone, and the rows stay comparable with those measured before that signal
     cfg = load_config("kaggle", {**GPU_STAGES_OFF, "runtime.progress": False, "count.method": "fixed", "count.k": 300,
                              "statutes.agree": 0.0, **over})
-    art = Artifacts.load(art_dir, cfg)
+    art = Artifacts.from_folder(art_dir, cfg)
     gold = {q: g for q, g in load_gold(tune_file).items() if g}
     qs = {q.query_id: q for q in load_queries(tune_file, cfg.query.max_chars)}
     groups = read_groups(tune_file)

@@ -74,7 +74,7 @@ def test_loop_stops_at_its_round_limit_and_when_nothing_new_is_kept(tmp_path, de
     ]
     model = script(tmp_path / "m", rules)
     cfg = cfg_for(model, tmp_path / "c", **{"agent.max_rounds": 3, "agent.observe_depth": 30, "llm.tasks": []})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     res = run_pipeline([Query("q1", Q1), Query("q2", Q2)], art, cfg)
     t1 = [r for r in res.traces if r["query_id"] == "q1"]
     t2 = [r for r in res.traces if r["query_id"] == "q2"]
@@ -97,13 +97,13 @@ def test_a_planner_that_is_done_or_writes_no_json_ends_the_loop_after_one_round(
              {"when": ["plan searches", "Kündigungsfrist"], "output": "I cannot help with that."},
              {"when": ["fix malformed JSON"], "output": "Sorry."}]
     cfg = cfg_for(script(tmp_path / "m", rules, default_yes=0.9), tmp_path / "c", **{"llm.tasks": []})
-    res = run_pipeline([Query("q1", Q1), Query("q2", Q2)], Artifacts.load(demo_artifacts, cfg), cfg)
+    res = run_pipeline([Query("q1", Q1), Query("q2", Q2)], Artifacts.from_folder(demo_artifacts, cfg), cfg)
     assert [r["round"] for r in res.traces] == [0, 1, 0, 1]
     assert res.costs["q2"]["agent"]["json_failures"] == 1
     # the run status says so: the loop ran for both questions, one planner answer was not usable
     from lexrag.eval.status import run_status
 
-    row = run_status(cfg, Artifacts.load(demo_artifacts, cfg), res).to_dict()["stages"]["agent"]
+    row = run_status(cfg, Artifacts.from_folder(demo_artifacts, cfg), res).to_dict()["stages"]["agent"]
     assert row["state"] == "ran" and row["queries"] == 2 and row["why"].startswith("1 LLM answers were not usable JSON")
 
 
@@ -127,7 +127,7 @@ def test_llm_output_of_every_bad_kind_leaves_only_corpus_strings(tmp_path, demo_
     cfg = cfg_for(script(tmp_path / "m", rules, default_yes=0.7), tmp_path / "c",
                   **{"llm.tasks": ["translate", "concepts", "hyde", "sparse", "dense"], "count.method": "adaptive",
                      "llm.max_new_tokens": 64})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     queries = load_queries(DEMO / "queries_demo.csv")[:6]
     res = run_pipeline(queries, art, cfg)
     corpus = set(art.corpus.citations)
@@ -174,7 +174,7 @@ def test_calibrate_writes_thresholds_that_run_reads(tmp_path, demo_artifacts, de
     assert doc["artifact"] == "calibration" and 0 < doc["thresholds"]["fused"] <= 1 and doc["grouped_cv"]["folds"] == 2
     cfg = load_config(overrides={"runtime.progress": False, "count.method": "adaptive", "count.min_k": 1,
                                  "count.w_llm": 0.0, "count.w_elbow": 0.0, "count.w_cal": 1.0})
-    art = Artifacts.load(art_dir, cfg)
+    art = Artifacts.from_folder(art_dir, cfg)
     assert art.calibration.threshold("fused") == doc["thresholds"]["fused"]
     res = run_pipeline(load_queries(demo_queries), art, cfg)
     from lexrag.stages.count import unique_citations
@@ -186,7 +186,7 @@ def test_calibrate_writes_thresholds_that_run_reads(tmp_path, demo_artifacts, de
     from lexrag.errors import ArtifactError
 
     with pytest.raises(ArtifactError, match="calibration"):
-        Artifacts.load(art_dir, load_config(overrides={"count.method": "adaptive", "count.calibration": str(tmp_path / "nope")}))
+        Artifacts.from_folder(art_dir, load_config(overrides={"count.method": "adaptive", "count.calibration": str(tmp_path / "nope")}))
 
 
 # ---------------------------------------------------------------- the budget that degrades
@@ -212,7 +212,7 @@ def test_a_short_budget_drops_stages_in_the_stated_order_and_the_submission_stay
     # 1000 s left; the agent alone (100 s/query) cannot fit: it goes, verification stays
     est = {"agent": 100.0, "verify": 1.0, "graph": 1.0, "rewrite": 0.0}
     cfg = cfg_for(model, tmp_path / "c", **{"runtime.time_budget_s": 1000.0, "runtime.stage_estimates_s": est})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     res = run_pipeline(queries, art, cfg)
     assert list(res.dropped) == ["agent"] and "verify" in res.timings and "agent" not in res.timings
     assert res.skipped["agent"] == [q.query_id for q in queries]
@@ -255,11 +255,11 @@ def test_a_degrade_order_naming_no_optional_stage_is_a_config_error(tmp_path, de
 
     cfg = load_config(overrides={"runtime.degrade_order": [["agnet"]]})
     with pytest.raises(ConfigError, match=r"degrade_order\[0\].*did you mean 'agent'"):
-        run_pipeline([Query("q", Q1)], Artifacts.load(demo_artifacts, cfg), cfg)
+        run_pipeline([Query("q", Q1)], Artifacts.from_folder(demo_artifacts, cfg), cfg)
     with pytest.raises(ConfigError, match="bm25"):  # essential: never dropped; refused before any artifact loads
-        Artifacts.load(demo_artifacts, load_config(overrides={"runtime.degrade_order": [["bm25"]]}))
+        Artifacts.from_folder(demo_artifacts, load_config(overrides={"runtime.degrade_order": [["bm25"]]}))
     with pytest.raises(ConfigError, match=r"stage_estimates_s: unknown stage 'verfiy' \(did you mean 'verify'\?\)"):
-        Artifacts.load(demo_artifacts, load_config(overrides={"runtime.stage_estimates_s": {"verfiy": 30.0}}))
+        Artifacts.from_folder(demo_artifacts, load_config(overrides={"runtime.stage_estimates_s": {"verfiy": 30.0}}))
 
 
 def test_a_stage_raising_for_one_query_leaves_the_others_untouched(tmp_path, demo_artifacts, monkeypatch):
@@ -276,7 +276,7 @@ def test_a_stage_raising_for_one_query_leaves_the_others_untouched(tmp_path, dem
     model = script(tmp_path / "m", [], default_yes=0.8)
     cfg = cfg_for(model, tmp_path / "c", **{"runtime.on_stage_error": "skip", "llm.tasks": []})
     queries = load_queries(DEMO / "queries_demo.csv")[:5]
-    res = run_pipeline(queries, Artifacts.load(demo_artifacts, cfg), cfg)
+    res = run_pipeline(queries, Artifacts.from_folder(demo_artifacts, cfg), cfg)
     assert list(res.failed) == ["agent"] and list(res.failed["agent"]) == ["demo_03"]
     assert res.current_by["demo_03"] == "verify"
     assert all(res.current_by[q.query_id] == "agent" for q in queries if q.query_id != "demo_03")
@@ -293,8 +293,8 @@ def test_replay_reproduces_a_full_run_with_verification_and_loop_without_a_model
              "llm.max_question_chars": 400, "verify.max_text_chars": 200}
     live = cfg_for(tiny_llm, tmp_path / "cache", **extra)
     queries = [Query("a", Q1), Query("b", Q2)]
-    res = run_pipeline(queries, Artifacts.load(demo_artifacts, live), live)
-    art = Artifacts.load(demo_artifacts, live)
+    res = run_pipeline(queries, Artifacts.from_folder(demo_artifacts, live), live)
+    art = Artifacts.from_folder(demo_artifacts, live)
     assert res.model_loads == {"llm": 1} and res.current_by == {"a": "agent", "b": "agent"}
     assert {r["round"] for r in res.traces} >= {0, 1}
     # random weights write garbage up to the token cap: only corpus strings come out
@@ -307,7 +307,7 @@ def test_replay_reproduces_a_full_run_with_verification_and_loop_without_a_model
 
     monkeypatch.setattr(models, "load_causal_lm", no_loading)
     replay = cfg_for(tiny_llm, tmp_path / "cache", **extra, **{"llm.mode": "replay"})
-    res2 = run_pipeline(queries, Artifacts.load(demo_artifacts, replay), replay)
+    res2 = run_pipeline(queries, Artifacts.from_folder(demo_artifacts, replay), replay)
     assert res2.predictions == res.predictions and res2.current.hits == res.current.hits and res2.model_loads == {}
     cost_keys = {"seconds", "prompt_tokens", "gen_tokens", "llm_calls", "cache_hits"}  # replay: every answer a cache hit
     strip = lambda ts: [{k: v for k, v in r.items() if k not in cost_keys} for r in ts]  # noqa: E731
@@ -335,7 +335,7 @@ def test_calibrate_ignores_blank_gold_and_is_not_blocked_by_a_stale_calibration(
     from lexrag.errors import ArtifactError
 
     with pytest.raises(ArtifactError):  # so `run` refuses it ...
-        Artifacts.load(art_dir, load_config(overrides={"count.method": "adaptive"}))
+        Artifacts.from_folder(art_dir, load_config(overrides={"count.method": "adaptive"}))
     r = subprocess.run(cmd + ["--queries", str(demo_queries)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr  # ... and calibrate replaces it
     assert json.loads(params.read_text())["n_queries"] == 22
@@ -351,7 +351,7 @@ def test_a_wild_count_estimate_from_the_llm_cannot_empty_or_crash_the_count(tmp_
                                                    f'"estimated_citations": {estimate}}}'}]
     cfg = cfg_for(script(tmp_path / "m", rules), tmp_path / "c", **{"llm.tasks": ["concepts"], "count.method": "adaptive",
                                                                     "verify.enabled": False, "agent.enabled": False})
-    res = run_pipeline([Query("q1", Q1), Query("q2", Q2)], Artifacts.load(demo_artifacts, cfg), cfg)
+    res = run_pipeline([Query("q1", Q1), Query("q2", Q2)], Artifacts.from_folder(demo_artifacts, cfg), cfg)
     assert all(8 <= len(c) <= 50 for c in res.predictions.values())
 
 
@@ -401,7 +401,7 @@ def test_a_stage_slower_than_its_estimate_is_cut_inside_a_chunk(demo_artifacts, 
                                      "runtime.reserve_s": 60.0, "runtime.stage_estimates_s": {"slowpoke": 10.0},
                                      "runtime.degrade_order": order})
         start = clock.t
-        res = run_pipeline(queries, Artifacts.load(demo_artifacts, cfg), cfg)
+        res = run_pipeline(queries, Artifacts.from_folder(demo_artifacts, cfg), cfg)
     finally:
         unregister_stage("slowpoke")
     ran = len(queries) - len(res.skipped["slowpoke"])

@@ -68,7 +68,7 @@ def test_two_equal_size_sets_over_different_corpora_are_refused_with_both_named(
     cfg, paths = _kaggle(monkeypatch, root)
     alice, kagtester = (root / "datasets" / o / "lexrag-corpus" for o in ("alice", "kagtester"))
     with pytest.raises(ArtifactError) as e:
-        Artifacts.load(None, cfg, paths=paths, degrade=True)
+        Artifacts.load(paths, cfg, degrade=True)
     msg = str(e.value)
     assert f"{alice} and {kagtester} are both whole copies (7 documents" in msg and "\n" not in msg
     assert "different builds" in msg and "files (" in msg and "corpus.parquet" in msg
@@ -81,7 +81,7 @@ def test_identical_copies_load_the_first_and_the_status_says_they_are_identical(
     _attach(root, "kagtester", sets["clean"])
     cfg, paths = _kaggle(monkeypatch, root)
     with caplog.at_level(logging.WARNING, logger="lexrag"):
-        art = Artifacts.load(None, cfg, paths=paths, degrade=True)
+        art = Artifacts.load(paths, cfg, degrade=True)
     first = root / "datasets" / "alice"
     assert art.corpus_dir == first / "lexrag-corpus" and art.missing == {} and art.bm25 is not None
     assert any(n.startswith("2 corpus copies attached; using " + str(first / "lexrag-corpus")) and
@@ -104,7 +104,7 @@ def test_an_edited_copy_that_kept_its_params_json_is_passed_over_for_the_clean_o
     clean = ({"alice", "kagtester"} - {edited}).pop()
     cfg, paths = _kaggle(monkeypatch, root)
     with caplog.at_level(logging.WARNING, logger="lexrag"):
-        art = Artifacts.load(None, cfg, paths=paths, degrade=True)
+        art = Artifacts.load(paths, cfg, degrade=True)
     assert art.corpus_dir == root / "datasets" / clean / "lexrag-corpus" and art.missing == {}
     bad = root / "datasets" / edited / "lexrag-corpus"
     assert any(f"{bad} (edited:" in n for n in art.notes), art.notes
@@ -159,7 +159,7 @@ def test_a_stray_params_json_and_a_choice_among_copies_are_each_said_once(tmp_pa
     cfg, paths = _kaggle(monkeypatch, root)
     with caplog.at_level(logging.WARNING, logger="lexrag"):
         for _ in range(2):
-            Artifacts.load(None, cfg, paths=resolve_paths(cfg.paths), degrade=True)
+            Artifacts.load(resolve_paths(cfg.paths), cfg, degrade=True)
             paths.find_artifacts("llm_cache")
     said = [r.getMessage() for r in caplog.records]
     assert sum(f"skipped {junk}" in m for m in said) == 1, said

@@ -84,7 +84,7 @@ def test_the_budget_cuts_the_llm_rewrite_inside_the_first_question(tmp_path, dem
         "runtime.progress": False, "llm.enabled": True, "llm.backend": "scripted", "llm.model": str(model),
         "llm.cache_dir": str(tmp_path / "cache"), "llm.tasks": TASKS, "runtime.time_budget_s": 300.0,
         "runtime.reserve_s": 0.0, "runtime.stage_estimates_s": {"rewrite": 10.0}})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     queries = [Query("q1", Q1), Query("q2", Q2), Query("q3", Q3)]
     start = clock.t
     res = run_pipeline(queries, art, cfg)
@@ -127,7 +127,7 @@ def test_an_agent_cut_inside_a_round_keeps_the_rounds_before_it(tmp_path, demo_a
         "llm.cache_dir": str(tmp_path / "cache"), "llm.tasks": [], "agent.enabled": True, "agent.max_rounds": 3,
         "agent.observe_depth": 5, "runtime.time_budget_s": 150.0, "runtime.reserve_s": 0.0,
         "runtime.stage_estimates_s": {"agent": 1.0}})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     start = clock.t
     res = run_pipeline([Query("q1", Q1)], art, cfg)
     assert clock.t - start == 150.0

@@ -414,13 +414,12 @@ def test_a_failed_dataset_build_keeps_the_whole_set_that_was_there(tmp_path, man
     before = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     half = tmp_path / "half.csv"
     half.write_text("".join(laws.read_text(encoding="utf-8").splitlines(keepends=True)[:4]), encoding="utf-8")
-    from lexrag.pipeline.build import BUILDS
+    from lexrag.testing import swap_steps
 
     def failing(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setitem(BUILDS, "bm25", failing)
-    with pytest.raises(OSError):
+    with swap_steps("bm25", build=failing), pytest.raises(OSError):
         rebuild(manifest, out, cfg, laws=half, courts=courts, only=["corpus", "bm25"])
     assert {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 

@@ -149,7 +149,7 @@ def test_the_weighting_reads_the_loaded_bm25_index(tmp_path, demo_laws):
     src.write_text(DING + "Vertrag {m}; Abmachungsurkundenbuch {n} :: agreement\n", encoding="utf-8")
     cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True, "dictionary.weighting": "indexed"})
     build_artifacts(cfg, demo_laws, tmp_path / "art", dictionary=src)
-    art = Artifacts.load(tmp_path / "art", cfg)
+    art = Artifacts.from_folder(tmp_path / "art", cfg)
     assert art.bm25.doc_freq("Vertrag") and art.bm25.doc_freq("Abmachungsurkundenbuch") is None
     res = run_pipeline([Query("en", "Who signed the agreement?")], art, cfg)
     words = res.states[0].variants["dict_de"].text.split()
@@ -192,18 +192,18 @@ def test_without_the_bm25_index_the_dictionary_stage_is_missing_and_the_run_goes
     for preset in ("kaggle", "lexical"):  # the defaults read the index: the stage is off, its row says which part is missing
         cfg = load_config(preset, {"runtime.progress": False, "semantic.enabled": False, "rerank.enabled": False,
                                    "llm.enabled": False, "count.method": "fixed"})
-        art = Artifacts.load(tmp_path / "art", cfg, degrade=True)
+        art = Artifacts.from_folder(tmp_path / "art", cfg, degrade=True)
         assert art.bm25 is None and "bm25" in art.missing and art.dictionary is not None
         res = run_pipeline(question, art, cfg)
         assert "dict_de" not in res.states[0].variants and not res.failed
         row = next(r for r in run_status(cfg, art, res).rows if r.stage == "dictionary")
         assert row.state == "missing" and row.why.startswith("bm25: ") and "lexrag-bm25" in row.fix, (row.why, row.fix)
     plain = load_config("lexical", {"runtime.progress": False, "dictionary.weighting": "uniform", "dictionary.compounds": False})
-    art = Artifacts.load(tmp_path / "art", plain, degrade=True)
+    art = Artifacts.from_folder(tmp_path / "art", plain, degrade=True)
     res = run_pipeline(question, art, plain)
     assert "dict_de" in res.states[0].variants  # uniform without compounds reads no index: it runs
     assert next(r for r in run_status(plain, art, res).rows if r.stage == "dictionary").state == "ran"
-    rows = ablation_table(load_config("lexical", {"runtime.progress": False}), Artifacts.load(demo_artifacts, load_config("lexical")),
+    rows = ablation_table(load_config("lexical", {"runtime.progress": False}), Artifacts.from_folder(demo_artifacts, load_config("lexical")),
                           demo_queries, tmp_path / "ablation")  # "without BM25" takes the dictionary off with it
     assert {"full", "without BM25", "without dictionary"} <= {r["run"] for r in rows}, [r["run"] for r in rows]
 
@@ -318,7 +318,7 @@ def test_the_variant_runs_for_english_questions_only_and_bm25_searches_it(tmp_pa
     cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True})
     build_artifacts(cfg, demo_laws, tmp_path / "art", dictionary=src)
     assert (tmp_path / "art" / "dictionary" / "params.json").is_file()
-    art = Artifacts.load(tmp_path / "art", cfg)
+    art = Artifacts.from_folder(tmp_path / "art", cfg)
     qs = [Query("en", "Who must pay damages under the contract?"),
           Query("de", "Wer muss aus dem Vertrag Schadenersatz leisten?")]
     res = run_pipeline(qs, art, cfg)
@@ -342,8 +342,8 @@ def test_a_missing_dictionary_is_a_status_row_with_the_fix(demo_artifacts, demo_
     cfg = load_config(None, {"runtime.progress": False, "dictionary.enabled": True})
     shutil.copytree(demo_artifacts, tmp_path / "art", ignore=lambda d, names: ["dictionary"] if d == str(demo_artifacts) else [])
     with pytest.raises(ArtifactError, match="dictionary"):
-        Artifacts.load(tmp_path / "art", cfg)  # outside Kaggle a switched-on part that is missing stops the load
-    art = Artifacts.load(tmp_path / "art", cfg, degrade=True)
+        Artifacts.from_folder(tmp_path / "art", cfg)  # outside Kaggle a switched-on part that is missing stops the load
+    art = Artifacts.from_folder(tmp_path / "art", cfg, degrade=True)
     assert art.dictionary is None and "dictionary" in art.missing
     res = run_pipeline(load_queries(demo_queries)[:2], art, cfg)
     status = run_status(cfg, art, res)

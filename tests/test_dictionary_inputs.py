@@ -196,4 +196,4 @@ def test_a_run_refuses_the_demo_dictionary_emptied_and_re_recorded(demo_artifact
     _rerecord(folder)
     cfg = load_config("lexical", {"runtime.progress": False, "dictionary.enabled": True})
     with pytest.raises(ArtifactError, match="entries.tsv.gz: holds no entries"):
-        Artifacts.load(tmp_path / "art", cfg)  # not "OK ... dictionary ran 22/22" over a dictionary that translates nothing
+        Artifacts.from_folder(tmp_path / "art", cfg)  # not "OK ... dictionary ran 22/22" over a dictionary that translates nothing

@@ -50,7 +50,7 @@ def test_english_questions_get_the_bm25_en_signal_and_german_ones_do_not(english
     from lexrag.pipeline import Artifacts, run_pipeline
 
     cfg = load_config(None, {"runtime.progress": False, "english.enabled": True, "count.k": 2})
-    art = Artifacts.load(english_artifacts, cfg)
+    art = Artifacts.from_folder(english_artifacts, cfg)
     qs = [Query("en", "Who bears the burden of proof for an alleged fact in a civil case?"),
           Query("de", "Wer trägt die Beweislast für eine behauptete Tatsache?")]
     res = run_pipeline(qs, art, cfg)
@@ -58,7 +58,7 @@ def test_english_questions_get_the_bm25_en_signal_and_german_ones_do_not(english
     assert set(en.hits) == {"en"} and art.corpus.citations[en.hits["en"][0][0]] == "Art. 8 ZGB"
     assert "Art. 8 ZGB" in res.predictions["en"]
     without = load_config(None, {"runtime.progress": False, "count.k": 2})
-    assert all(r.signal != "bm25_en" for r in run_pipeline(qs, Artifacts.load(english_artifacts, without), without).signals)
+    assert all(r.signal != "bm25_en" for r in run_pipeline(qs, Artifacts.from_folder(english_artifacts, without), without).signals)
 
 
 def test_without_the_artifact_the_english_stage_is_said_missing_and_the_run_goes_on(english_artifacts):
@@ -69,7 +69,7 @@ def test_without_the_artifact_the_english_stage_is_said_missing_and_the_run_goes
 
     shutil.rmtree(english_artifacts / "bm25_en")
     cfg = load_config(None, {"runtime.progress": False, "english.enabled": True})
-    art = Artifacts.load(english_artifacts, cfg, degrade=True)
+    art = Artifacts.from_folder(english_artifacts, cfg, degrade=True)
     assert art.bm25_en is None and "bm25_en" in art.missing
     res = run_pipeline([Query("en", "Who bears the burden of proof?")], art, cfg)
     row = next(r for r in run_status(cfg, art, res).rows if r.stage == "english")

@@ -161,13 +161,13 @@ def test_a_law_file_without_its_columns_is_refused_before_building(tmp_path, art
 
 
 def test_a_build_failing_half_way_publishes_nothing(tmp_path, arts, monkeypatch):
-    import lexrag.index.build as build
+    import lexrag.index.graph as graph
     from lexrag.config import load_config
 
     def broken(*a, **k):
         raise RuntimeError("disk full (simulated)")
 
-    monkeypatch.setattr(build, "build_graph", broken)
+    monkeypatch.setattr(graph, "build_graph", broken)
     before = tree_state(arts)
     from lexrag.pipeline.build import build_artifacts
 
@@ -261,7 +261,7 @@ def test_a_file_of_the_same_size_with_other_bytes_is_refused(arts):
     raw[-1] ^= 0xFF
     victim.write_bytes(bytes(raw))
     with pytest.raises(ArtifactError, match=f"{victim.name}: its contents are not the ones artifact 'bm25'"):
-        Artifacts.load(arts, load_config(overrides={"runtime.progress": False}))
+        Artifacts.from_folder(arts, load_config(overrides={"runtime.progress": False}))
 
 
 def test_file_hashes_are_computed_once_per_file_version(arts, monkeypatch):
@@ -392,7 +392,7 @@ def test_decomposed_umlauts_and_full_width_letters_match_the_corpus(tmp_path, ca
     from lexrag.queries import Query
 
     cfg = load_config(overrides={"runtime.progress": False, "count.k": 1, "graph.enabled": False})
-    art = Artifacts.load(tmp_path / "a", cfg)
+    art = Artifacts.from_folder(tmp_path / "a", cfg)
     for q in ("Kündigung Mietverhältnis", unicodedata.normalize("NFD", "Kündigung Mietverhältnis"), "Ｋündigung"):
         assert run_pipeline([Query("q", q)], art, cfg).predictions["q"] == ["Art. 1 OR"], q
 
@@ -521,9 +521,12 @@ def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_i
         "        return real(*a, **k)\n"
         "    return step\n"
         "B.build_corpus = corpus\n"
-        "from lexrag.pipeline.build import BUILDS\n"
-        "for n in ('bm25', 'graph'):\n"
-        "    BUILDS[n] = paused(n, BUILDS[n])\n"
+        "import dataclasses\n"
+        "import lexrag.pipeline\n"
+        "from lexrag import registry\n"
+        "for i, a in enumerate(registry.ARTIFACTS):\n"
+        "    if a.name in ('bm25', 'graph'):\n"
+        "        registry.ARTIFACTS[i] = dataclasses.replace(a, build=paused(a.name, a.build))\n"
         "from lexrag.cli import main\n"
         "sys.exit(main(sys.argv[3:]))\n"), encoding="utf-8")
     for point in ("corpus", "bm25", "graph"):
@@ -629,7 +632,7 @@ def test_a_fresh_build_is_not_hashed_again_on_its_first_load(tmp_path, monkeypat
     calls = []
     real = A.sha256_file
     monkeypatch.setattr(A, "sha256_file", lambda p, *a: calls.append(p) or real(p, *a))
-    Artifacts.load(tmp_path / "a", cfg)
+    Artifacts.from_folder(tmp_path / "a", cfg)
     assert calls == []  # the hashes taken while building survive the rename that published it
 
 
@@ -1019,11 +1022,11 @@ def test_a_full_disk_is_one_line_naming_the_output_and_the_old_files_stay(tmp_pa
     assert rc == 2 and f"--out {out}: the disk is full (No space left on device)" in err and len(err.strip().splitlines()) == 1
     assert out.read_text() == "old submission"
     before = tree_state(arts)
-    from lexrag.pipeline.build import BUILDS
+    from lexrag.testing import swap_steps
 
-    monkeypatch.setitem(BUILDS, "bm25", lambda *a, **k: (_ for _ in ()).throw(
-        OSError(errno.ENOSPC, "No space left on device", str(arts / "x.parquet"))))
-    rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", arts, "--set", "runtime.progress=false")
+    with swap_steps("bm25", build=lambda *a, **k: (_ for _ in ()).throw(
+            OSError(errno.ENOSPC, "No space left on device", str(arts / "x.parquet")))):
+        rc, _, err = cli(capsys, "build", "--laws", DEMO / "laws_demo.csv", "--out", arts, "--set", "runtime.progress=false")
     assert rc == 2 and f"{arts / 'x.parquet'}: the disk is full" in err and len(err.strip().splitlines()) == 1, err
     assert tree_state(arts) == before
 
@@ -1255,7 +1258,7 @@ def test_validation_outputs_inside_an_artifact_folder_are_refused(demo_artifacts
     from lexrag.pipeline import Artifacts
 
     cfg = load_config(None, {"runtime.progress": False})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     for bad in (demo_artifacts / "bm25", demo_artifacts / "bm25" / "validation_out"):
         with pytest.raises(ConfigError, match="lies inside the artifact folder .*bm25") as e:
             validate_run(cfg, art, demo_queries, bad)
@@ -1288,7 +1291,7 @@ def test_two_validation_runs_into_one_out_dir_never_mix_their_outputs(demo_artif
     try:
         assert holder.stdout.readline().strip() == "held"
         cfg = load_config(None, {"runtime.progress": False})
-        art = Artifacts.load(demo_artifacts, cfg)
+        art = Artifacts.from_folder(demo_artifacts, cfg)
         for call in (validate_run, ablation_table):
             with pytest.raises(ConfigError, match="another run writes its outputs there now") as e:
                 call(cfg, art, demo_queries, out)
@@ -1413,10 +1416,10 @@ def test_a_bm25_index_over_another_corpus_is_refused_even_with_its_corpus_id_edi
     doc["corpus_id"] = json.loads((demo_artifacts / "bm25" / "params.json").read_text(encoding="utf-8"))["corpus_id"]
     p.write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises(ArtifactError, match="bm25/params.json: edited after the build"):  # its own digest tells first
-        Artifacts.load(art, cfg)
+        Artifacts.from_folder(art, cfg)
     p.write_text(json.dumps(seal(doc)), encoding="utf-8")  # and with the digest written anew, the index's size still tells
     with pytest.raises(ArtifactError, match="covers 2 documents, the loaded corpus has"):
-        Artifacts.load(art, cfg)
+        Artifacts.from_folder(art, cfg)
     # the same size: the demo laws with their texts in reverse order, the corpus id edited to match
     import csv as _csv
 
@@ -1433,7 +1436,7 @@ def test_a_bm25_index_over_another_corpus_is_refused_even_with_its_corpus_id_edi
     doc["corpus_id"] = json.loads((demo_artifacts / "bm25" / "params.json").read_text(encoding="utf-8"))["corpus_id"]
     p.write_text(json.dumps(seal(doc)), encoding="utf-8")
     with pytest.raises(ArtifactError, match="built over other texts than this corpus"):
-        Artifacts.load(art, cfg)
+        Artifacts.from_folder(art, cfg)
 
 
 def test_an_index_over_other_fields_than_the_text_loads_and_is_spot_checked_over_them(tmp_path):
@@ -1443,7 +1446,7 @@ def test_an_index_over_other_fields_than_the_text_loads_and_is_spot_checked_over
 
     cfg = load_config(None, {"runtime.progress": False, "lexical.fields": ["title"]})
     build_artifacts(cfg, DEMO / "laws_demo.csv", tmp_path / "a")  # once refused at load: "built over other texts"
-    art = Artifacts.load(tmp_path / "a", cfg)
+    art = Artifacts.from_folder(tmp_path / "a", cfg)
     assert art.bm25.n_docs == len(art.corpus)
     titles = art.corpus.field_texts([0, len(art.corpus) - 1], ["title"])
     assert titles == [t for batch in art.corpus.iter_texts(fields=["title"]) for t in batch][:: len(art.corpus) - 1][:2]
@@ -1478,7 +1481,7 @@ def test_messages_name_what_the_input_is(tmp_path, capsys, demo_artifacts, demo_
     cfg = load_config(None, {"runtime.progress": False, "llm.enabled": True, "llm.mode": "replay", "llm.model": "m",
                              "llm.replay_dirs": [str(tmp_path / "no-such-cache")]})
     with pytest.raises(ArtifactError, match="llm.replay_dirs: .*no-such-cache is not an LLM cache folder"):
-        run_pipeline([Query("q", "Frage")], Artifacts.load(demo_artifacts, cfg), cfg)
+        run_pipeline([Query("q", "Frage")], Artifacts.from_folder(demo_artifacts, cfg), cfg)
     os.mkfifo(tmp_path / "manifest.yaml")
     r = subprocess.run([sys.executable, str(ROOT / "build_datasets.py"), "--manifest", str(tmp_path / "manifest.yaml"), "--check",
                         "--out", str(tmp_path / "ds")], capture_output=True, text=True, timeout=120)
@@ -1629,7 +1632,7 @@ def test_an_output_that_is_a_link_or_fifo_is_refused_not_replaced_or_blocked_on(
     os.mkfifo(out / "per_query.csv")  # once the run hung opening it
     cfg = load_config(str(DEMO / "config.yaml"))
     with pytest.raises(OutputError, match="per_query.csv is a link, a device or a FIFO"):
-        validate_run(cfg, Artifacts.load(demo_artifacts, cfg), demo_queries, out)
+        validate_run(cfg, Artifacts.from_folder(demo_artifacts, cfg), demo_queries, out)
     assert not (out / "submission.csv").exists()  # refused before the run
 
 
@@ -1746,7 +1749,7 @@ def test_validation_of_a_queries_file_without_gold_is_one_line_before_the_run(tm
     q = write(tmp_path / "q.csv", "query_id,query,gold_citations\nq1,Wer haftet?,\nq2,Was gilt?,\n")
     cfg = load_config(str(DEMO / "config.yaml"))
     with pytest.raises(CsvInputError, match="no query has gold citations .* run `python -m lexrag run` for predictions only"):
-        validate_run(cfg, Artifacts.load(demo_artifacts, cfg), q, tmp_path / "out")
+        validate_run(cfg, Artifacts.from_folder(demo_artifacts, cfg), q, tmp_path / "out")
     assert not (tmp_path / "out" / "submission.csv").exists()
 
 
@@ -1871,7 +1874,7 @@ def test_validation_never_writes_an_output_over_its_queries_or_config_file(tmp_p
     from lexrag.pipeline import Artifacts
 
     cfg = load_config(None, {"runtime.progress": False})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     queries = tmp_path / name  # the queries file is one of the outputs' names in out_dir
     shutil.copyfile(demo_queries, queries)
     with pytest.raises(ConfigError, match=f"its {name} would overwrite queries .*{name}; write the outputs to another folder"):
@@ -2090,7 +2093,7 @@ def test_validation_refuses_a_folder_among_its_outputs_and_says_what_gold_the_co
     with pytest.warns(UserWarning, match="truncated.yaml holds no settings"):
         assert load_config(tmp_path / "truncated.yaml").count.k == load_config(None).count.k
     cfg = load_config(None, {"runtime.progress": False})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     (tmp_path / "v" / "report.html").mkdir(parents=True)  # once a traceback after the whole run
     with pytest.raises(ConfigError, match="report.html there is a folder, where the run writes a file"):
         validate_run(cfg, art, demo_queries, tmp_path / "v")
@@ -2632,7 +2635,7 @@ def test_gold_written_as_whole_articles_is_not_called_outside_the_corpus(tmp_pat
     from lexrag.eval.submission import outside_corpus
     from lexrag.pipeline import Artifacts
 
-    corpus = Artifacts.load(demo_artifacts, load_config(None, {"runtime.progress": False})).corpus
+    corpus = Artifacts.from_folder(demo_artifacts, load_config(None, {"runtime.progress": False})).corpus
     assert "Art. 41 Abs. 1 OR" in corpus.citations and "Art. 41 OR" not in corpus.citations
     assert outside_corpus(corpus, ["Art. 41 OR", "Art. 41 Abs. 1 OR", "Art. 9999 OR"]) == ["Art. 9999 OR"]
 
@@ -2749,7 +2752,7 @@ def test_a_quality_variant_changing_what_the_bm25_index_fixes_is_refused_unless_
     from lexrag.pipeline.build import build_index
 
     base = load_config(None, {"runtime.progress": False})
-    art = Artifacts.load(demo_artifacts, base)
+    art = Artifacts.from_folder(demo_artifacts, base)
     assert _bm25_of_variants([parse_variant("lexical"), parse_variant("k=lexical;count.k=3")], None, base, demo_artifacts, art) == {}
     k1 = parse_variant("k1=lexical;lexical.k1=2")
     with pytest.raises(ConfigError, match="variant 'k1' changes k1 of BM25, which the index in .* fixes when it is built"):
@@ -3067,7 +3070,7 @@ def test_a_validation_output_that_cannot_be_replaced_is_refused_before_the_run(t
     monkeypatch.setattr(os, "open", immutable)
     cfg = load_config(None, {"runtime.progress": False})
     with pytest.raises(ConfigError, match="metrics.json exists and cannot be replaced"):
-        validate_run(cfg, Artifacts.load(demo_artifacts, cfg), demo_queries, out)
+        validate_run(cfg, Artifacts.from_folder(demo_artifacts, cfg), demo_queries, out)
     assert (out / "submission.csv").read_text() == "earlier"
 
 

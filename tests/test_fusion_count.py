@@ -149,7 +149,7 @@ def test_the_curve_count_experiment_and_articles_first_shape_what_is_emitted(dem
     spec.loader.exec_module(experiment)
     queries = load_queries(demo_queries)
     cfg = load_config(str(DEMO / "config.yaml"), {"count.k": 300})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     res = run_pipeline(queries, art, cfg)
     cut = {q.query_id: experiment.curve_cut(res, art.corpus, q.query_id, cfg.count, 0.9, 8) for q in queries}
     for q in queries:

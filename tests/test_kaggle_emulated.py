@@ -297,7 +297,7 @@ def test_the_cli_finds_the_attached_datasets_without_artifacts(kaggle_tree, tmp_
     from lexrag.pipeline import Artifacts
 
     adaptive = load_config(cfg, {"count.method": "adaptive"})
-    art = Artifacts.load(None, adaptive, paths=resolve_paths(adaptive.paths))
+    art = Artifacts.load(resolve_paths(adaptive.paths), adaptive)
     assert art.calibration is not None and "calibration" not in art.missing
     # an attached calibration (another dataset) too: this session's own is the one read
     attached = tmp_path / "input" / "datasets" / "lexrag" / "lexrag-calibration"
@@ -310,7 +310,7 @@ def test_the_cli_finds_the_attached_datasets_without_artifacts(kaggle_tree, tmp_
     real_load = count_mod.Calibration.load
     monkeypatch.setattr(count_mod.Calibration, "load",
                         classmethod(lambda cls, folder, cid=None: seen.append(Path(folder)) or real_load(folder, cid)))
-    Artifacts.load(None, adaptive, paths=paths)
+    Artifacts.load(paths, adaptive)
     assert seen == [working / "calibration"]
     assert main(["run", "--queries", str(demo_queries), "--out", str(tmp_path / "c.csv"), "--config", cfg,
                  "--set", "count.method=adaptive"]) == 0

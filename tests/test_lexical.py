@@ -224,7 +224,7 @@ def test_a_run_scores_each_question_once_however_many_stages_ask(demo_artifacts,
 
     cfg = load_config(overrides={"runtime.progress": False, "statutes.enabled": True, "articles.enabled": True,
                                  "feedback.enabled": True})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     scored = []
     real = art.bm25._accumulate
     monkeypatch.setattr(art.bm25, "_accumulate", lambda w: scored.append(tuple(w.items())) or real(w))
@@ -246,7 +246,7 @@ def test_a_run_longer_than_the_score_cache_scores_each_question_once(demo_artifa
 
     cfg = load_config(overrides={"runtime.progress": False, "runtime.batch_size": 4, "statutes.enabled": True,
                                  "articles.enabled": True, "feedback.enabled": True})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     art.bm25.cache_size = 4
     scored = []
     real = art.bm25._accumulate

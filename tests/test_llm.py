@@ -109,7 +109,7 @@ def test_a_missing_model_folder_is_a_clear_error(tmp_path, demo_artifacts):
         load_causal_lm(tmp_path / "no-model")
     cfg = load_config(None, {"llm.enabled": True, "llm.model": str(tmp_path / "no-model"), "runtime.progress": False})
     with pytest.raises(ArtifactError, match="llm.model: no model folder at .*no-model"):
-        Artifacts.load(demo_artifacts, cfg)
+        Artifacts.from_folder(demo_artifacts, cfg)
 
 
 def test_model_pool_releases_one_model_before_loading_the_next(tiny_llm):
@@ -142,7 +142,7 @@ def test_llm_variants_reach_the_lexical_stage_as_their_own_signals(tmp_path, tin
                          ("sparse", "fristlose Kündigung wichtiger Grund Arbeitsvertrag"),
                          ("dense", "Es ist zu entscheiden, ob ein wichtiger Grund die fristlose Kündigung rechtfertigt.")]:
         client.store(load_template(task), {"question": Q_EN}, answer, 40, 12, 0.5)
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     res = run_pipeline([Query("q1", Q_EN)], art, cfg)
     signals = {r.signal for r in res.signals}
     assert {"bm25_query", "bm25_de", "bm25_hyde", "bm25_sparse", "bm25_concepts", "llm_seeds"} <= signals
@@ -174,7 +174,7 @@ def test_llm_variants_reach_the_semantic_stage(tmp_path, tiny_llm):
     client = seeded_client(cfg, tiny_llm)
     for task, answer in [("translate", SENTENCES[1]), ("hyde", SENTENCES[2]), ("dense", SENTENCES[3])]:
         client.store(load_template(task), {"question": SENTENCES[5]}, answer)
-    res = run_pipeline([Query("q", SENTENCES[5])], Artifacts.load(tmp_path / "art", cfg), cfg)
+    res = run_pipeline([Query("q", SENTENCES[5])], Artifacts.from_folder(tmp_path / "art", cfg), cfg)
     dense = {r.signal: r.doc_ids("q") for r in res.signals if r.family == "semantic"}
     assert set(dense) == {"dense_query", "dense_de", "dense_hyde", "dense_dense"}
     assert dense["dense_de"][0] == 1 and dense["dense_hyde"][0] == 2 and dense["dense_dense"][0] == 3
@@ -200,7 +200,7 @@ def test_malformed_json_is_repaired_retried_then_skipped_and_the_run_goes_on(tmp
     client.store(repair, repair_values(bad), '{"legal_area": "Arbeitsrecht", "key_concepts": ["Kündigung"], "keywords_de": ["fristlos"]}')
     client.store(repair, repair_values(bad2), "still not JSON")
     with caplog.at_level("WARNING", logger="lexrag.llm.rewrite"):
-        res = run_pipeline([Query("fixed", Q_EN), Query("broken", "Who pays the rent?")], Artifacts.load(demo_artifacts, cfg), cfg)
+        res = run_pipeline([Query("fixed", Q_EN), Query("broken", "Who pays the rent?")], Artifacts.from_folder(demo_artifacts, cfg), cfg)
     by_id = {s.query_id: s for s in res.states}
     assert by_id["fixed"].concepts["keywords_de"] == ["fristlos"] and "concepts" in by_id["fixed"].variants
     assert by_id["broken"].concepts == {} and "concepts" not in by_id["broken"].variants
@@ -217,7 +217,7 @@ def test_a_citation_the_llm_names_never_reaches_the_output_unless_the_corpus_has
         {"legal_area": "Arbeitsrecht", "key_concepts": ["Art. 999 Abs. 3 XYZ"], "keywords_de": ["Kündigung"],
          "provisions": ["Art. 999 Abs. 3 XYZ", "Art. 4711 OR", "Art. 337c OR"]}))
     client.store(load_template("hyde"), {"question": Q_EN}, "Nach BGE 999 IV 1 E. 2 und Art. 4711 OR ist fristlos zu kündigen.")
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     res = run_pipeline([Query("q", Q_EN)], art, cfg)
     state = res.states[0]
     assert "BGE 999" not in state.variants["hyde"].text and "4711" not in state.variants["hyde"].text
@@ -236,7 +236,7 @@ def test_a_citation_the_llm_names_never_reaches_the_output_unless_the_corpus_has
 def test_replay_reproduces_a_live_run_byte_for_byte_without_loading_a_model(tmp_path, tiny_llm, demo_artifacts, monkeypatch):
     queries = [Query("a", Q_EN), Query("b", "Who is liable for damage caused unlawfully?")]
     live = llm_cfg(tiny_llm, tmp_path / "cache")
-    art = Artifacts.load(demo_artifacts, live)
+    art = Artifacts.from_folder(demo_artifacts, live)
     res = run_pipeline(queries, art, live)
     assert res.model_loads == {"llm": 1}
     assert res.costs["a"]["rewrite"]["llm_calls"] >= 5 and res.costs["a"]["rewrite"]["gen_tokens"] > 0
@@ -253,7 +253,7 @@ def test_replay_reproduces_a_live_run_byte_for_byte_without_loading_a_model(tmp_
     replay = llm_cfg(tiny_llm.parent / "not-attached", tmp_path / "nowhere",
                      **{"llm.mode": "replay", "llm.replay_dirs": [str(tmp_path / "shipped")]})
     replay.llm.model = str(tiny_llm)  # the same model name keys the cache; its folder is never opened
-    res2 = run_pipeline(queries, Artifacts.load(demo_artifacts, replay), replay)
+    res2 = run_pipeline(queries, Artifacts.from_folder(demo_artifacts, replay), replay)
     write_submission(tmp_path / "replay.csv", res2.predictions, res2.query_ids)
     assert (tmp_path / "replay.csv").read_bytes() == (tmp_path / "live.csv").read_bytes()
     assert res2.model_loads == {} and res2.ranked == res.ranked
@@ -263,10 +263,10 @@ def test_replay_reproduces_a_live_run_byte_for_byte_without_loading_a_model(tmp_
 def test_replay_without_the_entry_names_it(tmp_path, tiny_llm, demo_artifacts):
     cfg = llm_cfg(tiny_llm, tmp_path / "cache", **{"llm.mode": "replay"})
     with pytest.raises(Exception, match="needs an LLM cache"):
-        make_context(cfg, Artifacts.load(demo_artifacts, cfg))
+        make_context(cfg, Artifacts.from_folder(demo_artifacts, cfg))
     LLMCache(tmp_path / "cache").close()
     with pytest.raises(ReplayMissError, match=r"template translate@v1:\w+ for query 'q7'.*llm.mode=live"):
-        run_pipeline([Query("q7", Q_EN)], Artifacts.load(demo_artifacts, cfg), cfg)
+        run_pipeline([Query("q7", Q_EN)], Artifacts.from_folder(demo_artifacts, cfg), cfg)
 
 
 def test_cli_reports_a_replay_miss_in_one_line(tmp_path, tiny_llm, demo_artifacts):
@@ -326,7 +326,7 @@ def test_encoder_reranker_and_llm_take_turns_one_resident_at_a_time(tmp_path, ti
         "semantic.enabled": True, "semantic.model": str(enc), "semantic.device": "cpu", "semantic.max_seq": 64,
         "rerank.enabled": True, "rerank.model": str(rr), "rerank.device": "cpu", "rerank.tau": 0.0, "graph.enabled": False})
     build_artifacts(cfg, laws, tmp_path / "art")
-    art = Artifacts.load(tmp_path / "art", cfg)
+    art = Artifacts.from_folder(tmp_path / "art", cfg)
     resident: list[list[str]] = []
     get = ModelPool.get
 
@@ -349,7 +349,7 @@ def test_on_kaggle_an_attached_llm_cache_is_found_by_its_params_and_replayed(tmp
     from lexrag.paths import resolve_paths
 
     cfg = llm_cfg(tiny_llm, tmp_path / "cache")
-    live = run_pipeline([Query("a", Q_EN)], Artifacts.load(demo_artifacts, cfg), cfg)
+    live = run_pipeline([Query("a", Q_EN)], Artifacts.from_folder(demo_artifacts, cfg), cfg)
     root = tmp_path / "input"
     for name in ("corpus", "bm25", "graph"):
         shutil.copytree(demo_artifacts / name, root / f"lexrag-{name}")
@@ -359,7 +359,7 @@ def test_on_kaggle_an_attached_llm_cache_is_found_by_its_params_and_replayed(tmp
                                     "llm.model_name": tiny_llm.name, "paths.artifacts_dir": str(root),
                                     "paths.working_dir": str(tmp_path / "working")})
     paths = resolve_paths(kcfg.paths)
-    art = Artifacts.load(None, kcfg, paths=paths)
+    art = Artifacts.load(paths, kcfg)
     assert art.cache_dirs == [root / "lexrag-llm-cache"]
     res = run_pipeline([Query("a", Q_EN)], art, kcfg, paths=paths)
     assert res.predictions == live.predictions and res.model_loads == {}
@@ -371,7 +371,7 @@ def test_retrieve_gives_the_fused_ranking_of_any_query_text(tmp_path, demo_artif
     from lexrag.queries import QueryState
 
     cfg = load_config(None, {"runtime.progress": False})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     full = run_pipeline([Query("q", Q_DE)], art, cfg)
     ctx = make_context(cfg, art)
     reformulated = QueryState("q#r1", Q_DE)
@@ -474,7 +474,7 @@ def test_verification_runs_live_with_the_tiny_model_and_replays_without_it(tmp_p
     extra = {"verify.enabled": True, "verify.depth": 4, "verify.threshold": 0.0, "llm.tasks": ["translate"],
              "verify.expand": False}
     live = llm_cfg(tiny_llm, tmp_path / "cache", **extra)
-    art = Artifacts.load(demo_artifacts, live)
+    art = Artifacts.from_folder(demo_artifacts, live)
     queries = [Query("a", Q_DE), Query("b", "Wer haftet für einen widerrechtlich zugefügten Schaden?")]
     res = run_pipeline(queries, art, live)
     assert res.current.signal == "rerank" and res.costs["a"]["verify"]["llm_calls"] == 4
@@ -484,7 +484,7 @@ def test_verification_runs_live_with_the_tiny_model_and_replays_without_it(tmp_p
         assert [s for _, s in top] == sorted((s for _, s in top), reverse=True)
         assert res.current.hits[qid][4][1] < 1.0 and set(res.predictions[qid]) <= set(art.corpus.citations)
     replay = llm_cfg(tiny_llm, tmp_path / "cache", **extra, **{"llm.mode": "replay"})
-    res2 = run_pipeline(queries, Artifacts.load(demo_artifacts, replay), replay)
+    res2 = run_pipeline(queries, Artifacts.from_folder(demo_artifacts, replay), replay)
     assert res2.predictions == res.predictions and res2.current.hits == res.current.hits and res2.model_loads == {}
 
 
@@ -497,10 +497,10 @@ def test_the_backend_is_named_in_the_config_not_guessed_from_the_folder(tmp_path
     scripted = Path(__file__).resolve().parents[1] / "demo" / "scripted_llm"
     base = {"llm.enabled": True, "runtime.progress": False, "llm.cache_dir": str(tmp_path / "c")}
     with pytest.raises(ArtifactError, match="holds a scripted stand-in .* set llm.backend=scripted"):
-        Artifacts.load(demo_artifacts, load_config(None, {**base, "llm.model": str(scripted)}))
+        Artifacts.from_folder(demo_artifacts, load_config(None, {**base, "llm.model": str(scripted)}))
     with pytest.raises(ArtifactError, match="llm.backend=scripted needs a folder holding lexrag_scripted.json"):
-        Artifacts.load(demo_artifacts, load_config(None, {**base, "llm.model": str(tiny_llm), "llm.backend": "scripted"}))
-    art = Artifacts.load(demo_artifacts, load_config(None, {**base, "llm.model": str(scripted), "llm.backend": "scripted"}))
+        Artifacts.from_folder(demo_artifacts, load_config(None, {**base, "llm.model": str(tiny_llm), "llm.backend": "scripted"}))
+    art = Artifacts.from_folder(demo_artifacts, load_config(None, {**base, "llm.model": str(scripted), "llm.backend": "scripted"}))
     assert isinstance(art.loader("llm")(), LLM)
 
 
@@ -510,7 +510,7 @@ def test_the_backend_is_named_in_the_config_not_guessed_from_the_folder(tmp_path
 def _run_with_status(cfg, demo_artifacts):
     from lexrag.eval.status import run_status
 
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     res = run_pipeline([Query("q1", Q_EN)], art, cfg)
     return res, run_status(cfg, art, res)
 

@@ -20,7 +20,7 @@ def cli(*args, cwd=None):
 
 def test_pipeline_on_demo(demo_artifacts, demo_queries):
     cfg = load_config(None, {"runtime.progress": False, "count.k": 5, "graph.enabled": False})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     qs = load_queries(demo_queries)
     res = run_pipeline(qs, art, cfg)
     assert res.query_ids == [q.query_id for q in qs]
@@ -37,14 +37,14 @@ def test_pipeline_on_demo(demo_artifacts, demo_queries):
 def test_stage_switches_and_time_budget(demo_artifacts):
     q = [Query("a", "Kündigung nach Art. 337 OR aus wichtigen Gründen"), Query("b", "")]
     cfg = load_config(None, {"lexical.enabled": False, "graph.enabled": False, "runtime.progress": False})
-    res = run_pipeline(q, Artifacts.load(demo_artifacts, cfg), cfg)
+    res = run_pipeline(q, Artifacts.from_folder(demo_artifacts, cfg), cfg)
     assert [s.signal for s in res.signals] == ["citation_seeds"]
     assert res.predictions["a"] == ["Art. 337 Abs. 1 OR", "Art. 337 Abs. 2 OR", "Art. 337 Abs. 3 OR"]
     assert res.predictions["b"] == []
     cfg = load_config(None, {"runtime.time_budget_s": 1e-9, "runtime.progress": False, "graph.enabled": True})
-    assert Artifacts.load(demo_artifacts, cfg).graph is not None
+    assert Artifacts.from_folder(demo_artifacts, cfg).graph is not None
     with pytest.warns(UserWarning, match="time budget"):
-        res = run_pipeline(q, Artifacts.load(demo_artifacts, cfg), cfg)
+        res = run_pipeline(q, Artifacts.from_folder(demo_artifacts, cfg), cfg)
     # past the budget only the essential stages run: seeds, BM25, fusion, count; the graph is skipped
     assert res.degraded == ["a"] and res.skipped == {"graph": ["a"]}
     assert {s.signal for s in res.signals} == {"citation_seeds", "bm25_query"}
@@ -53,7 +53,7 @@ def test_stage_switches_and_time_budget(demo_artifacts):
 
 def test_validate_run_writes_metrics_and_table(demo_artifacts, demo_queries, tmp_path):
     cfg = load_config(None, {"runtime.progress": False})
-    metrics, _ = validate_run(cfg, Artifacts.load(demo_artifacts, cfg), demo_queries, tmp_path)
+    metrics, _ = validate_run(cfg, Artifacts.from_folder(demo_artifacts, cfg), demo_queries, tmp_path)
     doc = json.loads((tmp_path / "metrics.json").read_text())
     assert doc["metrics"]["macro_f1"] == metrics["macro_f1"] and 0 < metrics["macro_f1"] <= 1
     assert (tmp_path / "per_query.csv").read_text().count("\n") == 23
@@ -135,7 +135,7 @@ def test_graph_and_prior_signals_in_the_pipeline(tmp_path, tiny_inputs):
     cfg = load_config(None, {"runtime.progress": False, "prior.enabled": True, "prior.min_count": 1, "graph.enabled": True,
                              "graph.seed_k": 2})
     build_artifacts(cfg, laws, tmp_path / "art", courts=courts, train=train)
-    art = Artifacts.load(tmp_path / "art", cfg)
+    art = Artifacts.from_folder(tmp_path / "art", cfg)
     res = run_pipeline([Query("q", "Wer trägt die Beweislast nach Art. 8 ZGB?")], art, cfg)
     by = {r.signal: [art.corpus.citations[d] for d, _ in r.hits.get("q", [])] for r in res.signals}
     # seeds: Art. 8 ZGB (named) and 5A_800/2019 E. 2. (Beweislast); 5A_800/2019 cites BGE 145 II 32,
@@ -147,7 +147,7 @@ def test_graph_and_prior_signals_in_the_pipeline(tmp_path, tiny_inputs):
     assert set(by) >= {"citation_seeds", "bm25_query", "ppr", "hits_authority", "hits_hub", "coupling",
                        "cocitation", "community", "siblings", "prior_cocited", "prior_frequent"}
     cfg_off = load_config(None, {"runtime.progress": False, "graph.enabled": True, "graph.signals": {"ppr": False}})
-    res = run_pipeline([Query("q", "Beweislast nach Art. 8 ZGB")], Artifacts.load(tmp_path / "art", cfg_off), cfg_off)
+    res = run_pipeline([Query("q", "Beweislast nach Art. 8 ZGB")], Artifacts.from_folder(tmp_path / "art", cfg_off), cfg_off)
     assert "ppr" not in {r.signal for r in res.signals} and "hits_hub" in {r.signal for r in res.signals}
 
 
@@ -158,7 +158,7 @@ def test_a_graph_without_court_edges_is_left_off_and_the_status_says_how_to_get_
     laws, _ = tiny_inputs
     cfg = load_config(None, {"runtime.progress": False, "graph.enabled": True})
     build_artifacts(cfg, laws, tmp_path / "art")  # laws only: the graph has no court edges
-    art = Artifacts.load(tmp_path / "art", cfg)
+    art = Artifacts.from_folder(tmp_path / "art", cfg)
     res = run_pipeline([Query("q1", "Treu und Glauben")], art, cfg)
     row = run_status(cfg, art, res).to_dict()["stages"]["graph"]
     assert art.graph is None and row["state"] == "missing" and "no court edges" in row["why"]

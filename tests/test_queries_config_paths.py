@@ -300,7 +300,7 @@ def test_with_two_copies_of_the_corpus_the_set_built_over_one_corpus_is_loaded(t
     paths = resolve_paths(cfg.paths)
     assert paths.find_artifacts("corpus")[0] == root / "datasets" / "a-old" / "lexrag-corpus"  # first in path order
     with caplog.at_level(logging.WARNING):
-        art = Artifacts.load(None, cfg, paths=paths, degrade=True)
+        art = Artifacts.load(paths, cfg, degrade=True)
     assert art.missing == {} and art.bm25 is not None and art.graph is not None
     assert len(art.corpus) == len(Corpus(new / "corpus"))
     assert any("a-old/lexrag-corpus not used: 2 of the other artifacts were built over" in r.getMessage() for r in caplog.records)
@@ -326,7 +326,7 @@ def test_between_two_complete_sets_the_fuller_corpus_wins_and_the_status_says_so
             shutil.copytree(src / name, root / "datasets" / ds / f"lexrag-{name}")
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
     monkeypatch.setenv("LEXRAG_KAGGLE_INPUT", str(root))
-    art = Artifacts.load(None, cfg, paths=resolve_paths(cfg.paths), degrade=True)
+    art = Artifacts.load(resolve_paths(cfg.paths), cfg, degrade=True)
     assert art.corpus_dir == root / "datasets" / "b-full" / "lexrag-corpus" and art.missing == {}
     assert any("2 corpus copies attached; using " + str(art.corpus_dir) in n and "a-laws-only" in n for n in art.notes)
     assert any("2 copies of bm25 attached" in n for n in art.notes)
@@ -341,12 +341,12 @@ def test_outside_kaggle_every_missing_part_is_named_at_once(demo_artifacts):
     from lexrag.pipeline import Artifacts
 
     with pytest.raises(ArtifactError) as e:
-        Artifacts.load(demo_artifacts, load_config("kaggle"))
+        Artifacts.from_folder(demo_artifacts, load_config("kaggle"))
     msg = str(e.value)
     assert "parts the config asks for cannot be loaded" in msg and "\n" not in msg
     assert all(f"[{p}]" in msg for p in ("prior", "semantic", "reranker", "llm")), msg
     with pytest.raises(ArtifactError, match=r"^(?!.*parts the config).*prior"):  # one missing part: its own message
-        Artifacts.load(demo_artifacts, load_config("exam", {"ranker.enabled": False, "count.method": "fixed"}))
+        Artifacts.from_folder(demo_artifacts, load_config("exam", {"ranker.enabled": False, "count.method": "fixed"}))
 
 
 def test_a_version_folder_named_with_a_superscript_digit_is_not_a_version(tmp_path):
@@ -366,7 +366,7 @@ def test_a_run_given_an_artifacts_folder_loads_through_the_local_resolver(tmp_pa
     local = paths_for(demo_artifacts, cfg.paths)
     assert local == Paths.local(demo_artifacts, cfg.paths) and not local.kaggle
     assert local.artifact("bm25") == demo_artifacts / "bm25" and local.built("calibration") == demo_artifacts / "calibration"
-    art = Artifacts.load(demo_artifacts, cfg)  # a folder is the local resolver: one way to load
+    art = Artifacts.from_folder(demo_artifacts, cfg)  # a folder is the local resolver: one way to load
     assert art.paths == local and art.corpus_dir == demo_artifacts / "corpus"
     # the run's own LLM cache follows paths.working_dir with --artifacts too (it once stayed in ./llm_cache)
     assert llm_cache_dir(cfg, art.paths) == tmp_path / "work" / "llm_cache"

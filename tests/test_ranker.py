@@ -86,7 +86,7 @@ def test_the_ranker_trains_on_the_training_questions_and_reorders_them(ranked_ar
     runs = {}
     for on in (False, True):
         cfg = load_config(None, {**base, "ranker.enabled": on})
-        runs[on] = run_pipeline(queries, Artifacts.load(ranked_artifacts, cfg), cfg)
+        runs[on] = run_pipeline(queries, Artifacts.from_folder(ranked_artifacts, cfg), cfg)
     learned, fused = runs[True], runs[False]
     assert set(learned.current_by.values()) == {"ranker"} and set(fused.current_by.values()) == {"fused"}
     assert any(learned.ranked[q][:10] != fused.ranked[q][:10] for q in gold)  # it moved something
@@ -163,7 +163,7 @@ def test_without_the_ranker_artifact_the_stage_is_missing_and_the_count_says_so(
     from lexrag.pipeline import Artifacts, run_pipeline
 
     cfg = load_config(None, {"runtime.progress": False, "ranker.enabled": True, "count.method": "expected_f1", "count.k": 4})
-    art = Artifacts.load(demo_artifacts, cfg, degrade=True)
+    art = Artifacts.from_folder(demo_artifacts, cfg, degrade=True)
     assert art.ranker is None and "ranker" in art.missing
     queries = load_queries(demo_queries)[:3]
     with caplog.at_level("WARNING"):
@@ -194,7 +194,7 @@ def test_reorder_puts_the_learned_order_and_false_keeps_the_fused_one(tiny_input
 
     laws, _ = tiny_inputs
     build_artifacts(load_config(None, {"runtime.progress": False}), laws, tmp_path / "art")
-    art = Artifacts.load(tmp_path / "art", load_config(None, {"runtime.progress": False}))
+    art = Artifacts.from_folder(tmp_path / "art", load_config(None, {"runtime.progress": False}))
     art.ranker = _ReverseModel()
     docs = list(range(len(art.corpus.citations)))
     fused = [(d, 1.0 - i / 100) for i, d in enumerate(docs)]
@@ -218,7 +218,7 @@ def test_laws_only_moves_the_law_candidates_and_keeps_the_court_slots(tiny_input
     laws, courts = tiny_inputs
     out = tmp_path / "art"
     build_artifacts(load_config(None, {"runtime.progress": False}), laws, out, courts=courts)
-    art = Artifacts.load(out, load_config(None, {"runtime.progress": False}))
+    art = Artifacts.from_folder(out, load_config(None, {"runtime.progress": False}))
     art.ranker = _ReverseModel()
     cits = art.corpus.citations
     docs = list(range(len(cits)))
@@ -259,7 +259,7 @@ def test_a_held_out_fold_is_ranked_by_a_ranker_fitted_without_it(ranked_artifact
     from lexrag.stages.ranker import LearnedRanker
 
     cfg = load_config(None, {**CANDIDATES, "ranker.enabled": True})
-    art = Artifacts.load(ranked_artifacts, cfg)
+    art = Artifacts.from_folder(ranked_artifacts, cfg)
     gold = {q: g for q, g in load_gold(training_file).items() if g}
     queries = load_queries(training_file)
     rows, signals = training_rows(queries, gold, dataclasses.replace(art, ranker=None), candidate_config(cfg))
@@ -273,7 +273,7 @@ def test_a_held_out_fold_is_ranked_by_a_ranker_fitted_without_it(ranked_artifact
     # nothing held out: the same training questions, so the model already fitted (no second fit)
     assert held_out_artifacts(art, cfg, gold, {q.query_id: q.text for q in queries}, set()).ranker is art.ranker
     # a loaded artifact holds no training rows: the harness does not refit it, and says why when asked
-    loaded = Artifacts.load(ranked_artifacts, cfg)
+    loaded = Artifacts.from_folder(ranked_artifacts, cfg)
     assert not refits_prior(loaded, cfg)
     with pytest.raises(ValueError, match="training rows"):
         loaded.ranker.refit(rows.qids)
@@ -301,7 +301,7 @@ def test_each_feature_is_read_by_name_and_an_absent_one_takes_the_table_value(ti
     laws, courts = tiny_inputs
     cfg = load_config(None, {"runtime.progress": False})
     build_artifacts(cfg, laws, tmp_path / "art", courts=courts)
-    corpus = Artifacts.load(tmp_path / "art", cfg).corpus
+    corpus = Artifacts.from_folder(tmp_path / "art", cfg).corpus
     cits = corpus.citations
     fused = [(d, 1.0 - i / 100) for i, d in enumerate(range(len(cits)))]
     sig = [(d, 1.0 / (r + 1)) for r, (d, _) in enumerate(fused[1::2])]
@@ -377,7 +377,7 @@ def test_a_signal_no_training_run_has_is_said_at_info_one_its_build_left_out_is_
     laws, _ = tiny_inputs
     cfg = load_config(None, {"runtime.progress": False, "ranker.enabled": True})
     build_artifacts(load_config(None, {"runtime.progress": False}), laws, tmp_path / "art")
-    art = Artifacts.load(tmp_path / "art", load_config(None, {"runtime.progress": False}))
+    art = Artifacts.from_folder(tmp_path / "art", load_config(None, {"runtime.progress": False}))
     art.ranker = _ReverseModel()
     monkeypatch.setattr(stage, "_WARNED", set())
     fused = [(d, 1.0 - i / 100) for i, d in enumerate(range(len(art.corpus.citations)))]

@@ -80,8 +80,8 @@ def register_toy() -> None:
 
     register_section("toy", ToyConfig)
     register_artifact(ArtifactSpec("toy", ("corpus",), switch="toy.enabled", dataset="lexrag-toy", attr="toy", model="toy.model",
-                                   rebuild="python -m lexrag build ... --set toy.enabled=true --out ARTIFACTS"),
-                      build=build_toy, load=load_toy)
+                                   rebuild="python -m lexrag build ... --set toy.enabled=true --out ARTIFACTS",
+                                   build=build_toy, load=load_toy))
     register_stage(ToyStage())
 
 
@@ -128,7 +128,7 @@ def test_a_stage_with_its_own_section_artifact_and_model_is_one_module_plus_one_
         load_config(None, {**on, "toy.top": 0})
     build_artifacts(cfg, laws, tmp_path / "art", courts=courts)
     assert (tmp_path / "art" / "toy" / "docs.json").is_file()
-    art = Artifacts.load(tmp_path / "art", cfg)
+    art = Artifacts.from_folder(tmp_path / "art", cfg)
     assert art.toy == [i for i, c in enumerate(art.corpus.citations) if c.endswith(" ZGB")] and art.toy
     assert art.model_paths["toy"] == toy_encoder
     res = run_pipeline([Query("q1", "Treu und Glauben")], art, cfg)
@@ -148,7 +148,7 @@ def test_a_stage_with_its_own_section_artifact_and_model_is_one_module_plus_one_
         if broken is None:
             shutil.rmtree(tmp_path / "art" / "toy")
         c = load_config(None, {**on, **(broken or {})})
-        art = Artifacts.load(tmp_path / "art", c, degrade=True)
+        art = Artifacts.from_folder(tmp_path / "art", c, degrade=True)
         st = run_status(c, art, run_pipeline([Query("q1", "Treu und Glauben")], art, c)).to_dict()
         assert st["status"] == "DEGRADED" and st["stages"]["toy"]["state"] == "missing", st["stages"]["toy"]
         assert ("no-model" if broken else "toy") in st["stages"]["toy"]["why"]
@@ -173,32 +173,49 @@ def test_build_datasets_builds_a_registered_artifact_from_its_manifest_entry(tmp
     assert entry["params"] == {"code": "ZGB"} and {f["path"] for f in entry["files"]} >= {"docs.json", "params.json"}
 
 
-def test_every_entry_is_bound_to_its_step_functions_through_imports_a_reader_can_follow():
-    """Each catalogue entry has its build step, and a load step exactly when a run loads it, bound
-    as functions the binding module imports by name, so the import graph shows each arrow."""
+def test_every_spec_lives_beside_its_own_steps_and_a_bad_registration_changes_nothing():
+    """Each artifact's spec is declared in the module that owns it, with its build step and a load
+    step exactly when a run loads it, both functions of that module or of what it imports by name
+    (the import graph shows each arrow); the parts no build makes are specs with a load step."""
     import ast
     import inspect
+    import sys
 
-    import lexrag.pipeline.artifacts as A
     import lexrag.pipeline.build as B
-    from lexrag.registry import ARTIFACTS
+    from lexrag.registry import ARTIFACTS, ArtifactSpec, loadable, names
 
     def imported(module) -> set[str]:
-        out = set()
+        out = {module.__name__}
         for node in ast.walk(ast.parse(inspect.getsource(module))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lexrag"):
                 out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
         return out
 
-    assert list(B.BUILDS) == [a.name for a in ARTIFACTS]
-    assert list(A.LOADS) == [a.name for a in ARTIFACTS if a.attr]
-    for table, module in ((B.BUILDS, B), (A.LOADS, A)):
-        for name, fn in table.items():
-            assert callable(fn) and fn.__module__ in imported(module), (name, fn)
-    with pytest.raises(ValueError, match="already registered"):
-        B.register_artifact(ARTIFACTS[1], build=B.BUILDS["bm25"], load=A.LOADS["bm25"])
-    from lexrag.registry import ArtifactSpec
+    def follows(fn, module) -> bool:  # defined there, or in a module it imports (a package re-exports its own)
+        return any(fn.__module__ == m or fn.__module__.startswith(m + ".") for m in imported(module))
 
+    owners = {}
+    for mod in list(sys.modules.values()):
+        own = getattr(mod, "SPEC", None) if (getattr(mod, "__name__", "") or "").startswith("lexrag.") else None
+        if isinstance(own, ArtifactSpec):
+            owners[own.name] = mod
+    assert set(names()) <= set(owners), set(names()) - set(owners)  # every dataset's spec is some module's SPEC
+    for a in ARTIFACTS:
+        if a.name not in names():
+            assert a.load is not None and a.fix and not a.dataset, a  # a part: loaded, with its fix
+            continue
+        mod = owners[a.name]
+        assert callable(a.build) and follows(a.build, mod), (a.name, a.build)
+        assert (a.load is not None) == (a.attr is not None), a.name
+        if a.load is not None:
+            assert follows(a.load, mod), (a.name, a.load)
+    assert set(loadable()) >= {"bm25", "graph", "prior", "ranker", "dictionary", "bm25_en", "semantic", "reranker", "llm",
+                               "calibration"}
+    with pytest.raises(ValueError, match="already registered"):
+        B.register_artifact(ARTIFACTS[0])
     with pytest.raises(ValueError, match="load step exactly when"):
-        B.register_artifact(ArtifactSpec("toy2", ("corpus",), attr="toy2"), build=build_toy)
-    assert list(B.BUILDS) == [a.name for a in ARTIFACTS] and "toy2" not in A.LOADS  # refused: nothing changed
+        B.register_artifact(ArtifactSpec("toy2", ("corpus",), dataset="lexrag-toy2", attr="toy2", build=build_toy))
+    with pytest.raises(ValueError, match="needs its build step"):
+        B.register_artifact(ArtifactSpec("toy3", ("corpus",), dataset="lexrag-toy3"))
+    assert not {"toy2", "toy3"} & {a.name for a in ARTIFACTS}  # refused: nothing changed
+

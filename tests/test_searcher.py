@@ -31,7 +31,7 @@ def test_search_returns_ranked_hits_with_the_text_of_their_corpus_document(searc
 
 def test_search_and_answer_agree_with_a_run_of_the_same_question(searcher, demo_artifacts):
     cfg = load_config("lexical", {"runtime.progress": False})
-    res = run_pipeline([Query("x", Q)], Artifacts.load(demo_artifacts, cfg), cfg)
+    res = run_pipeline([Query("x", Q)], Artifacts.from_folder(demo_artifacts, cfg), cfg)
     assert searcher.answer(Q) == res.predictions["x"]
     ranked = [h.citation for h in searcher.search(Q, k=50)]
     corpus_keys = [c for c in res.ranked["x"] if c in set(searcher.artifacts.corpus.citations)]

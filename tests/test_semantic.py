@@ -326,13 +326,13 @@ def test_pipeline_with_semantic_and_rerank(tmp_path, tiny_encoder, tiny_reranker
     build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), folder / "bm25", cfg.lexical, corpus_id=cid)
     build_embeddings(corpus, tiny_encoder, folder / "embeddings", corpus_id=cid, shard_size=5, device="cpu", max_seq=64)
     with pytest.raises(ArtifactError, match="fields: artifact has \\['title', 'text'\\], config wants \\['text'\\]"):
-        Artifacts.load(folder, cfg)
+        Artifacts.from_folder(folder, cfg)
     import shutil
 
     shutil.rmtree(folder / "embeddings")
     build_embeddings(corpus, tiny_encoder, folder / "embeddings", corpus_id=cid, shard_size=5, device="cpu", fields=["text"],
                      max_seq=64)
-    art = Artifacts.load(folder, cfg)
+    art = Artifacts.from_folder(folder, cfg)
     res = run_pipeline([Query("q", SENTENCES[5])], art, cfg)
     assert {r.signal for r in res.signals} == {"citation_seeds", "bm25_query", "dense_query"}
     dense = [d for d, _ in next(r for r in res.signals if r.signal == "dense_query").hits["q"]]
@@ -375,7 +375,7 @@ def test_a_reranker_that_drops_every_candidate_leaves_the_fused_order(tmp_path, 
     cfg = load_config(None, {"runtime.progress": False, "graph.enabled": False, "rerank.enabled": True,
                              "rerank.model": str(tiny_reranker), "rerank.device": "cpu", "rerank.tau": 2.0, "count.k": 3})
     build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), folder / "bm25", cfg.lexical, corpus_id=corpus_id(corpus.folder))
-    res = run_pipeline([Query("q", SENTENCES[5])], Artifacts.load(folder, cfg), cfg)
+    res = run_pipeline([Query("q", SENTENCES[5])], Artifacts.from_folder(folder, cfg), cfg)
     assert len(res.predictions["q"]) == 3 and res.current.hits["q"] == res.fused.hits["q"]
 
 

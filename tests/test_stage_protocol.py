@@ -51,7 +51,7 @@ def echo():
 def test_a_registered_stage_runs_in_its_phase_is_timed_and_yields_to_the_budget(echo, demo_artifacts):
     assert [s.name for s in registered_stages()].index("echo") > [s.name for s in registered_stages()].index("graph")
     cfg = load_config(None, {"runtime.progress": False, "graph.enabled": True, "fusion.weights": {"echo": 0.5, "bm25_query": 1.0}})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     res = run_pipeline(Q, art, cfg)
     # after content and seed fusion (and the graph stage registered before it in the same phase)
     assert Echo.seen["queries"] == ["a", "b"] and {"citation_seeds", "bm25_query", "ppr"} <= Echo.seen["signals"]
@@ -71,7 +71,7 @@ def test_a_registered_stage_runs_in_its_phase_is_timed_and_yields_to_the_budget(
                                        "count.whole_articles_from": 2}])
 def test_chunks_see_every_signal_and_give_the_same_answer(demo_artifacts, over):
     cfg = load_config(None, {"runtime.progress": False, **over})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     whole = run_pipeline(Q, art, cfg)
     cfg.runtime.batch_size = 1
     chunked = run_pipeline(Q, art, cfg)
@@ -90,7 +90,7 @@ def test_a_stage_breaking_the_protocol_is_named(demo_artifacts):
     register_stage(Bad())
     try:
         with pytest.raises(StageError, match="stage 'bad' must return a list of Rankings"):
-            run_pipeline(Q, Artifacts.load(demo_artifacts, load_config(None, {"runtime.progress": False})),
+            run_pipeline(Q, Artifacts.from_folder(demo_artifacts, load_config(None, {"runtime.progress": False})),
                          load_config(None, {"runtime.progress": False}))
         with pytest.raises(StageError, match="already registered"):
             register_stage(Bad())
@@ -175,7 +175,7 @@ def test_a_failing_stage_leaves_no_half_written_query_state(demo_artifacts):
     register_stage(Half())
     try:
         cfg = load_config(None, {"runtime.progress": False, "runtime.on_stage_error": "skip"})
-        res = run_pipeline(Q, Artifacts.load(demo_artifacts, cfg), cfg)
+        res = run_pipeline(Q, Artifacts.from_folder(demo_artifacts, cfg), cfg)
     finally:
         unregister_stage("half")
     a, b = res.states
@@ -246,15 +246,16 @@ def test_every_registered_stage_keeps_the_contract(name, demo_artifacts):
     from lexrag.pipeline.context import make_context
     from lexrag.pipeline.run import _merge
     from lexrag.signals import known_signals
-    from lexrag.stages.base import PARTS, BatchState, needs_of
+    from lexrag.registry import loadable
+    from lexrag.stages.base import BatchState, needs_of
 
     stage = next(s for s in registered_stages() if s.name == name)
     assert isinstance(stage.phase, Phase) and isinstance(stage.essential, bool)
     assert isinstance(stage.signals, tuple) and set(stage.signals) <= set(known_signals())
-    assert isinstance(stage.needs, tuple) and set(stage.needs) <= set(PARTS) and all(fix_for(n) for n in stage.needs)
+    assert isinstance(stage.needs, tuple) and set(stage.needs) <= set(loadable()) and all(fix_for(n) for n in stage.needs)
     cfg = load_config("exam", {"runtime.progress": False})
     assert set(needs_of(stage, cfg)) <= set(stage.needs)  # what it needs under a config is among what it declares
-    art = Artifacts.load(demo_artifacts, cfg, degrade=True)  # what the demo lacks (the prior) is left out
+    art = Artifacts.from_folder(demo_artifacts, cfg, degrade=True)  # what the demo lacks (the prior) is left out
     on = stage.enabled(cfg, art)
     assert on in (True, False)
     if not on:  # run is only called on an enabled stage (the LLM stages, the ranker: their parts are not in the demo)

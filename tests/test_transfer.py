@@ -47,9 +47,9 @@ def test_the_lexical_stage_applies_the_vote_and_the_weight_is_range_checked(demo
     base = load_config(DEMO / "config.yaml", {**every, "lexical.code_vote": 0.0, "lexical.numbered_code_weight": 1.0})
     voted = load_config(DEMO / "config.yaml", {**every, "lexical.code_vote": 3.0})
     q = [QueryState("q", "Der Arbeitgeber kündigt das Arbeitsverhältnis fristlos; hat der Arbeitnehmer Anspruch auf Lohn?")]
-    art = Artifacts.load(demo_artifacts, base)
+    art = Artifacts.from_folder(demo_artifacts, base)
     plain = run_pipeline(q, art, base)
-    lifted = run_pipeline(q, Artifacts.load(demo_artifacts, voted), voted)
+    lifted = run_pipeline(q, Artifacts.from_folder(demo_artifacts, voted), voted)
     sig = lambda res: [d for d, _ in next(s for s in res.signals if s.signal == "bm25_query").hits["q"]]
     a, b = sig(plain), sig(lifted)
     assert sorted(a) == sorted(b)  # the same documents, reordered: the vote filters nothing
@@ -220,7 +220,7 @@ def test_whole_articles_follow_their_nth_paragraph_and_take_a_slot_of_the_count(
     cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "count.method": "fixed", "count.k": 5})
     on = load_config(DEMO / "config.yaml", {"runtime.progress": False, "count.method": "fixed", "count.k": 5, "count.whole_articles": 1})
     qs = load_queries(DEMO / "queries_demo.csv")[:3]
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     plain, whole = run_pipeline(qs, art, cfg), run_pipeline(qs, art, on)
     for q in plain.query_ids:
         expect = with_whole_articles(plain.ranked[q], range(len(plain.ranked[q]), 0, -1), 1)[0]
@@ -334,7 +334,7 @@ def test_the_statute_stage_emits_the_codes_the_vote_and_the_learned_model_agree_
                                      "t2": "Der Vermieter verlangt vom Mieter den Mietzins.",
                                      "t3": "Die Ehegatten verlangen die Scheidung ihrer Ehe."})
     plain = load_config(DEMO / "config.yaml", {"runtime.progress": False})  # the demo has no prior artifact to load
-    art = dataclasses.replace(Artifacts.load(demo_artifacts, plain), prior=prior)
+    art = dataclasses.replace(Artifacts.from_folder(demo_artifacts, plain), prior=prior)
     queries = {q.query_id: q for q in load_queries(demo_queries)}
     res = run_pipeline([queries["demo_07"]], art, cfg)  # "Wann ist die Kündigung eines Arbeitsverhältnisses missbräuchlich?"
     agreed = next(s for s in res.signals if s.signal == "bm25_statute_agreed").hits["demo_07"]
@@ -393,7 +393,7 @@ def test_the_pipeline_leaves_the_first_slots_as_ranked_when_told(demo_artifacts)
     cfg = load_config(DEMO / "config.yaml", base)
     on = load_config(DEMO / "config.yaml", {**base, "count.whole_articles": 1, "count.whole_articles_from": 2})
     qs = load_queries(DEMO / "queries_demo.csv")[:4]
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     plain, whole = run_pipeline(qs, art, cfg), run_pipeline(qs, art, on)
     for q in plain.query_ids:
         expect = with_whole_articles(plain.ranked[q], range(len(plain.ranked[q]), 0, -1), 1, start=2)[0]

@@ -78,7 +78,7 @@ def test_run_writes_a_run_file_that_evaluate_and_fuse_read(tmp_path, demo_artifa
     assert r.returncode == 0, r.stderr
     assert "a TREC run of" in r.stdout
     cfg = load_config("lexical")
-    res = run_pipeline(load_queries(queries), Artifacts.load(demo_artifacts, cfg), cfg)
+    res = run_pipeline(load_queries(queries), Artifacts.from_folder(demo_artifacts, cfg), cfg)
     back = read_trec_run(run)
     assert {q: [c for c, _ in h] for q, h in back.items()} == {q: v for q, v in res.ranked.items() if v}
     gold = load_gold(queries)

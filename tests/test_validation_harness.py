@@ -84,7 +84,7 @@ def test_no_signal_is_computed_twice_across_ablation_rows_and_grid_points(tmp_pa
     real = BM25Variants.search
     monkeypatch.setattr(BM25Variants, "search", staticmethod(lambda art, lc, text: searched.update([text]) or real(art, lc, text)))
     cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     cache = SignalCache()
     incremental_ablation(cfg, art, demo_queries, tmp_path / "inc", cache=cache)
     ablation_table(cfg, art, demo_queries, tmp_path / "abl")
@@ -101,7 +101,7 @@ def test_a_stage_switched_off_contributes_nothing(demo_artifacts, demo_queries):
 
     queries = load_queries(demo_queries)
     cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     off = load_config(DEMO / "config.yaml", {"runtime.progress": False, "graph.enabled": False})
     a = run_pipeline(queries, art, off)
     b = run_pipeline(queries, dataclasses.replace(art, graph=None), off)
@@ -259,7 +259,7 @@ def test_statute_detection_reads_abbreviations_and_names_from_the_corpus(demo_ar
     det_fr = replace(det, aliases={"CO": "OR", "LLC": "ZGB"})
     assert det_fr.detect("Orion Transport LLC rents a truck (Art. 267a CO) and Art. 8 ZGB") == ["OR", "ZGB"]
     cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "statutes.enabled": True})
-    res = run_pipeline(load_queries(demo_queries), Artifacts.load(demo_artifacts, cfg), cfg)
+    res = run_pipeline(load_queries(demo_queries), Artifacts.from_folder(demo_artifacts, cfg), cfg)
     sig = next(s for s in res.signals if s.signal == "bm25_statute")
     q17 = sig.hits["demo_17"]  # "... self-defence under Art. 15 StGB": only StGB paragraphs
     assert q17 and all(corpus.citations[d].endswith(" StGB") for d, _ in q17)
@@ -312,7 +312,7 @@ def test_article_ranking_scores_articles_from_their_paragraphs(demo_artifacts, d
         expected[i] = max(xs) + 0.3 * (sum(xs) - max(xs))
     assert len(by_article) == index.n and np.allclose(article_scores(index, rnd, 0.3), expected)
     cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "articles.enabled": True, "articles.top_articles": 3})
-    res = run_pipeline(load_queries(demo_queries), Artifacts.load(demo_artifacts, cfg), cfg)
+    res = run_pipeline(load_queries(demo_queries), Artifacts.from_folder(demo_artifacts, cfg), cfg)
     sig = next(s for s in res.signals if s.signal == "bm25_article")
     for qid, hits in sig.hits.items():  # whole articles, at most three of them, each article's paragraphs together
         arts = [corpus.parents[d] for d, _ in hits]
@@ -351,7 +351,7 @@ def test_feedback_expands_the_question_with_the_words_of_its_top_documents(demo_
     from lexrag.stages.feedback import expansion_terms
 
     cfg = load_config(DEMO / "config.yaml", {"runtime.progress": False, "feedback.enabled": True})
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     q = "Wer haftet für Schaden?"
     ids, _ = art.bm25.search(q, 5)
     terms = expansion_terms(art.bm25, art.corpus.texts(ids.tolist()), set(art.bm25.analyzer(q)), 10)
@@ -407,7 +407,7 @@ def test_a_saved_run_is_read_back_and_re_fused_to_the_same_order(tmp_path, demo_
     from lexrag.pipeline import Artifacts
 
     cfg = load_config(None, {"runtime.progress": False, "graph.enabled": True})
-    _, result = validate_run(cfg, Artifacts.load(demo_artifacts, cfg), demo_queries, tmp_path / "v")
+    _, result = validate_run(cfg, Artifacts.from_folder(demo_artifacts, cfg), demo_queries, tmp_path / "v")
     run = read_run_file(tmp_path / "v" / "signals.parquet")
     assert run.predictions == result.predictions
     assert {r.signal for r in run.signals} == {r.signal for r in result.signals}
@@ -451,7 +451,7 @@ def test_lexrag_fuse_re_fuses_a_saved_run_as_a_run_with_those_settings_would(tmp
 
     over = {"runtime.progress": False, "graph.enabled": True}
     cfg = load_config(None, over)
-    art = Artifacts.load(demo_artifacts, cfg)
+    art = Artifacts.from_folder(demo_artifacts, cfg)
     saved, _ = validate_run(cfg, art, demo_queries, tmp_path / "v")
     other, _ = validate_run(load_config(None, {**over, "fusion.rrf_k": 1}), art, demo_queries, tmp_path / "v1")
     r = fuse("--set", "fusion.rrf_k=1")

@@ -1,24 +1,79 @@
-"""The artifact catalogue: every artifact a run can load or a build can make, declared once.
+"""The catalogue of what a run loads and a build makes: one :class:`ArtifactSpec` per part.
 
-Each :class:`ArtifactSpec` says what an artifact is: what it depends on, the config switch or
-build input that asks for it, its Kaggle dataset and build notebook, the
-:class:`lexrag.pipeline.Artifacts` attribute it fills, and the command that rebuilds it.  These
-are plain data, so every floor of the package can read them (an index's error message names its
-rebuild command).  The functions that build and load each artifact are bound to these entries in
-:mod:`lexrag.pipeline.build`, the floor that sees every step; adding an artifact is one entry
-here, one there, and its two steps in the module that owns it.
+Each artifact declares its spec in the module that owns it (``SPEC = declare(ArtifactSpec(...))``
+beside its build and load steps): the corpus and the indexes in :mod:`lexrag.index`, the ranker in
+:mod:`lexrag.pipeline.ranker_fit` (its build runs the pipeline), the LLM cache in
+:mod:`lexrag.llm.cache`, the wheels in :mod:`lexrag.io.wheels`; the parts a run loads that no
+build makes (the dense index with its encoder, the reranker, the calibration, the LLM) in
+:mod:`lexrag.pipeline.artifacts`.  A spec says its name, dataset, title and description, the
+build inputs it reads, its build and load steps, the command that rebuilds it, how to get it
+back when it is missing, and its licence; the manifest's fields, the build command lines' input
+flags (:data:`INPUTS`), the run status's fixes and ``build_datasets.py`` read them from here.
+:mod:`lexrag.pipeline.catalogue` imports every owning module, so the catalogue is whole wherever
+a run or a build is; below it, a module sees its own entry (a message names its rebuild command).
 """
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
     from lexrag.config import Config
 
-__all__ = ["ArtifactSpec", "BuildInputs", "ARTIFACTS", "spec", "names", "declare", "withdraw", "rebuild_command"]
+__all__ = ["ArtifactSpec", "BuildInput", "BuildInputs", "INPUTS", "ARTIFACTS", "spec", "names", "declare", "withdraw",
+           "rebuild_command", "fix_for", "build_order", "add_input_arguments", "input_flag", "loadable"]
+
+
+@dataclass(frozen=True)
+class BuildInput:
+    """A file a build reads, as the build command lines take it: ``field`` of :class:`BuildInputs`,
+    its flag and the help both ``lexrag build`` and ``build_datasets.py`` show."""
+
+    field: str
+    flag: str
+    metavar: str
+    help: str
+    datasets_only: bool = False  # read only by build_datasets.py (what `lexrag build` never makes reads it)
+
+
+INPUTS: tuple[BuildInput, ...] = (
+    BuildInput("laws", "--laws", "LAWS.csv", "laws_de.csv: the law paragraphs (needed to build the corpus)"),
+    BuildInput("courts", "--courts", "COURTS.csv", "court_considerations.csv (default: the one beside --laws, when there is one)"),
+    BuildInput("law_keys", "--law-keys", "KEYS.txt", "law citation keys, one per line; keys missing from --laws join with "
+               "empty text"),
+    BuildInput("abbreviations", "--abbreviations", "JSON", "abbrev-translations.json of the competition's starter kit: the "
+               "French and Italian abbreviations of the law codes, so citations written with them resolve"),
+    BuildInput("headings", "--headings", "HEADINGS.csv", "citation,article_heading,path CSV (scripts/make_headings.py makes one "
+               "from public Fedlex-derived snapshots): each law paragraph's article heading and the headings above it, indexed "
+               "beside its text"),
+    BuildInput("train", "--train", "TRAIN.csv", "a training CSV with gold_citations: builds the prior, and the ranker with a "
+               "config that switches it on (never the validation file)"),
+    BuildInput("dictionary", "--dictionary", "FILE", "the English-German dictionary for the dictionary artifact: Ding's "
+               "/usr/share/trans/de-en (Debian trans-de-en) or FreeDict's /usr/share/dictd/freedict-eng-deu.index"),
+    BuildInput("laws_en", "--laws-en", "LAWS_EN.csv", "citation,text,title CSV of the laws' English texts keyed by their German "
+               "citations: builds the English BM25 index (bm25_en) that english.enabled searches; its licence is not settled, so keep "
+               "it private"),
+    BuildInput("llm_cache", "--llm-cache", "DIR", "an LLM cache folder a live run filled (llm.cache_dir): shipped for replay",
+               datasets_only=True),
+)
+
+
+def input_flag(name: str) -> str:
+    """How a user gives build input ``name`` (a :class:`BuildInputs` field): its flag and a
+    placeholder, with what it is."""
+    i = next(i for i in INPUTS if i.field == name)
+    return f"{i.flag} {i.metavar} ({i.help.split(':')[0]})"
+
+
+def add_input_arguments(parser: argparse.ArgumentParser, datasets: bool, required: tuple[str, ...] = ()) -> None:
+    """Add the build-input flags of :data:`INPUTS` to ``parser``: those ``lexrag build`` reads, and
+    with ``datasets`` those only ``build_datasets.py`` reads; ``required`` among them required."""
+    for i in INPUTS:
+        if datasets or not i.datasets_only:
+            parser.add_argument(i.flag, required=i.field in required, metavar=i.metavar, help=i.help)
 
 
 @dataclass
@@ -41,12 +96,18 @@ class BuildInputs:
 
 @dataclass(frozen=True)
 class ArtifactSpec:
+    """One part of the catalogue: an artifact a build makes (``dataset`` set) or a part a run loads
+    that no build makes (a model, the calibration: ``dataset`` empty, ``fix`` says how to get it)."""
+
     name: str
     depends_on: tuple[str, ...] = ()
     switch: str | None = None  # config field that asks for it ("lexical.enabled"); None: always
     needs_input: str | None = None  # BuildInputs field without which the build skips it ("train")
-    input_flag: str | None = None  # how a user gives that input ("--train TRAIN.csv")
-    dataset: str = ""
+    reads: tuple[str, ...] = ()  # every BuildInputs field its build step reads (the input flags it owns)
+    dataset: str = ""  # its Kaggle dataset; empty for a part no build makes
+    title: str = ""  # the dataset's title
+    description: str = ""  # what the dataset holds (the manifest and dataset-metadata.json)
+    builder: str = ""  # the build_datasets.py command recorded in the manifest
     notebook: str | None = None
     attr: str | None = None  # the Artifacts attribute its load step fills; None: not loaded by a run
     model: str | None = None  # config field naming a model folder its load step reads ("toy.model"): located first,
@@ -54,19 +115,33 @@ class ArtifactSpec:
     in_build: bool = True  # `lexrag build` makes it (wheels and the LLM cache come from build_datasets.py only)
     build_with: str | None = None  # BuildInputs field: built whenever it is given, even with the switch off
     rebuild: str = ""  # the command that rebuilds it, for the messages that refuse a broken one
+    fix: str = ""  # how to get it back when a run misses it (default: attach its dataset or rebuild it)
     only_when_wanted: bool = False  # with needs_input: built only when the config also asks for it (the ranker)
     # what its dataset's licence is: "competition" (built from the competition's files or its training gold:
     # the competition's rules govern it, kept private), "own" (the licence its params.json records: its
     # source's), "wheels" (the carried packages' own licences, listed in the dataset)
     licence: str = "competition"
+    build: Callable | None = None  # step(cfg, dest, inputs) -> bool | None (False: incomplete, run again to resume);
+    # the wheels' step(dest, manifest_entry)
+    load: Callable | None = None  # an artifact's step(folder, cfg, art) -> object; a part's step(loading)
+
+    @property
+    def input_flag(self) -> str | None:
+        return input_flag(self.needs_input) if self.needs_input else None
+
+    @property
+    def is_artifact(self) -> bool:
+        return bool(self.dataset)
 
     def to_build(self, cfg: "Config", inputs: "BuildInputs") -> bool:
         """``lexrag build`` makes it: its input is there, and the config asks for it, or it reads an
         input of its own (the prior from --train), or the input it is built with is given."""
+        if not self.is_artifact or not self.in_build:
+            return False
         if self.only_when_wanted:
-            return self.in_build and self.has_input(inputs) and self.wanted(cfg)
-        return (self.in_build and self.has_input(inputs)
-                and (bool(self.needs_input) or self.wanted(cfg) or bool(self.build_with and getattr(inputs, self.build_with))))
+            return self.has_input(inputs) and self.wanted(cfg)
+        return self.has_input(inputs) and (bool(self.needs_input) or self.wanted(cfg)
+                                           or bool(self.build_with and getattr(inputs, self.build_with)))
 
     def wanted(self, cfg: "Config") -> bool:
         """The config asks for it (``switch`` on, or no switch)."""
@@ -80,55 +155,31 @@ class ArtifactSpec:
     def has_input(self, inputs: BuildInputs) -> bool:
         return self.needs_input is None or bool(getattr(inputs, self.needs_input))
 
+    def how_to_get(self) -> str:
+        """How to provide it when a run misses it: its own ``fix``, else attach its dataset (built
+        over the attached corpus, when it is) or rebuild it."""
+        if self.fix:
+            return self.fix
+        over = " built over the attached corpus" if "corpus" in self.depends_on else ""  # the dictionary reads no corpus
+        return f"attach the {self.dataset} dataset{over}, or build it: {self.rebuild}"
 
-ARTIFACTS: list[ArtifactSpec] = [
-    ArtifactSpec("corpus", needs_input="laws", input_flag="--laws laws_de.csv", dataset="lexrag-corpus",
-                 notebook="01_build_corpus", attr="corpus",
-                 rebuild="python -m lexrag build --laws LAWS.csv [--courts COURTS.csv] [--abbreviations abbrev-translations.json] "
-                         "[--headings HEADINGS.csv] --out ARTIFACTS (or build_datasets.py --only corpus)"),
-    ArtifactSpec("bm25", ("corpus",),
-                 switch="lexical.enabled", dataset="lexrag-bm25", notebook="02_build_bm25", attr="bm25",
-                 rebuild="python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only bm25)"),
-    ArtifactSpec("embeddings", ("corpus",),
-                 switch="semantic.enabled", dataset="lexrag-embeddings", notebook="04_build_embeddings",
-                 rebuild="notebooks/04_build_embeddings (or build_datasets.py --only embeddings) on a GPU"),
-    ArtifactSpec("graph", ("corpus",),
-                 switch="graph.enabled", dataset="lexrag-graph", notebook="03_build_graph", attr="graph", build_with="courts",
-                 rebuild="python -m lexrag build ... --courts COURTS.csv --out ARTIFACTS (or build_datasets.py --only graph)"),
-    ArtifactSpec("prior", switch="prior", needs_input="train", input_flag="--train TRAIN.csv (a training CSV with gold_citations)",
-                 dataset="lexrag-prior", attr="prior",
-                 rebuild="python -m lexrag build ... --train TRAIN.csv --out ARTIFACTS (or build_datasets.py --only prior)"),
-    ArtifactSpec("ranker", ("corpus", "bm25"), switch="ranker.enabled", needs_input="train", only_when_wanted=True,
-                 input_flag="--train TRAIN.csv (a training CSV with gold_citations)", dataset="lexrag-ranker", attr="ranker",
-                 rebuild="python -m lexrag build ... --train TRAIN.csv --config CONFIG --out ARTIFACTS, CONFIG the one "
-                         "that runs it (exam) (or build_datasets.py --only ranker --train TRAIN.csv --config CONFIG)"),
-    ArtifactSpec("dictionary", switch="dictionary.enabled", needs_input="dictionary", licence="own",
-                 input_flag="--dictionary FILE (Ding's de-en file: apt-get install trans-de-en puts it at /usr/share/trans/de-en)",
-                 dataset="lexrag-dictionary", attr="dictionary",
-                 rebuild="python -m lexrag build ... --dictionary /usr/share/trans/de-en --out ARTIFACTS "
-                         "(or build_datasets.py --only dictionary --dictionary FILE)"),
-    ArtifactSpec("bm25_en", ("corpus",), switch="english.enabled", needs_input="laws_en", build_with="laws_en", licence="own",
-                 input_flag="--laws-en laws_en.csv (English texts of the laws keyed by their German citations)",
-                 dataset="lexrag-bm25-en", attr="bm25_en",
-                 rebuild="python -m lexrag build ... --laws-en laws_en.csv --out ARTIFACTS "
-                         "(or build_datasets.py --only corpus,bm25_en --laws-en laws_en.csv)"),
-    ArtifactSpec("llm_cache", switch="llm.enabled", needs_input="llm_cache",
-                 input_flag="--llm-cache DIR (the llm.cache_dir of a live run)", dataset="lexrag-llm-cache", in_build=False,
-                 rebuild="a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "
-                         "(or attach the lexrag-llm-cache dataset)"),
-    ArtifactSpec("wheels", dataset="lexrag-wheels", in_build=False, licence="wheels",
-                 rebuild="python build_datasets.py --only wheels --out DATASETS"),
-]
+
+ARTIFACTS: list[ArtifactSpec] = []  # in declaration order; build_order() is the order a build follows
 
 
 def declare(s: ArtifactSpec) -> ArtifactSpec:
-    """Add an artifact's entry (after the built-in ones; its dependencies must come first); its
-    steps are bound by :func:`lexrag.pipeline.build.register_artifact`, which calls this."""
+    """Add a part to the catalogue, once, where its module is imported (in whatever order the
+    modules are: :func:`build_order` orders them, and says what an entry depends on that no
+    entry provides)."""
     if any(a.name == s.name for a in ARTIFACTS):
         raise ValueError(f"an artifact named {s.name!r} is already registered")
-    missing = [d for d in s.depends_on if d not in names()]
-    if missing:
-        raise ValueError(f"artifact {s.name!r} depends on {missing}, which no earlier entry provides")
+    unknown = [f for f in (s.needs_input, s.build_with, *s.reads) if f and f not in {i.field for i in INPUTS}]
+    if unknown:
+        raise ValueError(f"artifact {s.name!r} reads build inputs {unknown}, which INPUTS does not hold")
+    if s.is_artifact and s.build is None:
+        raise ValueError(f"artifact {s.name!r}: a dataset needs its build step")
+    if (s.attr is not None) != (s.is_artifact and s.load is not None):
+        raise ValueError(f"artifact {s.name!r}: give a load step exactly when attr names what it fills")
     ARTIFACTS.append(s)
     return s
 
@@ -137,23 +188,56 @@ def withdraw(name: str) -> None:
     ARTIFACTS[:] = [a for a in ARTIFACTS if a.name != name]
 
 
-OTHER_REBUILDS = {"calibration": "python -m lexrag calibrate --queries FILE --artifacts ARTIFACTS"}  # not datasets
-
-
 def rebuild_command(name: str) -> str:
-    """The command that rebuilds artifact ``name``."""
+    """The command that rebuilds ``name`` (for a part no build makes, how to get it)."""
     for a in ARTIFACTS:
-        if a.name == name and a.rebuild:
-            return a.rebuild
-    return OTHER_REBUILDS.get(name, "rebuild the artifact")
+        if a.name == name:
+            return a.rebuild or a.fix
+    return "rebuild the artifact"
+
+
+def fix_for(part: str) -> str:
+    """How to provide missing part ``part`` (from its spec), or "" for a name the catalogue lacks."""
+    for a in ARTIFACTS:
+        if a.name == part:
+            return a.how_to_get()
+    return ""
 
 
 def names() -> list[str]:
-    return [a.name for a in ARTIFACTS]
+    """The artifacts a dataset holds, in build order."""
+    return [a.name for a in build_order()]
+
+
+def loadable() -> list[str]:
+    """Every part a run can load after the corpus: an artifact with a load step, or a part."""
+    return [a.name for a in ARTIFACTS if a.name != "corpus" and a.load is not None]
+
+
+def build_order() -> list[ArtifactSpec]:
+    """The artifacts a dataset holds in the order a build makes them: each after what it depends
+    on, level by level, the corpus first and then by name within a level (the same order however
+    the modules were imported)."""
+    by_name = {a.name: a for a in ARTIFACTS}
+    level: dict[str, int] = {}
+
+    def depth(name: str, seen: tuple[str, ...]) -> int:
+        if name not in by_name:
+            raise ValueError(f"artifact {seen[-1]!r} depends on {name!r}, which no entry of the catalogue provides")
+        if name in seen:
+            raise ValueError(f"artifacts depend on each other in a circle: {' -> '.join(seen + (name,))}")
+        if name not in level:
+            level[name] = 1 + max((depth(d, seen + (name,)) for d in by_name[name].depends_on), default=-1)
+        return level[name]
+
+    arts = [a for a in ARTIFACTS if a.is_artifact]
+    for a in ARTIFACTS:
+        depth(a.name, ())
+    return sorted(arts, key=lambda a: (level[a.name], a.name != "corpus", a.name))
 
 
 def spec(name: str) -> ArtifactSpec:
     for a in ARTIFACTS:
         if a.name == name:
             return a
-    raise KeyError(f"no artifact named {name!r}; known: {', '.join(names())}")
+    raise KeyError(f"no artifact named {name!r}; known: {', '.join(a.name for a in ARTIFACTS)}")

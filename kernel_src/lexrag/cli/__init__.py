@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 from lexrag import __version__
+from lexrag.registry import add_input_arguments
 
 _PYTHON_FORMATWARNING = warnings.formatwarning
 
@@ -48,7 +49,7 @@ def _artifacts(args: argparse.Namespace, cfg, degrade: bool = False):
 
     paths = paths_for(args.artifacts, cfg.paths)
     try:
-        return Artifacts.load(None, cfg, paths=paths, skip_missing=degrade), paths
+        return Artifacts.load(paths, cfg, skip_missing=degrade), paths
     except ArtifactError as e:
         if on_kaggle() or args.artifacts:
             raise
@@ -344,20 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = _verb(sub, "build", "build the artifacts from the competition CSVs: corpus and BM25, the graph with "
                             "court considerations, the prior with --train, the dictionary with --dictionary", common)
-    b.add_argument("--laws", required=True, help="laws_de.csv")
-    b.add_argument("--courts", help="court_considerations.csv (default: the one beside --laws, when there is one)")
+    add_input_arguments(b, datasets=False, required=("laws",))
     b.add_argument("--no-courts", action="store_true", help="laws only, even with court_considerations.csv beside --laws")
-    b.add_argument("--train", help="training CSV with gold_citations: builds the prior artifact, and the ranker with "
-                   "ranker.enabled (never the validation file)")
-    b.add_argument("--dictionary", help="Ding's /usr/share/trans/de-en (Debian trans-de-en) or FreeDict's /usr/share/dictd/"
-                   "freedict-eng-deu.index (dict-freedict-eng-deu): builds the dictionary artifact for the dict_de variant")
-    b.add_argument("--law-keys", help="file of law citation keys, one per line; keys missing from --laws join with empty text")
-    b.add_argument("--abbreviations", help="abbrev-translations.json (starter kit): French and Italian abbreviations of the law codes")
-    b.add_argument("--headings", help="citation,article_heading,path CSV (scripts/make_headings.py): each law paragraph's "
-                   "article heading and the headings above it, indexed beside its text (lexical.fields)")
-    b.add_argument("--laws-en", help="citation,text,title CSV of the laws' English texts keyed by their German citations: builds "
-                   "the bm25_en artifact (english.enabled searches English questions in it); its licence is not settled, so "
-                   "keep it private")
     b.add_argument("--out", required=True, help="artifacts folder to write")
     cfg_args(b)
     b.set_defaults(func=cmd_build)

@@ -196,7 +196,7 @@ def _checks(args, torch, devices: list[str], gpus: list[int], work: Path) -> int
                 "llm.cache_dir": str(work / "llm_cache"), "verify.enabled": True, "count.k": 5}
         cfg = load_config(None, over)
         build_artifacts(cfg, _tiny_laws(work / "laws.csv", SENTENCES), work / "art")
-        art = Artifacts.load(work / "art", cfg)
+        art = Artifacts.from_folder(work / "art", cfg)
         real = art.loaders["reranker"]
         calls = {"n": 0}
 

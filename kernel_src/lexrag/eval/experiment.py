@@ -218,7 +218,7 @@ def run_experiment(variants: Sequence[Variant], data: str | Path, artifacts: str
     has_english = (Path(artifacts) / "bm25_en" / "params.json").is_file()
     base_cfg = load_config(config, {**RANK, "graph.enabled": True, "prior.enabled": True, "dictionary.enabled": has_dictionary,
                                     "english.enabled": has_english})
-    base_art = Artifacts.load(artifacts, base_cfg)
+    base_art = Artifacts.from_folder(artifacts, base_cfg)
     cache = SignalCache()
     rows: dict[str, dict] = {}
     scores: dict[str, dict[str, FoldScores]] = {g: {} for g in by}

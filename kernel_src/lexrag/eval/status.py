@@ -17,32 +17,11 @@ from typing import Any
 
 from lexrag.config import Config
 from lexrag.io.procmem import process_memory
-from lexrag.registry import names, spec
+from lexrag.pipeline import artifacts as _parts  # noqa: F401  (declares every artifact and part: their fixes)
+from lexrag.registry import fix_for
 from lexrag.stages.base import Phase, asked_for, blocked, needs_of, registered_stages
 
 __all__ = ["StageRow", "RunStatus", "run_status", "failed_status", "measured", "measured_table", "fix_for"]
-
-# how to get back a part that no dataset of the registry holds (models, the calibration), by the
-# name Artifacts.load records it under; every artifact's fix comes from its registry entry
-MODEL_FIXES = {
-    "semantic": "attach the lexrag-embeddings dataset and the BGE-M3 model (semantic.model)",
-    "reranker": "attach bge-reranker-v2-m3 (rerank.model)",
-    "llm": "attach Qwen2.5-7B-Instruct (llm.model) on a GPU machine, or the lexrag-llm-cache dataset to replay",
-    "calibration": "run `python -m lexrag calibrate` or set count.method: elbow",
-}
-
-
-def fix_for(part: str) -> str:
-    """How to provide missing part ``part``: attach its dataset or rebuild it (its registry entry),
-    or the model or calibration it is."""
-    if part in MODEL_FIXES:
-        return MODEL_FIXES[part]
-    if part in names():
-        a = spec(part)
-        over = " built over the attached corpus" if "corpus" in a.depends_on else ""  # the dictionary reads no corpus
-        return f"attach the {a.dataset} dataset{over}, or build it: {a.rebuild}"
-    return ""
-
 
 @dataclass
 class StageRow:

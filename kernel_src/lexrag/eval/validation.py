@@ -38,7 +38,7 @@ STAGE_LABELS = {"bm25": "BM25", "citation_seeds": "citation seeds", "llm_seeds":
 # probabilities): the rows before use a fixed count, the last row switches the method on
 COUNT_ROWS = {"adaptive": "+adaptive count", "expected_f1": "+learned count"}
 # Artifacts field of each part a stage ``needs``
-# loaded part -> the Artifacts attribute holding it: the registry's, and the dense index (semantic) it does not list
+# loaded part -> the Artifacts attribute holding it: each artifact's own, and the dense index of the semantic part
 _PARTS = {**{a.name: a.attr for a in ARTIFACTS if a.attr and a.name != "corpus"}, "semantic": "dense"}
 
 

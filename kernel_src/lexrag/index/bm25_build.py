@@ -11,6 +11,7 @@ writes the CSC files a block of term columns at a time.  A test checks equality 
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from array import array
 from pathlib import Path
@@ -27,6 +28,9 @@ from lexrag.index.analyzer import Analyzer
 from lexrag.index.decompound import FILE as DECOMPOUND_FILE
 from lexrag.index.decompound import Decompounder
 from lexrag.index.lexical import ARTIFACT, BM25Index
+from lexrag.registry import ArtifactSpec, declare
+
+log = logging.getLogger(__name__)
 
 __all__ = ["build_bm25"]
 
@@ -259,3 +263,34 @@ def _write_bm25s_files(out: Path, cfg: LexicalConfig, indptr: np.ndarray, vocab:
     with open(out / "params.index.json", "w") as f:
         json.dump(dict(k1=r.k1, b=r.b, delta=r.delta, method=r.method, idf_method=r.idf_method, dtype=r.dtype,
                        int_dtype=r.int_dtype, num_docs=n_docs, version=bm25s.__version__, backend=r.backend), f, indent=4)
+
+
+def build_bm25_step(cfg, dest: Path, inputs):
+    from lexrag.artifacts import corpus_id
+    from lexrag.index.corpus import Corpus
+
+    corpus = inputs.corpus or Corpus(inputs.corpus_dir, lookups=False)
+    absent = corpus.missing_fields(cfg.lexical.fields)
+    if absent:  # said, not silent: the index is built, without what those fields would add
+        log.warning("bm25: lexical.fields names %s, which the corpus lacks (it was built without --headings): indexed as "
+                    "empty; build the corpus with --headings HEADINGS.csv (scripts/make_headings.py makes one) for the "
+                    "statute headings", " and ".join(absent))
+    return build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), dest, cfg.lexical, corpus_id=corpus_id(inputs.corpus_dir),
+                      progress=cfg.runtime.progress, n_docs_hint=len(corpus))
+
+
+def load_bm25_step(folder: Path, cfg, art) -> BM25Index:
+    from lexrag.artifacts import corpus_id
+
+    index = BM25Index.load(folder, cfg.lexical, corpus_id=corpus_id(art.corpus_dir), n_docs=len(art.corpus))
+    index.check_corpus(art.corpus, folder)
+    return index
+
+
+SPEC = declare(ArtifactSpec(
+    "bm25", ("corpus",), switch="lexical.enabled", dataset="lexrag-bm25", title="lexrag BM25 index (German analyzer)",
+    description="bm25s index over the corpus, paper analyzer (86 stopwords, Snowball German) plus compound parts split by "
+                "the corpus word counts (decompound.json)",
+    builder="python build_datasets.py --only bm25 --out OUT", notebook="02_build_bm25", attr="bm25",
+    build=build_bm25_step, load=load_bm25_step,
+    rebuild="python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only bm25)"))

@@ -9,87 +9,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from lexrag.artifacts import corpus_id
-from lexrag.config import Config
 from lexrag.errors import ArtifactError, CsvInputError
 from lexrag.io.csvio import check_input_file
-from lexrag.index.corpus import Corpus, build_corpus
-from lexrag.index.graph import LEIDEN_SEED, build_graph
-from lexrag.index.bm25_build import build_bm25
-from lexrag.index.prior import build_prior
-from lexrag.registry import ARTIFACTS
+from lexrag.index.corpus import Corpus
+from lexrag.registry import build_order
 
-__all__ = ["check_build_inputs", "courts_beside", "has_court_edges", "warn_gold_outside"]
+__all__ = ["check_build_inputs", "courts_beside", "warn_gold_outside"]
 
 log = logging.getLogger(__name__)
-
-
-# ---------------------------------------------------------------- steps (bound in lexrag.pipeline.build)
-
-
-def build_corpus_step(cfg: Config, dest: Path, inputs) -> dict:
-    return build_corpus(dest, inputs.laws, inputs.courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=inputs.law_keys,
-                 abbreviations=inputs.abbreviations, headings=inputs.headings)
-
-
-def build_bm25_step(cfg: Config, dest: Path, inputs):
-    corpus = inputs.corpus or Corpus(inputs.corpus_dir, lookups=False)
-    absent = corpus.missing_fields(cfg.lexical.fields)
-    if absent:  # said, not silent: the index is built, without what those fields would add
-        log.warning("bm25: lexical.fields names %s, which the corpus lacks (it was built without --headings): indexed as "
-                    "empty; build the corpus with --headings HEADINGS.csv (scripts/make_headings.py makes one) for the "
-                    "statute headings", " and ".join(absent))
-    return build_bm25(corpus.iter_texts(fields=cfg.lexical.fields), dest, cfg.lexical, corpus_id=corpus_id(inputs.corpus_dir),
-                      progress=cfg.runtime.progress, n_docs_hint=len(corpus))
-
-
-def build_graph_step(cfg: Config, dest: Path, inputs):
-    corpus = inputs.corpus or Corpus(inputs.corpus_dir)  # with the citation lookups the graph reads
-    graph = build_graph(corpus, dest, cfg.graph.resolutions, LEIDEN_SEED, corpus_id=corpus_id(inputs.corpus_dir),
-                        progress=cfg.runtime.progress)
-    if not has_court_edges(graph):
-        log.warning("graph: %s", NO_COURT_EDGES)  # not the staging folder's path, gone when this is read
-    return graph
-
-
-def build_embeddings_step(cfg: Config, dest: Path, inputs):
-    from lexrag.index.embeddings import build_embeddings
-
-    corpus = inputs.corpus or Corpus(inputs.corpus_dir, lookups=False)
-    kw, sc = dict(inputs.extra), cfg.semantic
-    return build_embeddings(corpus, kw.pop("model", sc.model), dest, corpus_id=corpus_id(inputs.corpus_dir),
-                            shard_size=sc.shard_size, batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields,
-                            device=sc.device, fp16=sc.fp16, devices=sc.devices or None, progress=cfg.runtime.progress, **kw)
-
-
-def build_prior_step(cfg: Config, dest: Path, inputs) -> None:
-    p = build_prior(inputs.train, dest)
-    log.info("prior: %d training queries from %s", len(p), inputs.train)
-
-
-def load_corpus_step(folder: Path, cfg: Config, art) -> Corpus:
-    return Corpus(folder)
-
-
-def load_bm25_step(folder: Path, cfg: Config, art):
-    from lexrag.index.lexical import BM25Index
-
-    index = BM25Index.load(folder, cfg.lexical, corpus_id=corpus_id(art.corpus_dir), n_docs=len(art.corpus))
-    index.check_corpus(art.corpus, folder)
-    return index
-
-
-def load_graph_step(folder: Path, cfg: Config, art):
-    from lexrag.index.graph import CitationGraph
-
-    return CitationGraph.load(folder, len(art.corpus), corpus_id=corpus_id(art.corpus_dir), resolutions=cfg.graph.resolutions,
-                              aliases=art.corpus.aliases_digest, parents=art.corpus.parents)
-
-
-def load_prior_step(folder: Path, cfg: Config, art):
-    from lexrag.index.prior import TrainingPrior
-
-    return TrainingPrior.load(folder)
 
 
 COURTS_FILE = "court_considerations.csv"
@@ -119,16 +46,6 @@ def courts_beside(laws: str | Path | None, courts: str | Path | bool | None, say
     return None
 
 
-NO_COURT_EDGES = ("the graph has no court edges (the corpus holds no court considerations that cite): runs leave the "
-                  "graph signals off over it; build the corpus with court_considerations.csv (notebook 01) and rebuild")
-
-
-def has_court_edges(graph) -> bool:
-    """A graph with at least one citation edge; without one (a law-only corpus) the graph signals
-    carry nothing but article siblings, which lowered Macro F1 on held-out legal areas."""
-    return graph.adj.nnz > 0
-
-
 def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, abbreviations=None, dictionary=None,
                        headings=None, laws_en=None) -> None:
     """Raise :class:`CsvInputError` (:class:`ArtifactError` for the dictionary) naming the first
@@ -139,7 +56,7 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
     from lexrag.io.outputs import check_outside_artifacts
 
     check_outside_artifacts(out, "--out", "build the artifacts into a folder of their own (nothing was built)")
-    replaced = [out / a.name for a in ARTIFACTS if a.in_build]  # the folders `lexrag build` may replace
+    replaced = [out / a.name for a in build_order() if a.in_build]  # the folders `lexrag build` may replace
     if dictionary is not None:
         try:
             check_source(Path(dictionary))

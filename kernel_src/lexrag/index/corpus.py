@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from lexrag import citations as cit
 from lexrag.artifacts import ArtifactError, check_params, read_params, reading, rebuild_hint
 from lexrag.errors import short
+from lexrag.registry import ArtifactSpec, declare
 from lexrag.citations.index import CitationIndex
 from lexrag.index.corpus_build import (  # noqa: F401  (the build's names are part of this module's interface)
     ALIASES_FILE,
@@ -218,3 +219,24 @@ class Corpus:
             del cols
             for start in range(0, len(texts), batch_rows):
                 yield texts[start : start + batch_rows]
+
+
+def build_corpus_step(cfg, dest: Path, inputs) -> dict:
+    return build_corpus(dest, inputs.laws, inputs.courts, cfg.corpus, progress=cfg.runtime.progress, law_keys=inputs.law_keys,
+                        abbreviations=inputs.abbreviations, headings=inputs.headings)
+
+
+def load_corpus_step(folder: Path, cfg, art) -> Corpus:
+    return Corpus(folder)
+
+
+SPEC = declare(ArtifactSpec(
+    "corpus", needs_input="laws", reads=("laws", "courts", "law_keys", "abbreviations", "headings"),
+    dataset="lexrag-corpus", title="lexrag unified corpus",
+    description="laws_de.csv and court_considerations.csv as one parquet file (doc_id, citation, text, title, source, "
+                "parent, lang)",
+    builder="python build_datasets.py --only corpus --laws LAWS --courts COURTS --law-keys LAW_KEYS --abbreviations "
+            "ABBREVIATIONS --headings HEADINGS --out OUT",
+    notebook="01_build_corpus", attr="corpus", build=build_corpus_step, load=load_corpus_step,
+    rebuild="python -m lexrag build --laws LAWS.csv [--courts COURTS.csv] [--abbreviations abbrev-translations.json] "
+            "[--headings HEADINGS.csv] --out ARTIFACTS (or build_datasets.py --only corpus)"))

@@ -47,6 +47,7 @@ from lexrag.index.dictionary_sources import check_source, read_source
 from lexrag.index.dictionary_weights import boost, weighted
 from lexrag.index.language import is_english
 from lexrag.io.publish import publishes
+from lexrag.registry import ArtifactSpec, declare
 
 __all__ = ["build_dictionary", "glossary", "Dictionary", "split_citations", "english_words", "base_forms", "load_dictionary_step",
            "build_dictionary_step",
@@ -324,3 +325,15 @@ def build_dictionary_step(cfg, dest: Path, inputs) -> None:
 
 def load_dictionary_step(folder: Path, cfg, art) -> Dictionary:
     return Dictionary.load(folder)
+
+
+SPEC = declare(ArtifactSpec(
+    "dictionary", switch="dictionary.enabled", needs_input="dictionary", reads=("dictionary",), licence="own",
+    dataset="lexrag-dictionary", title="lexrag English-German dictionary (from Ding, GPL-2+)",
+    description="English keys and their German senses with legal and Swiss-usage flags, built from Ding's de-en file "
+                "(Debian trans-de-en, GPL-2+); data the user builds from a dictionary they have, licensed as its source, "
+                "never part of the MIT package",
+    builder="python build_datasets.py --only dictionary --dictionary /usr/share/trans/de-en --out OUT", attr="dictionary",
+    build=build_dictionary_step, load=load_dictionary_step,
+    rebuild="python -m lexrag build ... --dictionary /usr/share/trans/de-en --out ARTIFACTS "
+            "(or build_datasets.py --only dictionary --dictionary FILE)"))

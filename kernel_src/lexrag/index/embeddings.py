@@ -29,6 +29,7 @@ from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, readi
 from lexrag.io.inputfiles import read_json_file
 from lexrag.errors import ModelLoadError
 from lexrag.models import load_encoder, model_id, same_model
+from lexrag.registry import ArtifactSpec, declare
 
 __all__ = ["build_embeddings", "Embeddings", "SemanticError"]
 
@@ -278,3 +279,24 @@ class Embeddings:
         """Every shard as fp32 vectors, read from its file (see :meth:`read_shard`)."""
         for i in range(len(self.shards)):
             yield self.read_shard(i).astype(np.float32)
+
+
+def build_embeddings_step(cfg, dest: Path, inputs):
+    from lexrag.artifacts import corpus_id
+    from lexrag.index.corpus import Corpus
+
+    corpus = inputs.corpus or Corpus(inputs.corpus_dir, lookups=False)
+    kw, sc = dict(inputs.extra), cfg.semantic
+    return build_embeddings(corpus, kw.pop("model", sc.model), dest, corpus_id=corpus_id(inputs.corpus_dir),
+                            shard_size=sc.shard_size, batch_size=sc.batch_size, max_seq=sc.max_seq, fields=sc.fields,
+                            device=sc.device, fp16=sc.fp16, devices=sc.devices or None, progress=cfg.runtime.progress, **kw)
+
+
+# loaded by the dense part (lexrag.pipeline.artifacts), which reads it with its encoder
+SPEC = declare(ArtifactSpec(
+    "embeddings", ("corpus",), switch="semantic.enabled", dataset="lexrag-embeddings",
+    title="lexrag corpus embeddings (BGE-M3, float16 shards)",
+    description="float16 embeddings of the corpus in shards of 100K documents; built on a GPU (notebooks/04_build_embeddings)",
+    builder="python build_datasets.py --only embeddings --out OUT --set semantic.model=MODEL_FOLDER",
+    notebook="04_build_embeddings", build=build_embeddings_step,
+    rebuild="notebooks/04_build_embeddings (or build_datasets.py --only embeddings) on a GPU"))

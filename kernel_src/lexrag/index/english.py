@@ -22,6 +22,7 @@ from lexrag.artifacts import ArtifactError, check_corpus_id, corpus_id, read_par
 from lexrag.artifacts import write_params
 from lexrag.config.sections import LexicalConfig
 from lexrag.io.csvio import CsvInputError, FileReport, read_csv_rows
+from lexrag.registry import ArtifactSpec, declare
 
 __all__ = ["ARTIFACT", "EnglishIndex", "build_english", "build_english_step", "load_english_step", "english_config"]
 
@@ -146,3 +147,17 @@ def build_english_step(cfg, dest: Path, inputs) -> None:
 
 def load_english_step(folder: Path, cfg, art) -> EnglishIndex:
     return EnglishIndex.load(folder, art.corpus)
+
+
+SPEC = declare(ArtifactSpec(
+    "bm25_en", ("corpus",), switch="english.enabled", needs_input="laws_en", reads=("laws_en",), build_with="laws_en",
+    licence="own", dataset="lexrag-bm25-en", title="lexrag English law texts index (licence unknown, keep private)",
+    description="a BM25 index of English translations of Swiss federal acts keyed by the German citations (--laws-en), "
+                "searched with English questions (english.enabled); the translations are published by the Federal "
+                "Chancellery for information purposes only and whether they may be redistributed is not settled, so this "
+                "dataset's licence is unknown and it stays private; built from files the user has, never part of the MIT "
+                "package",
+    builder="python build_datasets.py --only bm25_en --laws-en laws_en.csv --out OUT", attr="bm25_en",
+    build=build_english_step, load=load_english_step,
+    rebuild="python -m lexrag build ... --laws-en laws_en.csv --out ARTIFACTS "
+            "(or build_datasets.py --only corpus,bm25_en --laws-en laws_en.csv)"))

@@ -17,6 +17,7 @@ Artifact: ``gold.parquet`` (query_id, citation), ``questions.parquet`` (query_id
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -26,6 +27,9 @@ import pyarrow.parquet as pq
 
 from lexrag.artifacts import read_params, reading, sha256_file, write_params
 from lexrag.io.publish import publishes
+from lexrag.registry import ArtifactSpec, declare
+
+log = logging.getLogger(__name__)
 from lexrag.citations import scoring_form as norm
 
 __all__ = ["TrainingPrior", "build_prior"]
@@ -208,3 +212,21 @@ def build_prior(train_file: str | Path, out_dir: str | Path) -> TrainingPrior:
     write_params(out, ARTIFACT, "lexrag.index.prior.build_prior", {}, n_queries=len(gold),
                  sources={Path(train_file).name: sha256_file(train_file)})
     return TrainingPrior(gold, source=Path(train_file).name, questions=questions)
+
+
+def build_prior_step(cfg, dest: Path, inputs) -> None:
+    p = build_prior(inputs.train, dest)
+    log.info("prior: %d training queries from %s", len(p), inputs.train)
+
+
+def load_prior_step(folder: Path, cfg, art) -> TrainingPrior:
+    return TrainingPrior.load(folder)
+
+
+SPEC = declare(ArtifactSpec(
+    "prior", switch="prior", needs_input="train", reads=("train",), dataset="lexrag-prior",
+    title="lexrag training-gold prior",
+    description="gold citation sets of the training queries (co-citation and frequency prior)",
+    builder="python build_datasets.py --only prior --train TRAIN --out OUT", attr="prior",
+    build=build_prior_step, load=load_prior_step,
+    rebuild="python -m lexrag build ... --train TRAIN.csv --out ARTIFACTS (or build_datasets.py --only prior)"))

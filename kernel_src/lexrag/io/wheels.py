@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lexrag.errors import ManifestError
+from lexrag.registry import ArtifactSpec, declare
 
 __all__ = ["build_lexrag_wheel", "build_wheels_step", "missing_wheels", "wheel_licences", "write_licences", "LICENCES_FILE"]
 
@@ -201,3 +202,11 @@ def write_licences(folder: Path) -> list[tuple[str, str, str]]:
     lines += [f"| {n} | {v} | {lic} | {n_files[(n, v)] or 'none in the wheel'} |" for n, v, lic in table]
     (folder / LICENCES_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return table
+
+
+SPEC = declare(ArtifactSpec(
+    "wheels", in_build=False, licence="wheels", dataset="lexrag-wheels", title="lexrag wheels for offline install",
+    description="the lexrag wheel, lexrag_install.py, and for Python 3.11, 3.12 and 3.13 the pinned wheels a Kaggle image "
+                "lacks (never torch, transformers or CUDA libraries)",
+    builder="python build_datasets.py --only wheels --out OUT", build=build_wheels_step,
+    rebuild="python build_datasets.py --only wheels --out DATASETS"))

@@ -31,7 +31,7 @@ from lexrag.errors import LexragError, ManifestError
 __all__ = ["load_manifest", "save_manifest", "rebuild", "check", "upload", "ManifestError"]
 
 from lexrag.pipeline.build import build_step, warn_left_over_corpus
-from lexrag.registry import ARTIFACTS, BuildInputs, names, spec
+from lexrag.registry import BuildInputs, build_order, names, spec
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def dataset_licence(folder: Path, entry: dict) -> tuple[str, str]:
     licence where its params.json records one (the dictionary, the English texts), the carried
     packages' licences for the wheels (``LICENSES.md``, written by the wheels build)."""
 
-    kind = spec(entry["name"]).licence if entry.get("name") in {a.name for a in ARTIFACTS} else "competition"
+    kind = spec(entry["name"]).licence if entry.get("name") in names() else "competition"
     if kind == "own":
         try:
             own = json.loads((folder / "params.json").read_text(encoding="utf-8")).get("license_id")
@@ -124,6 +124,16 @@ def dataset_licence(folder: Path, entry: dict) -> tuple[str, str]:
         return "other", ("Each package keeps its own licence (LICENSES.md lists them, licenses/ holds their files); "
                          + (f"under the GPL: {gpl}; " if gpl else "") + "lexrag itself is MIT.")
     return "other", COMPETITION_RULES
+
+
+SPEC_FIELDS = ("dataset", "title", "description", "builder")  # what a manifest entry says that its spec says first
+
+
+def spec_fields(name: str) -> dict:
+    """The manifest fields of artifact ``name`` that its spec fixes (dataset, title, description,
+    builder): written into its entry by every build, so the manifest follows the code."""
+    a = spec(name)
+    return {k: getattr(a, k) for k in SPEC_FIELDS}
 
 
 def _dataset_metadata(folder: Path, entry: dict, owner: str) -> None:
@@ -176,7 +186,7 @@ def rebuild(
     from lexrag.io.publish import check_replaceable
 
     check_makeable(out, "--out")
-    for a in ARTIFACTS:  # the folders this selection replaces, in build order
+    for a in build_order():  # the folders this selection replaces
         if a.name in names:
             check_replaceable(out / a.name)
     # every input the selection reads is checked before anything is built, so a wrong path costs seconds
@@ -213,7 +223,7 @@ def rebuild(
     with staged_set(out) as stage:
         if "corpus" in names:
             inputs.corpus_dir = stage / "corpus"
-        for a in ARTIFACTS:
+        for a in build_order():
             name = a.name
             if name not in names:
                 continue
@@ -234,6 +244,7 @@ def rebuild(
             if result is False:
                 raise ManifestError(f"{name} at {out / name} is incomplete; run again to resume")
             params = read_params(target, name)
+            entry.update(spec_fields(name))
             if name != "wheels":
                 entry["params"] = params["params"]
             _dataset_metadata(target, entry, owner)

@@ -55,7 +55,7 @@ def run_submission(config: str | None = "kaggle", overrides: Mapping[str, Any] |
     qs = load_queries(queries_file, cfg.query.max_chars)
     budget = Budget.since(cfg.runtime.time_budget_s, started_at, cfg.runtime.reserve_s)
     t0 = time.perf_counter()
-    art = Artifacts.load(None, cfg, paths=paths_for(artifacts_dir, cfg.paths), degrade=True)
+    art = Artifacts.load(paths_for(artifacts_dir, cfg.paths), cfg, degrade=True)
     load_s = time.perf_counter() - t0
     res = run_pipeline(qs, art, cfg, paths=paths, budget=budget)
     import tempfile
@@ -120,7 +120,7 @@ def build_artifact(name: str, config: str | None = None, overrides: Mapping[str,
     sizes = ", ".join(f"{k} {p[k]}" for k in ("n_docs", "vocab_size", "n_nodes", "n_edges", "communities") if k in p)
     line = f"{name}: built in {time.perf_counter() - t0:.1f}s -> {out} ({sizes})"
     if name == "graph" and not p.get("n_edges"):
-        from lexrag.index.build import NO_COURT_EDGES
+        from lexrag.index.graph import NO_COURT_EDGES
 
         line += f"\nwarning: {NO_COURT_EDGES}"
     return line

@@ -32,6 +32,7 @@ from typing import Iterable, Iterator, Mapping
 from lexrag.artifacts import read_params, write_params
 from lexrag.io.outputs import check_makeable
 from lexrag.errors import ArtifactError
+from lexrag.registry import ArtifactSpec, declare
 
 __all__ = ["LLMCache", "cache_key", "export_cache", "ARTIFACT", "CACHE_FILE"]
 
@@ -377,3 +378,13 @@ def build_cache_step(cfg, dest: str | Path, inputs) -> Path:
     """The ``llm_cache`` artifact's build step (:mod:`lexrag.pipeline.build`): the cache a live run
     filled (``inputs.llm_cache``), exported compact for replay."""
     return export_cache(inputs.llm_cache, dest)
+
+
+SPEC = declare(ArtifactSpec(
+    "llm_cache", switch="llm.enabled", needs_input="llm_cache", reads=("llm_cache",), in_build=False,
+    dataset="lexrag-llm-cache", title="lexrag LLM cache (replay without a GPU)",
+    description="every LLM generation of a live run (query variants), keyed by model, prompt template, input and settings; "
+                "attached to a notebook with llm.mode=replay it reproduces the run without loading a model",
+    builder="python build_datasets.py --only llm_cache --llm-cache CACHE_DIR --out OUT", build=build_cache_step,
+    rebuild="a live run fills llm.cache_dir; build_datasets.py --only llm_cache --llm-cache DIR exports it "
+            "(or attach the lexrag-llm-cache dataset)"))

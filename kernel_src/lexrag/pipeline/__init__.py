@@ -3,6 +3,7 @@
 the time budget of :mod:`~lexrag.pipeline.budget`."""
 
 from lexrag.pipeline.artifacts import Artifacts, llm_cache_dir
+from lexrag.pipeline import catalogue  # noqa: F401  (declares every artifact: the catalogue is whole wherever a run is)
 from lexrag.pipeline.budget import Budget, projected_seconds
 from lexrag.pipeline.context import make_context
 from lexrag.pipeline.run import RunResult, retrieve, run_pipeline, walk

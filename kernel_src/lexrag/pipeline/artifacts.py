@@ -15,38 +15,20 @@ from lexrag.config import Config
 from lexrag.errors import ArtifactError, ArtifactMissing, LexragError
 from lexrag.artifacts import corpus_id
 from lexrag.paths import Paths
-from lexrag.index import build as index
 from lexrag.index.corpus import Corpus
-from lexrag.index.graph import CitationGraph
+from lexrag.index.graph import CitationGraph, has_court_edges
 from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
 from lexrag.models import load_encoder, usable_gpus
 from lexrag.io.procmem import process_memory
-from lexrag.index.dictionary import load_dictionary_step
-from lexrag.index.english import load_english_step
-from lexrag.registry import ARTIFACTS
+from lexrag.registry import ARTIFACTS, ArtifactSpec, build_order, declare, spec
 from lexrag.stages.base import (
     asked_for,
     check_degrade_order,
     needs_of,
 )
-from lexrag.stages.ranker import load_ranker_step
 
 log = logging.getLogger(__name__)
-
-# each catalogue entry a run loads (one with an ``attr``), bound to its load step
-# ``step(folder, cfg, art) -> object``; the build steps are bound in lexrag.pipeline.build, a floor
-# higher, since the ranker is built by running the pipeline
-LOADS: dict[str, Callable] = {
-    "corpus": index.load_corpus_step,
-    "bm25": index.load_bm25_step,
-    "graph": index.load_graph_step,
-    "prior": index.load_prior_step,
-    "ranker": load_ranker_step,
-    "dictionary": load_dictionary_step,
-    "bm25_en": load_english_step,
-}
-
 
 @dataclass
 class Artifacts:
@@ -82,11 +64,15 @@ class Artifacts:
         return self.loaders[name]
 
     @classmethod
-    def load(cls, folder: str | Path | None, cfg: Config, paths: Paths | None = None, degrade: bool = False,
-             skip_missing: bool = False) -> "Artifacts":
+    def from_folder(cls, folder: str | Path, cfg: Config, degrade: bool = False, skip_missing: bool = False) -> "Artifacts":
+        """:meth:`load` from one artifacts folder (holding ``corpus/``, ``bm25/``, ...:
+        :meth:`Paths.local`), the models where ``cfg`` names them."""
+        return cls.load(Paths.local(folder, cfg.paths), cfg, degrade=degrade, skip_missing=skip_missing)
+
+    @classmethod
+    def load(cls, paths: Paths, cfg: Config, degrade: bool = False, skip_missing: bool = False) -> "Artifacts":
         """Load through ``paths`` (a :class:`lexrag.paths.Paths`), from wherever it finds each
-        artifact and model; without it, from ``folder`` (holding ``corpus/``, ``bm25/``, ...:
-        :meth:`Paths.local`).  Only what the config switches on is loaded; a missing artifact or
+        artifact and model (:meth:`from_folder` for one folder).  Only what the config switches on is loaded; a missing artifact or
         model folder is an error now, before any query runs (in LLM replay mode the LLM folder
         is not needed).  With ``degrade=True`` (the Kaggle notebook) only the corpus is required:
         any other part that is missing or broken is logged, listed in ``missing``, and its stages
@@ -95,7 +81,6 @@ class Artifacts:
         (:class:`~lexrag.errors.ArtifactMissing`), while a damaged one is still an error."""
         check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)  # before any slow load
         wanted = [a for a in ARTIFACTS if a.name == "corpus" or (a.in_build and a.wanted(cfg))]
-        paths = paths if paths is not None else Paths.local(folder, cfg.paths)
         set_notes: list[str] = []  # several copies of an artifact among the inputs: the set built over one corpus
         chosen = paths.artifact_set([a.name for a in wanted], set_notes)
 
@@ -104,7 +89,7 @@ class Artifacts:
 
         corpus_dir = locate("corpus")
         with _measure(loads := {}, "corpus"):  # first: every other load step reads it
-            corpus = LOADS["corpus"](corpus_dir, cfg, None)
+            corpus = spec("corpus").load(corpus_dir, cfg, None)
         cid = corpus_id(corpus_dir)
         art = cls(corpus=corpus, bm25=None, corpus_dir=Path(corpus_dir), loads=loads, paths=paths)
         art.notes.extend(set_notes)
@@ -191,16 +176,16 @@ class LoadStep:
 
 
 def _artifact_step(a) -> LoadStep:
-    """Catalogue entry ``a``, loaded by its bound step (:data:`LOADS`) into its attribute; its
-    model folder (``a.model``), when it has one, located and checked first."""
-    step = LOADS[a.name]
+    """Catalogue entry ``a``, loaded by its load step into its attribute; its model folder
+    (``a.model``), when it has one, located and checked first."""
+    step = a.load
 
     def load(ld: _Loading) -> None:
         if a.model:  # the model folder its load step reads (art.model_paths[name])
             section, fld = a.model.split(".")
             ld.art._model(a.name, ld.paths.model(getattr(getattr(ld.cfg, section), fld), a.model), a.model)
         setattr(ld.art, a.attr, step(ld.locate(a.name), ld.cfg, ld.art))
-        if a.name == "graph" and ld.art.graph is not None and not index.has_court_edges(ld.art.graph):
+        if a.name == "graph" and ld.art.graph is not None and not has_court_edges(ld.art.graph):
             art = ld.art
             art.graph = None
             art.missing["graph"] = "the graph has no court edges (its corpus holds no court considerations that cite)"
@@ -211,19 +196,13 @@ def _artifact_step(a) -> LoadStep:
 
 
 def load_plan(cfg: Config) -> list[LoadStep]:
-    """The parts a run of ``cfg`` loads after the corpus, in order: every catalogue artifact the
-    config asks for that has a load step, then the dense index with its encoder, the reranker,
-    the calibration and the LLM (model folders located here, loaded on first use)."""
-    plan = [_artifact_step(a) for a in ARTIFACTS
-            if a.name != "corpus" and a.in_build and a.wanted(cfg) and a.name in LOADS]
-    if cfg.semantic.enabled:
-        plan.append(LoadStep("semantic", _load_dense))
-    if cfg.rerank.enabled:
-        plan.append(LoadStep("reranker", _load_reranker))
-    plan.append(LoadStep("calibration", _load_calibration))
-    if cfg.llm.enabled:
-        plan.append(LoadStep("llm", _load_llm))
-    return plan
+    """The parts a run of ``cfg`` loads after the corpus, in order: every artifact the config asks
+    for that has a load step (in build order), then the parts no build makes that it asks for (the
+    dense index with its encoder, the reranker, the calibration, the LLM: model folders located
+    here, loaded on first use)."""
+    plan = [_artifact_step(a) for a in build_order()
+            if a.name != "corpus" and a.in_build and a.wanted(cfg) and a.load is not None]
+    return plan + [LoadStep(a.name, a.load) for a in ARTIFACTS if not a.is_artifact and a.load is not None and a.wanted(cfg)]
 
 
 def _load_dense(ld: _Loading) -> None:
@@ -320,3 +299,17 @@ def llm_cache_dir(cfg: Config, paths=None) -> Path:
     if cfg.llm.cache_dir:
         return Path(cfg.llm.cache_dir).expanduser()
     return (paths.working_dir if paths is not None else Path(".")) / "llm_cache"
+
+
+# the parts a run loads that no build makes: their load steps read the loading state (a model folder
+# located now and loaded on first use through the model pool, or the calibration count.method reads)
+SEMANTIC = declare(ArtifactSpec("semantic", ("corpus", "embeddings"), switch="semantic.enabled", load=_load_dense,
+                                fix="attach the lexrag-embeddings dataset and the BGE-M3 model (semantic.model)"))
+RERANKER = declare(ArtifactSpec("reranker", switch="rerank.enabled", load=_load_reranker,
+                                fix="attach bge-reranker-v2-m3 (rerank.model)"))
+CALIBRATION = declare(ArtifactSpec("calibration", ("corpus",), load=_load_calibration,
+                                   rebuild="python -m lexrag calibrate --queries FILE --artifacts ARTIFACTS",
+                                   fix="run `python -m lexrag calibrate` or set count.method: elbow"))
+LLM = declare(ArtifactSpec("llm", switch="llm.enabled", load=_load_llm,
+                           fix="attach Qwen2.5-7B-Instruct (llm.model) on a GPU machine, or the lexrag-llm-cache dataset "
+                               "to replay"))

@@ -1,14 +1,9 @@
-"""Building artifacts: each catalogue entry bound to the function that builds it.
+"""Building artifacts: each spec of the catalogue (:mod:`lexrag.registry`) built by its own step.
 
-:data:`BUILDS` binds every entry of :data:`lexrag.registry.ARTIFACTS` to its build step, as the
-function itself, so a reader (and an import graph) follows ``bm25`` straight to
-:func:`lexrag.index.build.build_bm25_step`; :data:`lexrag.pipeline.artifacts.LOADS` binds the
-load steps the same way.  The build steps sit a floor above the loading because the ranker is
-built by running the pipeline.  :func:`build_artifacts` (``python -m lexrag build``) and
-:func:`build_index` (the build notebooks and the benchmarks) walk it here; ``build_datasets.py``
-reads it too; :func:`register_artifact` adds an entry with both its steps.
-
-A build step is ``step(cfg, dest, inputs) -> bool | None`` over a
+:func:`build_artifacts` (``python -m lexrag build``) and :func:`build_index` (the build
+notebooks and the benchmarks) walk the catalogue in build order; ``build_datasets.py`` reads it
+too; :func:`register_artifact` adds an artifact of one's own (a spec with its build and load
+steps).  A build step is ``step(cfg, dest, inputs) -> bool | None`` over a
 :class:`lexrag.registry.BuildInputs` (``False``: incomplete, run again to resume); the wheels'
 step, which reads its manifest entry, is ``step(dest, entry)``.  A load step is
 ``step(folder, cfg, art) -> object``, where ``art`` holds what is loaded already (the corpus first).
@@ -25,62 +20,32 @@ from typing import Callable
 from lexrag.artifacts import ArtifactError
 from lexrag.config import Config
 from lexrag.index import build as index
+from lexrag.pipeline import catalogue  # noqa: F401  (declares every artifact)
 from lexrag.index.corpus import Corpus
-from lexrag.index.dictionary import build_dictionary_step
-from lexrag.index.english import build_english_step
-from lexrag.llm.cache import build_cache_step
 from lexrag.io.outputs import PARAMS
-from lexrag.pipeline.artifacts import LOADS
-from lexrag.pipeline.ranker_fit import build_ranker_step
 from lexrag.io.publish import check_replaceable, staged_set
-from lexrag.registry import ARTIFACTS, ArtifactSpec, BuildInputs, declare, names, rebuild_command, withdraw
-from lexrag.io.wheels import build_wheels_step
+from lexrag.registry import ArtifactSpec, BuildInputs, build_order, declare, names, rebuild_command, spec, withdraw
 
-__all__ = ["BUILDS", "build_step", "register_artifact", "unregister_artifact", "build_artifacts", "build_index"]
+__all__ = ["build_step", "register_artifact", "unregister_artifact", "build_artifacts", "build_index"]
 
 log = logging.getLogger(__name__)
 
 
-BUILDS: dict[str, Callable] = {
-    "corpus": index.build_corpus_step,
-    "bm25": index.build_bm25_step,
-    "embeddings": index.build_embeddings_step,
-    "graph": index.build_graph_step,
-    "prior": index.build_prior_step,
-    "ranker": build_ranker_step,
-    "dictionary": build_dictionary_step,
-    "bm25_en": build_english_step,
-    "llm_cache": build_cache_step,
-    "wheels": build_wheels_step,
-}
-
-
 def build_step(name: str) -> Callable:
     """The build step of artifact ``name``."""
-    try:
-        return BUILDS[name]
-    except KeyError:
-        raise KeyError(f"no artifact named {name!r}; known: {', '.join(names())}") from None
+    if name not in names():
+        raise KeyError(f"no artifact named {name!r}; known: {', '.join(names())}")
+    return spec(name).build
 
 
-def register_artifact(entry: ArtifactSpec, build: Callable, load: Callable | None = None) -> ArtifactSpec:
-    """Add an artifact: its catalogue entry (after the built-in ones), its build step, and its load
-    step when a run loads it (``entry.attr`` names the attribute that step fills)."""
-    if entry.name in BUILDS:
-        raise ValueError(f"an artifact named {entry.name!r} is already registered")
-    if (load is None) != (entry.attr is None):
-        raise ValueError(f"artifact {entry.name!r}: give a load step exactly when attr names what it fills")
-    declare(entry)
-    BUILDS[entry.name] = build
-    if load is not None:
-        LOADS[entry.name] = load
-    return entry
+def register_artifact(entry: ArtifactSpec) -> ArtifactSpec:
+    """Add an artifact of one's own: its spec with its build step, and its load step when a run
+    loads it (``entry.attr`` names the attribute that step fills), after the built-in ones."""
+    return declare(entry)
 
 
 def unregister_artifact(name: str) -> None:
     withdraw(name)
-    BUILDS.pop(name, None)
-    LOADS.pop(name, None)
 
 
 def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path, corpus: Corpus | None = None, **kw):
@@ -102,7 +67,7 @@ def warn_left_over_corpus(out: Path, rebuilt: list[str], inputs: BuildInputs | N
             return f" (it is built from {a.input_flag}, not given)"
         return f" ({a.switch} is off" + (f" and --{a.build_with} is not given)" if a.build_with else ")")
 
-    for a in ARTIFACTS:
+    for a in build_order():
         if "corpus" in a.depends_on and a.name not in rebuilt and (out / a.name / PARAMS).is_file():
             log.warning("%s: this build replaces the corpus but not %s%s, so it stays over the old corpus and runs refuse "
                         "it: rebuild it (%s) or remove the folder", a.name, out / a.name, why(a), a.rebuild)
@@ -135,8 +100,8 @@ def build_artifacts(
                          dictionary=dictionary, headings=headings, laws_en=laws_en)
     # what this build makes (the graph whenever court considerations are given, so a run may switch it on
     # though the defaults leave it off)
-    todo = [a for a in ARTIFACTS if a.to_build(cfg, inputs)]
-    for a in ARTIFACTS:  # asked for by the config, but its input is not given: said, not silently left out
+    todo = [a for a in build_order() if a.to_build(cfg, inputs)]
+    for a in build_order():  # asked for by the config, but its input is not given: said, not silently left out
         if a.in_build and a.switch and a.wanted(cfg) and not a.has_input(inputs):
             warnings.warn(f"{a.switch} is on, but {a.name} is not built: it is built from {a.input_flag}, which this "
                           "build was not given")

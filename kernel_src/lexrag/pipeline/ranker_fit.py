@@ -15,8 +15,10 @@ from lexrag.artifacts import sha256_file
 from lexrag.citations import scoring_form
 from lexrag.config import Config, with_overrides
 from lexrag.errors import ArtifactError
+from lexrag.index import bm25_build, corpus  # noqa: F401  (the artifacts it is built over, declared first)
 from lexrag.queries import load_gold, load_queries
-from lexrag.stages.ranker import CANDIDATE_OFF, LIGHTGBM_HINT, LearnedRanker, TrainingRows
+from lexrag.registry import ArtifactSpec, declare
+from lexrag.stages.ranker import CANDIDATE_OFF, LIGHTGBM_HINT, LearnedRanker, TrainingRows, load_ranker_step
 from lexrag.stages.ranker_features import candidate_features
 
 __all__ = ["CANDIDATE_OFF", "candidate_config", "training_rows", "build_ranker_step"]
@@ -62,7 +64,7 @@ def build_ranker_step(cfg: Config, dest: Path, inputs) -> None:
         raise ArtifactError(f"building the ranker needs LightGBM: {LIGHTGBM_HINT}") from e
     t0 = time.perf_counter()
     run_cfg = candidate_config(cfg)
-    art = Artifacts.load(Path(inputs.corpus_dir).parent, run_cfg)
+    art = Artifacts.from_folder(Path(inputs.corpus_dir).parent, run_cfg)
     if art.bm25 is None:
         raise ArtifactError("building the ranker needs the BM25 index: build bm25 first (lexical.enabled)")
     train = Path(inputs.train)
@@ -80,3 +82,15 @@ def build_ranker_step(cfg: Config, dest: Path, inputs) -> None:
     model.save(dest)
     log.info("ranker: %d training questions (%d with gold among their candidates), %d signals; rows %.1fs, fit %.1fs",
              len(rows.qids), with_gold, len(signals), t_rows, time.perf_counter() - t0 - t_rows)
+
+
+SPEC = declare(ArtifactSpec(
+    "ranker", ("corpus", "bm25"), switch="ranker.enabled", needs_input="train", reads=("train",), only_when_wanted=True,
+    dataset="lexrag-ranker", title="lexrag learned ranker (LambdaRank)",
+    description="the exam preset's learned count, a LightGBM LambdaRank model over features that name no law code or legal "
+                "area and the calibration of its scores to relevance probabilities, trained on the training questions' gold "
+                "under the exam preset (a LightGBM text model, no pickle)",
+    builder="python build_datasets.py --only ranker --train TRAIN --config exam --out OUT", attr="ranker",
+    build=build_ranker_step, load=load_ranker_step,
+    rebuild="python -m lexrag build ... --train TRAIN.csv --config CONFIG --out ARTIFACTS, CONFIG the one that runs it "
+            "(exam) (or build_datasets.py --only ranker --train TRAIN.csv --config CONFIG)"))

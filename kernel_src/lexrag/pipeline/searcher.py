@@ -60,7 +60,7 @@ class Searcher:
             cfg = with_overrides(config, dict(overrides)) if overrides else config
         else:
             cfg = load_config(config, overrides)
-        return cls(Artifacts.load(artifacts, cfg), cfg)
+        return cls(Artifacts.from_folder(artifacts, cfg), cfg)
 
     def _run(self, texts: Sequence[str]):
         from lexrag.pipeline.run import run_pipeline

@@ -35,7 +35,7 @@ from lexrag.config import section_names
 from lexrag.errors import StageError
 from lexrag.queries import QueryState
 from lexrag.ranking import Ranking
-from lexrag.registry import names
+from lexrag.registry import loadable
 from lexrag.signals import register_signal
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,20 +57,23 @@ __all__ = [
     "STAGE_ORDER",
     "check_degrade_order",
     "RETRIEVAL_PHASES",
-    "PARTS",
+    "check_needs",
     "OptionalBM25Stage",
 ]
 
 log = logging.getLogger(__name__)
 
 
-# the loaded parts a stage may need (``Stage.needs``): what Artifacts.load can leave missing
-PARTS = ("bm25", "bm25_en", "semantic", "graph", "prior", "ranker", "dictionary", "reranker", "llm", "calibration")
-
-
-def known_parts() -> tuple[str, ...]:
-    """:data:`PARTS` and every artifact registered beside them (a stage may need its own)."""
-    return PARTS + tuple(n for n in names() if n != "corpus" and n not in PARTS)
+def check_needs(stages: list["Stage"]) -> None:
+    """Every part ``stages`` need is one a run can load (:func:`lexrag.registry.loadable`: the
+    catalogue's artifacts with a load step and the parts no build makes).  Checked when a run
+    picks its stages, when every spec is declared; a stage registers before them."""
+    known = loadable()
+    for stage in stages:
+        bad = [n for n in getattr(stage, "needs", ()) if n not in known]
+        if bad:
+            raise StageError(f"stage {stage.name!r} needs {', '.join(map(repr, bad))}, which no artifact or part of the "
+                             f"catalogue loads ({', '.join(known)})")
 
 
 class Phase(IntEnum):
@@ -93,7 +96,7 @@ class Stage(Protocol):
     phase: Phase
     essential: bool
     signals: tuple[str, ...]  # signal names it may emit (registered for config validation)
-    needs: tuple[str, ...]  # the loaded parts it reads (of PARTS), so a run says which stages a missing part turned off
+    needs: tuple[str, ...]  # the loaded parts it reads (lexrag.registry.loadable()), so a run says which stages a missing part turned off
     # (a stage whose parts depend on its config also has needs_for(cfg): see needs_of)
 
     def enabled(self, cfg: "Config", art: Any) -> bool: ...
@@ -241,9 +244,9 @@ def register_stage(stage: Stage, replace: bool = False) -> Stage:
             raise StageError(f"stage {stage!r} has no {attr!r}; see lexrag.stages.base.Stage")
     if not isinstance(stage.phase, Phase):
         raise StageError(f"stage {stage.name!r}: phase must be a lexrag.stages.base.Phase, got {stage.phase!r}")
-    needs, known = getattr(stage, "needs", ()), known_parts()
-    if not isinstance(needs, tuple) or not set(needs) <= set(known):
-        raise StageError(f"stage {stage.name!r}: needs must be a tuple of loaded parts ({', '.join(known)}), got {needs!r}")
+    needs = getattr(stage, "needs", ())
+    if not isinstance(needs, tuple) or not all(isinstance(n, str) for n in needs):
+        raise StageError(f"stage {stage.name!r}: needs must be a tuple of the names of loaded parts, got {needs!r}")
     if stage.name in _STAGES and not replace:
         raise StageError(f"a stage named {stage.name!r} is already registered (pass replace=True)")
     for s in stage.signals:
@@ -282,7 +285,9 @@ def check_degrade_order(order, estimates=None) -> None:
 
 def stages_for(cfg: "Config", art: Any, phases: tuple[Phase, ...] | None = None) -> list[Stage]:
     """The enabled stages, in order, optionally only of ``phases``."""
-    return [s for s in registered_stages() if (phases is None or s.phase in phases) and s.enabled(cfg, art)]
+    stages = [s for s in registered_stages() if (phases is None or s.phase in phases) and s.enabled(cfg, art)]
+    check_needs(stages)
+    return stages
 
 
 class _AllLoaded:

@@ -8,8 +8,10 @@ dictionary (``write_dictd``); synthetic court considerations are in :mod:`lexrag
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 from pathlib import Path
+from typing import Iterator
 
 __all__ = ["SENTENCES", "LAW_DOCS", "CHAT_TEMPLATE", "make_tiny_encoder", "make_tiny_reranker", "make_tiny_llm", "write_dictd"]
 
@@ -172,3 +174,20 @@ def write_dictd(folder, entries: list[tuple[str, str]]) -> Path:
     (folder / "en-de.index").write_text("\n".join(index) + "\n", encoding="utf-8")
     (folder / "en-de.dict.dz").write_bytes(gzip.compress(data))
     return folder / "en-de.index"
+
+
+@contextlib.contextmanager
+def swap_steps(name: str, **steps) -> Iterator[None]:
+    """Within the block, catalogue entry ``name`` has other steps (``build=...``, ``load=...``): a
+    fault injected into a build or a load; its own spec is put back after."""
+    import dataclasses
+
+    from lexrag import registry
+
+    own = registry.spec(name)  # declared by its module (import lexrag.pipeline first for the whole catalogue)
+    i = registry.ARTIFACTS.index(own)
+    registry.ARTIFACTS[i] = dataclasses.replace(own, **steps)
+    try:
+        yield
+    finally:
+        registry.ARTIFACTS[i] = own
