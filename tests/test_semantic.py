@@ -386,3 +386,19 @@ def test_vectors_that_are_not_finite_or_not_unit_length_are_refused_at_load(tmp_
     _write_shards(tmp_path / "emb", x.astype(np.float16), 10)
     with pytest.raises(ArtifactError, match=message):
         Embeddings(tmp_path / "emb", 30)
+
+
+def test_without_embeddings_the_status_asks_for_them_and_not_for_the_encoder_it_found(tmp_path, tiny_encoder, corpus):
+    """A run with the dense stage on, its encoder attached and no embeddings artifact: the dense
+    part is missing, and the fix the status gives names the embeddings dataset, not the model."""
+    from lexrag.eval.status import run_status
+    from lexrag.pipeline import Artifacts, run_pipeline
+    from lexrag.queries import Query
+
+    cfg = load_config(None, {"runtime.progress": False, "semantic.enabled": True, "semantic.model": str(tiny_encoder)})
+    art = Artifacts.from_folder(tmp_path, cfg, degrade=True)
+    assert "semantic" in art.missing and "lexrag-embeddings" in art.fixes["semantic"]
+    assert "semantic.model" not in art.fixes["semantic"] and "BGE-M3" not in art.fixes["semantic"]
+    res = run_pipeline([Query("q", SENTENCES[0])], art, cfg)
+    row = run_status(cfg, art, res).to_dict()["stages"]["dense"]
+    assert row["state"] == "missing" and "lexrag-embeddings" in row["fix"] and "semantic.model" not in row["fix"], row

@@ -211,8 +211,12 @@ def _load_dense(ld: _Loading) -> None:
 
     art, sc = ld.art, ld.cfg.semantic
     enc = art._model("encoder", ld.paths.model(sc.model, "semantic.model"), "semantic.model")
-    emb = Embeddings(ld.locate("embeddings"), len(art.corpus), ld.cid, enc,
-                     expected={"fields": list(sc.fields), "max_seq": sc.max_seq})
+    try:
+        emb = Embeddings(ld.locate("embeddings"), len(art.corpus), ld.cid, enc,
+                         expected={"fields": list(sc.fields), "max_seq": sc.max_seq})
+    except LexragError as e:  # the encoder was found: the fix is the embeddings' alone, not the model it found
+        e.fix = spec("embeddings").how_to_get()
+        raise
     kind = choose_index_kind(emb, sc.index)
     art.dense = DenseIndex(emb, kind, sc.nlist, sc.pq_m, sc.nprobe, sc.rescore_k, use_gpu=sc.faiss_gpu)
     art.loaders["encoder"] = lambda: load_encoder(enc, sc.device, sc.fp16, sc.max_seq)
