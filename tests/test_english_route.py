@@ -89,3 +89,19 @@ def test_an_english_file_of_other_keys_is_refused_with_one_line(tmp_path, tiny_i
     en.write_text("key,english\nArt. 8 ZGB,x\n", encoding="utf-8")
     with pytest.raises(CsvInputError, match="--laws-en .*missing column"):
         build_artifacts(load_config(None, {"runtime.progress": False}), laws, tmp_path / "art2", courts=courts, laws_en=en)
+
+
+def test_the_english_index_is_rebuilt_over_itself_and_another_artifact_inside_is_still_refused(english_artifacts, tmp_path):
+    """bm25_en keeps its BM25 index in ``index/`` with a params.json its own file list holds: a
+    rebuild into the same folder replaces it (before: refused as "holds another artifact"); an
+    artifact of another build left inside it is still refused by name."""
+    from lexrag.errors import ArtifactError
+    from lexrag.io.publish import check_replaceable
+
+    dest = english_artifacts / "bm25_en"
+    check_replaceable(dest)  # its own index/params.json
+    stray = dest / "cache"
+    stray.mkdir()
+    (stray / "params.json").write_text(json.dumps({"artifact": "llm_cache"}), encoding="utf-8")
+    with pytest.raises(ArtifactError, match="holds another artifact"):
+        check_replaceable(dest)

@@ -216,8 +216,13 @@ def check_replaceable(dest: str | Path, new: Path | None = None) -> None:
         raise ArtifactError(f"{dest} holds files but no params.json, so it is no lexrag artifact and the build does not "
                             "replace it: move it away or choose another output folder")
     if dest.is_dir():  # another artifact inside this one (an LLM cache of a working folder set there) would go with it
+        outer = _read_params(dest / PARAMS) if (dest / PARAMS).is_file() else None
+        listed = outer.get("files") if isinstance(outer, dict) else None
+        # a folder whose files the artifact lists as its own is its part (bm25_en's index/, with its params.json)
+        parts = {str(f).split("/", 1)[0] for f in listed if "/" in str(f)} if isinstance(listed, dict) else set()
         for entry in dest.iterdir():
-            if entry.is_dir() and not entry.name.startswith(".") and next(entry.rglob(PARAMS), None) is not None:
+            if (entry.is_dir() and not entry.name.startswith(".") and entry.name not in parts
+                    and next(entry.rglob(PARAMS), None) is not None):
                 raise ArtifactError(f"{dest} holds another artifact, {entry}; replacing {dest} would delete it: move it out "
                                     "first (an LLM cache belongs outside the artifact folders: set llm.cache_dir or "
                                     "paths.working_dir elsewhere)")
@@ -233,7 +238,7 @@ def check_replaceable(dest: str | Path, new: Path | None = None) -> None:
             if isinstance(kind, str) and isinstance(new_doc, dict) and new_doc.get("artifact") == kind:
                 return  # the same unlisted artifact rebuilt (wheels, an LLM cache export): its files are its own
             known |= {q.relative_to(new).as_posix() for q in Path(new).rglob("*") if q.is_file()}
-        known |= {PARAMS, "dataset-metadata.json"}
+        known |= {PARAMS, "dataset-metadata.json"} | {f"{part}/{PARAMS}" for part in parts}
         extra = sorted(q.relative_to(dest).as_posix() for q in dest.rglob("*")
                        if q.is_file() and not any(_own_leftover(part) for part in q.relative_to(dest).parts)
                        and q.relative_to(dest).as_posix() not in known)
