@@ -2,7 +2,8 @@
 re-recorded, as a build that wrote a bad file would) is refused in one line before LightGBM reads
 it, never a native abort; a model of another width and a ``params.json`` field of the wrong type
 or not finite are refused at load, naming the file and the field; LightGBM's thread count follows
-the run and is no part of the model; without LightGBM the one install hint is said.
+the run and is no part of the model; without LightGBM the ``ranker`` extra is named as
+errors.require names every extra.
 
 Every ranker here is fitted on small synthetic rows with the project's own fit (a second or so)."""
 
@@ -278,35 +279,58 @@ def test_an_older_artifact_recording_two_threads_is_still_read_and_not_bound_to_
     assert "num_threads" not in model.params  # a refit follows the run, not the recorded 2
 
 
-def test_without_lightgbm_loading_and_fitting_say_the_one_install_hint(tiny, monkeypatch):
+def test_without_lightgbm_loading_fitting_and_building_say_the_ranker_extra_as_every_extra_is_said(tiny, tmp_path,
+                                                                                                    monkeypatch):
+    from types import SimpleNamespace
+
+    from lexrag.config import load_config
+    from lexrag.errors import install_hint
+    from lexrag.pipeline.ranker_fit import build_ranker_step
     from lexrag.stages.ranker import LIGHTGBM_HINT
 
     rows = _rows(SIGNALS)
-    monkeypatch.setitem(sys.modules, "lightgbm", None)  # `import lightgbm` raises ImportError
-    for call in (lambda: LearnedRanker.load(tiny), lambda: LearnedRanker.fit(rows, SIGNALS, SMALL)):
-        with pytest.raises(ArtifactError) as e:
-            call()
-        assert "\n" not in str(e.value) and str(e.value).endswith(LIGHTGBM_HINT), str(e.value)
+    monkeypatch.setitem(sys.modules, "lightgbm", None)  # `import lightgbm` raises ImportError, find_spec finds none
+    nowhere = SimpleNamespace(corpus_dir=tmp_path / "none" / "corpus", train=tmp_path / "none.csv")
+    calls = {"learned ranker": (lambda: LearnedRanker.load(tiny), lambda: LearnedRanker.fit(rows, SIGNALS, SMALL)),
+             "ranker build": (lambda: build_ranker_step(load_config(None), tmp_path / "out", nowhere),)}
+    for what, fns in calls.items():
+        for call in fns:
+            with pytest.raises(ArtifactError) as e:
+                call()
+            msg = str(e.value)
+            assert "\n" not in msg and msg.startswith(f"the {what} (ranker.enabled) needs lightgbm, which is not installed: ")
+            assert msg.endswith(install_hint("ranker")), msg  # the build says it before it reads a file
+    assert LIGHTGBM_HINT == install_hint("ranker")  # the wording scripts/bench_ranker.py prints is the same one
 
 
-def test_the_lightgbm_hint_is_true_and_the_only_one():
-    """The hint says the lexrag-wheels dataset carries LightGBM: the recorded wheels dataset pins
-    the version requirements.txt pins, and the ranker extra names it; no other install hint for
-    LightGBM is worded in the package."""
+def test_the_install_hint_is_true_for_the_ranker_and_every_extra_and_worded_once():
+    """require's one hint says ``pip install -r requirements.txt`` and the lexrag-wheels dataset
+    for every extra: requirements.txt pins each extra's libraries; for the ranker the recorded
+    wheels dataset pins the LightGBM requirements.txt pins, and the ranker extra names it.  No
+    other install hint for LightGBM is worded in the package."""
+    import tomllib
+
     import yaml
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
 
-    from lexrag.stages.ranker import LIGHTGBM_HINT
-    from lexrag.stages.ranker import model as home  # the module that words it
+    from lexrag.errors import install_hint
 
-    pin = re.search(r"^lightgbm==(\S+)$", (ROOT / "requirements.txt").read_text(encoding="utf-8"), flags=re.M).group(1)
+    hint = install_hint("ranker")
+    assert "pip install 'lexrag[ranker]'" in hint and "requirements.txt" in hint and "lexrag-wheels" in hint
+    pins = {canonicalize_name(Requirement(ln).name): ln.strip()
+            for ln in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+            if ln.strip() and not ln.lstrip().startswith("#")}
+    extras = tomllib.loads((ROOT / "kernel_src" / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"]
+    assert extras["ranker"] == ["lightgbm"]
+    for extra, deps in extras.items():
+        for dep in deps:
+            assert canonicalize_name(Requirement(dep).name) in pins, f"lexrag[{extra}] needs {dep}, not in requirements.txt"
     doc = yaml.safe_load((ROOT / "artifacts_manifest.yaml").read_text(encoding="utf-8"))
     wheels = next(a for a in doc["artifacts"] if a["name"] == "wheels")
-    assert f"lightgbm=={pin}" in wheels["params"]["extra_wheels"]
-    assert "lexrag-wheels" in LIGHTGBM_HINT and "lexrag[ranker]" in LIGHTGBM_HINT
-    assert re.search(r'^ranker = \[.*"lightgbm', (ROOT / "kernel_src" / "pyproject.toml").read_text(encoding="utf-8"),
-                     flags=re.M)
+    assert pins["lightgbm"] in wheels["params"]["extra_wheels"]
     for path in (ROOT / "kernel_src" / "lexrag").rglob("*.py"):
-        if path == Path(home.__file__).resolve():
-            continue
         for line in path.read_text(encoding="utf-8").splitlines():
             assert not ("pip install" in line and "lightgbm" in line.lower()), f"{path}: {line.strip()}"
+            assert "import lightgbm" not in line or path.name in ("model.py", "ranker_fit.py"), f"{path}: {line.strip()}"

@@ -27,6 +27,7 @@ __all__ = [
     "BudgetSpent",
     "ManifestError",
     "installed",
+    "install_hint",
     "require",
 ]
 
@@ -105,12 +106,21 @@ def installed(module: str) -> bool:
         return False
 
 
+def install_hint(extra: str) -> str:
+    """How to install the pip extra ``extra``: the one wording of it, which :func:`require` ends its
+    error with.  True of every extra: requirements.txt pins each extra's libraries, and what an
+    extra adds to Kaggle's image (igraph and leidenalg, the pinned LightGBM, FAISS, bitsandbytes,
+    accelerate) is a wheel in the lexrag-wheels dataset, which its install cell installs."""
+    return (f"pip install 'lexrag[{extra}]' (or pip install -r requirements.txt, which pins it; on Kaggle: attach the "
+            "lexrag-wheels dataset, whose install cell adds it)")
+
+
 def require(what: str, extra: str, *modules: str, error: type[LexragError] = ModelLoadError) -> None:
-    """Raise ``error`` naming the pip extra to install when a library ``what`` needs is missing."""
+    """Raise ``error`` naming the pip extra to install when a library ``what`` needs is missing:
+    the one way the package says that an extra is missing (the ranker's LightGBM included)."""
     missing = [m for m in modules if not installed(m)]
     if missing:
-        raise error(f"the {what} needs {', '.join(missing)}, which is not installed: pip install 'lexrag[{extra}]' "
-                    "(on Kaggle: attach the lexrag-wheels dataset, whose install cell adds it)")
+        raise error(f"the {what} needs {', '.join(missing)}, which is not installed: {install_hint(extra)}")
 
 
 def short(value: "object", width: int = 80) -> str:

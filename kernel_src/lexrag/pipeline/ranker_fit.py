@@ -14,11 +14,11 @@ import numpy as np
 from lexrag.artifacts import sha256_file
 from lexrag.citations import scoring_form
 from lexrag.config import Config, with_overrides
-from lexrag.errors import ArtifactError
+from lexrag.errors import ArtifactError, require
 from lexrag.index import bm25_build, corpus  # noqa: F401  (the artifacts it is built over, declared first)
 from lexrag.queries import load_gold, load_queries
 from lexrag.registry import ArtifactSpec, declare
-from lexrag.stages.ranker import CANDIDATE_OFF, LIGHTGBM_HINT, LearnedRanker, TrainingRows, load_ranker_step
+from lexrag.stages.ranker import CANDIDATE_OFF, LearnedRanker, TrainingRows, load_ranker_step
 from lexrag.stages.ranker_features import candidate_features
 
 __all__ = ["CANDIDATE_OFF", "candidate_config", "training_rows", "build_ranker_step"]
@@ -58,10 +58,9 @@ def build_ranker_step(cfg: Config, dest: Path, inputs) -> None:
     ``inputs.corpus_dir`` (the corpus and the BM25 index, built first) and save it in ``dest``."""
     from lexrag.pipeline.artifacts import Artifacts
 
-    try:
-        import lightgbm
-    except ImportError as e:
-        raise ArtifactError(f"building the ranker needs LightGBM: {LIGHTGBM_HINT}") from e
+    require("ranker build (ranker.enabled)", "ranker", "lightgbm", error=ArtifactError)  # before the candidate run
+    import lightgbm
+
     t0 = time.perf_counter()
     run_cfg = candidate_config(cfg)
     art = Artifacts.from_folder(Path(inputs.corpus_dir).parent, run_cfg)

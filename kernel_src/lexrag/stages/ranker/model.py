@@ -23,15 +23,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from lexrag.artifacts import rebuild_hint, write_params
-from lexrag.errors import ArtifactError
+from lexrag.errors import ArtifactError, install_hint, require
 from lexrag.stages.ranker.checks import read_checked
 from lexrag.stages.ranker_features import FEATURE_SET, feature_names
 
 __all__ = ["PARAMS", "LIGHTGBM_HINT", "TrainingRows", "LearnedRanker", "lightgbm_threads"]
 
-# the one install hint for the ranker's LightGBM (a run's and a build's)
-LIGHTGBM_HINT = ("pip install 'lexrag[ranker]' (or pip install -r requirements.txt; on Kaggle the lexrag-wheels dataset "
-                 "carries it)")
+# the ranker's LightGBM is the ``ranker`` extra, said missing by errors.require as every extra is; this
+# is that wording, for a script that prints it itself (scripts/bench_ranker.py)
+LIGHTGBM_HINT = install_hint("ranker")
 
 # LambdaRank with fixed parameters (the experiments found no setting that does better on unseen areas); the
 # thread count is not among them: it follows the run (lightgbm_threads)
@@ -51,12 +51,11 @@ def lightgbm_threads() -> int:
     return int(first) if first.isdigit() and int(first) > 0 else 0
 
 
-def _lightgbm(what: str = "the ranker"):
-    """LightGBM, or a one-line error with the one install hint."""
-    try:
-        import lightgbm
-    except ImportError as e:
-        raise ArtifactError(f"{what} needs LightGBM: {LIGHTGBM_HINT}") from e
+def _lightgbm():
+    """LightGBM, or one :class:`ArtifactError` line naming the ``ranker`` extra (errors.require)."""
+    require("learned ranker (ranker.enabled)", "ranker", "lightgbm", error=ArtifactError)
+    import lightgbm
+
     return lightgbm
 
 
