@@ -202,11 +202,12 @@ def test_the_dictionary_without_bm25_is_refused_unless_the_dense_stage_reads_its
 def test_a_command_out_of_memory_or_threads_is_one_line(monkeypatch, capsys, exc, said):
     # `lexrag build` under `ulimit -v`: pyarrow cannot start its threads, llvmlite cannot map its library
     import lexrag.cli as cli
+    import lexrag.cli.commands as commands
 
     def boom(args):
         raise exc
 
-    monkeypatch.setattr(cli, "cmd_config", boom)
+    monkeypatch.setattr(commands, "cmd_config", boom)  # the parser binds the handler where it is defined
     assert cli.main(["-q", "config"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and said in err[0] and "ulimit -v" in err[0], err
@@ -216,15 +217,16 @@ def test_pyarrow_unable_to_start_its_threads_is_one_line(monkeypatch, capsys):
     import pyarrow.lib
 
     import lexrag.cli as cli
+    import lexrag.cli.commands as commands
 
     def boom(args):
         raise pyarrow.lib.ArrowException("Unknown error: Failed to launch worker thread: Resource temporarily unavailable")
 
-    monkeypatch.setattr(cli, "cmd_config", boom)
+    monkeypatch.setattr(commands, "cmd_config", boom)
     assert cli.main(["-q", "config"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ran out of memory or threads (ArrowException" in err[0], err
-    monkeypatch.setattr(cli, "cmd_config", lambda a: (_ for _ in ()).throw(ValueError("a bug")))
+    monkeypatch.setattr(commands, "cmd_config", lambda a: (_ for _ in ()).throw(ValueError("a bug")))
     with pytest.raises(ValueError):  # anything else is not dressed up
         cli.main(["-q", "config"])
 

@@ -1,278 +1,21 @@
-"""Command line: ``python -m lexrag VERB`` with the verbs of :data:`VERBS` and ``fuse`` (``lexrag --help`` lists them)."""
+"""Command line: ``python -m lexrag VERB`` with the verbs of :data:`VERBS` and ``fuse`` (``lexrag --help`` lists them).
+
+This module holds the parser and :func:`main` (one line per error, the exit codes); the verbs'
+handlers are in :mod:`lexrag.cli.commands`."""
 
 from __future__ import annotations
 
 import argparse
-import copy
-import json
-import os
 import sys
 import warnings
-from pathlib import Path
 
 from lexrag import __version__
+from lexrag.cli import commands
 from lexrag.registry import add_input_arguments
 
 _PYTHON_FORMATWARNING = warnings.formatwarning
 
 __all__ = ["main"]
-
-
-def _config(args: argparse.Namespace):
-    from lexrag.config import load_config, parse_overrides
-
-    cfg = load_config(args.config, parse_overrides(args.set))
-    if os.environ.get("CI"):
-        cfg.runtime.progress = False
-    return cfg
-
-
-def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protected: dict | None = None,
-               example: str = "submission.csv") -> Path:
-    """Refuse an output path that would overwrite an input or write into an artifacts folder."""
-    from lexrag.errors import ConfigError
-    from lexrag.io.outputs import check_output_file
-
-    return check_output_file(out, what, inputs, protected, example, ConfigError)
-
-
-def _artifacts(args: argparse.Namespace, cfg, degrade: bool = False):
-    """(artifacts, paths) of a run: the ``--artifacts`` folder, or without it the resolver's, as
-    the notebooks find them (on Kaggle every attached dataset in either input
-    layout, model names such as ``bge-m3`` looked up among the inputs, the LLM cache in the working
-    folder; locally ``paths.artifacts_dir`` or ./artifacts).  With ``degrade`` (``run`` without
-    ``--strict``, as the inference notebook) an artifact that is not there (other than the corpus)
-    switches its stages off and the run's status names it with its fix; a damaged one is an error."""
-    from lexrag.errors import ArtifactError
-    from lexrag.paths import on_kaggle, paths_for
-    from lexrag.pipeline import Artifacts
-
-    paths = paths_for(args.artifacts, cfg.paths)
-    try:
-        return Artifacts.load(paths, cfg, skip_missing=degrade), paths
-    except ArtifactError as e:
-        if on_kaggle() or args.artifacts:
-            raise
-        raise ArtifactError(f"{e}; no --artifacts was given, so {paths.artifacts_dir} was searched: give --artifacts "
-                            "ARTIFACTS or set paths.artifacts_dir") from None
-
-
-def _artifacts_dir(args: argparse.Namespace, cfg) -> tuple[str, Path]:
-    """(name, folder) of the artifacts outputs must stay out of: ``--artifacts``, or the resolver's folder."""
-    if args.artifacts:
-        return "--artifacts", Path(args.artifacts)
-    from lexrag.paths import resolve_paths
-
-    return "artifacts (found without --artifacts)", resolve_paths(cfg.paths).artifacts_dir
-
-
-def cmd_build(args: argparse.Namespace) -> int:
-    from lexrag.io.outputs import check_makeable
-    from lexrag.errors import ConfigError
-    from lexrag.index.build import courts_beside
-    from lexrag.pipeline.build import build_artifacts
-
-    cfg = _config(args)
-    check_makeable(args.out, "--out")
-    if args.no_courts and args.courts:
-        raise ConfigError(f"--no-courts and --courts {args.courts} contradict each other: give one of them")
-    courts = courts_beside(args.laws, False if args.no_courts else args.courts)
-    build_artifacts(cfg, args.laws, args.out, courts=courts, law_keys=args.law_keys, train=args.train,
-                    abbreviations=args.abbreviations, dictionary=args.dictionary, headings=args.headings,
-                    laws_en=args.laws_en)
-    print(f"artifacts written to {args.out}")
-    return 0
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from lexrag.eval.status import run_status
-    from lexrag.eval.submission import read_submission, write_submission
-    from lexrag.pipeline import run_pipeline
-    from lexrag.pipeline.run import scored_rankings
-    from lexrag.queries import load_queries
-
-    cfg = _config(args)
-    _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config},
-               protected=dict([_artifacts_dir(args, cfg)]))
-    if args.run_file:
-        _check_out(args.run_file, "--run-file", {"--queries": args.queries, "--config": args.config, "--out": args.out},
-                   dict([_artifacts_dir(args, cfg)]), "run.trec")
-    if Path(args.out).suffix.lower() in (".gz", ".bz2", ".xz", ".zip", ".zst"):  # pandas would read it as compressed
-        from lexrag.errors import ConfigError
-
-        raise ConfigError(f"--out {args.out}: the submission is written as plain CSV (what Kaggle reads), not "
-                          f"{Path(args.out).suffix} compressed; give a .csv name")
-    art, paths = _artifacts(args, cfg, degrade=not args.strict)
-    queries = load_queries(args.queries, cfg.query.max_chars)
-    result = run_pipeline(queries, art, cfg, paths=paths)
-    write_submission(args.out, result.predictions, result.query_ids)
-    if args.run_file:
-        from lexrag.eval.trec import write_trec_run
-
-        n_lines = write_trec_run(args.run_file, scored_rankings(result, art.corpus, cfg), args.run_tag, result.query_ids)
-        print(f"wrote {args.run_file}: a TREC run of {n_lines} lines (the ranking before the count)")
-    n = sum(len(v) for v in read_submission(args.out).values())  # as written: a row over the limits is cut (and said)
-    totals = result.cost_totals()
-    llm = {k: sum(a.get(k, 0.0) for a in totals.values()) for k in ("llm_calls", "prompt_tokens", "gen_tokens")}
-    note = (f"; LLM {int(llm['llm_calls'])} calls, {int(llm['prompt_tokens'])} prompt + "
-            f"{int(llm['gen_tokens'])} generated tokens" if llm["llm_calls"] else "")
-    if result.dropped:
-        note += f"; dropped for time: {', '.join(result.dropped)}"
-    print(f"wrote {args.out}: {len(result.query_ids)} queries, {n} citations, {result.timings['total']:.2f}s{note}")
-    status = run_status(cfg, art, result)
-    print(status.table())
-    return 1 if status.status == "FAILED" else 0
-
-
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    from lexrag.eval.calibrate import calibrate, check_calibration_out
-
-    cfg = _config(args)
-    if args.out:
-        out = Path(args.out)
-    elif args.artifacts:
-        out = Path(args.artifacts) / "calibration"
-    else:  # beside the resolver's artifacts; on Kaggle the working folder (the inputs are read-only)
-        from lexrag.paths import resolve_paths
-
-        out = resolve_paths(cfg.paths).output_dir / "calibration"
-    check_calibration_out(out, _artifacts_dir(args, cfg)[1])
-    load_cfg = copy.deepcopy(cfg)
-    load_cfg.count.method, load_cfg.count.calibration = "fixed", ""  # an old or broken calibration never blocks a new one
-    art, paths = _artifacts(args, load_cfg)
-    doc = calibrate(cfg, art, args.queries, out, paths=paths)
-    cv = doc.get("grouped_cv")
-    if cv and cv.get("macro_f1") is not None:
-        tail = f", grouped CV by course ({cv['folds']} folds) {cv['macro_f1']:.4f}"
-    elif cv:
-        tail = " (one course only: no grouped cross-validation)"
-    else:
-        tail = " (no course column: no grouped cross-validation)"
-    print(f"calibration written to {out}: thresholds {doc['thresholds']} (default {doc['default']}); "
-          f"Macro F1 of the n_cal cut in-sample {doc['macro_f1_in_sample']:.4f}{tail}")
-    return 0
-
-
-def cmd_tune(args: argparse.Namespace) -> int:
-    from lexrag.eval.tune import parse_grid, tune
-
-    cfg = _config(args)
-    grid = parse_grid(args.grid)
-    both = [x.split("=", 1)[0].strip() for x in args.set or [] if x.split("=", 1)[0].strip() in grid]
-    if both:  # the grid sets the field at every point: the --set value would be dropped without a word
-        from lexrag.errors import ConfigError
-
-        raise ConfigError(f"--set {both[0]} and --grid {both[0]}: the grid sets it at every point; drop one of them")
-    if args.out:
-        _check_out(args.out, inputs={"--queries": args.queries, "--config": args.config},
-                   protected=dict([_artifacts_dir(args, cfg)]), example="tuned.yaml")
-    art, paths = _artifacts(args, cfg)
-    res = tune(cfg, art, args.queries, grid, args.out, paths=paths)
-    print("  held out  in-sample  point")
-    for row in sorted(res["per_point"], key=lambda r: -r["macro_f1_held_out"])[:10]:
-        print(f"  {row['macro_f1_held_out']:.4f}    {row['macro_f1']:.4f}     {row['point']}")
-    picked: dict[str, int] = {}  # how stable the pick is: the point each fold picked on the other folds
-    for p in res["fold_picks"]:
-        picked[str(p["point"])] = picked.get(str(p["point"]), 0) + 1
-    print("picked on the other folds: " + "; ".join(f"{p} in {n} of {res['folds']} folds"
-                                                   for p, n in sorted(picked.items(), key=lambda t: -t[1])))
-    print(f"best {res['best']}: Macro F1 held out {res['macro_f1_held_out']:.4f}, in-sample {res['macro_f1_in_sample']:.4f}; "
-          f"{res['signals_computed']} signals computed, {res['reused']} reused" + (f"; tuned config: {args.out}" if args.out else ""))
-    others = "".join(f", by {g} ({res['folds_by'][g]} folds) {v:.4f}" for g, v in res["macro_f1_nested_by"].items()
-                     if g != res["grouped_by"])
-    print(f"nested Macro F1 (each fold scored at the point picked on inner folds of the others), grouped by "
-          f"{res['grouped_by']}, {res['folds']} folds: {res['macro_f1_nested']:.4f}{others}")
-    return 0
-
-
-def cmd_check_scores(args: argparse.Namespace) -> int:
-    from lexrag.eval.expect import check_expected, format_checks, read_metrics_file
-    from lexrag.eval.status import recorded_state
-
-    rows = check_expected(args.metrics, args.expected)
-    print(format_checks(rows))
-    state = recorded_state(read_metrics_file(args.metrics))
-    if state not in (None, "OK"):  # numbers of a run that did not do what its config asked are not a pass
-        print(f"FAIL: the run that wrote {args.metrics} ended {state}, not OK (its status table says which stages did not run)")
-        return 1
-    return 1 if any(r["status"] == "FAIL" for r in rows) else 0
-
-
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    from lexrag.eval.metrics import evaluate
-    from lexrag.eval.submission import read_submission
-    from lexrag.eval.validation import format_metrics
-    from lexrag.queries import load_gold
-
-    from lexrag.eval.trec import read_qrels, read_trec_run, trec_kind
-
-    gold = read_qrels(args.gold) if trec_kind(args.gold) == "qrels" else load_gold(args.gold)
-    if not gold:
-        from lexrag.errors import CsvInputError
-
-        raise CsvInputError(f"{args.gold}: no rows with gold citations (only a header?)")
-    ranked = None
-    if trec_kind(args.pred) == "run":
-        if args.k < 1:
-            from lexrag.errors import ConfigError
-
-            raise ConfigError(f"--k {args.k}: give the citations per query to score as the prediction (1 or more)")
-        ranked = {q: [c for c, _ in hits] for q, hits in read_trec_run(args.pred).items()}
-        pred = {q: r[: args.k] for q, r in ranked.items()}
-        print(f"{args.pred}: a TREC run of {len(ranked)} queries; the first {args.k} citations of each are the prediction "
-              "(--k), the whole ranking is scored for recall@k and nDCG", file=sys.stderr)
-    else:
-        pred = read_submission(args.pred)
-    missing = [q for q in gold if q not in pred]
-    if missing:
-        print(f"warning: {len(missing)} gold queries have no row in {args.pred} (scored as empty): {missing[:5]}", file=sys.stderr)
-    extra = [q for q in pred if q not in gold]
-    if extra:
-        print(f"warning: {len(extra)} rows of {args.pred} name no query with gold in {args.gold} (not scored): {extra[:5]}",
-              file=sys.stderr)
-    metrics = evaluate(gold, pred, ranked, ks=(10, 100)) if ranked is not None else evaluate(gold, pred, ks=(10,))
-    if args.json:
-        print(json.dumps(metrics, sort_keys=True))
-    else:
-        print(format_metrics(metrics))
-    return 0
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    from lexrag.eval.submission import validate_submission
-    from lexrag.index.corpus import Corpus
-    from lexrag.queries import load_queries
-
-    qids = [q.query_id for q in load_queries(args.queries)]
-    citations = Corpus(Path(args.artifacts) / "corpus").citations if args.artifacts else None
-    problems = validate_submission(args.submission, qids, citations)
-    for p in problems:
-        print(p)
-    if problems:
-        print(f"INVALID: {len(problems)} problem(s)")
-        return 1
-    print(f"OK: {args.submission} is a valid submission for {len(qids)} queries")
-    return 0
-
-
-def cmd_config(args: argparse.Namespace) -> int:
-    from lexrag.config import config_help
-
-    if args.config or args.set:
-        import yaml
-
-        print(yaml.safe_dump(_config(args).to_dict(), sort_keys=False, allow_unicode=True))
-    else:
-        print(config_help())
-    return 0
-
-
-def cmd_show_metrics(args: argparse.Namespace) -> int:
-    from lexrag.eval.expect import read_metrics_file
-    from lexrag.eval.summary import run_summary
-
-    print(run_summary(args.metrics, read_metrics_file(args.metrics)))
-    return 0
 
 
 # what each verb does and one example, shown by `lexrag VERB --help` (the one-line help is the list's)
@@ -349,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-courts", action="store_true", help="laws only, even with court_considerations.csv beside --laws")
     b.add_argument("--out", required=True, help="artifacts folder to write")
     cfg_args(b)
-    b.set_defaults(func=cmd_build)
+    b.set_defaults(func=commands.cmd_build)
 
     r = _verb(sub, "run", "answer a queries CSV and write submission.csv", common)
     r.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find "
@@ -363,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--strict", action="store_true", help="refuse to run when an artifact the config asks for is missing "
                    "(default: as on Kaggle, its stages are switched off and the status says DEGRADED with the fix)")
     cfg_args(r)
-    r.set_defaults(func=cmd_run)
+    r.set_defaults(func=commands.cmd_run)
 
     k = _verb(sub, "calibrate", "fit the adaptive count's score thresholds on a validation file (writes an artifact)", common)
     k.add_argument("--artifacts", help="artifacts folder (corpus/, bm25/, ...); default: where the notebooks find "
@@ -373,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--out", help="calibration folder to write (default: <artifacts>/calibration, which run reads; without --artifacts "
                         "the resolver's output folder: on Kaggle the working folder)")
     cfg_args(k)
-    k.set_defaults(func=cmd_calibrate)
+    k.set_defaults(func=commands.cmd_calibrate)
 
     t = _verb(sub, "tune", "grid over config fields, scored by nested cross-validation on held-out legal areas and courses",
               common)
@@ -385,12 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="values to try for one field (repeatable), e.g. fusion.weights.bm25_de=1,2,4 or count.k=3,5,10")
     t.add_argument("--out", help="write the tuned config (YAML, every field) here")
     cfg_args(t)
-    t.set_defaults(func=cmd_tune)
+    t.set_defaults(func=commands.cmd_tune)
 
     x = _verb(sub, "check-scores", "compare a metrics.json with expected scores (OK / OKish / FAIL per row)", common)
     x.add_argument("metrics", help="metrics.json of a validation run")
     x.add_argument("--expected", required=True, help="YAML of expected metrics with tolerances (e.g. demo/expected.yaml)")
-    x.set_defaults(func=cmd_check_scores)
+    x.set_defaults(func=commands.cmd_check_scores)
 
     e = _verb(sub, "evaluate", "score a submission (or a TREC run) against gold (competition Macro F1)", common)
     e.add_argument("--gold", required=True, help="a CSV with query_id,gold_citations, or TREC qrels")
@@ -399,18 +142,18 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--k", type=int, default=3, help="with a TREC run: the citations per query taken as the prediction "
                    "(default 3)")
     e.add_argument("--json", action="store_true", help="print one JSON object")
-    e.set_defaults(func=cmd_evaluate)
+    e.set_defaults(func=commands.cmd_evaluate)
 
     v = _verb(sub, "validate-submission", "check a submission file and name every problem", common)
     v.add_argument("submission", help="the submission CSV (query_id,predicted_citations)")
     v.add_argument("--queries", required=True, help="the questions it answers (query_id,query), e.g. test.csv")
     v.add_argument("--artifacts", help="artifacts folder; checks that every citation is a corpus string")
-    v.set_defaults(func=cmd_validate)
+    v.set_defaults(func=commands.cmd_validate)
 
     m = _verb(sub, "show-metrics", "print a validation run's metrics, status table and count, and the ablation tables "
                                    "and outputs beside its metrics.json", common)
     m.add_argument("metrics", help="metrics.json of a validation run (the validation notebook writes it in out_dir)")
-    m.set_defaults(func=cmd_show_metrics)
+    m.set_defaults(func=commands.cmd_show_metrics)
 
     from lexrag.eval.runs import add_fuse_command
 
@@ -418,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = _verb(sub, "config", "print every config field with its default and help, or the resolved config", common)
     cfg_args(c)
-    c.set_defaults(func=cmd_config)
+    c.set_defaults(func=commands.cmd_config)
     return p
 
 
