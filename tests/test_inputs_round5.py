@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from lexrag.cli import main as cli_main
 from lexrag.config import Config, ConfigError, load_config, parse_overrides, section_names
-from lexrag.config.sections import check_ranges
+from lexrag.config.fields import check_ranges
 from lexrag.io.csvio import CsvInputError
 from lexrag.eval.submission import validate_submission
 from lexrag.queries import load_gold, load_queries

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from lexrag.config import load_config
-from lexrag.config.sections import field_spec
+from lexrag.config.fields import field_spec
 from lexrag.queries import Query
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase

@@ -101,7 +101,7 @@ def test_a_fixed_knob_set_in_a_config_or_by_set_is_one_line_naming_it_and_its_va
     import importlib
 
     from lexrag.config import parse_overrides
-    from lexrag.config.sections import REMOVED
+    from lexrag.config.fields import REMOVED
 
     module, name = FIXED[key]
     value = getattr(importlib.import_module(module), name)
@@ -139,7 +139,7 @@ def test_the_config_holds_at_most_125_fields_and_no_removed_key():
     import dataclasses
 
     from lexrag.config import Config
-    from lexrag.config.sections import REMOVED
+    from lexrag.config.fields import REMOVED
 
     cfg = Config()
     fields = {f"{s.name}.{f.name}" for s in dataclasses.fields(cfg) for f in dataclasses.fields(getattr(cfg, s.name))}

@@ -3,13 +3,17 @@
 A config is built from the defaults, then a YAML file, then overrides (``section.field=value``
 from the CLI, or a dict from a papermill parameters cell).  An unknown section or field is an
 error naming it; a value of the wrong type is an error naming the field and the expected type.
+
+This module holds :class:`Config` with its cross-field checks and :func:`load_config`; the sections
+are in :mod:`lexrag.config.sections`, what a field is (its spec, the range check, the moved and
+removed keys) in :mod:`lexrag.config.fields`, and reading values in (``--set``, type checks,
+merging) in :mod:`lexrag.config.values`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import typing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,13 +21,16 @@ from typing import Any, Mapping
 
 import yaml
 
-from lexrag.config.sections import (  # noqa: F401  (the sections are part of this module's interface)
-    COMMUNITY_RESOLUTION, MOVED, REMOVED, AgentConfig, ArticlesConfig, CorpusConfig, CountConfig, DictionaryConfig,
-    EnglishConfig, FeedbackConfig, FusionConfig, GraphConfig, LexicalConfig, LLMConfig, PathsConfig, PriorConfig, QueryConfig, RankerConfig,
-    RerankConfig, RuntimeConfig, SeedConfig, SemanticConfig, StatutesConfig, VerifyConfig, check_ranges,
-)
-from lexrag.errors import ConfigError, short
+from lexrag.config.fields import REMOVED, check_ranges
 from lexrag.config.notebook import notebook_flag, notebook_mapping, notebook_path
+from lexrag.config.sections import (  # noqa: F401  (the sections are part of this module's interface)
+    COMMUNITY_RESOLUTION, AgentConfig, ArticlesConfig, CorpusConfig, CountConfig, DictionaryConfig,
+    EnglishConfig, FeedbackConfig, FusionConfig, GraphConfig, LexicalConfig, LLMConfig, PathsConfig, PriorConfig, QueryConfig, RankerConfig,
+    RerankConfig, RuntimeConfig, SeedConfig, SemanticConfig, StatutesConfig, VerifyConfig,
+)
+from lexrag.config.values import as_numbers, deep_update, merge, parse_overrides
+from lexrag.config.yamlio import read_yaml_file
+from lexrag.errors import ConfigError, short
 from lexrag.signals import (
     GRAPH_SIGNALS,
     VARIANTS,
@@ -31,7 +38,6 @@ from lexrag.signals import (
     check_task_names,
     check_variant_names,
 )
-from lexrag.config.yamlio import UniqueKeyLoader, bounded_size, read_yaml_file, yaml12_number, yaml_problem
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_overrides", "config_help", "presets", "with_overrides",
            "notebook_stages", "section_names", "register_section", "unregister_section"]
@@ -43,7 +49,7 @@ EXTRA_SECTIONS: dict[str, type] = {}
 
 def register_section(name: str, section: type) -> type:
     """Add config section ``name``, a dataclass whose fields are made with ``field_spec``
-    (:mod:`lexrag.config.sections`): config files, ``--set name.field=...``, ``lexrag config`` and
+    (:mod:`lexrag.config.fields`): config files, ``--set name.field=...``, ``lexrag config`` and
     the range checks then know it.  Configs made before it was registered do not hold it."""
     if not dataclasses.is_dataclass(section) or not isinstance(section, type):
         raise TypeError(f"config section {name!r} must be a dataclass type, got {section!r}")
@@ -112,7 +118,7 @@ class Config:
                 if name in seen:
                     raise ConfigError(f"runtime.degrade_order: stage {short(name)} appears twice")
                 seen.add(name)
-        rc.stage_estimates_s = _numbers(rc.stage_estimates_s)
+        rc.stage_estimates_s = as_numbers(rc.stage_estimates_s)
         for name, v in rc.stage_estimates_s.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0:
                 raise ConfigError(f"runtime.stage_estimates_s.{name} must be a number >= 0, got {short(v)}")
@@ -174,7 +180,7 @@ class Config:
 
         for field_name in ("weights",):
             check_signal_names(getattr(self.fusion, field_name), f"fusion.{field_name}")
-            setattr(self.fusion, field_name, _numbers(getattr(self.fusion, field_name)))
+            setattr(self.fusion, field_name, as_numbers(getattr(self.fusion, field_name)))
             for name, w in getattr(self.fusion, field_name).items():
                 if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
                     raise ConfigError(f"fusion.{field_name}.{name} must be a finite number >= 0, got {short(w)}")
@@ -195,137 +201,12 @@ class Config:
         return self
 
 
-# The element type of each list field; every list not named here holds strings (names, folders).
-LIST_ELEMENTS: dict[str, tuple[type, ...]] = {"graph.resolutions": (int, float), "runtime.degrade_order": (list,)}
-MAX_VALUE_NODES = 10_000  # a config value (every list, mapping and scalar in it, shared ones counted each time) at most
-
-
-def expanded_size(value: Any, limit: int = MAX_VALUE_NODES) -> int:
-    """How many lists, mappings and scalars ``value`` holds when every shared reference is counted
-    each time it occurs (what printing or copying it would expand); stops counting past ``limit``
-    (returns ``limit + 1``), and a value that contains itself counts as past the limit."""
-    return bounded_size(value, lambda v: ((x for kv in v.items() for x in kv) if isinstance(v, dict) else v)
-                        if isinstance(v, (list, tuple, dict)) else None, limit)
-
-
-def _check_elements(path: str, value: list) -> list:
-    want = LIST_ELEMENTS.get(path, (str,))
-    for i, x in enumerate(value):
-        if isinstance(x, bool) and bool not in want or not isinstance(x, want):
-            names = " or ".join("number" if t in (int, float) else ("list" if t is list else t.__name__) for t in dict.fromkeys(
-                float if t is int else t for t in want))
-            raise ConfigError(f"{path}[{i}]: expected a {names}, got {type(x).__name__} {short(x, 60)}")
-    return list(value)
-
-
-def _numbers(mapping: dict) -> dict:
-    """A mapping of numbers (fusion weights, stage estimates) with ``1e-3`` read as the float it is,
-    as the float fields read it."""
-    return {k: yaml12_number(v) for k, v in mapping.items()}
-
-
-def _check_type(path: str, value: Any, tp: Any) -> Any:
-    if isinstance(value, (list, tuple, dict)) and expanded_size(value) > MAX_VALUE_NODES:
-        raise ConfigError(f"{path}: the value expands to more than {MAX_VALUE_NODES:,} items (a very long "
-                          "list or mapping, or YAML aliases repeating one another); write it out plainly or shorten it")
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if tp is float and isinstance(value, str):
-        value = yaml12_number(value)  # YAML 1.2 reads 1e-9 as a float; PyYAML (YAML 1.1) leaves it a string
-    if tp is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{path}: expected a list, got {short(value)}")
-        return _check_elements(path, value)
-    if tp is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{path}: expected a mapping, got {short(value)}")
-        bad = next((k for k in value if not isinstance(k, str)), None)
-        if bad is not None:
-            raise ConfigError(f"{path}: key {short(bad, 60)} is not a name (a {type(bad).__name__})")
-        return dict(value)
-    if tp in (int, float, str, bool):
-        if type(value) is not tp:
-            raise ConfigError(f"{path}: expected {tp.__name__}, got {type(value).__name__} {short(value)}")
-    return value
-
 
 def section_names(cfg: Config) -> list[str]:
     """The sections of ``cfg``: the built-in ones, then those registered (``register_section``)."""
     return [f.name for f in dataclasses.fields(cfg)] + [n for n in EXTRA_SECTIONS if n in vars(cfg)]
 
 
-def _merge(obj: Any, data: Mapping[str, Any], prefix: str) -> None:
-    hints = typing.get_type_hints(type(obj))
-    names = set(section_names(obj)) if isinstance(obj, Config) else {f.name for f in dataclasses.fields(obj)}
-    for key, value in data.items():
-        path = f"{prefix}{key}"
-        if key not in names:
-            moved = MOVED.get(path)
-            if moved:
-                raise ConfigError(f"config key {path} is now {moved}: rename it in the config (or --set {moved}=...)")
-            if path in REMOVED:
-                raise ConfigError(f"config key {path} was removed ({REMOVED[path]}): delete it from the config")
-            raise ConfigError(f"unknown config key {short(path)}; known: {', '.join(sorted(names))}")
-        current = getattr(obj, key)
-        if dataclasses.is_dataclass(current):
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{path}: expected a section (mapping), got {short(value)}")
-            _merge(current, value, f"{path}.")
-        elif hints[key] is dict and isinstance(current, dict) and isinstance(value, Mapping):
-            # a mapping field is updated key by key (fusion.weights, graph.signals, runtime.stage_estimates_s):
-            # setting one weight keeps the others
-            setattr(obj, key, {**current, **_check_type(path, value, dict)})
-        else:
-            setattr(obj, key, _check_type(path, value, hints[key]))
-
-
-def parse_overrides(items: list[str] | None) -> dict:
-    """``["fusion.rrf_k=30", "count.method=elbow"]`` -> nested dict; values are parsed as YAML.  A
-    key given twice (``count.k=3`` and ``count.k=7``, or ``count.k`` and then all of ``count``) is
-    refused, naming it and both values: which one was meant cannot be known."""
-    out: dict = {}
-    given: dict[tuple[str, ...], str] = {}  # the path of each override -> its value as written
-    for item in items or []:
-        if "=" not in item:
-            raise ConfigError(f"override {short(item)} is not of the form section.field=value")
-        path, raw = item.split("=", 1)
-        node = out
-        parts = path.strip().split(".")
-        if not all(parts):
-            raise ConfigError(f"override {short(item)}: {short(path)} is not a section.field path")
-        for i, p in enumerate(parts[:-1]):
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {short(item)}: an earlier override set {'.'.join(parts[:i + 1])} to {short(node)}, "
-                                  "so it has no fields to set")
-        if parts[-1] in node:  # the same key again, or a section (mapping) of which a field was set before
-            key = tuple(parts)
-            earlier = next(((k, v) for k, v in given.items() if k[:len(key)] == key or key[:len(k)] == k), None)
-            first = f"{'.'.join(earlier[0])}={_as_written(earlier[1])}" if earlier else short(node[parts[-1]], 40)
-            raise ConfigError(f"--set {'.'.join(parts)} is given twice ({first} and {'.'.join(parts)}={_as_written(raw)}); "
-                              "give it once")
-        given[tuple(parts)] = raw
-        try:
-            node[parts[-1]] = yaml.load(raw, Loader=UniqueKeyLoader)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"override {short(item)}: the value {short(raw)} is not valid YAML ({yaml_problem(e)}); "
-                              f"quote strings, write lists as [a, b]") from None
-        except RecursionError:
-            raise ConfigError(f"override {short(item)}: the value is nested too deeply to read; no field takes more "
-                              "than a list of lists") from None
-        except ValueError as e:  # a number of more than 4,300 digits: Python refuses to read it
-            if "digits" not in str(e):
-                raise
-            raise ConfigError(f"override {short(path.strip(), 60)}: the value is a number of {len(raw.strip()):,} "
-                              "characters, past any field's range; give a number in the field's range "
-                              "(lexrag config lists the fields)") from None
-    return out
-
-
-def _as_written(raw: str, width: int = 40) -> str:
-    """An override's value as the command line gave it, when it is short and printable; else its repr, cut."""
-    text = raw.strip()
-    return text if len(text) <= width and text.isprintable() else short(text, width)
 
 
 PRESETS = Path(__file__).resolve().parents[1] / "presets"
@@ -369,7 +250,7 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         if not isinstance(data, Mapping):
             raise ConfigError(f"{p}: top level must be a mapping of sections")
         try:
-            _merge(cfg, data, "")
+            merge(cfg, data, names=section_names(cfg))
             check_ranges([(n, getattr(cfg, n)) for n in section_names(cfg)])  # a value out of range is the file's
         except ConfigError as e:
             raise ConfigError(f"{p}: {e}") from None
@@ -377,10 +258,10 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         nested: dict = {}
         for k, v in overrides.items():
             if "." in k:
-                nested = _deep_update(nested, parse_overrides([f"{k}={yaml.safe_dump(v)}"]))
+                nested = deep_update(nested, parse_overrides([f"{k}={yaml.safe_dump(v)}"]))
             else:
-                nested = _deep_update(nested, {k: v})
-        _merge(cfg, nested, "")
+                nested = deep_update(nested, {k: v})
+        merge(cfg, nested, names=section_names(cfg))
     return cfg.validate()
 
 
@@ -391,18 +272,10 @@ def with_overrides(cfg: Config, overrides: Mapping[str, Any]) -> Config:
     out = copy.deepcopy(cfg)
     nested: dict = {}
     for k, v in overrides.items():
-        nested = _deep_update(nested, parse_overrides([f"{k}={yaml.safe_dump(v, default_flow_style=True).strip()}"]))
-    _merge(out, nested, "")
+        nested = deep_update(nested, parse_overrides([f"{k}={yaml.safe_dump(v, default_flow_style=True).strip()}"]))
+    merge(out, nested, names=section_names(out))
     return out.validate()
 
-
-def _deep_update(a: dict, b: Mapping) -> dict:
-    for k, v in b.items():
-        if isinstance(v, Mapping) and isinstance(a.get(k), dict):
-            _deep_update(a[k], v)
-        else:
-            a[k] = v
-    return a
 
 
 def config_help() -> str:
