@@ -205,7 +205,8 @@ def test_every_spec_lives_beside_its_own_steps_and_a_bad_registration_changes_no
             assert a.load is not None and a.fix and not a.dataset, a  # a part: loaded, with its fix
             continue
         mod = owners[a.name]
-        assert callable(a.build) and follows(a.build, mod), (a.name, a.build)
+        binder = sys.modules[a.build_in] if a.build_in else mod  # a build a floor above its load, bound there
+        assert callable(a.build) and follows(a.build, binder), (a.name, a.build)
         assert (a.load is not None) == (a.attr is not None), a.name
         if a.load is not None:
             assert follows(a.load, mod), (a.name, a.load)
@@ -215,6 +216,10 @@ def test_every_spec_lives_beside_its_own_steps_and_a_bad_registration_changes_no
         B.register_artifact(ARTIFACTS[0])
     with pytest.raises(ValueError, match="load step exactly when"):
         B.register_artifact(ArtifactSpec("toy2", ("corpus",), dataset="lexrag-toy2", attr="toy2", build=build_toy))
+    with pytest.raises(ValueError, match="bound by lexrag.index.bm25_build, once"):
+        from lexrag.registry import bind_build
+
+        bind_build("bm25", build_toy)  # bound already, and by its own module only
     with pytest.raises(ValueError, match="needs its build step"):
         B.register_artifact(ArtifactSpec("toy3", ("corpus",), dataset="lexrag-toy3"))
     assert not {"toy2", "toy3"} & {a.name for a in ARTIFACTS}  # refused: nothing changed

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lexrag.config import Config
 
 __all__ = ["ArtifactSpec", "BuildInput", "BuildInputs", "INPUTS", "ARTIFACTS", "spec", "names", "declare", "withdraw",
-           "rebuild_command", "fix_for", "build_order", "add_input_arguments", "input_flag", "loadable"]
+           "rebuild_command", "fix_for", "build_order", "bind_build", "add_input_arguments", "input_flag", "loadable"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,10 @@ class ArtifactSpec:
     build: Callable | None = None  # step(cfg, dest, inputs) -> bool | None (False: incomplete, run again to resume);
     # the wheels' step(dest, manifest_entry)
     load: Callable | None = None  # an artifact's step(folder, cfg, art) -> object; a part's step(loading)
+    # the module that binds its build step (bind_build), when the build sits a floor above the load: BM25's
+    # build imports the index it writes; the ranker's runs the pipeline.  Declared with its load, every
+    # message about it names its rebuild wherever it is loaded.
+    build_in: str | None = None
 
     @property
     def input_flag(self) -> str | None:
@@ -176,12 +180,29 @@ def declare(s: ArtifactSpec) -> ArtifactSpec:
     unknown = [f for f in (s.needs_input, s.build_with, *s.reads) if f and f not in {i.field for i in INPUTS}]
     if unknown:
         raise ValueError(f"artifact {s.name!r} reads build inputs {unknown}, which INPUTS does not hold")
-    if s.is_artifact and s.build is None:
-        raise ValueError(f"artifact {s.name!r}: a dataset needs its build step")
+    if s.is_artifact and s.build is None and not s.build_in:
+        raise ValueError(f"artifact {s.name!r}: a dataset needs its build step (or build_in, the module that binds it)")
     if (s.attr is not None) != (s.is_artifact and s.load is not None):
         raise ValueError(f"artifact {s.name!r}: give a load step exactly when attr names what it fills")
     ARTIFACTS.append(s)
     return s
+
+
+def bind_build(name: str, step: Callable) -> ArtifactSpec:
+    """Give declared artifact ``name`` its build step, from the module its spec names in
+    ``build_in`` (a floor above the module that declares it)."""
+    import dataclasses
+    import sys
+
+    i = next((i for i, a in enumerate(ARTIFACTS) if a.name == name), None)
+    if i is None:
+        raise ValueError(f"no artifact named {name!r} is declared: import the module that declares it first")
+    a = ARTIFACTS[i]
+    caller = sys._getframe(1).f_globals.get("__name__")  # the module binding it must be the one the spec names
+    if a.build is not None or a.build_in != caller:
+        raise ValueError(f"artifact {name!r}: its build step is bound by {a.build_in or 'its own declaration'}, once")
+    ARTIFACTS[i] = dataclasses.replace(a, build=step)
+    return ARTIFACTS[i]
 
 
 def withdraw(name: str) -> None:

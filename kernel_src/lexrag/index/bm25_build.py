@@ -28,7 +28,7 @@ from lexrag.index.analyzer import Analyzer
 from lexrag.index.decompound import FILE as DECOMPOUND_FILE
 from lexrag.index.decompound import Decompounder
 from lexrag.index.lexical import ARTIFACT, BM25Index
-from lexrag.registry import ArtifactSpec, declare
+from lexrag.registry import bind_build
 
 log = logging.getLogger(__name__)
 
@@ -279,18 +279,4 @@ def build_bm25_step(cfg, dest: Path, inputs):
                       progress=cfg.runtime.progress, n_docs_hint=len(corpus))
 
 
-def load_bm25_step(folder: Path, cfg, art) -> BM25Index:
-    from lexrag.artifacts import corpus_id
-
-    index = BM25Index.load(folder, cfg.lexical, corpus_id=corpus_id(art.corpus_dir), n_docs=len(art.corpus))
-    index.check_corpus(art.corpus, folder)
-    return index
-
-
-SPEC = declare(ArtifactSpec(
-    "bm25", ("corpus",), switch="lexical.enabled", dataset="lexrag-bm25", title="lexrag BM25 index (German analyzer)",
-    description="bm25s index over the corpus, paper analyzer (86 stopwords, Snowball German) plus compound parts split by "
-                "the corpus word counts (decompound.json)",
-    builder="python build_datasets.py --only bm25 --out OUT", notebook="02_build_bm25", attr="bm25",
-    build=build_bm25_step, load=load_bm25_step,
-    rebuild="python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only bm25)"))
+SPEC = bind_build("bm25", build_bm25_step)

@@ -17,12 +17,13 @@ from typing import Sequence
 import bm25s
 import numpy as np
 
-from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, reading, rebuild_hint
+from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, corpus_id, reading, rebuild_hint
 from lexrag.config import LexicalConfig
 from lexrag.errors import short
 from lexrag.index.decompound import Decompounder
 from lexrag.index import bm25_kernel
 from lexrag.index.analyzer import Analyzer
+from lexrag.registry import ArtifactSpec, declare
 
 __all__ = ["BM25Index", "QUERY_DEDUP"]
 
@@ -343,3 +344,18 @@ class BM25Index:
         if scores is None or k <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         return bm25_kernel.top_k(scores, k)
+
+
+def load_bm25_step(folder: Path, cfg, art) -> BM25Index:
+    index = BM25Index.load(folder, cfg.lexical, corpus_id=corpus_id(art.corpus_dir), n_docs=len(art.corpus))
+    index.check_corpus(art.corpus, folder)
+    return index
+
+
+SPEC = declare(ArtifactSpec(
+    "bm25", ("corpus",), switch="lexical.enabled", dataset="lexrag-bm25", title="lexrag BM25 index (German analyzer)",
+    description="bm25s index over the corpus, paper analyzer (86 stopwords, Snowball German) plus compound parts split by "
+                "the corpus word counts (decompound.json)",
+    builder="python build_datasets.py --only bm25 --out OUT", notebook="02_build_bm25", attr="bm25",
+    build_in="lexrag.index.bm25_build", load=load_bm25_step,
+    rebuild="python -m lexrag build ... --out ARTIFACTS (or build_datasets.py --only bm25)"))

@@ -15,10 +15,9 @@ from lexrag.artifacts import sha256_file
 from lexrag.citations import scoring_form
 from lexrag.config import Config, with_overrides
 from lexrag.errors import ArtifactError, require
-from lexrag.index import bm25_build, corpus  # noqa: F401  (the artifacts it is built over, declared first)
 from lexrag.queries import load_gold, load_queries
-from lexrag.registry import ArtifactSpec, declare
-from lexrag.stages.ranker import CANDIDATE_OFF, LearnedRanker, TrainingRows, load_ranker_step
+from lexrag.registry import bind_build
+from lexrag.stages.ranker import CANDIDATE_OFF, LearnedRanker, TrainingRows
 from lexrag.stages.ranker_features import candidate_features
 
 __all__ = ["CANDIDATE_OFF", "candidate_config", "training_rows", "build_ranker_step"]
@@ -83,13 +82,4 @@ def build_ranker_step(cfg: Config, dest: Path, inputs) -> None:
              len(rows.qids), with_gold, len(signals), t_rows, time.perf_counter() - t0 - t_rows)
 
 
-SPEC = declare(ArtifactSpec(
-    "ranker", ("corpus", "bm25"), switch="ranker.enabled", needs_input="train", reads=("train",), only_when_wanted=True,
-    dataset="lexrag-ranker", title="lexrag learned ranker (LambdaRank)",
-    description="the exam preset's learned count, a LightGBM LambdaRank model over features that name no law code or legal "
-                "area and the calibration of its scores to relevance probabilities, trained on the training questions' gold "
-                "under the exam preset (a LightGBM text model, no pickle)",
-    builder="python build_datasets.py --only ranker --train TRAIN --config exam --out OUT", attr="ranker",
-    build=build_ranker_step, load=load_ranker_step,
-    rebuild="python -m lexrag build ... --train TRAIN.csv --config CONFIG --out ARTIFACTS, CONFIG the one that runs it "
-            "(exam) (or build_datasets.py --only ranker --train TRAIN.csv --config CONFIG)"))
+SPEC = bind_build("ranker", build_ranker_step)
