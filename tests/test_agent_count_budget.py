@@ -300,12 +300,12 @@ def test_replay_reproduces_a_full_run_with_verification_and_loop_without_a_model
     # random weights write garbage up to the token cap: only corpus strings come out
     assert all(cits and set(cits) <= set(art.corpus.citations) for cits in res.predictions.values())
 
-    import lexrag.models as models
+    import lexrag.llm.protocol as protocol
 
     def no_loading(*a, **k):
         raise AssertionError("replay must not load a model")
 
-    monkeypatch.setattr(models, "load_causal_lm", no_loading)
+    monkeypatch.setattr(protocol, "load_causal_lm", no_loading)  # where the transformers backend looks it up
     replay = cfg_for(tiny_llm, tmp_path / "cache", **extra, **{"llm.mode": "replay"})
     res2 = run_pipeline(queries, Artifacts.from_folder(demo_artifacts, replay), replay)
     assert res2.predictions == res.predictions and res2.current.hits == res.current.hits and res2.model_loads == {}

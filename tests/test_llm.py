@@ -242,12 +242,12 @@ def test_replay_reproduces_a_live_run_byte_for_byte_without_loading_a_model(tmp_
     assert res.costs["a"]["rewrite"]["llm_calls"] >= 5 and res.costs["a"]["rewrite"]["gen_tokens"] > 0
     write_submission(tmp_path / "live.csv", res.predictions, res.query_ids)
 
-    import lexrag.models
+    import lexrag.llm.protocol
 
     def no_loading(*a, **k):
         raise AssertionError("replay loaded a model")
 
-    monkeypatch.setattr(lexrag.models, "load_causal_lm", no_loading)
+    monkeypatch.setattr(lexrag.llm.protocol, "load_causal_lm", no_loading)  # where the transformers backend looks it up
     export_cache(tmp_path / "cache", tmp_path / "shipped")  # a cache as shipped in a Kaggle dataset
     (tmp_path / "shipped").chmod(0o555)
     replay = llm_cfg(tiny_llm.parent / "not-attached", tmp_path / "nowhere",
@@ -589,7 +589,7 @@ def test_a_chat_template_that_never_finishes_is_refused_at_load(tmp_path, tiny_l
     bound and refuses the template in one line."""
     import shutil
 
-    import lexrag.models as models
+    import lexrag.models.causal_lm as causal_lm
     from lexrag.errors import ModelLoadError
 
     folder = tmp_path / "looping"
@@ -599,7 +599,7 @@ def test_a_chat_template_that_never_finishes_is_refused_at_load(tmp_path, tiny_l
     doc["chat_template"] = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x"
     cfg_file.write_text(json.dumps(doc), encoding="utf-8")
     (folder / "chat_template.jinja").unlink(missing_ok=True)
-    monkeypatch.setattr(models, "TEMPLATE_PROBE_S", 0.5)  # the loop would take hours; half a second shows it
+    monkeypatch.setattr(causal_lm, "TEMPLATE_PROBE_S", 0.5)  # the loop would take hours; half a second shows it
     with pytest.raises(ModelLoadError, match="did not render a one-line message"):
         load_causal_lm(folder, "none", "cpu")
     load_causal_lm(tiny_llm, "none", "cpu")  # a real template renders at once
