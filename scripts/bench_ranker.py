@@ -40,13 +40,14 @@ def main() -> int:
                      outputs=("json",))
     logging.basicConfig(level=logging.WARNING)
     warnings.simplefilter("ignore", UserWarning)
-    try:
-        import lightgbm
-    except ImportError:
-        from lexrag.stages.ranker import LIGHTGBM_HINT
+    from lexrag.errors import ArtifactError, require
 
-        print(f"error: the ranker needs LightGBM: {LIGHTGBM_HINT}", file=sys.stderr)
+    try:
+        require("ranker benchmark", "ranker", "lightgbm", error=ArtifactError)
+    except ArtifactError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
+    import lightgbm
     from lexrag.config import load_config
     from lexrag.pipeline import Artifacts, run_pipeline
     from lexrag.pipeline.ranker_fit import candidate_config, training_rows

@@ -286,7 +286,6 @@ def test_without_lightgbm_loading_fitting_and_building_say_the_ranker_extra_as_e
     from lexrag.config import load_config
     from lexrag.errors import install_hint
     from lexrag.pipeline.ranker_fit import build_ranker_step
-    from lexrag.stages.ranker import LIGHTGBM_HINT
 
     rows = _rows(SIGNALS)
     monkeypatch.setitem(sys.modules, "lightgbm", None)  # `import lightgbm` raises ImportError, find_spec finds none
@@ -300,7 +299,6 @@ def test_without_lightgbm_loading_fitting_and_building_say_the_ranker_extra_as_e
             msg = str(e.value)
             assert "\n" not in msg and msg.startswith(f"the {what} (ranker.enabled) needs lightgbm, which is not installed: ")
             assert msg.endswith(install_hint("ranker")), msg  # the build says it before it reads a file
-    assert LIGHTGBM_HINT == install_hint("ranker")  # the wording scripts/bench_ranker.py prints is the same one
 
 
 def test_the_install_hint_is_true_for_the_ranker_and_every_extra_and_worded_once():

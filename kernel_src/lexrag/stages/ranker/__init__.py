@@ -23,9 +23,9 @@ The package's parts:
 """
 
 from lexrag.stages.ranker.checks import check_model_text, check_ranker_params
-from lexrag.stages.ranker.model import LIGHTGBM_HINT, PARAMS, LearnedRanker, TrainingRows, lightgbm_threads
+from lexrag.stages.ranker.model import PARAMS, LearnedRanker, TrainingRows, lightgbm_threads
 from lexrag.stages.ranker.stage import Ranker, load_ranker_step
 from lexrag.stages.ranker.training import CANDIDATE_OFF, not_in_training
 
-__all__ = ["PARAMS", "LIGHTGBM_HINT", "TrainingRows", "LearnedRanker", "lightgbm_threads", "check_model_text",
+__all__ = ["PARAMS", "TrainingRows", "LearnedRanker", "lightgbm_threads", "check_model_text",
            "check_ranker_params", "load_ranker_step", "Ranker", "CANDIDATE_OFF", "not_in_training"]

@@ -23,15 +23,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from lexrag.artifacts import rebuild_hint, write_params
-from lexrag.errors import ArtifactError, install_hint, require
+from lexrag.errors import ArtifactError, require
 from lexrag.stages.ranker.checks import read_checked
 from lexrag.stages.ranker_features import FEATURE_SET, feature_names
 
-__all__ = ["PARAMS", "LIGHTGBM_HINT", "TrainingRows", "LearnedRanker", "lightgbm_threads"]
+__all__ = ["PARAMS", "TrainingRows", "LearnedRanker", "lightgbm_threads"]
 
 # the ranker's LightGBM is the ``ranker`` extra, said missing by errors.require as every extra is; this
 # is that wording, for a script that prints it itself (scripts/bench_ranker.py)
-LIGHTGBM_HINT = install_hint("ranker")
 
 # LambdaRank with fixed parameters (the experiments found no setting that does better on unseen areas); the
 # thread count is not among them: it follows the run (lightgbm_threads)
