@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lexrag.ranking import Ranking
+from lexrag.ranking import Ranking, best_first_order
 from lexrag.registry import ArtifactSpec, declare
 from lexrag.stages.base import Phase, register_stage
 from lexrag.stages.ranker.model import LearnedRanker
@@ -72,7 +72,7 @@ class Ranker:
             docs, cits, X = candidate_features(fused, signal_hits, model.signals, q.text, corpus, rc.depth)
             prob = model.probabilities(model.scores(X))
             # the learned order (ties keep the fused order), or the fused order kept
-            order = np.lexsort((np.arange(len(docs)), -prob)) if rc.reorder else np.arange(len(docs))
+            order = best_first_order(np.arange(len(docs)), prob) if rc.reorder else np.arange(len(docs))
             if rc.laws_only:
                 law = feature_column(X, model.features, "is_law") > 0
                 slots = np.flatnonzero(law)
