@@ -229,10 +229,6 @@ def _handle_parts(d: Path, root: Path) -> tuple[list[str], int]:
     return parts, version
 
 
-def _handle_tail(d: Path, root: Path) -> list[str]:
-    return _handle_parts(d, root)[0]
-
-
 def _matches_handle(tail: list[str], want: list[str]) -> bool:
     """``want`` is ``owner/model/framework/variation``, ``model/framework/variation`` or
     ``owner/model``; the classic layout drops the owner."""
