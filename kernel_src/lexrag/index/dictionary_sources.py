@@ -55,7 +55,7 @@ def _read_lines(path: Path, label: str, skipped: dict | None = None, warn: bool 
     buf = b""  # the current line so far, while it is within MAX_LINE
     long = None  # the current line's incremental decoder, once it is past MAX_LINE
 
-    def bad_bytes(e: UnicodeDecodeError, where: str) -> ArtifactError:
+    def bad_bytes(where: str) -> ArtifactError:
         return ArtifactError(f"{label}: line {n + 1:,}: not UTF-8 text ({where}); {HINT}")
 
     def ended_long() -> None:
@@ -99,15 +99,15 @@ def _read_lines(path: Path, label: str, skipped: dict | None = None, warn: bool 
                 if long is not None:
                     try:
                         long.decode(piece, final=ends)
-                    except UnicodeDecodeError as e:
-                        raise bad_bytes(e, "in a line too long to keep") from None
+                    except UnicodeDecodeError:
+                        raise bad_bytes("in a line too long to keep") from None
                 if not ends:
                     continue
                 if long is None:
                     try:
                         text = buf.decode("utf-8")
                     except UnicodeDecodeError as e:
-                        raise bad_bytes(e, f"byte {e.start + 1:,} of the line") from None
+                        raise bad_bytes(f"byte {e.start + 1:,} of the line") from None
                     n += 1
                     yield text[:-1] if text.endswith("\r") else text
                 else:
@@ -117,15 +117,15 @@ def _read_lines(path: Path, label: str, skipped: dict | None = None, warn: bool 
         if long is not None:  # the last line, without a line end
             try:
                 long.decode(b"", final=True)
-            except UnicodeDecodeError as e:
-                raise bad_bytes(e, "at the end of a line too long to keep") from None
+            except UnicodeDecodeError:
+                raise bad_bytes("at the end of a line too long to keep") from None
             n += 1
             ended_long()
         elif buf:
             try:
                 text = buf.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise bad_bytes(e, f"byte {e.start + 1:,} of the line") from None
+                raise bad_bytes(f"byte {e.start + 1:,} of the line") from None
             yield text[:-1] if text.endswith("\r") else text
 
 

@@ -170,7 +170,7 @@ def walk(batch: BatchState, ctx: Context, budget: Budget, phases: Iterable[Phase
             piece = batch.chunk(queries[pos:pos + n])
             t0, m0 = time.perf_counter(), process_memory().get("anon")
             cut = _run_chunk(stage, piece, ctx, n_docs, budget,
-                             (lambda out, c=piece, k=keys, m=memo, st=stage: remember(m, st, c, k, out)) if memo is not None else None)
+                             (lambda out, k=keys, m=memo, st=stage: remember(m, st, k, out)) if memo is not None else None)
             dt = time.perf_counter() - t0
             batch.timings[stage.name] = batch.timings.get(stage.name, 0.0) + dt
             if m0 is not None:  # what the stage left resident: models it loaded, caches it filled (summed unrounded)

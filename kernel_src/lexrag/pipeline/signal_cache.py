@@ -87,7 +87,7 @@ class SignalCache:
         self.computed[(stage, query_id)] = self.computed.get((stage, query_id), 0) + 1
 
 
-def remember(memo: "SignalCache", stage: Stage, chunk: BatchState, keys: dict[str, tuple], out) -> None:
+def remember(memo: "SignalCache", stage: Stage, keys: dict[str, tuple], out) -> None:
     """Store what a content or graph stage returned, per query of the call."""
     for qid in {qid for r in out for qid in r.hits}:
         if qid in keys:
