@@ -65,7 +65,7 @@ def _settle_manifest(manifest: str, staged: Path | None, out: str, built: list[s
         return manifest
     target = Path(out) / "artifacts_manifest.yaml"
     if target.is_file():  # a build in parts: this part's entries join those the earlier parts recorded there
-        from lexrag.kaggle.datasets import load_manifest, save_manifest
+        from lexrag.kaggle.manifest import load_manifest, save_manifest
 
         doc, mine = load_manifest(target), load_manifest(staged)
         fresh = {a.get("name"): a for a in mine.get("artifacts", []) if a.get("name") in built}
@@ -86,8 +86,8 @@ def _check_own_manifest(own: Path) -> None:
     if not os.path.lexists(own):
         return
     from lexrag.errors import ConfigError, LexragError
-    from lexrag.kaggle.datasets import load_manifest
     from lexrag.io.outputs import check_plain_output
+    from lexrag.kaggle.manifest import load_manifest
 
     try:
         if own.is_dir():
@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     from lexrag.config import load_config, parse_overrides
     from lexrag.errors import ConfigError, LexragError
     from lexrag.index.build import courts_beside
-    from lexrag.kaggle.datasets import check, rebuild, upload
+    from lexrag.kaggle.datasets import rebuild
+    from lexrag.kaggle.manifest import check
+    from lexrag.kaggle.upload import upload
 
     args = parse_once(parser(), argv)
     import logging
@@ -178,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             if os.path.lexists(args.out) and not Path(args.out).is_dir():
                 raise ConfigError(f"--out {args.out} is a file, not a folder: give the folder the datasets were built in")
             if only is None:  # what was built: artifacts with no folder in --out are named, not mismatches
-                from lexrag.kaggle.datasets import load_manifest
+                from lexrag.kaggle.manifest import load_manifest
 
                 entries = load_manifest(args.manifest)["artifacts"]
                 checked = [a["name"] for a in entries if (Path(args.out) / a["name"]).is_dir()]

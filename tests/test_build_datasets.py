@@ -468,8 +468,8 @@ def test_an_out_manifest_a_build_cannot_record_into_is_refused_before_anything_i
 
 
 def test_a_kaggle_cli_that_stalls_or_answers_in_another_encoding_is_one_line(tmp_path, manifest, tiny_inputs, monkeypatch):
+    import lexrag.kaggle.upload as kaggle_upload
     from lexrag.errors import ManifestError
-    from lexrag.kaggle import datasets
 
     laws, _ = tiny_inputs
     out = tmp_path / "ds"
@@ -477,12 +477,12 @@ def test_a_kaggle_cli_that_stalls_or_answers_in_another_encoding_is_one_line(tmp
     _, path = _fake_kaggle(tmp_path, "printf '\\377\\376 Fehler: keine Verbindung\\n' >&2\nexit 1")  # not UTF-8
     monkeypatch.setenv("PATH", path["PATH"])
     with pytest.raises(ManifestError, match="kaggle datasets status lexrag/lexrag-corpus failed: .*keine Verbindung"):
-        datasets.upload(manifest, out, only=["corpus"])
-    monkeypatch.setattr(datasets, "STATUS_TIMEOUT_S", 1)
+        kaggle_upload.upload(manifest, out, only=["corpus"])
+    monkeypatch.setattr(kaggle_upload, "STATUS_TIMEOUT_S", 1)
     for endless in ("exec sleep 60", "exec yes"):  # a stalled network: no answer; a CLI that floods its output
         _fake_kaggle(tmp_path, endless)
         with pytest.raises(ManifestError, match="gave no answer in 1 s"):
-            datasets.upload(manifest, out, only=["corpus"])  # and only the last 4 KB of the flood are held
+            kaggle_upload.upload(manifest, out, only=["corpus"])  # and only the last 4 KB of the flood are held
 
 
 def test_a_failed_wheels_build_is_one_line_and_keeps_the_wheels_dataset_that_was_there(tmp_path, manifest, monkeypatch):
@@ -510,8 +510,8 @@ def test_a_failed_wheels_build_is_one_line_and_keeps_the_wheels_dataset_that_was
 
 
 def test_an_upload_the_kaggle_api_refuses_with_exit_0_is_said(tmp_path, manifest, tiny_inputs, monkeypatch):
+    import lexrag.kaggle.upload as kaggle_upload
     from lexrag.errors import ManifestError
-    from lexrag.kaggle import datasets
 
     laws, _ = tiny_inputs
     out = tmp_path / "ds"
@@ -521,4 +521,4 @@ def test_an_upload_the_kaggle_api_refuses_with_exit_0_is_said(tmp_path, manifest
     monkeypatch.setenv("PATH", path["PATH"])
     with pytest.raises(ManifestError, match="kaggle datasets version for corpus failed \\(exit 0\\): Dataset version creation "
                                             "error: The requested dataset is not owned by you"):
-        datasets.upload(manifest, out, only=["corpus"])
+        kaggle_upload.upload(manifest, out, only=["corpus"])

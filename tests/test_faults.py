@@ -2368,7 +2368,7 @@ def test_a_grid_value_listed_twice_a_manifest_size_not_a_number_and_a_bad_owner_
     assert r.returncode == 2 and "is not a Kaggle user or organisation name" in r.stderr and not (tmp_path / "ds").exists()
     import yaml
 
-    from lexrag.kaggle.datasets import check
+    from lexrag.kaggle.manifest import check
 
     manifest = yaml.safe_load((DEMO / "artifacts_manifest.yaml").read_text(encoding="utf-8"))
     entry = next(a for a in manifest["artifacts"] if a["name"] == "corpus")
@@ -2598,7 +2598,8 @@ def test_sweep_12_numbers_statuses_and_manifest_digests(tmp_path, capsys):
         Calibration.load(tmp_path / "cal")
     manifest = write(tmp_path / "man.yaml", "artifacts:\n- name: bm25\n  dataset: lexrag-bm25\n  files:\n"
                      "  - {path: a.npy, size: 1, sha256: '" + "a" * 63 + "'}\n")
-    from lexrag.kaggle.datasets import ManifestError, load_manifest
+    from lexrag.errors import ManifestError
+    from lexrag.kaggle.manifest import load_manifest
 
     with pytest.raises(ManifestError, match="a.npy: sha256 'a{63}' is not 64 hex digits"):
         load_manifest(manifest)
@@ -2980,7 +2981,8 @@ def test_names_too_long_for_gpu_check_json_and_for_the_notebook_s_answer_are_ref
 
 def test_a_dataset_build_that_replaces_the_corpus_but_not_the_graph_says_so_and_check_finds_it(tmp_path):
     from lexrag.config import load_config
-    from lexrag.kaggle.datasets import check, rebuild
+    from lexrag.kaggle.datasets import rebuild
+    from lexrag.kaggle.manifest import check
 
     manifest = tmp_path / "m.yaml"
     shutil.copy(ROOT / "artifacts_manifest.yaml", manifest)

@@ -155,7 +155,8 @@ def test_a_stage_with_its_own_section_artifact_and_model_is_one_module_plus_one_
 
 
 def test_build_datasets_builds_a_registered_artifact_from_its_manifest_entry(tmp_path, tiny_inputs, toy_registered, toy_encoder):
-    from lexrag.kaggle.datasets import check, rebuild
+    from lexrag.kaggle.datasets import rebuild
+    from lexrag.kaggle.manifest import check
 
     laws, courts = tiny_inputs
     doc = yaml.safe_load((ROOT / "artifacts_manifest.yaml").read_text(encoding="utf-8"))
