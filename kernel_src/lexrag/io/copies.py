@@ -90,8 +90,9 @@ def choose_set(names: list[str], found: dict[str, list[Path]], meta: dict[Path, 
                    f"lexrag {meta[d].get('version')} is not newer than {meta[pick].get('version')} at {pick}")
             warn("artifact %s: %s not used: %s", n, d, why)
         if len(copies) > 1:
+            left = ", ".join(f"{d} ({tied[d][0]})" if d in tied else str(d) for d in copies if d != pick)
             notes.append(f"{len(copies)} copies of {n} attached; using {pick} (lexrag {meta[pick].get('version')}); "
-                         f"left out: {', '.join(f'{d} ({tied[d][0]})' if d in tied else str(d) for d in copies if d != pick)}")
+                         f"left out: {left}")
     return chosen
 
 
@@ -142,10 +143,10 @@ def _settle(name: str, tied: list[Path], meta: dict[Path, dict]) -> tuple[Path, 
             docs = f"{a['n_docs']} documents, " if isinstance(a.get("n_docs"), int) else ""
             over = (", as many of the other artifacts built over each" if name == "corpus" else
                     ", both built over the chosen corpus" if "corpus_id" in a else "")
-            raise ArtifactError(f"artifact {name!r}: {first} and {d} are both whole copies ({docs}lexrag {a.get('version')}"
-                                f"{over}) but different builds (their params.json "
-                                f"differ in {what}), so which one this run means cannot be told: detach the one not meant "
-                                f"for it, or set paths.artifacts_dir to the folder that holds the set to use")
+            raise ArtifactError(f"artifact {name!r}: {first} and {d} are both whole copies ({docs}lexrag "
+                                f"{a.get('version')}{over}) but different builds (their params.json "
+                                f"differ in {what}), so which one this run means cannot be told: detach the one not "
+                                f"meant for it, or set paths.artifacts_dir to the folder that holds the set to use")
     out: dict[Path, tuple[str, str]] = {}
     pick = None
     for d in tied:
@@ -167,8 +168,8 @@ def _settle(name: str, tied: list[Path], meta: dict[Path, dict]) -> tuple[Path, 
                                    "which comes first in path order")
         else:
             out[d] = ("edited: its files differ from its params.json",
-                      f"its sampled contents differ from {pick}'s, whose files match the same params.json: edited after "
-                      "the build")
+                      f"its sampled contents differ from {pick}'s, whose files match the same params.json: edited "
+                      "after the build")
     return pick, out
 
 

@@ -46,13 +46,15 @@ def load_manifest(path: str | Path) -> dict:
             raise ManifestError(f"{path}: artifact name {str(a['name'])[:80]!r} is not one lexrag builds "
                                 f"({', '.join(sorted(known))})")
         files = a.get("files") or []
-        if not isinstance(files, list) or not all(isinstance(f, dict) and {"path", "size", "sha256"} <= set(f) for f in files):
-            raise ManifestError(f"{path}: artifact {a['name']!r}: 'files' must be a list of entries with path, size and sha256")
+        if not isinstance(files, list) or not all(isinstance(f, dict) and {"path", "size", "sha256"} <= set(f)
+                                                  for f in files):
+            raise ManifestError(f"{path}: artifact {a['name']!r}: 'files' must be a list of entries with path, size "
+                                "and sha256")
         bad = next((f for f in files if not re.fullmatch(r"[0-9a-fA-F]{64}", str(f["sha256"]))), None)
         if bad is not None:  # else a check would show two digests that look alike and call them different
-            raise ManifestError(f"{path}: artifact {a['name']!r}: {str(bad['path'])[:80]}: sha256 {str(bad['sha256'])[:80]!r} is "
-                                "not 64 hex digits; rebuild the entry (build_datasets.py --only "
-                                f"{a['name']}) or restore the manifest")
+            raise ManifestError(f"{path}: artifact {a['name']!r}: {str(bad['path'])[:80]}: sha256 "
+                                f"{str(bad['sha256'])[:80]!r} is not 64 hex digits; rebuild the entry "
+                                f"(build_datasets.py --only {a['name']}) or restore the manifest")
     return doc
 
 
@@ -121,11 +123,11 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
             if h is None:
                 problems.append(f"{name}: {path} is missing")
             elif not isinstance(f.get("size"), int) or isinstance(f.get("size"), bool):
-                problems.append(f"{name}: {path}: the manifest's size is {str(f.get('size'))[:30]!r}, not a whole number "
-                                "(a hand-edited manifest? re-record it: build_datasets.py --record)")
+                problems.append(f"{name}: {path}: the manifest's size is {str(f.get('size'))[:30]!r}, not a whole "
+                                "number (a hand-edited manifest? re-record it: build_datasets.py --record)")
             elif h["size"] != f["size"]:
                 problems.append(f"{name}: {path} has size {h['size']}, manifest says {f['size']}")
-            elif h["sha256"] != str(f["sha256"]).lower():  # hex digits in either case are the same digest (sha256sum -c)
+            elif h["sha256"] != str(f["sha256"]).lower():  # hex digits in either case: one digest (sha256sum -c)
                 problems.append(f"{name}: {path} sha256 {h['sha256'][:12]}…, manifest says {f['sha256'][:12]}…")
         for path in sorted(set(have) - set(listed)):
             problems.append(f"{name}: {path} is not in the manifest")
@@ -134,14 +136,16 @@ def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | 
             if not isinstance(meta, dict) or not meta.get("id"):
                 problems.append(f"{name}: dataset-metadata.json has no id (rebuild the folder)")
             elif str(meta["id"]).rpartition("/")[2] != entry.get("dataset"):  # an upload would go to another dataset
-                problems.append(f"{name}: dataset-metadata.json's id is {str(meta['id'])[:80]!r}, the manifest's dataset "
-                                f"{entry.get('dataset')!r}; rebuild the folder (--owner sets the owner)")
+                problems.append(f"{name}: dataset-metadata.json's id is {str(meta['id'])[:80]!r}, the manifest's "
+                                f"dataset {entry.get('dataset')!r}; rebuild the folder (--owner sets the owner)")
         except (OSError, ValueError) as e:
-            problems.append(f"{name}: dataset-metadata.json is missing or not JSON ({type(e).__name__}); rebuild the folder")
+            problems.append(f"{name}: dataset-metadata.json is missing or not JSON ({type(e).__name__}); rebuild the "
+                            "folder")
         if name == "wheels":
             from lexrag.io.wheels import missing_wheels
 
-            problems.extend(f"wheels: the manifest lists no wheel of {m}" for m in missing_wheels(entry.get("params", {}), list(listed)))
+            problems.extend(f"wheels: the manifest lists no wheel of {m}"
+                            for m in missing_wheels(entry.get("params", {}), list(listed)))
         if (folder / "params.json").is_file():
             try:
                 v = read_params(folder, name, verify=False).get("version")  # the file differences are listed above

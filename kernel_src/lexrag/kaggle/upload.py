@@ -41,7 +41,8 @@ def _kaggle(cmd: list[str], timeout: float | None) -> tuple[int, str]:
             if not data:
                 break
             tail = (tail + data)[-4096:]
-        return p.wait(None if end is None else max(0.0, end - time.monotonic())), tail.decode("utf-8", "replace").strip()
+        rc = p.wait(None if end is None else max(0.0, end - time.monotonic()))
+        return rc, tail.decode("utf-8", "replace").strip()
     finally:
         if p.poll() is None:
             p.kill()
@@ -57,7 +58,8 @@ def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] |
     """Push each artifact folder with the kaggle CLI: a new version if the dataset exists, else
     create it; ``owner`` (a Kaggle user or organisation) replaces the owner the folders were built for."""
     if shutil.which("kaggle") is None:
-        raise ManifestError("the kaggle CLI is not on PATH: pip install kaggle and put your API token in place (see the kaggle CLI docs)")
+        raise ManifestError("the kaggle CLI is not on PATH: pip install kaggle and put your API token in place "
+                            "(see the kaggle CLI docs)")
     problems = check(manifest_path, out_dir, only)
     if problems:
         raise ManifestError("refusing to upload artifacts that do not match the manifest:\n  " + "\n  ".join(problems))
@@ -74,19 +76,20 @@ def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] |
         try:  # a stalled network must not hold the upload for ever
             status_rc, said = _kaggle(["kaggle", "datasets", "status", meta["id"]], STATUS_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            raise ManifestError(f"kaggle datasets status {meta['id']} gave no answer in {STATUS_TIMEOUT_S} s (no network?); "
-                                "nothing was uploaded for it") from None
+            raise ManifestError(f"kaggle datasets status {meta['id']} gave no answer in {STATUS_TIMEOUT_S} s (no "
+                                "network?); nothing was uploaded for it") from None
         if status_rc != 0 and not any(w in said.lower() for w in ("404", "not found", "does not exist")):
             # not an answer about the dataset (no network, a bad token): creating it anew would be wrong
-            raise ManifestError(f"kaggle datasets status {meta['id']} failed: {said.splitlines()[-1] if said else 'no output'}; "
-                                "nothing was uploaded for it")
+            last = said.splitlines()[-1] if said else "no output"
+            raise ManifestError(f"kaggle datasets status {meta['id']} failed: {last}; nothing was uploaded for it")
         msg = message or f"lexrag {__version__}"
         cmd = (["kaggle", "datasets", "version", "-p", str(folder), "-m", msg, "--dir-mode", "zip"] if status_rc == 0
                else ["kaggle", "datasets", "create", "-p", str(folder), "--dir-mode", "zip"])
         log.info("%s (uploading %.1f MB; the kaggle CLI says nothing until it is done)", " ".join(cmd),
                  sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6)
         rc, tail = _kaggle(cmd, None)
-        said = [x for x in tail.splitlines() if re.search(r"\berror\b", x, re.IGNORECASE)] or tail.splitlines() or ["no output"]
+        said = ([x for x in tail.splitlines() if re.search(r"\berror\b", x, re.IGNORECASE)] or tail.splitlines()
+                or ["no output"])
         if rc != 0 or re.search(r"\berror\b", tail, re.IGNORECASE):  # the CLI exits 0 on some refusals of the API
             raise ManifestError(f"{' '.join(cmd[:3])} for {entry['name']} failed (exit {rc}): {said[-1]}")
         log.info("%s: kaggle said: %s", entry["name"], said[-1])

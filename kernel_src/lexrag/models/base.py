@@ -66,7 +66,8 @@ def model_folder(path: str | Path, what: str, setting: str) -> Path:
     if not p.is_dir():
         raise ModelLoadError(f"{what} model folder not found: {p} (attach the model dataset or set {setting})")
     if not (p / "config.json").is_file() and not (p / "modules.json").is_file():
-        raise ModelLoadError(f"{p} is not a model folder (no config.json or modules.json); set {setting} to the folder that holds them")
+        raise ModelLoadError(f"{p} is not a model folder (no config.json or modules.json); set {setting} to the folder "
+                             "that holds them")
     return p
 
 
@@ -75,8 +76,9 @@ def load_error(path: Path, what: str, e: BaseException) -> ModelLoadError:
     loader (``weights_only``) rejects are named as such, anything else with its first line."""
     first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
     if "weights_only" in str(e) or "Weights only load failed" in str(e) or type(e).__name__ == "UnpicklingError":
-        return ModelLoadError(f"{path}: the {what} weights are a pickle that torch's safe loader refuses (weights_only; "
-                              "pickles can run code): use the model's safetensors files (model.safetensors)")
+        return ModelLoadError(f"{path}: the {what} weights are a pickle that torch's safe loader refuses "
+                              "(weights_only; pickles can run code): use the model's safetensors files "
+                              "(model.safetensors)")
     return ModelLoadError(f"{path}: cannot load the {what} ({type(e).__name__}: {first})")
 
 

@@ -30,7 +30,8 @@ class CausalLM:
 
     def render_chat(self, messages: list[dict]) -> str:
         if not getattr(self.tokenizer, "chat_template", None):
-            raise ModelLoadError(f"{self.name}: the tokenizer has no chat template (use an instruction-tuned model folder)")
+            raise ModelLoadError(f"{self.name}: the tokenizer has no chat template (use an instruction-tuned model "
+                                 "folder)")
         try:
             return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         except Exception as e:  # noqa: BLE001
@@ -39,8 +40,8 @@ class CausalLM:
             if not isinstance(e, jinja2.TemplateError):
                 raise
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-            raise ModelLoadError(f"{self.name}: its chat template was refused ({type(e).__name__}: {first}); templates run "
-                                 "in Jinja's sandbox: use the model's own chat template (tokenizer_config.json or "
+            raise ModelLoadError(f"{self.name}: its chat template was refused ({type(e).__name__}: {first}); templates "
+                                 "run in Jinja's sandbox: use the model's own chat template (tokenizer_config.json or "
                                  "chat_template.jinja)") from None
 
     def count_tokens(self, text: str) -> int:
@@ -105,7 +106,8 @@ class CausalLM:
         mask = enc["attention_mask"]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding must not shift the positions
         with torch.inference_mode():
-            logits = self.model(input_ids=enc["input_ids"], attention_mask=mask, position_ids=positions).logits[:, -1, :].float()
+            out = self.model(input_ids=enc["input_ids"], attention_mask=mask, position_ids=positions)
+            logits = out.logits[:, -1, :].float()
         pair = torch.stack([logits[:, yes], logits[:, no]], dim=1)
         p = torch.softmax(pair, dim=1)[:, 0].cpu().tolist()
         return [(float(x), int(enc["attention_mask"][i].sum())) for i, x in enumerate(p)]
@@ -118,7 +120,8 @@ class CausalLM:
                 raise ModelLoadError(f"{self.name}: the tokenizer has no token for {word!r}")
             ids.append(int(toks[0]))
         if ids[0] == ids[1]:
-            raise ModelLoadError(f"{self.name}: 'Yes' and 'No' start with the same token; the verifier cannot tell them apart")
+            raise ModelLoadError(f"{self.name}: 'Yes' and 'No' start with the same token; the verifier cannot tell "
+                                 "them apart")
         return ids[0], ids[1]
 
 
@@ -140,7 +143,8 @@ def load_causal_lm(model_path: str | Path, quantization: str = "nf4", device: st
         try:
             import bitsandbytes  # noqa: F401
         except ImportError as e:
-            raise ModelLoadError("llm.quantization nf4 needs bitsandbytes (in the lexrag wheels: pip install lexrag[llm])") from e
+            raise ModelLoadError("llm.quantization nf4 needs bitsandbytes (in the lexrag wheels: pip install "
+                                 "lexrag[llm])") from e
         from transformers import BitsAndBytesConfig
 
         kw["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
@@ -197,8 +201,9 @@ def _probe_template(lm: "CausalLM") -> None:
     try:
         lm.render_chat([{"role": "user", "content": "probe"}])
     except _Slow:
-        raise ModelLoadError(f"{lm.name}: its chat template did not render a one-line message within {TEMPLATE_PROBE_S:.0f} s "
-                             "(a loop without end?); use the model's own chat template") from None
+        raise ModelLoadError(f"{lm.name}: its chat template did not render a one-line message within "
+                             f"{TEMPLATE_PROBE_S:.0f} s (a loop without end?); use the model's own chat "
+                             "template") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)

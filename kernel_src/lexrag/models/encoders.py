@@ -28,13 +28,15 @@ def _clip_to_positions(name: str, setting: str, wanted: int, config: dict) -> in
     return wanted
 
 
-NOT_ENCODERS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForSequenceClassification")  # text or pair scores
+# architectures that write text or score pairs: their hidden states are no embeddings
+NOT_ENCODERS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForSequenceClassification")
 
 
 def _config_json(path: Path) -> dict:
     from lexrag.io.inputfiles import read_json_file
 
-    doc = read_json_file(path / "config.json", ModelLoadError, what="model config")  # bounded: size, depth, a FIFO refused
+    # bounded: its size and depth, a FIFO refused
+    doc = read_json_file(path / "config.json", ModelLoadError, what="model config")
     return doc if isinstance(doc, dict) else {}
 
 
@@ -49,9 +51,9 @@ def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True
     positions (with a warning)."""
     path = model_folder(model_path, "encoder", "semantic.model")
     arch = _architectures(path)
-    if arch and all(a.endswith(NOT_ENCODERS) for a in arch):  # its hidden states, mean-pooled, would pass for embeddings
-        raise ModelLoadError(f"semantic.model {path}: its config.json says {', '.join(arch)}, a model that writes text or "
-                             "scores pairs, not an encoder; set semantic.model to an embedding model such as BGE-M3")
+    if arch and all(a.endswith(NOT_ENCODERS) for a in arch):  # mean-pooled, its hidden states would pass for embeddings
+        raise ModelLoadError(f"semantic.model {path}: its config.json says {', '.join(arch)}, a model that writes text "
+                             "or scores pairs, not an encoder; set semantic.model to an embedding model such as BGE-M3")
     require("encoder (semantic.model)", "semantic", "torch", "sentence_transformers")
     from sentence_transformers import SentenceTransformer
 
@@ -61,7 +63,8 @@ def load_encoder(model_path: str | Path, device: str = "auto", fp16: bool = True
     except Exception as e:  # noqa: BLE001  (whatever the libraries raise for a folder they cannot read)
         raise load_error(path, "encoder", e) from None
     config = getattr(getattr(model[0], "auto_model", None), "config", None)
-    model.max_seq_length = _clip_to_positions(path.name, "max_seq", max_seq, config.to_dict() if config is not None else {})
+    model_config = config.to_dict() if config is not None else {}
+    model.max_seq_length = _clip_to_positions(path.name, "max_seq", max_seq, model_config)
     if fp16 and device.startswith("cuda"):
         model.half()
     return model
@@ -79,7 +82,8 @@ def load_cross_encoder(model_path: str | Path, device: str = "auto", max_length:
     if arch and not any(a.endswith("ForSequenceClassification") for a in arch):
         # a causal LM or a bare encoder would load with a random score head, and score noise
         raise ModelLoadError(f"rerank.model {path}: its config.json says {', '.join(arch)}, not a cross-encoder "
-                             "(...ForSequenceClassification); set rerank.model to a reranker such as bge-reranker-v2-m3")
+                             "(...ForSequenceClassification); set rerank.model to a reranker such as "
+                             "bge-reranker-v2-m3")
     if (path / "config.json").is_file():
         max_length = _clip_to_positions(path.name, "rerank.max_length", max_length, _config_json(path))
     try:
