@@ -506,7 +506,7 @@ def test_a_build_killed_at_any_point_leaves_the_old_artifacts_and_a_rebuild_is_i
     before = tree_state(target)
     script = tmp_path / "paused_build.py"
     script.write_text(PAUSE_AT + (
-        "import lexrag.index.build as B\n"
+        "import lexrag.index.corpus as B  # the corpus build step calls build_corpus from here\n"
         "point, marker = sys.argv[1], sys.argv[2]\n"
         "real_corpus = B.build_corpus\n"
         "def corpus(folder, *a, **k):\n"
