@@ -152,6 +152,36 @@ def test_without_a_corpus_the_run_is_failed_and_says_the_fallback_is_submitted(s
     assert "FAILED " + str(tmp_path / "working" / "submission.csv") + ": 22 rows, 0 with citations" in last
 
 
+def _install(sim, wheels: Path) -> subprocess.CompletedProcess:
+    """The notebook's install cell on the bare image: lexrag_install.py from the wheels folder, offline."""
+    carried = [e.split("==")[0] for e in EXTRA]
+    subprocess.run([str(sim["python"]), "-m", "pip", "uninstall", "-q", "-y", "lexrag", *carried], capture_output=True)
+    env = {**os.environ, "PYTHONPATH": str(sim["netblock"]), "PIP_NO_INDEX": "1"}
+    return subprocess.run([str(sim["python"]), str(wheels / "lexrag_install.py"), "--wheels", str(wheels), "--no-faiss",
+                           "--no-llm"], capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.mark.slow
+def test_the_install_cell_installs_the_ranker_s_lightgbm_and_what_it_requires_offline(sim, tmp_path):
+    """lexrag[ranker] (the exam preset's learned count) from the wheels alone on the bare image:
+    LightGBM 4.7 and the narwhals it requires, which the image lacks; LightGBM then trains and
+    predicts.  Without narwhals in the wheels the ranker's install fails (the fault it once had)."""
+    r = _install(sim, sim["wheels"])
+    assert r.returncode == 0 and "the ranker's LightGBM: ok" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+    probe = ("import lightgbm, narwhals, numpy as np\n"
+             "x = np.arange(40, dtype=float).reshape(20, 2)\n"
+             "d = lightgbm.Dataset(x, label=[i % 2 for i in range(20)], group=[10, 10])\n"
+             "b = lightgbm.train({'objective': 'lambdarank', 'min_data_in_leaf': 1, 'verbose': -1}, d, 3)\n"
+             "print(lightgbm.__version__, narwhals.__version__, len(b.predict(x)))")
+    out = subprocess.run([str(sim["python"]), "-c", probe], capture_output=True, text=True)
+    assert out.stdout.split() == ["4.7.0", "2.29.0", "20"], out.stderr[-2000:]
+    bare = tmp_path / "wheels-without-narwhals"
+    shutil.copytree(sim["wheels"], bare, ignore=shutil.ignore_patterns("narwhals-*"))
+    r = _install(sim, bare)
+    assert "lexrag-install: lexrag from" in r.stdout and ": ok" in r.stdout
+    assert "the ranker's LightGBM: failed" in r.stdout and "narwhals" in r.stdout, r.stdout[-3000:]
+
+
 # ---------------------------------------------------------------- failure paths, in process
 
 

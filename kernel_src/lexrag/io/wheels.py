@@ -1,5 +1,7 @@
 """The lexrag-wheels dataset: the lexrag wheel (built reproducibly), the offline installer, and
-for every Python version Kaggle may run the pinned wheels its image lacks, checked by their tags."""
+for every Python version Kaggle may run the pinned wheels its image lacks, checked by their tags,
+with every dependency they require either carried too or on Kaggle's image (``pip --no-index``
+finds nothing else there)."""
 
 from __future__ import annotations
 
@@ -7,15 +9,23 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Mapping, Sequence
 
 from lexrag.errors import ManifestError
 from lexrag.registry import ArtifactSpec, declare
 
-__all__ = ["build_lexrag_wheel", "build_wheels_step", "missing_wheels", "wheel_licences", "write_licences", "LICENCES_FILE"]
+__all__ = ["build_lexrag_wheel", "build_wheels_step", "missing_wheels", "wheel_licences", "write_licences",
+           "LICENCES_FILE", "ON_KAGGLE_IMAGE", "wheel_requirements", "unmet_dependencies"]
 
 LICENCES_FILE = "LICENSES.md"  # the wheels dataset's list of what it carries under which licence
 
+
+# What Kaggle's image carries of the packages the carried wheels require (../shared/DESIGN.md, "Runtime contract on
+# Kaggle": its Python stack, CUDA torch with the nvidia-* libraries its pip wheels name, transformers with
+# huggingface_hub and safetensors).  A required dependency of a carried wheel that is neither carried nor named here
+# stops the build: the offline install would fail on Kaggle (lightgbm 4.7 needs narwhals, which the image lacks).
+ON_KAGGLE_IMAGE = ("numpy", "scipy", "pandas", "pyarrow", "pyyaml", "tqdm", "packaging", "psutil", "torch",
+                   "transformers", "huggingface-hub", "safetensors", "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12")
 
 SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, the earliest zip timestamp: the lexrag wheel builds byte-identical
 
@@ -65,6 +75,15 @@ def build_wheels_step(folder: Path, entry: dict) -> None:
     missing = missing_wheels(params, [p.name for p in folder.glob("*.whl")])
     if missing:
         raise ManifestError("wheels missing after the download: " + "; ".join(missing))
+    from packaging.utils import canonicalize_name
+
+    reqs = [wheel_requirements(w) for w in sorted(folder.glob("*.whl"))]
+    have: dict[str, str | None] = {canonicalize_name(n): None for n in ON_KAGGLE_IMAGE}
+    have.update({canonicalize_name(n): v for n, v, _ in reqs})
+    unmet = unmet_dependencies(reqs, have, params.get("python_versions", ["3.11"]))
+    if unmet:  # pinned in extra_wheels (and requirements.txt), they are carried like the rest
+        raise ManifestError("wheels: a carried wheel requires what neither the dataset nor Kaggle's image has; pin it "
+                            "in the wheels entry's extra_wheels: " + "; ".join(unmet))
     write_licences(folder)
     from lexrag.artifacts import write_params
 
@@ -98,6 +117,52 @@ def missing_wheels(params: dict, files: Sequence[str]) -> list[str]:
                     break
             if not ok:
                 out.append(f"{req} for Python {pyver}")
+    return out
+
+
+def wheel_requirements(wheel: Path) -> tuple[str, str, list[str]]:
+    """(name, version, its Requires-Dist lines) of one wheel, read from its ``.dist-info/METADATA``."""
+    import zipfile
+    from email.parser import HeaderParser
+
+    with zipfile.ZipFile(wheel) as z:
+        meta_name = next((n for n in z.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+        if meta_name is None:
+            raise ManifestError(f"wheels: {wheel.name} has no .dist-info/METADATA, so its dependencies cannot be read")
+        meta = HeaderParser().parsestr(z.read(meta_name).decode("utf-8", "replace"))
+    requires = list(meta.get_all("Requires-Dist") or [])
+    return meta.get("Name", wheel.name.split("-")[0]), meta.get("Version", "?"), requires
+
+
+def unmet_dependencies(requires: Iterable[tuple[str, str, Sequence[str]]], have: Mapping[str, str | None],
+                       python_versions: Sequence[str]) -> list[str]:
+    """A line for each required dependency (not an extra's; its marker evaluated for CPython on
+    x86_64 Linux, per Python version) of each ``(name, version, Requires-Dist lines)`` that ``have``
+    (canonical name to version; None: some version, not known here) lacks or holds at a version
+    outside the requirement's range."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    out: list[str] = []
+    for pyver in python_versions:
+        env = {"python_version": str(pyver), "python_full_version": f"{pyver}.0", "sys_platform": "linux",
+               "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+               "platform_python_implementation": "CPython", "implementation_name": "cpython", "extra": ""}
+        for name, version, lines in requires:
+            for line in lines:
+                req = Requirement(line)
+                if req.marker is not None and not req.marker.evaluate(env):
+                    continue
+                key = canonicalize_name(req.name)
+                if key not in have:
+                    why = "neither carried nor on Kaggle's image"
+                elif have[key] is not None and not req.specifier.contains(have[key], prereleases=True):
+                    why = f"the dataset or the image has {have[key]}"
+                else:
+                    continue
+                line_out = f"{name} {version} requires {req.name}{req.specifier} (Python {pyver}): {why}"
+                if line_out not in out:
+                    out.append(line_out)
     return out
 
 
