@@ -7,6 +7,7 @@ circle exists.  The import layers are checked by tests/test_stage_protocol.py.
     python scripts/check_layout.py
 """
 
+import argparse
 import ast
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "kernel_src" / "lexrag"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     root = sorted(p.name for p in PKG.glob("*.py"))
     lines = {p.relative_to(PKG).as_posix(): len(p.read_text(encoding="utf-8").splitlines()) for p in PKG.rglob("*.py")}
     mods = {".".join(p.relative_to(PKG.parent).with_suffix("").parts).removesuffix(".__init__"): p for p in PKG.rglob("*.py")}
