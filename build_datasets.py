@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         only = [n for n in only if n]
     try:
-        checked = only
+        checked, stray = only, []
         if args.check:
             given = [f for f, v in (("--laws", args.laws), ("--courts", args.courts), ("--train", args.train),
                                     ("--law-keys", args.law_keys), ("--abbreviations", args.abbreviations),
@@ -185,6 +185,13 @@ def main(argv: list[str] | None = None) -> int:
                 entries = load_manifest(args.manifest)["artifacts"]
                 checked = [a["name"] for a in entries if (Path(args.out) / a["name"]).is_dir()]
                 absent = [a["name"] for a in entries if a["name"] not in checked]
+                from lexrag.kaggle.manifest import unlisted
+
+                stray = unlisted(args.manifest, args.out)  # a folder the manifest lacks: an upload would skip it
+                for line in stray:
+                    print(f"MISMATCH {line}")
+                if stray and not checked:
+                    return 1
                 if not checked:
                     print(f"MISMATCH nothing is built in {args.out}: build the datasets first (README, Kaggle quickstart)")
                     return 1
@@ -231,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         problems = check(args.manifest, args.out, checked) if checked != [] else []
         for line in problems:
             print(f"MISMATCH {line}")
-        if problems:
+        if problems or stray:
             own = Path(args.out) / "artifacts_manifest.yaml"  # where a build of other data records its manifest
             hint = (f"; {own} is there (a build of other data records its own): --check --manifest {own}"
                     if args.check and own.is_file() and own.resolve() != Path(args.manifest).resolve() else "")

@@ -522,3 +522,73 @@ def test_an_upload_the_kaggle_api_refuses_with_exit_0_is_said(tmp_path, manifest
     with pytest.raises(ManifestError, match="kaggle datasets version for corpus failed \\(exit 0\\): Dataset version creation "
                                             "error: The requested dataset is not owned by you"):
         kaggle_upload.upload(manifest, out, only=["corpus"])
+
+
+def _entry_of(doc: dict, name: str) -> dict:
+    return next(a for a in doc["artifacts"] if a["name"] == name)
+
+
+def test_check_names_each_manifest_field_that_disagrees_with_its_spec_and_the_upload_takes_the_spec_s(
+        tmp_path, manifest, tiny_inputs):
+    laws, courts = tiny_inputs
+    out = tmp_path / "ds"
+    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--courts", courts, "--only", "corpus,bm25")
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    title = _entry_of(doc, "bm25")["title"]
+    _entry_of(doc, "bm25").update(title="my own title", builder="rm -rf / --only bm25")
+    del _entry_of(doc, "corpus")["title"]
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    r = run("--manifest", edited, "--out", out, "--check")
+    assert r.returncode == 1 and "OK" not in r.stdout
+    said = [line for line in r.stdout.splitlines() if line.startswith("MISMATCH")]
+    assert len(said) == 3, r.stdout
+    assert f"MISMATCH {edited}: bm25: title 'my own title' is not its spec's ({title!r}); restore the field" in r.stdout
+    assert f"{edited}: bm25: builder 'rm -rf / --only bm25' is not its spec's" in r.stdout
+    assert f"{edited}: corpus: the entry has no title; restore it" in r.stdout
+    assert "rebuild the entry (build_datasets.py --only corpus)" in r.stdout and "Traceback" not in r.stderr
+    # the upload is refused, and the metadata it would send is written from the spec, not from the entry
+    log = tmp_path / "kaggle.log"
+    _, env = _fake_kaggle(tmp_path, f"echo \"$@\" >> {log}\nexit 0")
+    r = run("--manifest", edited, "--out", out, "--check", "--upload", "--owner", "me", env=env)
+    assert r.returncode == 1 and "title 'my own title'" in r.stdout and not log.exists()
+    from lexrag.kaggle.datasets import write_dataset_metadata
+
+    write_dataset_metadata(out / "bm25", _entry_of(doc, "bm25"), "me")
+    assert json.loads((out / "bm25" / "dataset-metadata.json").read_text(encoding="utf-8"))["title"] == title
+
+
+def test_check_names_a_dataset_folder_the_manifest_has_no_entry_for(tmp_path, manifest, tiny_inputs):
+    laws, courts = tiny_inputs
+    out = tmp_path / "ds"
+    r = run("--manifest", manifest, "--out", out, "--laws", laws, "--courts", courts, "--only", "corpus,bm25,graph")
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    doc["artifacts"] = [a for a in doc["artifacts"] if a["name"] != "graph"]
+    dropped = tmp_path / "dropped.yaml"
+    dropped.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    r = run("--manifest", dropped, "--out", out, "--check")
+    assert r.returncode == 1 and "OK" not in r.stdout
+    stray = f"MISMATCH {out / 'graph'}: a dataset folder that {dropped} has no entry for, so an upload skips it"
+    assert stray in r.stdout
+    r = run("--manifest", dropped, "--out", out, "--check", "--only", "graph")
+    assert r.returncode == 2 and f"{dropped} has no graph entry; restore it" in r.stderr
+    assert "unknown artifact" not in r.stderr and "Traceback" not in r.stderr
+    r = run("--manifest", dropped, "--out", out, "--check", "--only", "nonesuch")  # a name lexrag never builds
+    assert r.returncode == 2 and "unknown artifact(s) nonesuch" in r.stderr
+    (out / "corpus").rename(tmp_path / "corpus")  # only folders the manifest lacks: named, not "nothing is built"
+    (out / "bm25").rename(tmp_path / "bm25")
+    r = run("--manifest", dropped, "--out", out, "--check")
+    assert r.returncode == 1 and "has no entry for" in r.stdout and "nothing is built" not in r.stdout
+
+
+@pytest.mark.parametrize("name", [["corpus"], {"corpus": 1}, 7])
+def test_a_manifest_entry_whose_name_is_not_text_is_one_line(tmp_path, manifest, name):
+    doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    doc["artifacts"][0]["name"] = name
+    manifest.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    r = run("--manifest", manifest, "--out", tmp_path / "ds", "--check", "--only", "corpus")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith(f"error: {manifest}: artifact entry 1: name ")
+    assert f"is a {type(name).__name__}, not a name; write one of" in r.stderr

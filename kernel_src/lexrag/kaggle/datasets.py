@@ -15,7 +15,7 @@ from lexrag.artifacts import file_table, read_params
 from lexrag.config import Config
 from lexrag.errors import ManifestError
 from lexrag.io.publish import staged_set
-from lexrag.kaggle.manifest import load_manifest, manifest_entry, save_manifest, selected
+from lexrag.kaggle.manifest import SPEC_FIELDS, load_manifest, manifest_entry, save_manifest, selected, spec_fields
 from lexrag.pipeline.build import build_step, warn_left_over_corpus
 from lexrag.registry import BuildInputs, build_order, names, spec
 
@@ -55,24 +55,16 @@ def dataset_licence(folder: Path, entry: dict) -> tuple[str, str]:
     return "other", COMPETITION_RULES
 
 
-SPEC_FIELDS = ("dataset", "title", "description", "builder")  # what a manifest entry says that its spec says first
-
-
-def spec_fields(name: str) -> dict:
-    """The manifest fields of artifact ``name`` that its spec fixes (dataset, title, description,
-    builder): written into its entry by every build, so the manifest follows the code."""
-    a = spec(name)
-    return {k: getattr(a, k) for k in SPEC_FIELDS}
-
-
 def write_dataset_metadata(folder: Path, entry: dict, owner: str) -> None:
-    """Kaggle's dataset-metadata.json, its licence and description from :func:`dataset_licence`."""
+    """Kaggle's dataset-metadata.json, its licence and description from :func:`dataset_licence`;
+    its title and description are the spec's (a hand edit of the manifest entry is never published)."""
     name, note = dataset_licence(folder, entry)
+    said = spec_fields(entry["name"]) if entry.get("name") in names() else entry
     meta = {
-        "title": entry.get("title", entry["dataset"]),
+        "title": said.get("title") or entry["dataset"],
         "id": f"{owner}/{entry['dataset']}",
         "licenses": [{"name": name}],
-        "description": " ".join(x for x in (entry.get("description", ""), note) if x),
+        "description": " ".join(x for x in (said.get("description", ""), note) if x),
     }
     (folder / "dataset-metadata.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
@@ -109,7 +101,7 @@ def rebuild(
     doc = load_manifest(manifest_path)
     owner = owner or doc.get("owner", "lexrag")
     check_owner(owner)
-    names = selected(doc, only)
+    names = selected(doc, only, manifest_path)
     out = Path(out_dir)
     from lexrag.io.outputs import check_makeable
     from lexrag.io.publish import check_replaceable

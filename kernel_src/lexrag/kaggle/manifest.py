@@ -21,7 +21,17 @@ from lexrag.errors import LexragError, ManifestError
 from lexrag.io.outputs import replace_text
 from lexrag.registry import names, spec
 
-__all__ = ["load_manifest", "save_manifest", "selected", "manifest_entry", "check"]
+__all__ = ["load_manifest", "save_manifest", "selected", "manifest_entry", "check", "unlisted", "spec_fields",
+           "SPEC_FIELDS"]
+
+SPEC_FIELDS = ("dataset", "title", "description", "builder")  # what a manifest entry says that its spec says first
+
+
+def spec_fields(name: str) -> dict:
+    """The manifest fields of artifact ``name`` that its spec fixes (dataset, title, description,
+    builder): written into its entry by every build, so the manifest follows the code."""
+    a = spec(name)
+    return {k: getattr(a, k) for k in SPEC_FIELDS}
 
 
 def load_manifest(path: str | Path) -> dict:
@@ -38,10 +48,13 @@ def load_manifest(path: str | Path) -> dict:
         raise ManifestError(f"{path}: 'artifacts' must be a list of entries with at least name and dataset")
     known = set(names())
     seen: set = set()
-    for a in arts:
+    for i, a in enumerate(arts, 1):
+        if not isinstance(a["name"], str):  # a list or a mapping: no artifact's name, and unhashable besides
+            raise ManifestError(f"{path}: artifact entry {i}: name {str(a['name'])[:60]!r} is a "
+                                f"{type(a['name']).__name__}, not a name; write one of {', '.join(sorted(known))}")
         if a["name"] in seen:
             raise ManifestError(f"{path}: artifact {str(a['name'])[:40]!r} is listed twice; keep one entry")
-        seen.add(a["name"]) if isinstance(a["name"], str) else None
+        seen.add(a["name"])
         if a["name"] not in known:  # a name is a folder under --out: never a path that leads elsewhere
             raise ManifestError(f"{path}: artifact name {str(a['name'])[:80]!r} is not one lexrag builds "
                                 f"({', '.join(sorted(known))})")
@@ -58,18 +71,24 @@ def load_manifest(path: str | Path) -> dict:
     return doc
 
 
-def selected(doc: dict, only: Sequence[str] | None) -> list[str]:
+def selected(doc: dict, only: Sequence[str] | None, source: str | Path = "the manifest") -> list[str]:
     """The artifact names ``--only`` names (all without it), in manifest order; a name the
-    manifest does not hold, or an ``--only`` that names nothing, is a :class:`ManifestError`."""
+    manifest does not hold, or an ``--only`` that names nothing, is a :class:`ManifestError`
+    (one that lexrag builds is said to be missing from the manifest ``source``)."""
     known = [a["name"] for a in doc["artifacts"]]
     if only is None:
         return known
-    names = [n for n in (x.strip() for x in only) if n]
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
+    wanted = [n for n in (x.strip() for x in only) if n]
+    dropped = [n for n in wanted if n not in known and n in names()]  # lexrag builds it: the entry is what is missing
+    if dropped:
+        raise ManifestError(f"--only {','.join(only)!r}: {source} has no {', '.join(dropped)} "
+                            f"entr{'y' if len(dropped) == 1 else 'ies'}; restore "
+                            f"{'it' if len(dropped) == 1 else 'them'} (git, or the committed artifacts_manifest.yaml)")
+    unknown = [n for n in wanted if n not in known]
+    if unknown or not wanted:
         what = "unknown artifact(s) " + ", ".join(unknown) if unknown else "names no artifact"
         raise ManifestError(f"--only {','.join(only)!r}: {what}; known: {', '.join(known)}")
-    return [n for n in known if n in names]
+    return [n for n in known if n in wanted]
 
 
 def save_manifest(path: str | Path, doc: dict) -> None:
@@ -99,16 +118,51 @@ def _other_corpus(out: Path, name: str, corpus_id: Callable[[], str]) -> list[st
     return [f"{name}: built over another corpus than {out / 'corpus'}; rebuild it (--only {name})"] if wrong else []
 
 
+def _off_spec(manifest_path: str | Path, entry: dict) -> list[str]:
+    """A problem line for each field of ``entry`` that its spec fixes (:data:`SPEC_FIELDS`) and
+    that says otherwise: a hand edit, which an upload would publish (its title, its description)
+    or a reader would run (its builder)."""
+    name, lines = entry["name"], []
+    for field, want in spec_fields(name).items():
+        if field not in entry:
+            lines.append(f"{manifest_path}: {name}: the entry has no {field}; restore it ({want[:60]!r}: its spec's) "
+                         f"or rebuild the entry (build_datasets.py --only {name})")
+        elif entry[field] != want:
+            lines.append(f"{manifest_path}: {name}: {field} {str(entry[field])[:60]!r} is not its spec's "
+                         f"({want[:60]!r}); restore the field or rebuild the entry (build_datasets.py --only {name})")
+    return lines
+
+
+def unlisted(manifest_path: str | Path, out_dir: str | Path) -> list[str]:
+    """A problem line for each dataset folder under ``out_dir`` that the manifest has no entry
+    for: an artifact lexrag builds, or a folder holding a dataset-metadata.json (an upload
+    sends only what the manifest lists, so it would be left behind unsaid)."""
+    listed = {a["name"] for a in load_manifest(manifest_path)["artifacts"]}
+    out = Path(out_dir)
+    if not out.is_dir():
+        return []
+    lines = []
+    for folder in sorted(out.iterdir()):
+        if folder.name in listed or folder.name.startswith(".") or folder.is_symlink() or not folder.is_dir():
+            continue
+        if folder.name in names() or (folder / "dataset-metadata.json").is_file():
+            lines.append(f"{folder}: a dataset folder that {manifest_path} has no entry for, so an upload skips it; "
+                         f"restore its entry (git, or the committed artifacts_manifest.yaml) and check again, "
+                         f"or move the folder out of {out}")
+    return lines
+
+
 def check(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] | None = None) -> list[str]:
     """Every difference between the artifact folders and the manifest (empty: all match)."""
     doc = load_manifest(manifest_path)
     out_corpus = functools.cache(lambda: corpus_id(Path(out_dir) / "corpus"))  # read once, for every artifact over it
-    names = selected(doc, only)
+    names = selected(doc, only, manifest_path)
     problems: list[str] = []
     for entry in doc["artifacts"]:
         name = entry["name"]
         if name not in names:
             continue
+        problems.extend(_off_spec(manifest_path, entry))
         folder = Path(out_dir) / name
         listed = {f["path"]: f for f in entry.get("files") or []}
         if not listed:

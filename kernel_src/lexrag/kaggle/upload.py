@@ -64,7 +64,7 @@ def upload(manifest_path: str | Path, out_dir: str | Path, only: Sequence[str] |
     if problems:
         raise ManifestError("refusing to upload artifacts that do not match the manifest:\n  " + "\n  ".join(problems))
     doc = load_manifest(manifest_path)
-    names = selected(doc, only)
+    names = selected(doc, only, manifest_path)
     for entry in doc["artifacts"]:
         if entry["name"] not in names:
             continue
