@@ -117,10 +117,13 @@ def install_hint(extra: str) -> str:
 
 def require(what: str, extra: str, *modules: str, error: type[LexragError] = ModelLoadError) -> None:
     """Raise ``error`` naming the pip extra to install when a library ``what`` needs is missing:
-    the one way the package says that an extra is missing (the ranker's LightGBM included)."""
+    the one way the package says that an extra is missing (the ranker's LightGBM included).  The
+    error's ``fix`` is the install hint, as a model not found carries the fix a run's status gives."""
     missing = [m for m in modules if not installed(m)]
     if missing:
-        raise error(f"the {what} needs {', '.join(missing)}, which is not installed: {install_hint(extra)}")
+        e = error(f"the {what} needs {', '.join(missing)}, which is not installed: {install_hint(extra)}")
+        e.fix = install_hint(extra)  # the run status's fix: install it (attaching the part's dataset would not help)
+        raise e
 
 
 def short(value: "object", width: int = 80) -> str:

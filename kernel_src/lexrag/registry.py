@@ -16,6 +16,7 @@ a run or a build is; below it, a module sees its own entry (a message names its 
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -175,6 +176,7 @@ def declare(s: ArtifactSpec) -> ArtifactSpec:
     """Add a part to the catalogue, once, where its module is imported (in whatever order the
     modules are: :func:`build_order` orders them, and says what an entry depends on that no
     entry provides)."""
+    _check_names(s)
     if any(a.name == s.name for a in ARTIFACTS):
         raise ValueError(f"an artifact named {s.name!r} is already registered")
     unknown = [f for f in (s.needs_input, s.build_with, *s.reads) if f and f not in {i.field for i in INPUTS}]
@@ -186,6 +188,51 @@ def declare(s: ArtifactSpec) -> ArtifactSpec:
         raise ValueError(f"artifact {s.name!r}: give a load step exactly when attr names what it fills")
     ARTIFACTS.append(s)
     return s
+
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*")  # a plain folder name: the build writes OUT/<name>, a dataset holds <name>/
+
+
+def _check_names(s: ArtifactSpec) -> None:
+    """Refuse, in one line, a spec whose name is no plain folder name ("../evil" would write outside
+    the build's folder, "" into the folder itself), whose ``switch`` or ``model`` names no config
+    field, or whose ``depends_on`` or ``reads`` is not a tuple of names: each would fail only later,
+    in a build or a run, with a traceback."""
+    if not isinstance(s.name, str) or not _NAME.fullmatch(s.name):
+        raise ValueError(f"artifact name {s.name!r} is not a plain folder name: use lower-case letters, digits and _, "
+                         "starting with a letter (e.g. 'toy_index')")
+    for what in ("depends_on", "reads"):
+        value = getattr(s, what)
+        if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+            raise ValueError(f"artifact {s.name!r}: {what}={value!r} must be a tuple of names, e.g. ('corpus',)")
+    for what in ("switch", "model"):
+        value = getattr(s, what)
+        if value is None or (what == "switch" and value == "prior"):  # "prior": the config's uses_prior()
+            continue
+        problem = _config_field_problem(value, "lexical.enabled" if what == "switch" else "semantic.model")
+        if problem:
+            raise ValueError(f"artifact {s.name!r}: {what}={value!r} {problem}")
+
+
+def _config_field_problem(value: object, example: str) -> str:
+    """Why ``value`` is not ``section.field`` naming a field of the config ("" when it is one); a
+    section registered with :func:`lexrag.config.register_section` counts (register it first)."""
+    import dataclasses
+
+    from lexrag.config import EXTRA_SECTIONS, Config  # the same floor; the config imports nothing of the registry
+
+    if not isinstance(value, str) or value.count(".") != 1:
+        return f"must be 'section.field' naming a config field, e.g. {example!r}"
+    section, fld = value.split(".")
+    sections = {f.name: f.default_factory for f in dataclasses.fields(Config)}  # each section's dataclass
+    cls = EXTRA_SECTIONS.get(section) or sections.get(section)
+    if cls is None:
+        return (f"names no config section {section!r}: register the section first (lexrag.config.register_section) "
+                "or use one of " + ", ".join([*sections, *EXTRA_SECTIONS]))
+    if fld not in {f.name for f in dataclasses.fields(cls)}:
+        known = ", ".join(f.name for f in dataclasses.fields(cls))
+        return f"names no field of config section {section!r}; its fields: {known}"
+    return ""
 
 
 def bind_build(name: str, step: Callable) -> ArtifactSpec:

@@ -20,6 +20,7 @@ from lexrag.index.graph import CitationGraph, has_court_edges
 from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
 from lexrag.models import load_encoder, usable_gpus
+from lexrag.models.paths import candidates
 from lexrag.io.procmem import process_memory
 from lexrag.registry import ARTIFACTS, ArtifactSpec, build_order, declare, spec
 from lexrag.stages.base import (
@@ -64,13 +65,21 @@ class Artifacts:
         return self.loaders[name]
 
     @classmethod
-    def from_folder(cls, folder: str | Path, cfg: Config, degrade: bool = False, skip_missing: bool = False) -> "Artifacts":
+    def from_folder(cls, folder: str | Path, cfg: Config, degrade: bool = False, skip_missing: bool = False,
+                    strict: bool = False) -> "Artifacts":
         """:meth:`load` from one artifacts folder (holding ``corpus/``, ``bm25/``, ...:
         :meth:`Paths.local`), the models where ``cfg`` names them."""
-        return cls.load(Paths.local(folder, cfg.paths), cfg, degrade=degrade, skip_missing=skip_missing)
+        if not isinstance(folder, (str, Path)):
+            hint = ("use Artifacts.load(paths, cfg) for a Paths" if isinstance(folder, Paths)
+                    else "the arguments are (folder, cfg)" if isinstance(folder, Config) else "")
+            raise TypeError(f"Artifacts.from_folder: folder must be the artifacts folder (a str or Path), not "
+                            f"{type(folder).__name__}" + (f"; {hint}" if hint else ""))
+        _check_config("from_folder", cfg)
+        return cls.load(Paths.local(folder, cfg.paths), cfg, degrade=degrade, skip_missing=skip_missing, strict=strict)
 
     @classmethod
-    def load(cls, paths: Paths, cfg: Config, degrade: bool = False, skip_missing: bool = False) -> "Artifacts":
+    def load(cls, paths: Paths, cfg: Config, degrade: bool = False, skip_missing: bool = False,
+             strict: bool = False) -> "Artifacts":
         """Load through ``paths`` (a :class:`lexrag.paths.Paths`), from wherever it finds each
         artifact and model (:meth:`from_folder` for one folder).  Only what the config switches on is loaded; a missing artifact or
         model folder is an error now, before any query runs (in LLM replay mode the LLM folder
@@ -78,7 +87,15 @@ class Artifacts:
         any other part that is missing or broken is logged, listed in ``missing``, and its stages
         stay off; a missing LLM folder falls back to replaying an attached cache.  With
         ``skip_missing=True`` (``lexrag run``) the same for an artifact that is not there at all
-        (:class:`~lexrag.errors.ArtifactMissing`), while a damaged one is still an error."""
+        (:class:`~lexrag.errors.ArtifactMissing`), while a damaged one is still an error.  With
+        ``strict=True`` (``lexrag run --strict``) a part the config asks for that is otherwise left out
+        with a warning (the calibration count.method=adaptive weighs) is an error too."""
+        if not isinstance(paths, Paths):
+            hint = ("the arguments are (paths, cfg)" if isinstance(paths, Config)
+                    else "for one artifacts folder use Artifacts.from_folder(folder, cfg)")
+            raise TypeError("Artifacts.load: paths must be a lexrag.paths.Paths (paths_for or resolve_paths make "
+                            f"one), not {type(paths).__name__}; {hint}")
+        _check_config("load", cfg)
         check_degrade_order(cfg.runtime.degrade_order, cfg.runtime.stage_estimates_s)  # before any slow load
         wanted = [a for a in ARTIFACTS if a.name == "corpus" or (a.in_build and a.wanted(cfg))]
         set_notes: list[str] = []  # several copies of an artifact among the inputs: the set built over one corpus
@@ -95,7 +112,7 @@ class Artifacts:
         art.notes.extend(set_notes)
 
         failures: list[tuple[str, Exception]] = []  # without degrade: every part that failed, said at once
-        ld = _Loading(art, cfg, paths, locate, cid, degrade)
+        ld = _Loading(art, cfg, paths, locate, cid, degrade, strict and not degrade)
         for step in load_plan(cfg):
             try:
                 with _measure(art.loads, step.part) as done:
@@ -137,6 +154,13 @@ class Artifacts:
         return Path(path)
 
 
+def _check_config(method: str, cfg: object) -> None:
+    """A :class:`Config` as ``cfg``, else one TypeError line (a preset name or a YAML path is loaded first)."""
+    if not isinstance(cfg, Config):
+        raise TypeError(f"Artifacts.{method}: cfg must be a lexrag.config.Config, not {type(cfg).__name__}; "
+                        "make one with lexrag.config.load_config(...)")
+
+
 @contextlib.contextmanager
 def _measure(into: dict, name: str):
     """Seconds and the resident memory (anonymous, file pages) that loading part ``name`` added;
@@ -164,6 +188,7 @@ class _Loading:
     locate: Callable[[str], Path]
     cid: str
     degrade: bool
+    strict: bool = False  # a part the config asks for is never left out with a warning (lexrag run --strict)
 
 
 @dataclass(frozen=True)
@@ -247,6 +272,10 @@ def _load_calibration(ld: _Loading) -> bool:
     except LexragError:
         folder = None
     if folder is None or not (Path(folder) / "params.json").is_file():
+        if adaptive and ld.strict:  # --strict promises no run without a part the config asks for
+            raise ArtifactMissing("count.method=adaptive weighs a calibration (count.w_cal > 0) and there is none: "
+                                  "run `python -m lexrag calibrate --queries FILE --artifacts DIR`, or set "
+                                  "count.method=elbow or count.w_cal=0")
         if adaptive:
             art.missing["calibration"] = "no calibration artifact (run `python -m lexrag calibrate`)"
             log.warning("count.method=adaptive without a calibration: n_cal is left out of the count "
@@ -297,6 +326,25 @@ def _load_llm(ld: _Loading) -> bool | None:
     art.loaders["llm"] = lambda: load(lm, lc)
 
 
+def _load_llm_or_say_its_fix(ld: _Loading) -> bool | None:
+    """:func:`_load_llm`; an error that carries no fix of its own gets one naming the model llm.model
+    names (the spec's fix cannot read the config)."""
+    try:
+        return _load_llm(ld)
+    except LexragError as e:
+        if not getattr(e, "fix", ""):
+            e.fix = _llm_fix(ld.cfg)
+        raise
+
+
+def _llm_fix(cfg: Config) -> str:
+    """How to get the LLM a run of ``cfg`` misses: the model ``llm.model`` names, or the cache to replay."""
+    names = candidates(cfg.llm.model)
+    what = (f"attach {names[0]} (llm.model)" if len(names) == 1 else f"attach one of {' | '.join(names)} (llm.model)"
+            if names else "set llm.model to the LLM's folder (Qwen2.5-7B-Instruct class)")
+    return f"{what} on a GPU machine, or the lexrag-llm-cache dataset to replay"
+
+
 def llm_cache_dir(cfg: Config, paths=None) -> Path:
     """The run's own LLM cache folder: ``llm.cache_dir`` (``~`` is the home folder, as in a
     shell), else ``llm_cache`` in the working folder."""
@@ -314,6 +362,6 @@ RERANKER = declare(ArtifactSpec("reranker", switch="rerank.enabled", load=_load_
 CALIBRATION = declare(ArtifactSpec("calibration", ("corpus",), load=_load_calibration,
                                    rebuild="python -m lexrag calibrate --queries FILE --artifacts ARTIFACTS",
                                    fix="run `python -m lexrag calibrate` or set count.method: elbow"))
-LLM = declare(ArtifactSpec("llm", switch="llm.enabled", load=_load_llm,
-                           fix="attach Qwen2.5-7B-Instruct (llm.model) on a GPU machine, or the lexrag-llm-cache dataset "
-                               "to replay"))
+LLM = declare(ArtifactSpec("llm", switch="llm.enabled", load=_load_llm_or_say_its_fix,
+                           fix="attach the LLM llm.model names on a GPU machine, or the lexrag-llm-cache dataset to "
+                               "replay"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from lexrag.config import Config, load_config
 
@@ -56,6 +56,9 @@ class Searcher:
         from lexrag.config import with_overrides
         from lexrag.pipeline.artifacts import Artifacts
 
+        if not isinstance(artifacts, (str, Path)):
+            raise TypeError(f"Searcher.load: artifacts must be the artifacts folder (a str or Path), not "
+                            f"{type(artifacts).__name__}; for a Paths use Searcher(Artifacts.load(paths, cfg), cfg)")
         if isinstance(config, Config):
             cfg = with_overrides(config, dict(overrides)) if overrides else config
         else:
@@ -68,9 +71,15 @@ class Searcher:
 
         if self._closed:
             raise RuntimeError("this Searcher was closed; load a new one")
-        if isinstance(texts, str):
-            raise TypeError("batch_search and batch_answer take a list of questions; search and answer take one")
-        queries = [Query(f"q{i}", str(t)) for i, t in enumerate(texts, start=1)]
+        if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
+            raise TypeError(f"texts must be a list of questions (str), not {type(texts).__name__}; search and answer "
+                            "take one question")
+        texts = list(texts)  # a pandas column or a generator as well as a list
+        for i, t in enumerate(texts):  # str(b"..."), str(None) or str(12345) would be searched as if asked
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] is {type(t).__name__}, not str: give each question as text"
+                                + (" (decode bytes first)" if isinstance(t, bytes) else ""))
+        queries = [Query(f"q{i}", t) for i, t in enumerate(texts, start=1)]
         return queries, run_pipeline(queries, self.artifacts, self.cfg, self.paths, ctx=self._ctx)
 
     def batch_search(self, texts: Sequence[str], k: int = 10) -> list[list[Hit]]:
@@ -91,6 +100,7 @@ class Searcher:
 
     def search(self, text: str, k: int = 10) -> list[Hit]:
         """The first ``k`` hits of one question."""
+        _one_question("search", text)
         return self.batch_search([text], k)[0]
 
     def batch_answer(self, texts: Sequence[str]) -> list[list[str]]:
@@ -101,6 +111,7 @@ class Searcher:
 
     def answer(self, text: str) -> list[str]:
         """The citations a run would emit for one question."""
+        _one_question("answer", text)
         return self.batch_answer([text])[0]
 
     def close(self) -> None:
@@ -116,3 +127,11 @@ class Searcher:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _one_question(method: str, text: object) -> None:
+    """``text`` is one question (a str), else one TypeError line naming the argument."""
+    if not isinstance(text, str):
+        many = " (batch_search and batch_answer take a list)" if isinstance(text, (list, tuple)) else ""
+        decode = " (decode bytes first)" if isinstance(text, bytes) else ""
+        raise TypeError(f"{method}: text is {type(text).__name__}, not str: give the question as text{decode}{many}")
