@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import lexrag.pipeline  # noqa: F401  (declares every artifact: the specs the entries are held to)
 from lexrag import __version__
 
 ROOT = Path(__file__).resolve().parents[1]
