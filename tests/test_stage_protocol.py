@@ -255,6 +255,8 @@ def test_every_registered_stage_keeps_the_contract(name, demo_artifacts):
     assert isinstance(stage.needs, tuple) and set(stage.needs) <= set(loadable()) and all(fix_for(n) for n in stage.needs)
     cfg = load_config("exam", {"runtime.progress": False})
     assert set(needs_of(stage, cfg)) <= set(stage.needs)  # what it needs under a config is among what it declares
+    order = [s.name for s in registered_stages()]  # a stage whose output it reads runs before it
+    assert all(r in order[: order.index(name)] for r in getattr(stage, "reads_stages", ()))
     art = Artifacts.from_folder(demo_artifacts, cfg, degrade=True)  # what the demo lacks (the prior) is left out
     on = stage.enabled(cfg, art)
     assert on in (True, False)

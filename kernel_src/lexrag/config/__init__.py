@@ -142,6 +142,13 @@ class Config:
             raise ConfigError("count.method=adaptive needs a positive count.w_llm, count.w_elbow or count.w_cal")
         if self.count.min_k > self.count.max_k:
             raise ConfigError("count.min_k must be <= count.max_k")
+        rt = self.runtime
+        if rt.time_budget_s > 0 and rt.reserve_s >= rt.time_budget_s:
+            # the reserve is kept back from the budget: one as large leaves no time, so every optional stage
+            # would be dropped at once
+            raise ConfigError(f"runtime.reserve_s={rt.reserve_s:g} must be less than runtime.time_budget_s="
+                              f"{rt.time_budget_s:g} (it is kept back from the budget for writing the submission): "
+                              "lower the reserve or raise the budget")
         bad = [f for f in self.lexical.fields if f not in LEXICAL_FIELDS]
         if bad or not self.lexical.fields:
             raise ConfigError(f"lexical.fields must name corpus columns of {', '.join(LEXICAL_FIELDS)} (one named n times "

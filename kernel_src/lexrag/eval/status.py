@@ -19,7 +19,7 @@ from lexrag.config import Config
 from lexrag.io.procmem import process_memory
 from lexrag.pipeline import artifacts as _parts  # noqa: F401  (declares every artifact and part: their fixes)
 from lexrag.registry import fix_for
-from lexrag.stages.base import Phase, asked_for, blocked, needs_of, registered_stages
+from lexrag.stages.base import Phase, asked_for, blocked, needs_of, registered_stages, stages_read
 
 __all__ = ["StageRow", "RunStatus", "run_status", "failed_status", "measured", "measured_table", "fix_for"]
 
@@ -108,7 +108,7 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
             continue
         if not stage.enabled(cfg, art):
             parts = [p for p in needs_of(stage, cfg) if p in art.missing] or list(needs_of(stage, cfg))
-            why = "; ".join(f"{p}: {_brief(art.missing[p])}" for p in parts if p in art.missing) or \
+            why = "; ".join(f"{p}: {_brief(art.missing[p], _fix(art, p))}" for p in parts if p in art.missing) or \
                 f"needs {', '.join(parts) or 'a part'} that was not loaded"
             fix = "; ".join(f for f in (_fix(art, p) for p in parts) if f)
             rows.append(StageRow(stage.name, "missing", 0, live, why, fix))
@@ -128,8 +128,10 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
             lacking = [p for p in getattr(stage, "uses", ()) if p in art.missing]  # parts it reads when the config asks
             if lacking:
                 rows[-1].state = "partial"
-                rows[-1].why = "without " + "; ".join(f"{p} ({'; '.join(x for x in (_brief(art.missing[p]), _fix(art, p)) if x)})"
-                                                      for p in lacking)
+                rows[-1].why = "without " + "; ".join(
+                    f"{p} ({'; '.join(x for x in (_brief(art.missing[p], _fix(art, p)), _fix(art, p)) if x)})"
+                    for p in lacking)
+        _short_of(rows[-1], stage, res, rows, live)
         if stage.phase == Phase.CONTENT and rows[-1].state in ("ran", "partial"):
             finders.append(stage.name)
         bad_json = int(totals.get(stage.name, {}).get("json_failures", 0))
@@ -138,6 +140,10 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
                                                  "left out (the log names the queries)") if x)
     status = "OK" if all(r.state == "ran" for r in rows) else "DEGRADED"
     notes = list(getattr(art, "notes", []))
+    budget_s, spent = getattr(res, "budget_s", 0.0) or 0.0, getattr(res, "budget_elapsed_s", 0.0) or 0.0
+    if budget_s > 0 and spent > budget_s:  # said, not DEGRADED: the stages ran, the budget was not kept
+        notes.append(f"the run took {spent:.1f}s of a time budget of {budget_s:g}s (runtime.time_budget_s): "
+                     f"{spent - budget_s:.1f}s over")
     predictions = getattr(res, "predictions", None)
     n_all = len(getattr(res, "query_ids", None) or [])
     if not live and n_all:  # a file of blank questions: nothing was asked, so nothing ran
@@ -153,18 +159,61 @@ def run_status(cfg: Config, art: Any, res: Any, n_queries: int | None = None) ->
     return RunStatus(status, rows, off, notes=notes)
 
 
+def _short_of(row: StageRow, stage: Any, res: Any, rows: list[StageRow], live: int) -> None:
+    """Where ``stage`` ran but did less than the config asked, its row says so and counts only the
+    queries it did that for: queries a stage it reads (``reads_stages``) did not run for have
+    nothing of that stage's to read, and the stage's own shortfalls (``res.partial``: a count cut
+    at count.k where it should read the ranker) are named with their reason."""
+    if row.state == "missing":
+        return
+    own = set(res.skipped.get(stage.name, [])) | set(res.failed.get(stage.name, {}))
+    short: set[str] = set()
+    whys: list[str] = []
+    ids = [q.query_id for q in getattr(res, "states", []) if q.text] or list(getattr(res, "query_ids", []))
+    for name in stages_read(stage):
+        up = next((r for r in rows if r.stage == name), None)
+        if up is None or up.state == "missing":  # off in the config, or switched off: none of its output exists
+            lack = set(ids) - own
+            how = "is off in the config" if up is None else f"is missing ({up.why})"
+        else:
+            lack = (set(res.skipped.get(name, [])) | set(res.failed.get(name, {}))) - own
+            how = f"was {up.state}" if up.state in ("dropped", "skipped", "failed") else "did not run for them"
+        if lack:
+            n = len(lack)
+            whys.append(f"reads the {name} stage's output, and {name} did not run for {n} of the queries "
+                        f"({name} {how}): nothing to read for them")
+            short |= lack
+    mine = (getattr(res, "partial", None) or {}).get(stage.name)
+    if mine:
+        whys.append(mine["why"])
+        short |= set(mine["queries"]) - own
+    if not whys:
+        return
+    row.queries = max(min(row.queries, live - len(short)), 0)
+    row.why = "; ".join(x for x in (row.why, *whys) if x)
+    if row.state == "ran":
+        row.state = "partial"
+
+
 def _fix(art: Any, part: str) -> str:
     """How to provide a missing part: what the artifacts recorded for it, else the standard fix."""
     return getattr(art, "fixes", {}).get(part) or fix_for(part)
 
 
-def _brief(reason: str, width: int = 160) -> str:
-    """A missing part's reason for the table: without the exception's class name and the list of
-    places searched (the log has the whole message)."""
+def _brief(reason: str, fix: str = "") -> str:
+    """A missing part's reason for the table, whole: without the exception's class name, the list
+    of places searched (the log has the whole message) and a clause that only says what the fix
+    column says (how to make or attach it), so the row says each thing once."""
     head, sep, rest = reason.partition(": ")
     text = rest if sep and head.isidentifier() and head[:1].isupper() else reason
     text = text.split(" (searched ")[0].split(" (make it: ")[0]  # the fix column says how to make it
-    return text if len(text) <= width else text[: width - 3].rsplit(" ", 1)[0] + " ..."  # cut between words
+    clauses = []
+    for clause in text.split("; "):
+        clause = clause.split(": searched ")[0]
+        if fix and clause and (clause in fix or fix.startswith(clause.split(" (")[0])):
+            continue  # the fix column says it
+        clauses.append(clause)
+    return "; ".join(c for c in clauses if c)
 
 
 def failed_status(reason: str) -> RunStatus:

@@ -81,10 +81,15 @@ def degrade(stages: list[Stage], first_left: int, n: int, done: dict[str, int], 
         fresh = [name for name in group if name in ahead and name not in budget.dropped]
         if not fresh:
             continue
-        why = f"projected {need + fixed:.0f}s for the rest of the run, {max(left, 0):.0f}s left"
+        why = f"projected {seconds(need + fixed)} for the rest of the run, {seconds(max(left, 0))} left"
         for name in fresh:
             budget.dropped[name] = why
         log.warning("time budget: %s; dropping %s for the remaining queries", why, ", ".join(fresh))
+
+
+def seconds(x: float) -> str:
+    """``3520s``, or with one decimal under 10 s (``0.4s``), where a whole number would read 0s."""
+    return f"{x:.1f}s" if x < 10 else f"{x:.0f}s"
 
 
 PIECE_SHARE = 0.02  # share of the budget one optional stage call may take before the walk projects again

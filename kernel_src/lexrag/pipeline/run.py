@@ -62,6 +62,10 @@ class RunResult:
     current_by: dict[str, str] = field(default_factory=dict)  # query id -> stage that made its final order
     dropped: dict[str, str] = field(default_factory=dict)  # optional stages the budget dropped -> why
     memory_added: dict[str, float] = field(default_factory=dict)  # stage -> GB of anonymous memory left after its runs
+    # stage -> {"why": ..., "queries": [...]}: where a stage ran but did less than the config asked (Context.note)
+    partial: dict[str, dict] = field(default_factory=dict)
+    budget_s: float = 0.0  # runtime.time_budget_s the run had (0: none)
+    budget_elapsed_s: float = 0.0  # seconds of that budget spent when the walk ended (from the budget's start)
 
     @property
     def traces(self) -> list[dict]:
@@ -343,9 +347,11 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     if cache is not None:
         ctx.signal_cache = cache
     states = [QueryState.of(q) for q in queries]
+    ctx.partial = {}  # what a stage fell short of is said per run (a searcher's context serves several)
     try:
         batch = walk(BatchState(states), ctx, budget)
     finally:
+        ctx.flush_notes()  # each note once, with the run's totals
         if own:  # a context made here is closed here: models freed, cache written out
             # cleanup only: every answer is in the cache (committed as it came) and in the batch,
             # so a failing close (a read-only or full disk) is a warning and never costs the run
@@ -366,8 +372,10 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
                     log.warning("closing the LLM cache failed (%s: %s); the answers are kept", type(e).__name__, e)
     degraded = sorted({q for qs in batch.skipped.values() for q in qs}, key=[s.query_id for s in states].index)
     if degraded:
-        warnings.warn(f"time budget of {budget.seconds}s ran out: {len(degraded)} queries skipped stages "
-                      f"{', '.join(sorted(batch.skipped))}")
+        warnings.warn(skip_summary(budget, batch.skipped))
+    elapsed = budget.elapsed()
+    if budget.seconds > 0 and elapsed > budget.seconds:  # every stage may have run, but the budget was not kept
+        log.warning("the run took %.1fs of a time budget of %.1fs", elapsed, budget.seconds)
     predictions: dict[str, list[str]] = {}
     ranked: dict[str, list[str]] = {}
     corpus = art.corpus
@@ -386,4 +394,27 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
                      degraded=degraded, skipped=dict(batch.skipped), failed=dict(batch.failed), states=states,
                      costs={q.query_id: q.cost for q in states}, model_loads=dict(ctx.models.loads),
                      model_load_seconds=dict(ctx.models.load_seconds), current_by=dict(batch.current_by),
-                     dropped=dict(budget.dropped), memory_added={k: round(v, 2) for k, v in batch.memory_added.items()})
+                     dropped=dict(budget.dropped), memory_added={k: round(v, 2) for k, v in batch.memory_added.items()},
+                     partial={stage: {"why": "; ".join(t for t, _ in kept.values()),
+                                      "queries": list(dict.fromkeys(q for _, ids in kept.values() for q in ids))}
+                              for stage, kept in ctx.partial.items()},
+                     budget_s=float(budget.seconds), budget_elapsed_s=elapsed)
+
+
+def skip_summary(budget: Budget, skipped: dict[str, list[str]]) -> str:
+    """One line for the stages the time budget kept from queries: per stage, how many queries it
+    skipped, grouped by why, each reason once; a stage dropped because the projection said the
+    rest would not fit is told apart from one the budget ran out for (or inside)."""
+    by_why: dict[str, list[str]] = {}
+    for name in sorted(skipped):
+        n = len(set(skipped[name]))
+        why = budget.dropped.get(name)
+        if why is None:
+            how = "the time budget ran out"
+        elif why.startswith("projected"):
+            how = f"dropped because the projection said the rest of the run would not fit, not for time spent ({why})"
+        else:
+            how = f"dropped: {why}"
+        by_why.setdefault(how, []).append(f"{name} {n} {'query' if n == 1 else 'queries'}")
+    parts = [f"{', '.join(counts)} skipped: {how}" for how, counts in by_why.items()]
+    return f"time budget of {budget.seconds:g}s: " + "; ".join(parts)

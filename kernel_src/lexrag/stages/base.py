@@ -54,6 +54,7 @@ __all__ = [
     "stages_for",
     "asked_for",
     "needs_of",
+    "stages_read",
     "STAGE_ORDER",
     "check_degrade_order",
     "RETRIEVAL_PHASES",
@@ -97,6 +98,8 @@ class Stage(Protocol):
     essential: bool
     signals: tuple[str, ...]  # signal names it may emit (registered for config validation)
     needs: tuple[str, ...]  # the loaded parts it reads (lexrag.registry.loadable()), so a run says which stages a missing part turned off
+    # (a stage that reads another stage's output also has reads_stages, those stages' names: where one of them did not
+    # run for a query, the run status shows the reader partial for it, not "ran"; see stages_read)
     # (a stage whose parts depend on its config also has needs_for(cfg): see needs_of)
 
     def enabled(self, cfg: "Config", art: Any) -> bool: ...
@@ -201,17 +204,31 @@ class Context:
     signal_cache: TextCache | None = None  # shared by runs that may reuse signals (ablations, tuning)
     retrieve: "Callable[[list[QueryState]], dict[str, list[tuple[int, float]]]] | None" = None
     tallies: dict = field(default_factory=dict)  # counts a stage adds up over the run's batches (for one note a run)
+    # stage -> note key -> (text, query ids): where a stage did less than the config asked (its row is partial)
+    partial: dict = field(default_factory=dict)
+    unlogged: dict = field(default_factory=dict)  # note key -> its latest text, logged once by flush_notes
 
-    def note(self, key: str, text: str) -> None:
-        """A status note, one per ``key`` a run: a later one (with the run's totals so far) replaces
-        the earlier; logged as a warning the first time."""
-        old = self.tallies.get(("note", key))
-        if old is None:
+    def note(self, key: str, text: str, stage: str | None = None, query_ids: list[str] = ()) -> None:
+        """A note, one per ``key`` a run: a later one (with the run's totals so far) replaces the
+        earlier.  With ``stage``, it says where that stage did less than the config asked, for
+        ``query_ids`` (the run's total so far): the stage's status row is partial and carries it;
+        else it is a status note.  Logged once, with the run's total, by :meth:`flush_notes` (a
+        first chunk's count logged at once would contradict the total the status gives)."""
+        if stage is not None:
+            self.partial.setdefault(stage, {})[key] = (text, list(query_ids))
+        else:
+            old = self.tallies.get(("note", key))
+            if old is not None and old in self.art.notes:
+                self.art.notes.remove(old)
+            self.art.notes.append(text)
+            self.tallies[("note", key)] = text
+        self.unlogged[key] = text
+
+    def flush_notes(self) -> None:
+        """Log each note made since the last flush once, in its final form (the end of a run)."""
+        for text in self.unlogged.values():
             log.warning("%s", text)
-        elif old in self.art.notes:
-            self.art.notes.remove(old)
-        self.art.notes.append(text)
-        self.tallies[("note", key)] = text
+        self.unlogged.clear()
 
     def model(self, name: str) -> Any:
         """The loaded model ``name`` (``encoder``, ``reranker``, ``llm``) from the model pool,
@@ -247,6 +264,10 @@ def register_stage(stage: Stage, replace: bool = False) -> Stage:
     needs = getattr(stage, "needs", ())
     if not isinstance(needs, tuple) or not all(isinstance(n, str) for n in needs):
         raise StageError(f"stage {stage.name!r}: needs must be a tuple of the names of loaded parts, got {needs!r}")
+    read = getattr(stage, "reads_stages", ())
+    if not isinstance(read, tuple) or not all(isinstance(n, str) for n in read) or stage.name in read:
+        raise StageError(f"stage {stage.name!r}: reads_stages must be a tuple of the names of other stages whose "
+                         f"output it reads, got {read!r}")
     if stage.name in _STAGES and not replace:
         raise StageError(f"a stage named {stage.name!r} is already registered (pass replace=True)")
     for s in stage.signals:
@@ -330,6 +351,11 @@ def needs_of(stage: Stage, cfg: "Config") -> tuple[str, ...]:
     one (a subset of its ``needs``), else its ``needs``."""
     for_cfg = getattr(stage, "needs_for", None)
     return tuple(for_cfg(cfg)) if for_cfg is not None else tuple(getattr(stage, "needs", ()))
+
+
+def stages_read(stage: Stage) -> tuple[str, ...]:
+    """The stages whose output ``stage`` reads (its ``reads_stages``; none when it declares none)."""
+    return tuple(getattr(stage, "reads_stages", ()))
 
 
 def asked_for(cfg: "Config") -> list[Stage]:

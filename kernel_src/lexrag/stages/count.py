@@ -298,11 +298,15 @@ class Count:
             if not scores and q.text.strip():  # an empty question is warned about where it is read
                 none.append(q.query_id)
             out.hits[q.query_id] = list(zip(docs[:k], scores[:k]))
-        if fallback:
-            makers = sorted(set(fallback.values()))
-            log.warning("count.method=expected_f1 reads the learned ranker's probabilities, but for %d queries (%s) the order "
-                        "came from %s: those are cut at count.k=%d", len(fallback), ", ".join(list(fallback)[:5]),
-                        ", ".join(makers), cc.k)
+        if fallback:  # not what the config asked: the count row is partial for them, said once with the run's total
+            got = ctx.partial.get(self.name, {}).get("count_fallback", ("", []))[1]
+            ids = got + list(fallback)
+            makers = ctx.tallies.setdefault("count_fallback_by", set())
+            makers.update(fallback.values())
+            ctx.note("count_fallback", f"fell back to count.k={cc.k} for {len(ids)} "
+                     f"{'query' if len(ids) == 1 else 'queries'}: no ranker probabilities (count.method=expected_f1 "
+                     f"reads the learned ranker's; their order came from {', '.join(sorted(makers))}): {', '.join(ids[:5])}"
+                     + (" ..." if len(ids) > 5 else ""), stage=self.name, query_ids=ids)
         tally = ctx.tallies.setdefault("count_short", {"short": 0, "most": 0})
         if short:  # said, not silent: a count.k beyond the candidate lists is cut by them (one note a run)
             tally["short"] += len(short)

@@ -65,6 +65,7 @@ class LLMSeeds:
     essential = False
     signals = ("llm_seeds",)
     needs = ("llm",)
+    reads_stages = ("rewrite",)  # the German variant and the LLM's citations are the rewrite's output
 
     def enabled(self, cfg, art) -> bool:
         return cfg.seeds.enabled and cfg.llm.enabled and art.llm_ready
