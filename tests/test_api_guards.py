@@ -178,7 +178,6 @@ def test_strict_refuses_an_adaptive_count_without_its_calibration(demo_artifacts
     assert Artifacts.from_folder(demo_artifacts, off, strict=True).calibration is None  # the term is off: not needed
 
 
-@pytest.mark.xfail(strict=True, reason="lexrag run must pass strict=args.strict to Artifacts.load (cli/commands.py)")
 def test_lexrag_run_strict_refuses_an_adaptive_count_without_its_calibration(demo_artifacts, tmp_path, capsys):
     from lexrag.cli import main
 

@@ -32,7 +32,7 @@ def _check_out(out: str, what: str = "--out", inputs: dict | None = None, protec
     return check_output_file(out, what, inputs, protected, example, ConfigError)
 
 
-def _artifacts(args: argparse.Namespace, cfg, degrade: bool = False):
+def _artifacts(args: argparse.Namespace, cfg, degrade: bool = False, strict: bool = False):
     """(artifacts, paths) of a run: the ``--artifacts`` folder, or without it the resolver's, as
     the notebooks find them (on Kaggle every attached dataset in either input
     layout, model names such as ``bge-m3`` looked up among the inputs, the LLM cache in the working
@@ -45,7 +45,7 @@ def _artifacts(args: argparse.Namespace, cfg, degrade: bool = False):
 
     paths = paths_for(args.artifacts, cfg.paths)
     try:
-        return Artifacts.load(paths, cfg, skip_missing=degrade), paths
+        return Artifacts.load(paths, cfg, skip_missing=degrade, strict=strict), paths
     except ArtifactError as e:
         if on_kaggle() or args.artifacts:
             raise
@@ -98,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         raise ConfigError(f"--out {args.out}: the submission is written as plain CSV (what Kaggle reads), not "
                           f"{Path(args.out).suffix} compressed; give a .csv name")
-    art, paths = _artifacts(args, cfg, degrade=not args.strict)
+    art, paths = _artifacts(args, cfg, degrade=not args.strict, strict=args.strict)
     queries = load_queries(args.queries, cfg.query.max_chars)
     result = run_pipeline(queries, art, cfg, paths=paths)
     write_submission(args.out, result.predictions, result.query_ids)
