@@ -4,6 +4,7 @@ warnings of the walks over the inputs are said once each."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -75,7 +76,10 @@ def test_two_equal_size_sets_over_different_corpora_are_refused_with_both_named(
     assert "detach the one not meant for it, or set paths.artifacts_dir" in msg
 
 
-def test_identical_copies_load_the_first_and_the_status_says_they_are_identical(tmp_path, monkeypatch, sets, caplog):
+SAME = "same build: params.json, sizes and sampled chunks agree; not loaded, not fully hashed"
+
+
+def test_copies_of_one_build_load_the_first_and_the_status_says_what_was_compared(tmp_path, monkeypatch, sets, caplog):
     root = tmp_path / "input"
     _attach(root, "alice", sets["clean"])
     _attach(root, "kagtester", sets["clean"])
@@ -85,10 +89,31 @@ def test_identical_copies_load_the_first_and_the_status_says_they_are_identical(
     first = root / "datasets" / "alice"
     assert art.corpus_dir == first / "lexrag-corpus" and art.missing == {} and art.bm25 is not None
     assert any(n.startswith("2 corpus copies attached; using " + str(first / "lexrag-corpus")) and
-               str(root / "datasets" / "kagtester" / "lexrag-corpus") + " (identical)" in n for n in art.notes), art.notes
-    assert any("2 copies of bm25 attached" in n and "(identical)" in n for n in art.notes), art.notes
+               str(root / "datasets" / "kagtester" / "lexrag-corpus") + f" ({SAME})" in n for n in art.notes), art.notes
+    assert any("2 copies of bm25 attached" in n and f"({SAME})" in n for n in art.notes), art.notes
     said = [r.getMessage() for r in caplog.records if "not used" in r.getMessage()]
-    assert len(said) == 2 and all(f"the same build as {first}" in m for m in said), said
+    assert len(said) == 2 and all(f"the same build as {first}" in m and "not fully hashed" in m for m in said), said
+
+
+def test_a_copy_edited_outside_its_sampled_chunks_is_not_called_identical(tmp_path, monkeypatch, sets, caplog):
+    """The copy after the loaded one is compared by sizes and three sampled chunks only: a byte
+    edited between them passes, and the status and the log say what was compared, not "identical"."""
+    monkeypatch.setattr("lexrag.models.paths.SAMPLE_BYTES", 4)  # the tiny files' middle bytes outside the chunks
+    root = tmp_path / "input"
+    _attach(root, "alice", sets["clean"], names=("corpus",))
+    _attach(root, "kagtester", sets["clean"], names=("corpus",))
+    texts = root / "datasets" / "kagtester" / "lexrag-corpus" / "texts.bin"
+    data = bytearray(texts.read_bytes())
+    data[len(data) // 4] ^= 1
+    texts.write_bytes(bytes(data))
+    _, paths = _kaggle(monkeypatch, root)
+    notes: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="lexrag"):
+        chosen = paths.artifact_set(["corpus"], notes)
+    assert chosen["corpus"] == root / "datasets" / "alice" / "lexrag-corpus"
+    assert len(notes) == 1 and f"kagtester/lexrag-corpus ({SAME})" in notes[0] and "identical" not in notes[0], notes
+    said = [r.getMessage() for r in caplog.records if "not used" in r.getMessage()]
+    assert len(said) == 1 and "file sizes and sampled chunks (not fully hashed" in said[0], said
 
 
 @pytest.mark.parametrize("edited", ["alice", "kagtester"])
@@ -144,7 +169,7 @@ def test_two_calibrations_are_whole_copies_told_apart_by_content(tmp_path, monke
     notes: list[str] = []
     chosen = paths.artifact_set(["corpus", "calibration"], notes)
     assert chosen["calibration"] == root / "datasets" / "alice" / "lexrag-calibration"
-    assert any("bob/lexrag-calibration (identical)" in n for n in notes), notes
+    assert any("bob/lexrag-calibration (identical: the same params.json)" in n for n in notes), notes
 
 
 def test_a_stray_params_json_and_a_choice_among_copies_are_each_said_once(tmp_path, monkeypatch, sets, caplog):
@@ -164,3 +189,99 @@ def test_a_stray_params_json_and_a_choice_among_copies_are_each_said_once(tmp_pa
     said = [r.getMessage() for r in caplog.records]
     assert sum(f"skipped {junk}" in m for m in said) == 1, said
     assert sum("alice/lexrag-corpus not used" in m for m in said) == 1, said
+
+
+def _rewrite(params: Path, change, digest: str = "keep") -> None:
+    """``params``'s document with ``change(doc)`` applied, its digest kept (then stale), left out
+    (an older upload) or recomputed."""
+    from lexrag.artifacts import DIGEST, seal
+
+    doc = json.loads(params.read_text(encoding="utf-8"))
+    change(doc)
+    if digest == "drop":
+        doc.pop(DIGEST)
+    elif digest == "seal":
+        seal(doc)
+    params.write_text(json.dumps(doc, indent=2, sort_keys=True), encoding="utf-8")
+
+
+def test_a_bm25_copy_whose_params_json_was_edited_is_left_out_for_the_clean_one(tmp_path, monkeypatch, sets, caplog):
+    """alice's k1 edited (its digest now stale), bob's clean: they were refused as two builds that
+    cannot be told apart; alice's is an edited copy, as an edited corpus copy is."""
+    root = tmp_path / "input"
+    _attach(root, "alice", sets["clean"])
+    _attach(root, "bob", sets["clean"])
+    alice = root / "datasets" / "alice" / "lexrag-bm25"
+    _rewrite(alice / "params.json", lambda d: d["params"].update(k1=0.9))
+    cfg, paths = _kaggle(monkeypatch, root)
+    with caplog.at_level(logging.WARNING, logger="lexrag"):
+        art = Artifacts.load(paths, cfg, degrade=True)
+    assert art.missing == {} and art.bm25 is not None and art.bm25.params["params"]["k1"] != 0.9
+    assert any(f"{alice} (edited: its params.json fails its digest)" in n for n in art.notes), art.notes
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"artifact bm25: {alice} not used")]
+    assert len(said) == 1 and "edited after the build" in said[0], said
+
+
+@pytest.mark.parametrize("older", ["alice", "bob"])
+def test_one_build_twice_one_copy_without_its_digest_is_one_build(tmp_path, monkeypatch, sets, older):
+    """An older upload of the same build records no params_sha256: its params.json differs from
+    the other's in that field only, which is no difference of build."""
+    root = tmp_path / "input"
+    _attach(root, "alice", sets["clean"])
+    _attach(root, "bob", sets["clean"])
+    _rewrite(root / "datasets" / older / "lexrag-bm25" / "params.json", lambda d: None, digest="drop")
+    _, paths = _kaggle(monkeypatch, root)
+    notes: list[str] = []
+    chosen = paths.artifact_set(["corpus", "bm25"], notes)
+    assert chosen["bm25"] == root / "datasets" / "alice" / "lexrag-bm25"
+    assert any(f"bob/lexrag-bm25 ({SAME})" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("damage", ["missing", "other_size"])
+def test_a_corpus_copy_whose_files_are_not_all_there_is_left_out_for_that(tmp_path, monkeypatch, sets, caplog, damage):
+    """It was left out with another copy's reasons ("1 of the other artifacts were built over ...,
+    1 over it; 7 documents there, 7 here")."""
+    root = tmp_path / "input"
+    _attach(root, "alice", sets["clean"], names=("corpus",))
+    _attach(root, "kagtester", sets["clean"])
+    bad = root / "datasets" / "alice" / "lexrag-corpus"
+    if damage == "missing":
+        (bad / "texts.bin").unlink()
+    else:
+        (bad / "texts.bin").write_bytes((bad / "texts.bin").read_bytes()[:-1])
+    _, paths = _kaggle(monkeypatch, root)
+    notes: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="lexrag"):
+        chosen = paths.artifact_set(["corpus", "bm25"], notes)
+    assert chosen["corpus"] == root / "datasets" / "kagtester" / "lexrag-corpus"
+    assert any(f"left out: {bad} (files not all there)" in n for n in notes), notes
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"artifact corpus: {bad} not used")]
+    assert len(said) == 1 and "its files are not all there" in said[0] and "documents there" not in said[0], said
+
+
+def test_a_params_json_with_a_key_twice_or_a_byte_order_mark_is_found_as_it_loads(tmp_path, monkeypatch, sets):
+    """The copy chooser read params.json more strictly than the load: a key given twice skipped the
+    copy as "not a lexrag artifact" and the status said to attach the dataset that was attached."""
+    root = tmp_path / "input"
+    _attach(root, "alice", sets["clean"])
+    params = root / "datasets" / "alice" / "lexrag-bm25" / "params.json"
+    text = params.read_text(encoding="utf-8")
+    params.write_text(text.replace('"artifact": "bm25"', '"artifact": "bm25", "artifact": "bm25"'), encoding="utf-8")
+    cfg, paths = _kaggle(monkeypatch, root)
+    art = Artifacts.load(paths, cfg, degrade=True)
+    assert art.missing == {} and art.bm25 is not None
+    params.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    art = Artifacts.load(paths, cfg, degrade=True)
+    assert art.missing == {} and art.bm25 is not None
+
+
+def test_a_damaged_params_json_in_an_attached_dataset_is_named_damaged_not_missing(tmp_path, monkeypatch, sets):
+    root = tmp_path / "input"
+    _attach(root, "alice", sets["clean"])
+    params = root / "datasets" / "alice" / "lexrag-bm25" / "params.json"
+    params.write_text(params.read_text(encoding="utf-8")[:-40], encoding="utf-8")  # cut short
+    cfg, paths = _kaggle(monkeypatch, root)
+    art = Artifacts.load(paths, cfg, degrade=True)
+    said = art.missing["bm25"]
+    assert f"{params} cannot be read (not valid JSON" in said and "lexrag-bm25 is damaged; rebuild it: " in said, said
+    assert "attach" not in said, said

@@ -105,3 +105,27 @@ def test_the_english_index_is_rebuilt_over_itself_and_another_artifact_inside_is
     (stray / "params.json").write_text(json.dumps({"artifact": "llm_cache"}), encoding="utf-8")
     with pytest.raises(ArtifactError, match="holds another artifact"):
         check_replaceable(dest)
+
+
+@pytest.mark.parametrize("damage", ["params_edited", "not_json"])
+def test_a_damaged_index_inside_bm25_en_names_the_bm25_en_rebuild(english_artifacts, damage):
+    """The inner index is loaded as a BM25 index: its refusals named the German index's rebuild
+    (build_datasets.py --only bm25), which leaves bm25_en as it is.  (Its other files are in
+    bm25_en's own file list: their damage is named by bm25_en's check.)"""
+    from lexrag.artifacts import rebuild_hint
+    from lexrag.errors import ArtifactError
+    from lexrag.index.corpus import Corpus
+    from lexrag.index.english import EnglishIndex
+
+    inner = english_artifacts / "bm25_en" / "index"
+    if damage == "params_edited":
+        doc = json.loads((inner / "params.json").read_text(encoding="utf-8"))
+        doc["n_docs"] += 1
+        (inner / "params.json").write_text(json.dumps(doc), encoding="utf-8")
+    else:
+        (inner / "params.json").write_text("{oops", encoding="utf-8")
+    with pytest.raises(ArtifactError) as e:
+        EnglishIndex.load(english_artifacts / "bm25_en", Corpus(english_artifacts / "corpus"))
+    text = str(e.value)
+    assert str(inner) in text and text.endswith(rebuild_hint("bm25_en")) and "--only bm25)" not in text, text
+    assert ("edited after the build" if damage == "params_edited" else "not valid JSON") in text, text

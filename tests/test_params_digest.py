@@ -100,20 +100,64 @@ def test_a_damage_with_its_own_message_keeps_it(artifact):
         read_params(artifact, "bm25")
 
 
-def test_an_artifact_from_before_the_digest_loads_and_is_said_once_at_info(artifact, caplog):
-    _edit(artifact, lambda d: None, keep_digest=False)
+def test_a_params_json_without_its_digest_loads_with_a_warning_once_naming_the_rebuild(artifact, caplog):
+    """An older build and one whose digest was deleted with an edit read the same (lexrag's version
+    does not tell them apart): loaded, with a warning (it was an info line) that its fields cannot
+    be checked for edits and how to rebuild it."""
+    _edit(artifact, lambda d: d["params"].update(k1=0.9), keep_digest=False)
     with caplog.at_level(logging.INFO, logger="lexrag.artifacts"):
         doc = read_params(artifact, "bm25")
         read_params(artifact, "bm25", verify=False)
-    assert DIGEST not in doc and doc["params"]["k1"] == 1.5
+    assert DIGEST not in doc and doc["params"]["k1"] == 0.9
     said = [r for r in caplog.records if DIGEST in r.getMessage()]
-    assert len(said) == 1 and said[0].levelno == logging.INFO, [r.getMessage() for r in caplog.records]
-    assert str(artifact / "params.json") in said[0].getMessage() and "accepted" in said[0].getMessage()
+    assert len(said) == 1 and said[0].levelno == logging.WARNING, [r.getMessage() for r in caplog.records]
+    text = said[0].getMessage()
+    assert text.startswith(str(artifact / "params.json")) and "cannot be told from its build" in text
+    assert "rebuild it: " in text and "\n" not in text, text
     # rewritten through write_params (a re-recorded document): it records the digest of the new document
     old = json.loads((artifact / "params.json").read_text(encoding="utf-8"))
     extra = {k: v for k, v in old.items() if k not in ("artifact", "builder", "params", "files", "version")}
     new = write_params(artifact, "bm25", old["builder"], {**old["params"], "k1": 1.2}, **extra, **{DIGEST: "stale"})
     assert new[DIGEST] == params_digest(new) and read_params(artifact, "bm25")["params"]["k1"] == 1.2
+
+
+def test_a_params_json_saved_with_a_byte_order_mark_is_read_and_its_digest_verifies(artifact):
+    path = artifact / "params.json"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert read_params(artifact, "bm25")["params"]["k1"] == 1.5
+
+
+def test_a_key_given_twice_reads_as_json_reads_it_and_the_digest_judges_the_result(artifact):
+    """The last of two values is kept (as json.loads and JSON.parse keep it), by the one reader the
+    loader and the Kaggle copy chooser share: the build's own value last loads; another value last
+    is an edit, refused as one."""
+    path = artifact / "params.json"
+    text = path.read_text(encoding="utf-8")
+    assert text.count('"k1": 1.5') == 1
+    path.write_text(text.replace('"k1": 1.5', '"k1": 0.9, "k1": 1.5'), encoding="utf-8")
+    assert read_params(artifact, "bm25")["params"]["k1"] == 1.5
+    path.write_text(text.replace('"k1": 1.5', '"k1": 1.5, "k1": 0.9'), encoding="utf-8")
+    with pytest.raises(ParamsEdited) as e:
+        read_params(artifact, "bm25")
+    _refusal(e, artifact)
+
+
+def test_a_bm25_k1_edited_with_its_digest_deleted_is_refused_by_its_scores_settings(demo_artifacts, tmp_path):
+    """Without a digest an edit cannot be told from an older build, but a BM25 index records the
+    settings its scores were computed with twice: params.json and bm25s's params.index.json (whose
+    sha256 params.json lists).  A k1 edited to the config's in one of them is refused."""
+    from lexrag.config import LexicalConfig
+    from lexrag.index.lexical import BM25Index
+
+    folder = shutil.copytree(demo_artifacts / "bm25", tmp_path / "bm25")
+    built = json.loads((folder / "params.json").read_text(encoding="utf-8"))["params"]
+    cfg = LexicalConfig(**{k: v for k, v in built.items() if k in ("k1", "b", "method")})
+    BM25Index.load(folder, cfg)
+    _edit(folder, lambda d: d["params"].update(k1=built["k1"] + 0.3), rerecord=False, keep_digest=False)
+    with pytest.raises(ArtifactError, match=r"params.json: records k1 .* but the scores in .*params.index.json were "
+                                            r"computed with .*; rebuild it: ") as e:
+        BM25Index.load(folder, LexicalConfig(**{**cfg.__dict__, "k1": built["k1"] + 0.3}))
+    assert "\n" not in str(e.value)
 
 
 # the learned ranker: a model fitted in a second on synthetic rows, saved as a build saves it

@@ -21,11 +21,13 @@ from typing import Any, Iterator, Mapping
 
 from lexrag import __version__
 from lexrag.errors import ArtifactError, ArtifactMissing, short
+from lexrag.io.inputfiles import read_json_file
 from lexrag.io.outputs import PARAMS, enclosing_artifact, replace_text
 from lexrag.io.publish import PARAMS_ONLY, UNLISTED
 
 __all__ = ["ArtifactError", "ParamsEdited", "PARAMS", "DIGEST", "write_params", "read_params", "check_params",
-           "sha256_file", "file_table", "reading", "rebuild_hint", "verify_files", "params_digest", "seal", "corpus_id", "check_corpus_id"]
+           "sha256_file", "file_table", "reading", "rebuild_hint", "verify_files", "params_digest", "seal", "corpus_id",
+           "check_corpus_id", "read_params_json", "digest_stale"]
 log = logging.getLogger(__name__)
 
 # the field of params.json holding the sha256 of the rest of the document: the file hashes cover
@@ -46,6 +48,28 @@ def params_digest(doc: Mapping[str, Any]) -> str:
     rest = {k: v for k, v in doc.items() if k != DIGEST}
     blob = json.dumps(rest, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def digest_stale(doc: Mapping[str, Any]) -> bool:
+    """Whether ``doc`` records a :data:`DIGEST` that is not the digest of its content (a field
+    edited after the build); a document without one is not stale (it cannot be checked)."""
+    if DIGEST not in doc:
+        return False
+    try:
+        got = params_digest(doc)
+    except (ValueError, TypeError, RecursionError):  # nesting too deep to serialise: not a document a build wrote
+        return True
+    want = doc[DIGEST]
+    return not isinstance(want, str) or got != want.lower()
+
+
+def read_params_json(path: str | Path) -> Any:
+    """The one reading of a params.json, wherever one is read (loading an artifact, choosing among
+    attached copies): UTF-8 with or without a byte-order mark, a key given twice keeps the last (as
+    Python's and JavaScript's parsers read it; the digest, of the content as read, then tells whether
+    that is what the build wrote).  Not a file, too large or not JSON is an :class:`ArtifactError`
+    naming the file (without the rebuild command: the caller knows the artifact)."""
+    return read_json_file(path, ArtifactError, last_wins=True)
 
 
 def seal(doc: dict) -> dict:
@@ -156,21 +180,20 @@ def write_params(folder: str | Path, artifact: str, builder: str, params: Mappin
 
 def _check_digest(path: Path, doc: dict, artifact: str) -> None:
     """Refuse a params.json whose content is not the one its build wrote (its :data:`DIGEST`
-    differs); one written by a lexrag before params.json recorded a digest is accepted, said at info
-    level once per file (its fields are then checked by type only, as they always were)."""
+    differs).  One without a digest is loaded with a warning, once per file: it may be from a lexrag
+    before params.json recorded one, or one whose digest was deleted with an edit, and nothing in it
+    tells which (the version is the same), so refusing it would refuse every older build; its fields
+    are then checked by type and against the config only (a BM25 index also against the settings
+    bm25s recorded beside its scores, :meth:`lexrag.index.lexical.BM25Index.load`)."""
     if DIGEST not in doc:
         key = str(path.resolve())
         if key not in _UNSEALED_SAID:
             _UNSEALED_SAID.add(key)
-            log.info("%s records no %s (written by a lexrag before params.json recorded a digest of itself): accepted, "
-                     "but an edit of its fields cannot be told from the build; rebuilding it records one", path, DIGEST)
+            log.warning("%s records no %s, so an edit of its fields cannot be told from its build (an older build, or "
+                        "its digest deleted with an edit): loaded as it reads; %s (the rebuilt one records a digest)",
+                        path, DIGEST, rebuild_hint(artifact))
         return
-    want = doc[DIGEST]
-    try:
-        got = params_digest(doc)
-    except (ValueError, TypeError, RecursionError):  # nesting too deep to serialise: not a document a build wrote
-        got = None
-    if not isinstance(want, str) or got != want.lower():
+    if digest_stale(doc):
         raise ParamsEdited(f"{path}: edited after the build (its {DIGEST} is not the digest of its content: a field "
                            f"was changed by hand or by another tool, and the build's settings are not known); "
                            f"{rebuild_hint(artifact)}")
@@ -306,9 +329,9 @@ def read_params(folder: str | Path, artifact: str, verify: bool = True) -> dict:
     if not path.is_file():
         raise ArtifactError(f"artifact {artifact!r} at {folder} has no {PARAMS}: the build did not finish; {rebuild_hint(artifact)}")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
-        raise ArtifactError(f"{path}: not valid JSON ({str(e)[:200] or type(e).__name__}); {rebuild_hint(artifact)}") from None
+        doc = read_params_json(path)
+    except ArtifactError as e:  # names the file and what is wrong with it (not JSON, not UTF-8, a FIFO)
+        raise ArtifactError(f"{e}; {rebuild_hint(artifact)}") from None
     if not isinstance(doc, dict):
         raise ArtifactError(f"{path}: not a params object (a JSON {type(doc).__name__}); {rebuild_hint(artifact)}")
     if doc.get("artifact") != artifact:

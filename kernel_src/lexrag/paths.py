@@ -25,8 +25,8 @@ from typing import Iterator
 
 from lexrag.config import PathsConfig
 from lexrag.errors import ArtifactError, ArtifactMissing, ConfigError, LexragError
+from lexrag.artifacts import read_params_json, rebuild_hint
 from lexrag.io.copies import choose_set
-from lexrag.io.inputfiles import read_json_file
 from lexrag.models.paths import find_model
 
 __all__ = ["on_kaggle", "Paths", "resolve_paths", "paths_for", "kaggle_input", "kaggle_working", "MAX_DEPTH", "walk_dirs"]
@@ -200,11 +200,21 @@ class Paths:
             _warn_once("%d inputs hold artifact %r (%s); using %s", len(found), name, ", ".join(map(str, found)), found[0])
         if found:
             return found[0]
-        have = sorted({a for d in walk_dirs(self.artifacts_dir, MAX_DEPTH - 2) if (d / "params.json").is_file()
-                       for a in [_artifact_name(d / "params.json")] if a})
-        raise ArtifactMissing(f"artifact {name!r} not found: searched {self.artifacts_dir} ({MAX_DEPTH - 2} levels) for a "
-                              f"params.json of artifact {name!r}; found {', '.join(have) or 'no lexrag artifacts'}; "
-                              f"attach the lexrag-{name.replace('_', '-')} dataset")
+        read = [(d / "params.json", *_read(d / "params.json")) for d in walk_dirs(self.artifacts_dir, MAX_DEPTH - 2)
+                if (d / "params.json").is_file()]
+        have = sorted({doc.get("artifact") for _, doc, _ in read if isinstance(doc.get("artifact"), str)})
+        dataset = f"lexrag-{name.replace('_', '-')}"
+        searched = (f"artifact {name!r} not found: searched {self.artifacts_dir} ({MAX_DEPTH - 2} levels) for a "
+                    f"params.json of artifact {name!r}; found {', '.join(have) or 'no lexrag artifacts'}")
+        bad = [(p, why) for p, _, why in read if why]
+        ours = [(p, why) for p, why in bad if p.parent.name == name or dataset in p.parts]
+        if ours:  # the artifact's own folder, its params.json damaged: attaching it again would not help
+            raise ArtifactError(f"{searched}; {ours[0][0]} cannot be read ({ours[0][1]}): that copy of {dataset} is "
+                                f"damaged; {rebuild_hint(name)} (and upload it again)")
+        if bad:  # a params.json that cannot be read may be this artifact's: both fixes, neither claimed
+            raise ArtifactMissing(f"{searched}; {bad[0][0]} cannot be read ({bad[0][1]}): if that is the {dataset} "
+                                  f"dataset's, it is damaged ({rebuild_hint(name)}); else attach the {dataset} dataset")
+        raise ArtifactMissing(f"{searched}; attach the {dataset} dataset")
 
     def artifact_set(self, names: list[str], notes: list[str] | None = None) -> dict[str, Path]:
         """The folders of artifacts ``names`` (``corpus`` among them) chosen as one set: where
@@ -233,16 +243,24 @@ class Paths:
         raise InputNotFound(f"no lexrag wheel under {self.artifacts_dir} (4 levels): attach the lexrag-wheels dataset")
 
 
-def _params(params: Path) -> dict:
-    """A params.json among the inputs as a dict; any stray file of that name (not JSON, nested too
-    deep, a FIFO, not an object) reads as empty, with one log line naming it."""
+def _read(params: Path) -> tuple[dict, str | None]:
+    """A params.json among the inputs as a dict, read as loading reads it
+    (:func:`lexrag.artifacts.read_params_json`), and why it cannot be read (None: it can); any
+    stray file of that name (not JSON, nested too deep, a FIFO, not an object) reads as empty."""
     try:
-        doc = read_json_file(params, ArtifactError)
+        doc = read_params_json(params)
     except ArtifactError as e:
-        _warn_once("skipped %s (%s): not a lexrag artifact", params, str(e).split(": ", 1)[-1][:160])
-        return {}
-    return doc if isinstance(doc, dict) else {}
+        return {}, str(e).split(": ", 1)[-1][:160]
+    return (doc, None) if isinstance(doc, dict) else ({}, f"a JSON {type(doc).__name__}, not an object")
 
+
+def _params(params: Path) -> dict:
+    """:func:`_read`, with one log line naming a file that cannot be read."""
+    doc, why = _read(params)
+    if why:
+        _warn_once("skipped %s (%s): not readable as a lexrag artifact's params.json (if it is one, that copy is "
+                   "damaged: rebuild it)", params, why)
+    return doc
 
 
 def _artifact_name(params: Path) -> str | None:

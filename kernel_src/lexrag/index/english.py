@@ -106,6 +106,19 @@ def build_english(laws_en: str | Path, corpus, out: str | Path, top_k: int = 100
     return EnglishIndex.load(out, corpus)
 
 
+def _as_english(e: ArtifactError) -> ArtifactError:
+    """A refusal of the BM25 index inside ``bm25_en`` (loaded as a ``bm25`` index), with the command
+    that rebuilds it: the ``bm25_en`` build, not the German index's."""
+    from lexrag.index.lexical import ARTIFACT as BM25
+
+    text = str(e).replace(rebuild_hint(BM25), rebuild_hint(ARTIFACT))
+    text = text.replace(f"artifact {BM25!r}", f"artifact {ARTIFACT!r} (its {INDEX}/ folder)")
+    try:
+        return type(e)(text)
+    except TypeError:  # a subclass that takes other arguments: the plain error
+        return ArtifactError(text)
+
+
 class EnglishIndex:
     """The English BM25 index and the corpus document of each of its rows."""
 
@@ -121,9 +134,12 @@ class EnglishIndex:
         params = read_params(folder, ARTIFACT)
         check_corpus_id(folder, ARTIFACT, params.get("corpus_id"), corpus_id(corpus.folder))
         cfg = english_config()
-        with reading(ARTIFACT, folder):
-            index = BM25Index.load(folder / INDEX, cfg, n_docs=params.get("n_docs"))
-            doc_ids = np.load(folder / DOC_IDS, allow_pickle=False)
+        try:
+            with reading(ARTIFACT, folder):
+                index = BM25Index.load(folder / INDEX, cfg, n_docs=params.get("n_docs"))
+                doc_ids = np.load(folder / DOC_IDS, allow_pickle=False)
+        except ArtifactError as e:
+            raise _as_english(e) from None
         if doc_ids.ndim != 1 or len(doc_ids) != index.n_docs or doc_ids.dtype.kind not in "iu" or \
                 (len(doc_ids) and (int(doc_ids.min()) < 0 or int(doc_ids.max()) >= len(corpus))):
             raise ArtifactError(f"{folder / DOC_IDS}: not {index.n_docs} document ids of the corpus (damaged, or of another "

@@ -17,7 +17,7 @@ from typing import Sequence
 import bm25s
 import numpy as np
 
-from lexrag.artifacts import ArtifactError, check_corpus_id, check_params, corpus_id, reading, rebuild_hint
+from lexrag.artifacts import PARAMS, ArtifactError, check_corpus_id, check_params, corpus_id, reading, rebuild_hint
 from lexrag.config import LexicalConfig
 from lexrag.errors import short
 from lexrag.index.decompound import Decompounder
@@ -97,8 +97,8 @@ def _check_values(folder: str | Path, sc: dict, n_docs: int, n_vocab: int) -> No
     data, indices, indptr = sc["data"], sc["indices"], sc["indptr"]
     nnz = len(indices)
     if len(data) != nnz:
-        raise ArtifactError(f"{folder / DATA}: {len(data)} values, but {folder / INDICES} holds {nnz} document ids: one "
-                            f"of them is damaged or of another build; {rebuild_hint(ARTIFACT)}")
+        raise ArtifactError(f"{folder / DATA}: {len(data)} values, but {folder / INDICES} holds {nnz} document ids: "
+                            f"one of them is damaged or of another build; {rebuild_hint(ARTIFACT)}")
     if len(indptr) != max(n_vocab, 1) + 1:
         raise ArtifactError(f"{folder / INDPTR}: {len(indptr) - 1} term spans, but vocab.index.json has {n_vocab} terms: "
                             f"one of them is of another build; {rebuild_hint(ARTIFACT)}")
@@ -121,6 +121,19 @@ def _check_values(folder: str | Path, sc: dict, n_docs: int, n_vocab: int) -> No
             at, x = _first_bad(data, start, lambda b: np.isfinite(b) & (b >= 0))
             raise ArtifactError(f"{folder / DATA}: BM25 value {x} at posting {at} (every value must be finite and not "
                                 f"negative; damaged or written by a broken build); {rebuild_hint(ARTIFACT)}")
+
+
+def _check_scored_with(folder: str | Path, retriever: "bm25s.BM25", params: dict) -> None:
+    """The BM25 settings params.json records must be the ones the scores were computed with, which
+    bm25s records in params.index.json (a file whose sha256 params.json lists): a k1 edited in a
+    params.json without a digest would otherwise load, and rank with the other k1 while saying this one."""
+    recorded = params.get("params") or {}
+    for key in ("k1", "b", "method"):
+        have = getattr(retriever, key, None)
+        if key in recorded and have != recorded[key]:
+            raise ArtifactError(f"{Path(folder) / PARAMS}: records {key} {short(recorded[key])}, but the scores in "
+                                f"{Path(folder) / 'params.index.json'} were computed with {short(have)} (params.json "
+                                f"edited after the build); {rebuild_hint(ARTIFACT)}")
 
 
 def _check_vocab(folder: str | Path, vocab: dict, n_terms: int) -> None:
@@ -167,6 +180,7 @@ class BM25Index:
             retriever = bm25s.BM25.load(folder, mmap=mmap, show_progress=False, verbosity=0)
             sc = retriever.scores
             _check_layout(folder, sc)
+            _check_scored_with(folder, retriever, params)
             nnz, vocab = params.get("nnz"), params.get("vocab_size")
             if (nnz is not None and (len(sc["data"]) != nnz or len(sc["indices"]) != nnz)) or \
                     (vocab is not None and len(sc["indptr"]) != vocab + 1):

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from lexrag.artifacts import corpus_id, read_params
+from lexrag.artifacts import DIGEST, corpus_id, digest_stale, read_params
 from lexrag.errors import ArtifactError
 from lexrag.io.publish import PARAMS_ONLY
 from lexrag.models.paths import sampled_digest
@@ -58,18 +58,22 @@ def choose_set(names: list[str], found: dict[str, list[Path]], meta: dict[Path, 
         for c in corpora:
             if c in tied:
                 warn("artifact corpus: %s not used: %s", c, tied[c][1])
+            elif c != top and _partial(c, top, meta):  # ranked last for that, whatever its count and size
+                warn("artifact corpus: %s not used: %s", c, _PARTIAL[1])
             elif c != top:
                 warn("artifact corpus: %s not used: %d of the other artifacts were built over %s, %d over it; "
                      "%d documents there, %d here", c, agree(top), top, agree(c), size(top), size(c))
         if len(corpora) > 1:
             notes.append(f"{len(corpora)} corpus copies attached; using {top} ({size(top)} documents, lexrag "
                          f"{meta[top].get('version')}, {agree(top)} of the other artifacts built over it); left out: "
-                         + ", ".join(f"{c} ({tied[c][0]})" if c in tied else f"{c} ({size(c)} documents, {agree(c)})"
+                         + ", ".join(f"{c} ({tied[c][0]})" if c in tied else f"{c} ({_PARTIAL[0]})"
+                                     if _partial(c, top, meta) else
+                                     f"{c} ({size(c)} documents, {agree(c)} of the other artifacts built over it)"
                                      for c in corpora if c != top))
     want = cids.get(chosen.get("corpus"))
 
-    def rank_copy(d: Path) -> tuple:
-        return not _complete(d, meta[d]), _newest(meta[d])
+    def rank_copy(d: Path) -> tuple:  # a copy whose params.json fails its digest was edited: never before a sound one
+        return not _complete(d, meta[d]), digest_stale(meta[d]), _newest(meta[d])
 
     for n in dependents:
         copies = found[n]
@@ -83,17 +87,31 @@ def choose_set(names: list[str], found: dict[str, list[Path]], meta: dict[Path, 
             if d == pick:
                 continue
             why = (tied[d][1] if d in tied else
-                   "its files are not all there (a stray or partial copy)" if not _complete(d, meta[d]) and
-                   _complete(pick, meta[pick]) else
+                   _PARTIAL[1] if _partial(d, pick, meta) else
+                   _EDITED[1] if digest_stale(meta[d]) and not digest_stale(meta[pick]) else
                    f"built over corpus {meta[d].get('corpus_id')}, not the chosen {want}"
                    if "corpus_id" in meta[d] and meta[d].get("corpus_id") != want else
                    f"lexrag {meta[d].get('version')} is not newer than {meta[pick].get('version')} at {pick}")
             warn("artifact %s: %s not used: %s", n, d, why)
         if len(copies) > 1:
-            left = ", ".join(f"{d} ({tied[d][0]})" if d in tied else str(d) for d in copies if d != pick)
+            left = ", ".join(f"{d} ({tied[d][0]})" if d in tied else f"{d} ({_PARTIAL[0]})" if _partial(d, pick, meta)
+                             else f"{d} ({_EDITED[0]})" if digest_stale(meta[d]) and not digest_stale(meta[pick])
+                             else str(d) for d in copies if d != pick)
             notes.append(f"{len(copies)} copies of {n} attached; using {pick} (lexrag {meta[pick].get('version')}); "
                          f"left out: {left}")
     return chosen
+
+
+# (label for the run status, reason for the log) of a copy left out for what its own files or params.json say
+_PARTIAL = ("files not all there", "its files are not all there (some missing, or of other sizes than its params.json "
+                                   "records): a partial or damaged copy")
+_EDITED = ("edited: its params.json fails its digest", f"its params.json was edited after the build (its {DIGEST} is "
+                                                       "not the digest of its content)")
+
+
+def _partial(d: Path, pick: Path, meta: dict[Path, dict]) -> bool:
+    """``d`` was left out for ``pick`` because its files are not all there and ``pick``'s are."""
+    return not _complete(d, meta[d]) and _complete(pick, meta[pick])
 
 
 def _complete(folder: Path, meta: dict) -> bool:
@@ -133,8 +151,10 @@ def _settle(name: str, tied: list[Path], meta: dict[Path, dict]) -> tuple[Path, 
     if len(tied) < 2 or not _complete(first, meta[first]):
         return first, {}
     for d in tied[1:]:
-        if meta[d] != meta[first]:
-            a, b = meta[first], meta[d]
+        # the digest left out: a copy without one (an older upload) is the same build; one whose digest is stale
+        # was ranked apart (an edited copy), and the rest of each document is what its digest covers
+        a, b = ({k: v for k, v in m.items() if k != DIGEST} for m in (meta[first], meta[d]))
+        if a != b:
             fields = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
             files = sorted(f for f in set(a.get("files") or {}) | set(b.get("files") or {})
                            if (a.get("files") or {}).get(f) != (b.get("files") or {}).get(f))
@@ -163,9 +183,13 @@ def _settle(name: str, tied: list[Path], meta: dict[Path, dict]) -> tuple[Path, 
         return first, out
     want = _sampled(pick, meta[pick])
     for d in tied[tied.index(pick) + 1:]:
-        if _sampled(d, meta[d]) == want:
-            out[d] = ("identical", f"the same build as {pick} (the same params.json, file sizes and sampled contents), "
-                                   "which comes first in path order")
+        if not meta[pick].get("files") and _sampled(d, meta[d]) == want:  # its params.json is the whole artifact
+            out[d] = ("identical: the same params.json", f"the same build as {pick} (the same params.json, the whole "
+                                                          "artifact), which comes first in path order")
+        elif _sampled(d, meta[d]) == want:  # what was compared, no more: only the loaded copy is hashed whole
+            out[d] = ("same build: params.json, sizes and sampled chunks agree; not loaded, not fully hashed",
+                      f"the same build as {pick} by its params.json, file sizes and sampled chunks (not fully hashed: "
+                      "only the loaded copy is), which comes first in path order")
         else:
             out[d] = ("edited: its files differ from its params.json",
                       f"its sampled contents differ from {pick}'s, whose files match the same params.json: edited "

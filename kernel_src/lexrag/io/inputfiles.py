@@ -44,8 +44,11 @@ def read_text_file(path: str | Path, error: type[Exception] = ConfigError, max_b
 
 
 def read_json_file(path: str | Path, error: type[Exception] = ConfigError, max_bytes: int = MAX_JSON_BYTES,
-                   what: str = "") -> Any:
-    """A JSON file read by :func:`read_text_file`; invalid or too deeply nested JSON is ``error``."""
+                   what: str = "", last_wins: bool = False) -> Any:
+    """A JSON file read by :func:`read_text_file`; invalid or too deeply nested JSON is ``error``.
+    A key given twice in one object is refused, unless ``last_wins`` (the last kept, as Python's
+    and JavaScript's parsers keep it): for a file whose content another check covers (a params.json
+    and its digest), where the reading every standard parser gives is the one to accept."""
     text = read_text_file(path, error, max_bytes, what)
 
     def unique(pairs):
@@ -56,7 +59,7 @@ def read_json_file(path: str | Path, error: type[Exception] = ConfigError, max_b
         return dict(pairs)
 
     try:
-        return json.loads(text, object_pairs_hook=unique)
+        return json.loads(text) if last_wins else json.loads(text, object_pairs_hook=unique)
     except RecursionError:
         raise error(f"{f'{what} ' if what else ''}{path}: JSON nested too deeply to read") from None
     except ValueError as e:
