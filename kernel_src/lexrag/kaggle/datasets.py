@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lexrag import __version__
-from lexrag.artifacts import file_table, read_params
+from lexrag.artifacts import ArtifactError, file_table, read_params, read_params_json
 from lexrag.config import Config
 from lexrag.errors import ManifestError
 from lexrag.io.publish import staged_set
@@ -38,8 +38,8 @@ def dataset_licence(folder: Path, entry: dict) -> tuple[str, str]:
     kind = spec(entry["name"]).licence if entry.get("name") in names() else "competition"
     if kind == "own":
         try:
-            own = json.loads((folder / "params.json").read_text(encoding="utf-8")).get("license_id")
-        except (OSError, ValueError, AttributeError):
+            own = read_params_json(folder / "params.json").get("license_id")
+        except (ArtifactError, AttributeError):
             own = None
         return (own if isinstance(own, str) and own else entry.get("license", "unknown")), ""
     if kind == "wheels":
