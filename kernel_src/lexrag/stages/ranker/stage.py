@@ -94,9 +94,9 @@ register_stage(Ranker())
 SPEC = declare(ArtifactSpec(
     "ranker", ("corpus", "bm25"), switch="ranker.enabled", needs_input="train", reads=("train",), only_when_wanted=True,
     dataset="lexrag-ranker", title="lexrag learned ranker (LambdaRank)",
-    description="the exam preset's learned count, a LightGBM LambdaRank model over features that name no law code or legal "
-                "area and the calibration of its scores to relevance probabilities, trained on the training questions' gold "
-                "under the exam preset (a LightGBM text model, no pickle)",
+    description="the exam preset's learned count, a LightGBM LambdaRank model over features that name no law code "
+                "or legal area and the calibration of its scores to relevance probabilities, trained on the training "
+                "questions' gold under the exam preset (a LightGBM text model, no pickle)",
     builder="python build_datasets.py --only ranker --train TRAIN --config exam --out OUT", attr="ranker",
     build_in="lexrag.pipeline.ranker_fit", load=load_ranker_step,
     rebuild="python -m lexrag build ... --train TRAIN.csv --config CONFIG --out ARTIFACTS, CONFIG the one that runs it "
