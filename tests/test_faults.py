@@ -265,13 +265,13 @@ def test_a_file_of_the_same_size_with_other_bytes_is_refused(arts):
 
 
 def test_file_hashes_are_computed_once_per_file_version(arts, monkeypatch):
-    import lexrag.artifacts as A
+    import lexrag.io.hashcache as H
     from lexrag.index.corpus import Corpus
 
     Corpus(arts / "corpus")  # first load: hashes (or finds them cached from the build)
     calls = []
-    real = A.sha256_file
-    monkeypatch.setattr(A, "sha256_file", lambda p, *a: calls.append(p) or real(p, *a))
+    real = H.sha256_file
+    monkeypatch.setattr(H, "sha256_file", lambda p, *a: calls.append(p) or real(p, *a))
     Corpus(arts / "corpus")
     assert calls == []  # unchanged files: from the cache
     os.utime(arts / "corpus" / "texts.bin")  # touched, same contents: hashed again, accepted
@@ -972,8 +972,6 @@ def _refuse_writes_in(monkeypatch, folder: Path, err: int):
     """The file system refuses new files in ``folder`` (a read-only mount, a full disk)."""
     import tempfile
 
-    import lexrag.artifacts as A
-
     real = tempfile.mkstemp
 
     def mkstemp(*a, dir=None, **k):
@@ -981,7 +979,7 @@ def _refuse_writes_in(monkeypatch, folder: Path, err: int):
             raise OSError(err, os.strerror(err), str(dir))
         return real(*a, dir=dir, **k)
 
-    monkeypatch.setattr(A.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)  # the one module every writer's tempfile is
 
 
 @pytest.mark.parametrize("command", ["run", "build", "calibrate"])

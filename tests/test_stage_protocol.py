@@ -244,7 +244,7 @@ def test_every_registered_stage_keeps_the_contract(name, demo_artifacts):
     its phase's shape for a batch of no queries (without loading a model), and one enabled() verdict."""
     from lexrag.eval.status import fix_for
     from lexrag.pipeline.context import make_context
-    from lexrag.pipeline.run import _merge
+    from lexrag.pipeline.calls import _merge
     from lexrag.signals import known_signals
     from lexrag.registry import loadable
     from lexrag.stages.base import BatchState, needs_of

@@ -13,16 +13,15 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from lexrag import __version__
 from lexrag.errors import ArtifactError, ArtifactMissing, short
+from lexrag.io.hashcache import file_hash, load_hash_cache, save_hash_cache, sha256_file
 from lexrag.io.inputfiles import read_json_file
-from lexrag.io.outputs import PARAMS, enclosing_artifact, replace_text
+from lexrag.io.outputs import PARAMS, replace_text
 from lexrag.io.publish import PARAMS_ONLY, UNLISTED
 
 __all__ = ["ArtifactError", "ParamsEdited", "PARAMS", "DIGEST", "write_params", "read_params", "check_params",
@@ -79,14 +78,6 @@ def seal(doc: dict) -> dict:
     return doc
 
 
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def rebuild_command(artifact: str) -> str:
     """The command that (re)builds ``artifact`` (the registry's entry)."""
     from lexrag import registry
@@ -97,61 +88,6 @@ def rebuild_command(artifact: str) -> str:
 def rebuild_hint(artifact: str) -> str:
     """How to rebuild ``artifact``, for the messages that refuse a broken one."""
     return f"rebuild it: {rebuild_command(artifact)}"
-
-
-def _hash_cache_file() -> Path:
-    base = os.environ.get("LEXRAG_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                              os.path.join(os.path.expanduser("~"), ".cache"), "lexrag")
-    return Path(base) / "sha256.json"
-
-
-def _load_hash_cache() -> dict:
-    """The hash cache, or what of it is well-formed: a cache that is not a plain file (a FIFO would
-    block), not JSON or not a mapping, and entries that are not [size, mtime, sha256], are ignored
-    (hashing again costs time, never a wrong answer: a digest that disagrees is checked on disk)."""
-    path = _hash_cache_file()
-    try:
-        if not path.is_file():
-            return {}
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    if not isinstance(doc, dict):
-        return {}
-    return {k: v for k, v in doc.items() if isinstance(v, list) and len(v) == 4 and all(isinstance(x, int) and not
-                                                                                    isinstance(x, bool) for x in v[:2] + v[3:])
-            and isinstance(v[2], str)}
-
-
-def _save_hash_cache(cache: dict) -> None:
-    path = _hash_cache_file()
-    inside = enclosing_artifact(path.parent)
-    if inside is not None:  # a rebuild would replace the cache, or refuse a file it did not write; the cache only saves time
-        warnings.warn(f"LEXRAG_CACHE_DIR {path.parent} is or lies inside the artifact folder {inside}, which a rebuild "
-                      "replaces: file hashes are not cached there (each load hashes again); set LEXRAG_CACHE_DIR to a "
-                      "folder outside the artifacts")  # Python shows the same warning once a process
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sha256-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(cache, f)
-        os.replace(tmp, path)
-    except OSError:  # a read-only home: hash again next time
-        pass
-
-
-def file_hash(path: Path, cache: dict) -> str:
-    """sha256 of ``path``, from ``cache`` when its size, mtime and ctime are what they were when
-    hashed (the ctime too: an edit whose mtime was put back, ``touch -r``, still moves it)."""
-    st = path.stat()
-    key = f"{st.st_dev}:{st.st_ino}"  # survives the rename that publishes a build
-    hit = cache.get(key)
-    if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns and hit[3] == st.st_ctime_ns:
-        return hit[2]
-    digest = sha256_file(path)
-    cache[key] = [st.st_size, st.st_mtime_ns, digest, st.st_ctime_ns]
-    return digest
 
 
 def _files_of(folder: Path) -> list[Path]:
@@ -169,10 +105,10 @@ def write_params(folder: str | Path, artifact: str, builder: str, params: Mappin
     doc = {"artifact": artifact, "builder": builder, "version": __version__, "params": dict(params), **extra}
     doc.pop(DIGEST, None)  # a digest passed on from an earlier params.json is of that document: computed anew below
     if files:
-        cache = _load_hash_cache()
+        cache = load_hash_cache()
         doc["files"] = {p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": file_hash(p, cache)}
                         for p in _files_of(folder)}
-        _save_hash_cache(cache)
+        save_hash_cache(cache)
     doc = seal(json.loads(json.dumps(doc)))  # as read back (tuples as lists, keys as strings): the digest is of that
     replace_text(folder / PARAMS, json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True))
     return doc
@@ -252,7 +188,7 @@ def verify_files(folder: Path, doc: dict) -> None:
                             f"with); {rebuild_hint(artifact)}")
     for rel, meta in files.items():  # checked before any file is looked at: nothing outside the folder is touched
         _check_entry(folder, rel, meta, artifact)
-    cache = _load_hash_cache()
+    cache = load_hash_cache()
     dirty = False
     try:
         for rel, meta in sorted(files.items()):
@@ -287,7 +223,7 @@ def verify_files(folder: Path, doc: dict) -> None:
                                     f"(sha256 differs: replaced by another build?); {rebuild_hint(artifact)}")
     finally:
         if dirty:
-            _save_hash_cache(cache)
+            save_hash_cache(cache)
 
 
 @contextmanager
