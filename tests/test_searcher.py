@@ -66,3 +66,12 @@ def test_many_calls_reuse_the_loaded_context(searcher, monkeypatch):
     for _ in range(3):
         searcher.search(Q, k=1)
     assert released == []
+
+
+def test_each_question_s_notes_are_its_own_not_the_sum_of_the_searcher_s_earlier_ones(searcher):
+    """A searcher's context serves many runs: a run's counts and notes start from nothing (before,
+    three unanswerable questions in a row were noted as "3 queries got no citation: q1, q1, q1")."""
+    for _ in range(3):
+        assert searcher.answer("zzzz qqqq xyzzy") == []
+    said = [n for n in searcher.artifacts.notes if "got no citation" in n]
+    assert len(said) == 1 and said[0].startswith("1 query got no citation"), said

@@ -224,7 +224,7 @@ def run_pipeline(queries: list[Query] | list[QueryState], art: Artifacts, cfg: C
     if cache is not None:
         ctx.signal_cache = cache
     states = [QueryState.of(q) for q in queries]
-    ctx.partial = {}  # what a stage fell short of is said per run (a searcher's context serves several)
+    ctx.new_run()  # counts and notes are a run's own (a searcher's context serves several)
     try:
         batch = walk(BatchState(states), ctx, budget)
     finally:

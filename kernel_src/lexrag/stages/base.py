@@ -224,6 +224,14 @@ class Context:
             self.tallies[("note", key)] = text
         self.unlogged[key] = text
 
+    def new_run(self) -> None:
+        """Start the counts and notes of another run on this context (a searcher's serves many): the
+        tallies, what stages fell short of, and the notes the last run added to the loaded artifacts'."""
+        for key, text in self.tallies.items():
+            if isinstance(key, tuple) and key[:1] == ("note",) and text in self.art.notes:
+                self.art.notes.remove(text)
+        self.tallies, self.partial, self.unlogged = {}, {}, {}
+
     def flush_notes(self) -> None:
         """Log each note made since the last flush once, in its final form (the end of a run)."""
         for text in self.unlogged.values():
