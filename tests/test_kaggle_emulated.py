@@ -22,12 +22,13 @@ CACHE = ROOT / ".cache" / "kaggle-sim"
 SLUG = "llm-agentic-legal-information-retrieval"  # the kaggle preset's competition
 
 
-def _layout(root: Path, layout: str, demo_artifacts: Path, demo_queries: Path, wheels: Path | None) -> None:
+def _layout(root: Path, layout: str, demo_artifacts: Path, demo_queries: Path, wheels: Path | None,
+            names: tuple[str, ...] = ("corpus", "bm25", "graph", "dictionary")) -> None:
     comp = root / ("competitions/" + SLUG if layout == "nested" else SLUG)
     ds = (lambda s: root / "datasets" / "lexrag" / s) if layout == "nested" else (lambda s: root / s)
     comp.mkdir(parents=True)
     shutil.copyfile(demo_queries, comp / "test.csv")
-    for name in ("corpus", "bm25", "graph", "dictionary"):
+    for name in names:
         shutil.copytree(demo_artifacts / name, ds(f"lexrag-{name}"))
     if wheels is not None:
         shutil.copytree(wheels, ds("lexrag-wheels"))
@@ -180,6 +181,71 @@ def test_the_install_cell_installs_the_ranker_s_lightgbm_and_what_it_requires_of
     r = _install(sim, bare)
     assert "lexrag-install: lexrag from" in r.stdout and ": ok" in r.stdout
     assert "the ranker's LightGBM: failed" in r.stdout and "narwhals" in r.stdout, r.stdout[-3000:]
+
+
+@pytest.fixture(scope="module")
+def exam_artifacts(tmp_path_factory, demo_laws, demo_courts, demo_queries) -> Path:
+    """The demo slice built for the exam preset (build_datasets.py --config exam --train): its
+    corpus, BM25, graph and dictionary, the prior and a ranker trained on the demo's 22 questions
+    with gold (a few seconds; fitted on the very questions it then ranks, which is enough here)."""
+    from lexrag.config import load_config
+    from lexrag.pipeline.build import build_artifacts
+
+    out = tmp_path_factory.mktemp("exam_artifacts")
+    build_artifacts(load_config("exam", {"runtime.progress": False}), demo_laws, out, courts=demo_courts,
+                    dictionary=ROOT / "demo" / "dictionary_demo.txt", train=demo_queries)
+    return out
+
+
+EXAM_SETS = ("corpus", "bm25", "graph", "dictionary", "prior", "ranker")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("with_ranker", [True, False], ids=["ranker-attached", "ranker-left-out"])
+def test_save_and_run_all_with_the_exam_preset_runs_the_learned_count(sim, tmp_path, exam_artifacts, demo_queries,
+                                                                      with_ranker):
+    """The exam preset through the notebook on the bare image: the install cell installs the
+    ranker's LightGBM (and the narwhals it requires) from the wheels, the ranker reads the attached
+    lexrag-ranker and the learned count cuts every question (OK); without that dataset the run is
+    DEGRADED, the ranker's row names the dataset and how to build it, the count falls back to count.k."""
+    root = tmp_path / "input"
+    names = EXAM_SETS if with_ranker else tuple(n for n in EXAM_SETS if n != "ranker")
+    _layout(root, "nested", exam_artifacts, demo_queries, sim["wheels"], names)
+    r = _run_notebook(sim, tmp_path, root, timeout=900, config_path="exam")
+    assert r.returncode == 0, r.stderr[-3000:]
+    text = _outputs(tmp_path / "out.ipynb")
+    assert "the ranker's LightGBM: ok" in text, text[:3000]
+    summary = json.loads(text[text.index("{\n"): text.index("\n}") + 2])
+    last = _last_output(tmp_path / "out.ipynb")
+    rows = summary["stages"]
+    ran = {"state": "ran", "queries": 22, "total": 22}
+    assert all(rows[s] == ran for s in ("bm25", "prior", "statutes", "articles", "fusion")), rows
+    if with_ranker:
+        assert summary["status"] == "OK" and summary["missing"] == {}, last[:2000]
+        assert rows["ranker"] == ran and rows["count"] == ran  # the learned count, no fall-back to count.k
+        assert last.startswith("OK: every stage the config asks for ran for every query"), last[:2000]
+        assert "\nranker          ran      22/22 queries" in last and "\ncount           ran      22/22" in last
+        assert "fell back to count.k" not in text
+    else:
+        assert summary["status"] == "DEGRADED" and list(summary["missing"]) == ["ranker"], last[:2000]
+        head = "DEGRADED: 2 of 11 stages the config asks for did not run for every query: ranker, count"
+        assert last.startswith(head), last[:2000]
+        assert rows["ranker"]["state"] == "missing" and "artifact 'ranker' not found" in rows["ranker"]["why"]
+        assert "attach the lexrag-ranker dataset" in rows["ranker"]["fix"] and "--train" in rows["ranker"]["fix"]
+        assert "\nranker          missing  ranker: artifact 'ranker' not found" in last
+        assert rows["count"]["state"] == "partial" and "fell back to count.k=5 for 22 queries" in rows["count"]["why"]
+        assert "\ncount           partial  0/22 queries; fell back to count.k=5 for 22 queries" in last
+    status = summary["status"]
+    assert f"{status} {tmp_path / 'working' / 'submission.csv'}: 22 rows" in last
+    from lexrag.eval.submission import read_submission, validate_submission
+    from lexrag.index.corpus import Corpus
+    from lexrag.queries import load_queries
+
+    sub = tmp_path / "working" / "submission.csv"
+    ids = [q.query_id for q in load_queries(demo_queries)]
+    assert validate_submission(sub, ids, Corpus(exam_artifacts / "corpus").citations) == []
+    preds = read_submission(sub)
+    assert list(preds) == ids and all(preds.values()) and summary["empty_rows"] == 0
 
 
 # ---------------------------------------------------------------- failure paths, in process
