@@ -1,8 +1,9 @@
 """The catalogue of what a run loads and a build makes: one :class:`ArtifactSpec` per part.
 
 Each artifact declares its spec in the module that owns it (``SPEC = declare(ArtifactSpec(...))``
-beside its build and load steps): the corpus and the indexes in :mod:`lexrag.index`, the ranker in
-:mod:`lexrag.pipeline.ranker_fit` (its build runs the pipeline), the LLM cache in
+beside its load and build steps): the corpus and the indexes in :mod:`lexrag.index`, the ranker in
+:mod:`lexrag.stages.ranker` (its build, which runs the pipeline, bound by :mod:`lexrag.pipeline.ranker_fit`;
+BM25's likewise by :mod:`lexrag.index.bm25_build`), the LLM cache in
 :mod:`lexrag.llm.cache`, the wheels in :mod:`lexrag.io.wheels`; the parts a run loads that no
 build makes (the dense index with its encoder, the reranker, the calibration, the LLM) in
 :mod:`lexrag.pipeline.artifacts`.  A spec says its name, dataset, title and description, the

@@ -26,8 +26,8 @@ def field_spec(default: Any, help: str, range: tuple[float | None, float | None]
 
 # Upper bounds of the fields whose value sizes an allocation (an array per query, a batch, a buffer): a value past one
 # is a slip (an extra digit, 10**18) that would end in a MemoryError or a native crash deep in a stage, so the config is
-# refused first, naming the field and the bound.  Each is far above any real use: the corpus holds ~573,000 documents
-# and a submission at most 200 citations a query, so no run keeps, reranks or judges 100,000 candidates a query.
+# refused first, naming the field and the bound.  Each is far above any real use: a submission holds at most 200
+# citations a query, and no run keeps, reranks or judges 100,000 candidates a query.
 MAX_KEPT = 100_000  # documents, candidates or citations kept, searched or judged per query (top_k, depth, max_k ...)
 MAX_ROWS = 10_000_000  # rows buffered at once (corpus.chunk_rows, semantic.shard_size)
 MAX_BATCH = 16_384  # items per batch (a GPU batch of 16,384 sequences is past any card's memory already)

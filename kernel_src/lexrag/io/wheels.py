@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from lexrag.errors import ManifestError
+from lexrag.errors import ManifestError, short
 from lexrag.registry import ArtifactSpec, declare
 
 __all__ = ["build_lexrag_wheel", "build_wheels_step", "missing_wheels", "wheel_licences", "write_licences",
@@ -140,7 +140,7 @@ def unmet_dependencies(requires: Iterable[tuple[str, str, Sequence[str]]], have:
     x86_64 Linux, per Python version) of each ``(name, version, Requires-Dist lines)`` that ``have``
     (canonical name to version; None: some version, not known here) lacks or holds at a version
     outside the requirement's range."""
-    from packaging.requirements import Requirement
+    from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
     out: list[str] = []
@@ -150,7 +150,11 @@ def unmet_dependencies(requires: Iterable[tuple[str, str, Sequence[str]]], have:
                "platform_python_implementation": "CPython", "implementation_name": "cpython", "extra": ""}
         for name, version, lines in requires:
             for line in lines:
-                req = Requirement(line)
+                try:
+                    req = Requirement(line)
+                except InvalidRequirement as e:
+                    raise ManifestError(f"{name} {version}: its METADATA has a Requires-Dist line that is no "
+                                        f"requirement ({short(line)}: {e}); use another build of that wheel") from None
                 if req.marker is not None and not req.marker.evaluate(env):
                     continue
                 key = canonicalize_name(req.name)

@@ -19,6 +19,7 @@ import yaml
 from lexrag.artifacts import corpus_id, file_table, read_params
 from lexrag.errors import LexragError, ManifestError
 from lexrag.io.outputs import replace_text
+from lexrag.pipeline import catalogue  # noqa: F401  (declares every artifact: the names a manifest may hold)
 from lexrag.registry import names, spec
 
 __all__ = ["load_manifest", "save_manifest", "selected", "manifest_entry", "check", "unlisted", "spec_fields",

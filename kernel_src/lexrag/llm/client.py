@@ -156,6 +156,10 @@ class LLMClient:
         order = sorted(todo, key=lambda i: -len(prompts[i]))
         bs = self.cfg.batch_size
         timed = _takes_max_time(lm.generate)
+        if not timed and self._left(template, labels, todo) != math.inf and type(lm) not in _UNTIMED_SAID:
+            _UNTIMED_SAID.add(type(lm))  # said once a backend: a batch of it may run past the budget
+            log.warning("LLM backend %s: its generate takes no max_time, so the time budget is checked before each "
+                        "batch but cannot cut one", type(lm).__name__)
         for start in range(0, len(order), bs):
             chunk = order[start : start + bs]
             left = self._left(template, labels, chunk)
@@ -182,6 +186,9 @@ class LLMClient:
 def _queries(names: list[str]) -> str:
     shown = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return f"query {shown}" if len(names) == 1 else f"queries {shown}"
+
+
+_UNTIMED_SAID: set = set()  # the backends whose batches the budget cannot cut, said once a process
 
 
 def _takes_max_time(fn: Callable) -> bool:
