@@ -16,7 +16,7 @@ def _flags(parser) -> set[str]:
 
 
 def _says_what_each_spec_says(manifest: Path) -> dict:
-    from lexrag.kaggle.datasets import SPEC_FIELDS, spec_fields
+    from lexrag.kaggle.manifest import SPEC_FIELDS, spec_fields
 
     doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
     entries = {a["name"]: a for a in doc["artifacts"]}

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lexrag.artifacts import DIGEST, ParamsEdited, params_digest, read_params, sha256_file, write_params
+from lexrag.artifacts import DIGEST, ParamsEdited, params_digest, read_params, write_params
+from lexrag.io.hashcache import sha256_file
 from lexrag.errors import ArtifactError
 
 

@@ -21,7 +21,8 @@ import pytest
 
 pytest.importorskip("lightgbm")
 
-from lexrag.artifacts import DIGEST, seal, sha256_file  # noqa: E402
+from lexrag.artifacts import DIGEST, seal  # noqa: E402
+from lexrag.io.hashcache import sha256_file  # noqa: E402
 from lexrag.errors import ArtifactError  # noqa: E402
 from lexrag.stages.ranker import PARAMS, LearnedRanker, TrainingRows  # noqa: E402
 from lexrag.stages.ranker_features import feature_column, feature_names  # noqa: E402

@@ -25,7 +25,7 @@ from lexrag.io.outputs import PARAMS, replace_text
 from lexrag.io.publish import PARAMS_ONLY, UNLISTED
 
 __all__ = ["ArtifactError", "ParamsEdited", "PARAMS", "DIGEST", "write_params", "read_params", "check_params",
-           "sha256_file", "file_table", "reading", "rebuild_hint", "verify_files", "params_digest", "seal", "corpus_id",
+           "file_table", "reading", "rebuild_hint", "verify_files", "params_digest", "seal", "corpus_id",
            "check_corpus_id", "read_params_json", "digest_stale"]
 log = logging.getLogger(__name__)
 

@@ -37,9 +37,12 @@ STAGE_LABELS = {"bm25": "BM25", "citation_seeds": "citation seeds", "llm_seeds":
 # the count methods that read what a stage made (the LLM's estimate and the calibration, the ranker's
 # probabilities): the rows before use a fixed count, the last row switches the method on
 COUNT_ROWS = {"adaptive": "+adaptive count", "expected_f1": "+learned count"}
-# Artifacts field of each part a stage ``needs``
-# loaded part -> the Artifacts attribute holding it: each artifact's own, and the dense index of the semantic part
-_PARTS = {**{a.name: a.attr for a in ARTIFACTS if a.attr and a.name != "corpus"}, "semantic": "dense"}
+
+
+def _part_fields() -> dict[str, str]:
+    """Loaded part -> the Artifacts attribute holding it: each artifact's own (one registered later
+    too), and the dense index the semantic part loads."""
+    return {**{a.name: a.attr for a in ARTIFACTS if a.attr and a.name != "corpus"}, "semantic": "dense"}
 
 
 def _switch_sections(cfg: Config) -> list[str]:
@@ -205,7 +208,7 @@ def _parts_left(cfg: Config, art: Artifacts) -> Artifacts:
     from lexrag.stages.base import asked_for, needs_of
 
     needed = {n for s in asked_for(cfg) for n in needs_of(s, cfg)}
-    return dataclasses.replace(art, **{f: None for n, f in _PARTS.items() if n not in needed and getattr(art, f) is not None})
+    return dataclasses.replace(art, **{f: None for n, f in _part_fields().items() if n not in needed and getattr(art, f) is not None})
 
 
 def ablation_table(cfg: Config, artifacts: Artifacts, queries_path: str | Path, out_dir: str | Path) -> list[dict]:

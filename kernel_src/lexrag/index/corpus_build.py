@@ -33,7 +33,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lexrag import citations as cit
-from lexrag.artifacts import sha256_file, write_params
+from lexrag.artifacts import write_params
+from lexrag.io.hashcache import sha256_file
 from lexrag.io.publish import publishes
 from lexrag.config import CorpusConfig
 from lexrag.io.csvio import CsvInputError as CorpusError

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lexrag import citations as cit
-from lexrag.artifacts import sha256_file
+from lexrag.io.hashcache import sha256_file
 from lexrag.config import CorpusConfig
 from lexrag.io.csvio import CsvInputError as CorpusError
 from lexrag.io.csvio import FileReport, check_input_file, read_csv_rows, repair_text

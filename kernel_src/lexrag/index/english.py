@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lexrag.artifacts import ArtifactError, check_corpus_id, corpus_id, read_params, reading, rebuild_hint, sha256_file
-from lexrag.artifacts import write_params
+from lexrag.artifacts import (ArtifactError, check_corpus_id, corpus_id, read_params, reading, rebuild_hint,
+                              write_params)
+from lexrag.io.hashcache import sha256_file
 from lexrag.config.sections import LexicalConfig
 from lexrag.io.csvio import CsvInputError, FileReport, read_csv_rows
 from lexrag.registry import ArtifactSpec, declare

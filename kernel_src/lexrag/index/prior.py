@@ -25,7 +25,8 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lexrag.artifacts import read_params, reading, sha256_file, write_params
+from lexrag.artifacts import read_params, reading, write_params
+from lexrag.io.hashcache import sha256_file
 from lexrag.io.publish import publishes
 from lexrag.registry import ArtifactSpec, declare
 

@@ -15,11 +15,11 @@ from lexrag.artifacts import ArtifactError, file_table, read_params, read_params
 from lexrag.config import Config
 from lexrag.errors import ManifestError
 from lexrag.io.publish import staged_set
-from lexrag.kaggle.manifest import SPEC_FIELDS, load_manifest, manifest_entry, save_manifest, selected, spec_fields
+from lexrag.kaggle.manifest import load_manifest, manifest_entry, save_manifest, selected, spec_fields
 from lexrag.pipeline.build import build_step, warn_left_over_corpus
 from lexrag.registry import BuildInputs, build_order, names, spec
 
-__all__ = ["rebuild", "dataset_licence", "write_dataset_metadata", "spec_fields", "SPEC_FIELDS", "check_owner"]
+__all__ = ["rebuild", "dataset_licence", "write_dataset_metadata", "check_owner"]
 
 log = logging.getLogger(__name__)
 

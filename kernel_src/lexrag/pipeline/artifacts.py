@@ -274,12 +274,11 @@ def _load_calibration(ld: _Loading) -> bool:
     if folder is None or not (Path(folder) / "params.json").is_file():
         if adaptive and ld.strict:  # --strict promises no run without a part the config asks for
             raise ArtifactMissing("count.method=adaptive weighs a calibration (count.w_cal > 0) and there is none: "
-                                  "run `python -m lexrag calibrate --queries FILE --artifacts DIR`, or set "
-                                  "count.method=elbow or count.w_cal=0")
+                                  f"{CALIBRATION.fix}")
         if adaptive:
-            art.missing["calibration"] = "no calibration artifact (run `python -m lexrag calibrate`)"
-            log.warning("count.method=adaptive without a calibration: n_cal is left out of the count "
-                        "(run `python -m lexrag calibrate --queries FILE --artifacts DIR`)")
+            art.missing["calibration"] = f"no calibration artifact ({CALIBRATION.fix})"
+            log.warning("count.method=adaptive without a calibration: n_cal is left out of the count (%s)",
+                        CALIBRATION.fix)
         return False
     if adaptive:
         art.calibration = Calibration.load(folder, ld.cid)
@@ -361,7 +360,8 @@ RERANKER = declare(ArtifactSpec("reranker", switch="rerank.enabled", load=_load_
                                 fix="attach bge-reranker-v2-m3 (rerank.model)"))
 CALIBRATION = declare(ArtifactSpec("calibration", ("corpus",), load=_load_calibration,
                                    rebuild="python -m lexrag calibrate --queries FILE --artifacts ARTIFACTS",
-                                   fix="run `python -m lexrag calibrate` or set count.method: elbow"))
+                                   fix="run `python -m lexrag calibrate --queries FILE --artifacts ARTIFACTS`, or set "
+                                       "count.method=elbow or count.w_cal=0"))
 LLM = declare(ArtifactSpec("llm", switch="llm.enabled", load=_load_llm_or_say_its_fix,
                            fix="attach the LLM llm.model names on a GPU machine, or the lexrag-llm-cache dataset to "
                                "replay"))

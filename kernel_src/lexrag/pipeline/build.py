@@ -49,11 +49,13 @@ def unregister_artifact(name: str) -> None:
 
 
 def build_index(name: str, cfg: Config, corpus_dir: str | Path, dest: str | Path, corpus: Corpus | None = None, **kw):
-    """Build index artifact ``name`` (``bm25`` | ``embeddings`` | ``graph``) over the corpus artifact
-    at ``corpus_dir`` into ``dest`` with the config's parameters, through its build step;
-    ``kw`` go to ``build_embeddings`` (``max_shards``, ``time_budget_s``, ``resume_from``, ``model``)."""
-    if name not in ("bm25", "embeddings", "graph"):
-        raise ValueError(f"no index artifact named {name!r} (bm25 | embeddings | graph)")
+    """Build index artifact ``name`` over the corpus artifact at ``corpus_dir`` into ``dest`` with the
+    config's parameters, through its build step: an index is an artifact built over the corpus from
+    no input of its own (bm25, embeddings, graph); ``kw`` go to ``build_embeddings``
+    (``max_shards``, ``time_budget_s``, ``resume_from``, ``model``)."""
+    indexes = [a.name for a in build_order() if "corpus" in a.depends_on and a.needs_input is None and a.in_build]
+    if name not in indexes:
+        raise ValueError(f"no index artifact named {name!r} ({' | '.join(indexes)})")
     return build_step(name)(cfg, Path(dest), BuildInputs(corpus_dir=corpus_dir, corpus=corpus, extra=kw))
 
 

@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from lexrag.artifacts import sha256_file
+from lexrag.io.hashcache import sha256_file
 from lexrag.citations import scoring_form
 from lexrag.config import Config, with_overrides
 from lexrag.errors import ArtifactError, require
