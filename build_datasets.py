@@ -168,13 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         checked, stray = only, []
         if args.check:
-            given = [f for f, v in (("--laws", args.laws), ("--courts", args.courts), ("--train", args.train),
-                                    ("--law-keys", args.law_keys), ("--abbreviations", args.abbreviations),
-                                    ("--headings", args.headings), ("--laws-en", args.laws_en),
-                                    ("--llm-cache", args.llm_cache), ("--dictionary", args.dictionary),
-                                    ("--owner", args.owner if not args.upload else None),
-                                    ("--no-courts", args.no_courts), ("--set", args.set), ("--record", args.record),
-                                    ("--config", args.config)) if v]
+            from lexrag.registry import INPUTS
+
+            given = [i.flag for i in INPUTS if getattr(args, i.field)]  # the build inputs, as the specs read them
+            given += [f for f, v in (("--owner", args.owner if not args.upload else None),
+                                     ("--no-courts", args.no_courts), ("--set", args.set), ("--record", args.record),
+                                     ("--config", args.config)) if v]
             if given:
                 print(f"warning: {', '.join(given)} not read: --check builds nothing", file=sys.stderr)
             if os.path.lexists(args.out) and not Path(args.out).is_dir():

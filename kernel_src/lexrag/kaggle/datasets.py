@@ -17,7 +17,7 @@ from lexrag.errors import ManifestError
 from lexrag.io.publish import staged_set
 from lexrag.kaggle.manifest import load_manifest, manifest_entry, save_manifest, selected, spec_fields
 from lexrag.pipeline.build import build_step, warn_left_over_corpus
-from lexrag.registry import BuildInputs, build_order, names, spec
+from lexrag.registry import INPUTS, BuildInputs, build_order, names, spec
 
 __all__ = ["rebuild", "dataset_licence", "write_dataset_metadata", "check_owner"]
 
@@ -115,24 +115,24 @@ def rebuild(
         raise ManifestError("building the corpus needs --laws (or leave corpus out with --only, or --check to build nothing)")
     from lexrag.index.build import check_build_inputs
 
-    check_build_inputs(out, laws if "corpus" in names else None, courts if "corpus" in names else None,
-                       law_keys if "corpus" in names else None, train if {"prior", "ranker"} & set(names) else None,
-                       abbreviations if "corpus" in names else None, dictionary if "dictionary" in names else None,
-                       headings if "corpus" in names else None, laws_en if "bm25_en" in names else None)
-    if llm_cache and "llm_cache" in names and not (Path(llm_cache) / "params.json").is_file():
+    given = {"laws": laws, "courts": courts, "law_keys": law_keys, "train": train, "abbreviations": abbreviations,
+             "dictionary": dictionary, "headings": headings, "laws_en": laws_en, "llm_cache": llm_cache}
+    readers = {i.field: {a.name for a in build_order() if i.field in (a.needs_input, a.build_with, *a.reads)}
+               for i in INPUTS}  # which artifacts read each input, as their specs say
+    read = {f: v if readers[f] & set(names) else None for f, v in given.items()}
+    check_build_inputs(out, **{f: v for f, v in read.items() if f != "llm_cache"})
+    if read["llm_cache"] and not (Path(llm_cache) / "params.json").is_file():
         raise ManifestError(f"--llm-cache {llm_cache}: not an LLM cache folder (the llm.cache_dir of a live run, holding "
                             "params.json and cache.sqlite)")
-    ignored = [flag for flag, v, arts in (("--laws", laws, {"corpus"}), ("--courts", courts, {"corpus"}),
-                                          ("--train", train, {"prior", "ranker"}), ("--llm-cache", llm_cache, {"llm_cache"}),
-                                          ("--dictionary", dictionary, {"dictionary"}), ("--laws-en", laws_en, {"bm25_en"}))
-               if v and not arts & set(names)]
+    flag = {i.field: i.flag for i in INPUTS}
+    by_corpus = [flag[f] for f, v in given.items() if v and not read[f] and readers[f] == {"corpus"}]
+    ignored = [flag[f] for f, v in given.items() if v and not read[f] and readers[f] != {"corpus"}]
     if ignored:
         log.warning("%s: not read, because --only leaves out what reads them", ", ".join(ignored))
-    unread = ([flag for flag, v in (("--law-keys", law_keys), ("--abbreviations", abbreviations), ("--headings", headings)) if v]
-              if "corpus" not in names else [])
-    if unread:
+    if by_corpus:
         log.warning("%s: read only when the corpus is built, and --only leaves it out; add corpus to --only "
-                    "(then rebuild the graph too) or leave %s out", ", ".join(unread), "them" if len(unread) > 1 else "it")
+                    "(then rebuild the graph too) or leave %s out", ", ".join(by_corpus),
+                    "them" if len(by_corpus) > 1 else "it")
     built: list[str] = []
     inputs = BuildInputs(laws=laws, courts=courts, law_keys=law_keys, train=train, abbreviations=abbreviations,
                          headings=headings, laws_en=laws_en,
