@@ -329,11 +329,19 @@ def build_graph_step(cfg, dest: Path, inputs) -> CitationGraph:
     return graph
 
 
-def load_graph_step(folder: Path, cfg, art) -> CitationGraph:
+def load_graph_step(folder: Path, cfg, art) -> CitationGraph | None:
+    """The graph, or None (left off, said in ``art.missing`` with its fix) when it has no court
+    edges: over a law-only corpus the graph signals carry nothing but article siblings."""
     from lexrag.artifacts import corpus_id
 
-    return CitationGraph.load(folder, len(art.corpus), corpus_id=corpus_id(art.corpus_dir), resolutions=cfg.graph.resolutions,
-                              aliases=art.corpus.aliases_digest, parents=art.corpus.parents)
+    graph = CitationGraph.load(folder, len(art.corpus), corpus_id=corpus_id(art.corpus_dir),
+                               resolutions=cfg.graph.resolutions, aliases=art.corpus.aliases_digest, parents=art.corpus.parents)
+    if has_court_edges(graph):
+        return graph
+    art.missing["graph"] = "the graph has no court edges (its corpus holds no court considerations that cite)"
+    art.fixes["graph"] = "rebuild the corpus with court_considerations.csv, then the graph"
+    log.warning("graph: left off (%s); %s", art.missing["graph"], art.fixes["graph"])
+    return None
 
 
 SPEC = declare(ArtifactSpec(

@@ -16,7 +16,7 @@ from lexrag.errors import ArtifactError, ArtifactMissing, LexragError
 from lexrag.artifacts import corpus_id
 from lexrag.paths import Paths
 from lexrag.index.corpus import Corpus
-from lexrag.index.graph import CitationGraph, has_court_edges
+from lexrag.index.graph import CitationGraph
 from lexrag.index.lexical import BM25Index
 from lexrag.index.prior import TrainingPrior
 from lexrag.models import load_encoder, usable_gpus
@@ -209,13 +209,7 @@ def _artifact_step(a) -> LoadStep:
         if a.model:  # the model folder its load step reads (art.model_paths[name])
             section, fld = a.model.split(".")
             ld.art._model(a.name, ld.paths.model(getattr(getattr(ld.cfg, section), fld), a.model), a.model)
-        setattr(ld.art, a.attr, step(ld.locate(a.name), ld.cfg, ld.art))
-        if a.name == "graph" and ld.art.graph is not None and not has_court_edges(ld.art.graph):
-            art = ld.art
-            art.graph = None
-            art.missing["graph"] = "the graph has no court edges (its corpus holds no court considerations that cite)"
-            art.fixes["graph"] = "rebuild the corpus with court_considerations.csv, then the graph"
-            log.warning("graph: left off (%s); %s", art.missing["graph"], art.fixes["graph"])
+        setattr(ld.art, a.attr, step(ld.locate(a.name), ld.cfg, ld.art))  # None: its step left it off, and said why
 
     return LoadStep(a.name, load)
 
