@@ -99,7 +99,11 @@ class Stage(Protocol):
     signals: tuple[str, ...]  # signal names it may emit (registered for config validation)
     needs: tuple[str, ...]  # the loaded parts it reads (lexrag.registry.loadable()), so a run says which stages a missing part turned off
     # (a stage that reads another stage's output also has reads_stages, those stages' names: where one of them did not
-    # run for a query, the run status shows the reader partial for it, not "ran"; see stages_read)
+    # run for a query, the run status shows the reader partial for it, not "ran"; see stages_read.  Where a stage
+    # itself does less than the config asks while its inputs are there, such as the count falling back to count.k
+    # without the ranker's probabilities, it says so with ctx.note(stage=..., query_ids=...): the row is partial too.
+    # Only llm_seeds reads a stage that may not run for some queries and leaves it nothing else to work on; the
+    # stages that read the rewrite's variants search the question as written whatever the rewrite did.)
     # (a stage whose parts depend on its config also has needs_for(cfg): see needs_of)
 
     def enabled(self, cfg: "Config", art: Any) -> bool: ...
