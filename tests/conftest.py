@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import tempfile
+import types
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,31 @@ def tiny_llm(tmp_path_factory) -> Path:
     from lexrag.testing import make_tiny_llm
 
     return make_tiny_llm(tmp_path_factory.mktemp("tiny_llm") / "tiny-qwen2")
+
+
+class Clock:
+    """Seconds that pass only when a test (or the scripted model) says so."""
+
+    def __init__(self):
+        self.t = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A clock for the walk, the budget and the scripted model's simulated cost: no test races the wall clock."""
+    import lexrag.llm.scripted as scripted_mod
+    import lexrag.pipeline.budget as budget_mod
+    import lexrag.pipeline.run as run_mod
+
+    c = Clock()
+    fake = types.SimpleNamespace(perf_counter=c.perf_counter, time=lambda: c.t, sleep=c.sleep)
+    monkeypatch.setattr(run_mod, "time", fake)
+    monkeypatch.setattr(budget_mod, "time", fake)
+    monkeypatch.setattr(scripted_mod, "time", fake, raising=False)
+    return c

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import types
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from lexrag.eval.submission import write_submission
 from lexrag.llm.cache import LLMCache
 from lexrag.llm.client import LLMClient
 from lexrag.llm.prompts import load_template
-from lexrag.llm.scripted import ScriptedLM
+from lexrag.llm.scripted import ScriptedLM, write_script
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.queries import Query
 
@@ -30,39 +29,6 @@ Q2 = "Welche Kündigungsfrist gilt für ein Arbeitsverhältnis im zweiten bis ne
 Q3 = "Wann verjährt eine Forderung aus einem Vertrag?"
 TASKS = ["translate", "hyde", "sparse", "dense"]
 
-
-class Clock:
-    """Seconds that pass only when the scripted model says it worked."""
-
-    def __init__(self):
-        self.t = 1000.0
-
-    def perf_counter(self) -> float:
-        return self.t
-
-    def sleep(self, s: float) -> None:
-        self.t += s
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    import lexrag.llm.scripted as scripted_mod
-    import lexrag.pipeline.budget as budget_mod
-    import lexrag.pipeline.run as run_mod
-
-    c = Clock()
-    fake = types.SimpleNamespace(perf_counter=c.perf_counter, time=lambda: c.t, sleep=c.sleep)
-    monkeypatch.setattr(run_mod, "time", fake)
-    monkeypatch.setattr(budget_mod, "time", fake)
-    monkeypatch.setattr(scripted_mod, "time", fake, raising=False)
-    return c
-
-
-def script(folder: Path, rules: list[dict], **top) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "lexrag_scripted.json").write_text(json.dumps({"format": "lexrag-scripted-llm/1", "rules": rules, **top}),
-                                                 encoding="utf-8")
-    return folder
 
 
 def cached_templates(cache: Path) -> list[str]:
@@ -79,7 +45,8 @@ def test_the_budget_cuts_the_llm_rewrite_inside_the_first_question(tmp_path, dem
     rewrite is stopped inside question 1 (before, the whole question ran: 400 s or 480 s), the
     question keeps no variant, the cache holds only the answers that finished, the result and
     the status name the drop and the question, and every question is answered."""
-    model = script(tmp_path / "m", [], default_output="Haftung Schaden Vertrag Verschulden", seconds_per_call=per_call)
+    model = write_script(tmp_path / "m", default_output="Haftung Schaden Vertrag Verschulden",
+                         seconds_per_call=per_call)
     cfg = load_config(overrides={
         "runtime.progress": False, "llm.enabled": True, "llm.backend": "scripted", "llm.model": str(model),
         "llm.cache_dir": str(tmp_path / "cache"), "llm.tasks": TASKS, "runtime.time_budget_s": 300.0,
@@ -123,7 +90,7 @@ def test_an_agent_cut_inside_a_round_keeps_the_rounds_before_it(tmp_path, demo_a
         {"when": ["Would a decision answering"], "yes": 0.9},
     ]
     cfg = load_config(overrides={
-        "runtime.progress": False, "llm.enabled": True, "llm.backend": "scripted", "llm.model": str(script(tmp_path / "m", rules)),
+        "runtime.progress": False, "llm.enabled": True, "llm.backend": "scripted", "llm.model": str(write_script(tmp_path / "m", rules)),
         "llm.cache_dir": str(tmp_path / "cache"), "llm.tasks": [], "agent.enabled": True, "agent.max_rounds": 3,
         "agent.observe_depth": 5, "runtime.time_budget_s": 150.0, "runtime.reserve_s": 0.0,
         "runtime.stage_estimates_s": {"agent": 1.0}})

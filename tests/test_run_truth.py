@@ -7,11 +7,8 @@ only where a test says time passes."""
 
 from __future__ import annotations
 
-import json
 import logging
-import types
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +17,7 @@ from lexrag.errors import ConfigError
 from lexrag.eval.status import StageRow, _brief, fix_for, run_status
 from lexrag.pipeline import Artifacts, run_pipeline
 from lexrag.pipeline.budget import Budget
+from lexrag.llm.scripted import write_script
 from lexrag.queries import Query
 from lexrag.stages.base import registered_stages
 
@@ -29,44 +27,12 @@ Q3 = "Wann verjährt eine Forderung aus einem Vertrag?"
 QUERIES = [Query("q1", Q1), Query("q2", Q2), Query("q3", Q3)]
 
 
-class Clock:
-    """Seconds that pass only when a test (or the scripted model) says so."""
-
-    def __init__(self):
-        self.t = 1000.0
-
-    def perf_counter(self) -> float:
-        return self.t
-
-    def sleep(self, s: float) -> None:
-        self.t += s
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    import lexrag.llm.scripted as scripted_mod
-    import lexrag.pipeline.budget as budget_mod
-    import lexrag.pipeline.run as run_mod
-
-    c = Clock()
-    fake = types.SimpleNamespace(perf_counter=c.perf_counter, time=lambda: c.t, sleep=c.sleep)
-    monkeypatch.setattr(run_mod, "time", fake)
-    monkeypatch.setattr(budget_mod, "time", fake)
-    monkeypatch.setattr(scripted_mod, "time", fake, raising=False)
-    return c
-
-
-def scripted(folder: Path, **top) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "lexrag_scripted.json").write_text(json.dumps({"format": "lexrag-scripted-llm/1", "rules": [], **top}),
-                                                 encoding="utf-8")
-    return folder
-
 
 def llm_cfg(tmp_path, **more):
     return load_config(overrides={
         "runtime.progress": False, "llm.enabled": True, "llm.backend": "scripted",
-        "llm.model": str(scripted(tmp_path / "m", default_output="Haftung Schaden Vertrag", seconds_per_call=100.0)),
+        "llm.model": str(write_script(tmp_path / "m", default_output="Haftung Schaden Vertrag",
+                                      seconds_per_call=100.0)),
         "llm.cache_dir": str(tmp_path / "cache"), "runtime.reserve_s": 0.0, **more})
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from lexrag.errors import BudgetSpent, ModelLoadError
 
-__all__ = ["ScriptedLM", "SCRIPT_FILE", "is_scripted", "load_scripted"]
+__all__ = ["ScriptedLM", "SCRIPT_FILE", "is_scripted", "load_scripted", "write_script"]
 
 SCRIPT_FILE = "lexrag_scripted.json"
 FORMAT = "lexrag-scripted-llm/1"
@@ -49,6 +49,15 @@ FORMAT = "lexrag-scripted-llm/1"
 
 def is_scripted(folder: str | Path) -> bool:
     return (Path(folder) / SCRIPT_FILE).is_file()
+
+
+def write_script(folder: str | Path, rules: list[dict] = (), **top) -> Path:
+    """A scripted stand-in's folder, as :func:`load_scripted` reads it: ``rules`` and the top-level
+    settings (``default_output``, ``default_yes``, ``seconds_per_call``)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / SCRIPT_FILE).write_text(json.dumps({"format": FORMAT, "rules": list(rules), **top}), encoding="utf-8")
+    return folder
 
 
 class ScriptedLM:
