@@ -240,14 +240,12 @@ def bind_build(name: str, step: Callable) -> ArtifactSpec:
     """Give declared artifact ``name`` its build step, from the module its spec names in
     ``build_in`` (a floor above the module that declares it)."""
     import dataclasses
-    import sys
 
     i = next((i for i, a in enumerate(ARTIFACTS) if a.name == name), None)
     if i is None:
         raise ValueError(f"no artifact named {name!r} is declared: import the module that declares it first")
     a = ARTIFACTS[i]
-    caller = sys._getframe(1).f_globals.get("__name__")  # the module binding it must be the one the spec names
-    if a.build is not None or a.build_in != caller:
+    if a.build is not None or a.build_in != getattr(step, "__module__", None):  # a step of the module the spec names
         raise ValueError(f"artifact {name!r}: its build step is bound by {a.build_in or 'its own declaration'}, once")
     ARTIFACTS[i] = dataclasses.replace(a, build=step)
     return ARTIFACTS[i]
