@@ -82,7 +82,8 @@ def main() -> int:
     from lexrag.io.cliargs import parse_once
     from lexrag.config import load_config
     from lexrag.eval.cv import area_groups, legal_areas, read_locked_split
-    from lexrag.eval.experiment import GROUPING_KINDS, fold_scores, harness_ranker, read_tuning_file
+    from lexrag.eval.experiment import GROUPING_KINDS, fold_scores, harness_ranker
+    from lexrag.eval.experiment_questions import read_tuning_file
     from lexrag.eval.variants import RANK
     from lexrag.errors import ConfigError
     from lexrag.pipeline import Artifacts, SignalCache

@@ -512,7 +512,7 @@ def test_a_wrong_dictionary_path_fails_before_anything_is_built(tmp_path, demo_l
 
 
 def test_the_check_before_a_build_reads_a_short_file_to_its_end(tmp_path):
-    from lexrag.index.dictionary import check_source
+    from lexrag.index.dictionary_sources import check_source
 
     short = tmp_path / "short"
     short.write_bytes("# V :: 1\nHaft :: detention\nStra".encode("utf-8") + b"\xdf")  # Latin-1 in its last byte

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from lexrag.errors import ArtifactError
-from lexrag.index.dictionary import Dictionary, build_dictionary, check_source
+from lexrag.index.dictionary import Dictionary, build_dictionary
+from lexrag.index.dictionary_sources import check_source
 from lexrag.index.dictionary_ding import parse_ding
 from lexrag.testing import write_dictd
 

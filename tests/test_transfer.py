@@ -263,7 +263,7 @@ def test_the_exam_preset_is_the_kaggle_retrieval_with_whole_articles():
 
 
 def test_the_ceilings_show_where_f1_at_three_is_lost():
-    from lexrag.eval.experiment import ceilings
+    from lexrag.eval.experiment_scores import ceilings
 
     gold = {"a": ["Art. 41 OR", "Art. 97 Abs. 1 OR"], "b": ["Art. 8 ZGB"]}
     ranked = {"a": ["Art. 41 Abs. 1 OR", "Art. 41 Abs. 2 OR", "Art. 1 OR", "Art. 97 Abs. 1 OR"],

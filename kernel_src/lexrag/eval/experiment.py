@@ -37,8 +37,8 @@ import numpy as np
 from lexrag.config import Config, load_config
 from lexrag.errors import ConfigError
 from lexrag.eval.cv import format_area_map, grouped_folds, held_out_artifacts, refits_prior
-from lexrag.eval.experiment_questions import read_questions, read_tuning_file
-from lexrag.eval.experiment_scores import (CEILINGS, KS, ceilings, compare, f1_at_ks, flat_metrics, own_count_f1, ranking_f1,
+from lexrag.eval.experiment_questions import read_questions
+from lexrag.eval.experiment_scores import (KS, ceilings, compare, f1_at_ks, flat_metrics, own_count_f1, ranking_f1,
                                            summary_row)
 from lexrag.eval.metrics import prf, recall_at_k
 from lexrag.eval.variants import RANK, Variant
@@ -47,9 +47,7 @@ from lexrag.pipeline import Artifacts, RunResult, SignalCache, run_pipeline
 from lexrag.queries import load_gold, load_queries
 
 __all__ = ["held_out_runs", "held_out_rankings", "harness_ranker", "FoldScores", "GROUPING_KINDS", "fold_scores", "nested_picks",
-           "run_experiment",
-           # defined beside this module (experiment_scores, experiment_questions); the command line imports them from here
-           "CEILINGS", "ceilings", "read_tuning_file"]
+           "run_experiment"]
 
 log = logging.getLogger(__name__)
 

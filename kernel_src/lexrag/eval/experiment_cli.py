@@ -10,7 +10,8 @@ from pathlib import Path
 
 from lexrag.io.outputs import replace_text
 from lexrag.config import load_config
-from lexrag.eval.experiment import CEILINGS, run_experiment
+from lexrag.eval.experiment import run_experiment
+from lexrag.eval.experiment_scores import CEILINGS
 from lexrag.eval.variants import GPU_STAGES_OFF, PRESET_VARIANTS, RANKER_VARIANTS, Variant, parse_variant
 
 __all__ = ["format_report", "arg_parser", "variants_from_args", "check_args", "run_from_args", "experiment_args"]
@@ -161,7 +162,7 @@ def check_args(args: argparse.Namespace, build: bool = False) -> list[Variant]:
         for name in names:
             if not (data / name).is_file():
                 raise ConfigError(f"{opt} {name}: {data / name} is not a file (names are read inside --data {args.data})")
-    from lexrag.eval.experiment import read_tuning_file
+    from lexrag.eval.experiment_questions import read_tuning_file
 
     read_tuning_file(data / args.tune_on)
     if build and not (data / "laws_de.csv").is_file():

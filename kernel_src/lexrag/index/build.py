@@ -52,7 +52,7 @@ def check_build_inputs(out: Path, laws, courts=None, law_keys=None, train=None, 
     input that cannot be used for a build into ``out``."""
     import csv
 
-    from lexrag.index.dictionary import check_source
+    from lexrag.index.dictionary_sources import check_source
     from lexrag.io.outputs import check_outside_artifacts
 
     check_outside_artifacts(out, "--out", "build the artifacts into a folder of their own (nothing was built)")

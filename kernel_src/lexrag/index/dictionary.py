@@ -43,16 +43,13 @@ from lexrag.errors import short
 from lexrag.index.analyzer import ENGLISH_STOPWORDS
 from lexrag.index.decompound import LINKS
 from lexrag.index.dictionary_format import LEGAL, MAX_PHRASE, OTHER_REGION, SWISS
-from lexrag.index.dictionary_sources import check_source, read_source
+from lexrag.index.dictionary_sources import read_source
 from lexrag.index.dictionary_weights import boost, weighted
-from lexrag.index.language import is_english
 from lexrag.io.publish import publishes
 from lexrag.registry import ArtifactSpec, declare
 
 __all__ = ["build_dictionary", "glossary", "Dictionary", "split_citations", "english_words", "base_forms", "load_dictionary_step",
-           "build_dictionary_step",
-           # defined beside this module; the build, the notebooks and the stages import them from here
-           "check_source", "is_english"]
+           "build_dictionary_step"]
 
 log = logging.getLogger(__name__)
 

@@ -135,7 +135,8 @@ def build_corpus_cell(config: str | None = None, overrides: Mapping[str, Any] | 
 
     from lexrag.index.build import courts_beside
     from lexrag.index.corpus import build_corpus
-    from lexrag.index.dictionary import build_dictionary, check_source
+    from lexrag.index.dictionary import build_dictionary
+    from lexrag.index.dictionary_sources import check_source
     from lexrag.config.notebook import notebook_path
     from lexrag.io.outputs import check_outside_artifacts
 

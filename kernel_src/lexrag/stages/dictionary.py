@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from lexrag.index.dictionary import is_english
+from lexrag.index.language import is_english
 from lexrag.index.lexical import QUERY_DEDUP
 from lexrag.queries import Variant
 from lexrag.stages.base import Phase, register_stage

@@ -4,7 +4,7 @@ questions are left alone (the same language test as the dictionary's)."""
 
 from __future__ import annotations
 
-from lexrag.index.dictionary import is_english
+from lexrag.index.language import is_english
 from lexrag.ranking import Ranking
 from lexrag.stages.base import Phase, register_stage
 
