@@ -23,6 +23,7 @@ from lexrag.io.hashcache import file_hash, load_hash_cache, save_hash_cache, sha
 from lexrag.io.inputfiles import read_json_file
 from lexrag.io.outputs import PARAMS, replace_text
 from lexrag.io.publish import PARAMS_ONLY, UNLISTED
+from lexrag.registry import rebuild_command
 
 __all__ = ["ArtifactError", "ParamsEdited", "PARAMS", "DIGEST", "write_params", "read_params", "check_params",
            "file_table", "reading", "rebuild_hint", "verify_files", "params_digest", "seal", "corpus_id",
@@ -76,13 +77,6 @@ def seal(doc: dict) -> dict:
     of the rest, as :func:`write_params` writes it."""
     doc[DIGEST] = params_digest(doc)
     return doc
-
-
-def rebuild_command(artifact: str) -> str:
-    """The command that (re)builds ``artifact`` (the registry's entry)."""
-    from lexrag import registry
-
-    return registry.rebuild_command(artifact)
 
 
 def rebuild_hint(artifact: str) -> str:
